@@ -1,0 +1,1 @@
+"""Adapters: the ports filled with real technology (Docker, SQLite, the system clock)."""

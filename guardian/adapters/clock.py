@@ -1,0 +1,10 @@
+"""SystemClock: the one place that reads the wall clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)

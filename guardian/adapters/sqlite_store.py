@@ -1,0 +1,347 @@
+"""SqliteStore: incidents, their transitions and remediation actions in SQLite (WAL).
+
+Survives kill -9: every write is one transaction, intent rows are written before acting, and a
+partial unique index makes "one open incident per (host, container, type)" a database fact.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from guardian.core.incidents import IncidentChange
+from guardian.core.model import (
+    Incident,
+    IncidentState,
+    Outcome,
+    ProblemType,
+    RemediationAction,
+    Transition,
+)
+from guardian.ports import StoreError
+
+# Each entry moves the schema one version up; never edit a released entry, append a new one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE incidents (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL, container TEXT NOT NULL, container_id TEXT NOT NULL,
+        type TEXT NOT NULL, state TEXT NOT NULL,
+        opened_at TEXT NOT NULL, last_seen TEXT NOT NULL,
+        occurrences INTEGER NOT NULL DEFAULT 1, detail TEXT NOT NULL DEFAULT '',
+        escalated INTEGER NOT NULL DEFAULT 0,
+        resolved_by TEXT, resolved_at TEXT, closed_at TEXT, close_reason TEXT
+    );
+    CREATE UNIQUE INDEX incidents_one_open ON incidents(host, container, type)
+        WHERE state != 'closed';
+    CREATE TABLE transitions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id INTEGER NOT NULL REFERENCES incidents(id),
+        from_state TEXT, to_state TEXT NOT NULL,
+        actor TEXT NOT NULL, at TEXT NOT NULL, reason TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX transitions_incident ON transitions(incident_id);
+    CREATE TABLE actions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id INTEGER REFERENCES incidents(id),
+        host TEXT NOT NULL, container TEXT NOT NULL, container_id TEXT NOT NULL,
+        kind TEXT NOT NULL, requested_at TEXT NOT NULL, reason TEXT NOT NULL,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        outcome TEXT, detail TEXT NOT NULL DEFAULT '', finished_at TEXT,
+        extra TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX actions_container ON actions(host, container, requested_at);
+    CREATE INDEX actions_incident ON actions(incident_id);
+    CREATE TABLE counter_resets (
+        host TEXT NOT NULL, container TEXT NOT NULL, reset_at TEXT NOT NULL,
+        PRIMARY KEY (host, container)
+    );
+    """,
+)
+
+
+def _ts(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="microseconds") if value is not None else None
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _incident(row: sqlite3.Row) -> Incident:
+    return Incident(
+        id=row["id"],
+        host=row["host"],
+        container=row["container"],
+        container_id=row["container_id"],
+        type=ProblemType(row["type"]),
+        state=IncidentState(row["state"]),
+        opened_at=datetime.fromisoformat(row["opened_at"]),
+        last_seen=datetime.fromisoformat(row["last_seen"]),
+        occurrences=row["occurrences"],
+        detail=row["detail"],
+        escalated=bool(row["escalated"]),
+        resolved_by=row["resolved_by"],
+        resolved_at=_dt(row["resolved_at"]),
+        closed_at=_dt(row["closed_at"]),
+        close_reason=row["close_reason"],
+    )
+
+
+def _action(row: sqlite3.Row) -> RemediationAction:
+    return RemediationAction(
+        id=row["id"],
+        incident_id=row["incident_id"],
+        host=row["host"],
+        container=row["container"],
+        container_id=row["container_id"],
+        kind=row["kind"],
+        requested_at=datetime.fromisoformat(row["requested_at"]),
+        reason=row["reason"],
+        outcome=Outcome(row["outcome"]) if row["outcome"] else None,
+        detail=row["detail"],
+        finished_at=_dt(row["finished_at"]),
+        attempt=row["attempt"],
+        extra=json.loads(row["extra"]),
+    )
+
+
+class SqliteStore:
+    """The Store port over one SQLite file; safe to share between the daemon's threads."""
+
+    def __init__(self, path: str | Path, busy_timeout_ms: int = 10_000) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path,
+                timeout=busy_timeout_ms / 1000,
+                check_same_thread=False,
+                isolation_level=None,
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"store {self.path}: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"store {self.path}: {exc.strerror or exc}") from None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return list(self._db.execute(sql, params))
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"store {self.path}: schema version {version} is newer than this Guardian "
+                f"understands ({len(MIGRATIONS)}); upgrade Guardian"
+            )
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            with self._tx() as db:
+                for statement in filter(str.strip, script.split(";")):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._query("PRAGMA user_version")[0][0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- incidents --------------------------------------------------------------------------
+
+    def current_incident(self, host: str, container: str, kind: ProblemType) -> Incident | None:
+        rows = self._query(
+            "SELECT * FROM incidents WHERE host=? AND container=? AND type=? AND state!='closed'",
+            (host, container, str(kind)),
+        )
+        return _incident(rows[0]) if rows else None
+
+    def open_incidents(self, host: str, container: str | None = None) -> list[Incident]:
+        sql = "SELECT * FROM incidents WHERE host=? AND state!='closed'"
+        params: tuple[Any, ...] = (host,)
+        if container is not None:
+            sql, params = sql + " AND container=?", (host, container)
+        return [_incident(r) for r in self._query(sql + " ORDER BY id", params)]
+
+    def get_incident(self, incident_id: int) -> Incident | None:
+        rows = self._query("SELECT * FROM incidents WHERE id=?", (incident_id,))
+        return _incident(rows[0]) if rows else None
+
+    def save_incident(self, change: IncidentChange) -> Incident:
+        i = change.incident
+        fields = (
+            i.host,
+            i.container,
+            i.container_id,
+            str(i.type),
+            str(i.state),
+            _ts(i.opened_at),
+            _ts(i.last_seen),
+            i.occurrences,
+            i.detail,
+            int(i.escalated),
+            i.resolved_by,
+            _ts(i.resolved_at),
+            _ts(i.closed_at),
+            i.close_reason,
+        )
+        with self._tx() as db:
+            if i.id is None:
+                cur = db.execute(
+                    "INSERT INTO incidents (host, container, container_id, type, state, opened_at,"
+                    " last_seen, occurrences, detail, escalated, resolved_by, resolved_at,"
+                    " closed_at, close_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    fields,
+                )
+                incident_id = int(cur.lastrowid or 0)
+            else:
+                incident_id = i.id
+                db.execute(
+                    "UPDATE incidents SET host=?, container=?, container_id=?, type=?, state=?,"
+                    " opened_at=?, last_seen=?, occurrences=?, detail=?, escalated=?,"
+                    " resolved_by=?, resolved_at=?, closed_at=?, close_reason=? WHERE id=?",
+                    (*fields, incident_id),
+                )
+            for t in change.transitions:
+                db.execute(
+                    "INSERT INTO transitions (incident_id, from_state, to_state, actor, at, reason)"
+                    " VALUES (?,?,?,?,?,?)",
+                    (
+                        incident_id,
+                        t.from_state and str(t.from_state),
+                        str(t.to_state),
+                        t.actor,
+                        _ts(t.at),
+                        t.reason,
+                    ),
+                )
+        saved = self.get_incident(incident_id)
+        assert saved is not None
+        return saved
+
+    def transitions(self, incident_id: int) -> list[Transition]:
+        rows = self._query(
+            "SELECT * FROM transitions WHERE incident_id=? ORDER BY id", (incident_id,)
+        )
+        return [
+            Transition(
+                IncidentState(r["from_state"]) if r["from_state"] else None,
+                IncidentState(r["to_state"]),
+                r["actor"],
+                datetime.fromisoformat(r["at"]),
+                r["reason"],
+            )
+            for r in rows
+        ]
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def record_intent(self, action: RemediationAction) -> int:
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO actions (incident_id, host, container, container_id, kind,"
+                " requested_at, reason, attempt, outcome, detail, finished_at, extra)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    action.incident_id,
+                    action.host,
+                    action.container,
+                    action.container_id,
+                    action.kind,
+                    _ts(action.requested_at),
+                    action.reason,
+                    action.attempt,
+                    action.outcome and str(action.outcome),
+                    action.detail,
+                    _ts(action.finished_at),
+                    json.dumps(action.extra),
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def record_outcome(
+        self, action_id: int, outcome: Outcome, detail: str, finished_at: datetime
+    ) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE actions SET outcome=?, detail=?, finished_at=? WHERE id=?",
+                (str(outcome), detail, _ts(finished_at), action_id),
+            )
+
+    def actions(
+        self, host: str, container: str | None = None, since: datetime | None = None
+    ) -> list[RemediationAction]:
+        sql, params = "SELECT * FROM actions WHERE host=?", [host]
+        if container is not None:
+            sql += " AND container=?"
+            params.append(container)
+        if since is not None:
+            sql += " AND requested_at>=?"
+            params.append(_ts(since) or "")
+        return [_action(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
+
+    def last_action(self, incident_id: int) -> RemediationAction | None:
+        rows = self._query(
+            "SELECT * FROM actions WHERE incident_id=? ORDER BY id DESC LIMIT 1", (incident_id,)
+        )
+        return _action(rows[0]) if rows else None
+
+    def unfinished_actions(self, host: str) -> list[RemediationAction]:
+        rows = self._query(
+            "SELECT * FROM actions WHERE host=? AND (outcome IS NULL OR outcome='restarted')"
+            " ORDER BY id",
+            (host,),
+        )
+        return [_action(r) for r in rows]
+
+    def restart_times(
+        self, host: str, since: datetime, container: str | None = None
+    ) -> tuple[datetime, ...]:
+        sql = "SELECT requested_at FROM actions WHERE host=? AND kind='restart' AND requested_at>?"
+        params: tuple[Any, ...] = (host, _ts(since))
+        if container is not None:
+            sql, params = sql + " AND container=?", (*params, container)
+        return tuple(datetime.fromisoformat(r[0]) for r in self._query(sql, params))
+
+    def last_reset(self, host: str, container: str) -> datetime | None:
+        rows = self._query(
+            "SELECT reset_at FROM counter_resets WHERE host=? AND container=?", (host, container)
+        )
+        return datetime.fromisoformat(rows[0][0]) if rows else None
+
+    def record_reset(self, host: str, container: str, at: datetime) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO counter_resets (host, container, reset_at) VALUES (?,?,?)"
+                " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
+                (host, container, _ts(at)),
+            )

@@ -1,0 +1,260 @@
+"""Configuration: YAML file + GUARDIAN_* environment -> frozen Settings, with one-line errors.
+
+Every key is declared once in SCHEMA with its default and what is allowed; the file, the
+environment and `config show` all go through it. Per-container label overrides live in labels.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from guardian.core.durations import format_duration, parse_duration
+from guardian.core.policy import RestartPolicy
+
+DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
+
+
+class ConfigError(Exception):
+    """Invalid configuration; str() is the one line shown after `guardian: config error:`."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key: its default, how to parse a value, and what is allowed (for errors)."""
+
+    default: Any
+    parse: Callable[[Any], Any]
+    allowed: str
+
+
+def _int(lo: int, hi: int) -> Key:
+    def parse(v: Any) -> int:
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise ValueError
+        return v
+
+    return Key(None, parse, f"an integer from {lo} to {hi}")
+
+
+def _float(lo: float, hi: float) -> Key:
+    def parse(v: Any) -> float:
+        if isinstance(v, str):
+            v = float(v)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
+            raise ValueError
+        return float(v)
+
+    return Key(None, parse, f"a number from {lo} to {hi}")
+
+
+def _duration(lo: timedelta, hi: timedelta) -> Key:
+    def parse(v: Any) -> timedelta:
+        d = parse_duration(v)
+        if not lo <= d <= hi:
+            raise ValueError
+        return d
+
+    return Key(None, parse, f"a duration from {_fmt(lo)} to {_fmt(hi)} (e.g. 500ms, 30s, 5m, 1h)")
+
+
+def _fmt(d: timedelta) -> str:
+    return format_duration(d)
+
+
+def _bool() -> Key:
+    words = {"true": True, "yes": True, "on": True, "1": True}
+    words |= {"false": False, "no": False, "off": False, "0": False}
+
+    def parse(v: Any) -> bool:
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, str) and v.strip().lower() in words:
+            return words[v.strip().lower()]
+        raise ValueError
+
+    return Key(None, parse, "true or false")
+
+
+def _choice(*choices: str) -> Key:
+    def parse(v: Any) -> str:
+        if not isinstance(v, str) or v.strip().lower() not in choices:
+            raise ValueError
+        return v.strip().lower()
+
+    return Key(None, parse, "one of " + ", ".join(choices))
+
+
+def _text(max_len: int = 4096) -> Key:
+    def parse(v: Any) -> str:
+        if not isinstance(v, str) or not v.strip() or len(v) > max_len or "\x00" in v:
+            raise ValueError
+        return v.strip()
+
+    return Key(None, parse, f"a non-empty string of at most {max_len} characters")
+
+
+def _exit_codes() -> Key:
+    def parse(v: Any) -> tuple[int, ...]:
+        if isinstance(v, str):
+            v = [p for p in v.replace(",", " ").split()]
+        if not isinstance(v, list):
+            raise ValueError
+        codes = tuple(_int(0, 255).parse(c) for c in v)
+        return tuple(sorted(set(codes)))
+
+    return Key(None, parse, "a list of exit codes from 0 to 255")
+
+
+def _with(key: Key, default: Any) -> Key:
+    return Key(default, key.parse, key.allowed)
+
+
+S, M, H = timedelta(seconds=1), timedelta(minutes=1), timedelta(hours=1)
+ZERO, DAY, YEAR = timedelta(0), timedelta(days=1), timedelta(days=365)
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "docker": {
+        "url": _with(_text(), "unix:///var/run/docker.sock"),
+        "timeout": _with(_duration(S, 10 * M), 30 * S),
+    },
+    "watch": {
+        "label": _with(_text(256), "guardian.enable"),
+        "interval": _with(_duration(timedelta(milliseconds=500), DAY), 10 * S),
+        "events": _with(_bool(), True),
+        "start_grace": _with(_duration(ZERO, DAY), ZERO),
+    },
+    "restart": {
+        "cooldown": _with(_duration(ZERO, YEAR), 300 * S),
+        "max_attempts": _with(_int(1, 1000), 3),
+        "window": _with(_duration(S, YEAR), H),
+        "backoff_factor": _with(_float(1.0, 10.0), 1.0),
+        "max_cooldown": _with(_duration(ZERO, YEAR), H),
+        "reset_after": _with(_duration(ZERO, YEAR), 600 * S),
+        "stop_timeout": _with(_duration(ZERO, 10 * M), 10 * S),
+        "verify_timeout": _with(_duration(S, DAY), 120 * S),
+        "max_per_minute": _with(_int(1, 10_000), 10),
+        "max_concurrent": _with(_int(1, 1000), 2),
+        "ignore_exit_codes": _with(_exit_codes(), (0,)),
+        "dry_run": _with(_bool(), False),
+    },
+    "store": {"path": _with(_text(), DEFAULT_STORE_PATH)},
+    "log": {
+        "level": _with(_choice("debug", "info", "warning", "error"), "info"),
+        "format": _with(_choice("text", "json"), "text"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective configuration. `values[section][key]` holds every parsed value."""
+
+    values: Mapping[str, Mapping[str, Any]]
+    source: str = "built-in defaults"
+    store_path_explicit: bool = False
+
+    def __getitem__(self, dotted: str) -> Any:
+        section, key = dotted.split(".", 1)
+        return self.values[section][key]
+
+    def restart_policy(self) -> RestartPolicy:
+        r = self.values["restart"]
+        return RestartPolicy(
+            cooldown=r["cooldown"],
+            max_attempts=r["max_attempts"],
+            window=r["window"],
+            backoff_factor=r["backoff_factor"],
+            max_cooldown=r["max_cooldown"],
+            reset_after=r["reset_after"],
+            max_per_minute=r["max_per_minute"],
+            max_concurrent=r["max_concurrent"],
+            dry_run=r["dry_run"],
+        )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "cannot be parsed"
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections ({', '.join(SCHEMA)})")
+    return data
+
+
+def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from the file at `path` (None: built-in defaults) and the environment.
+
+    Raises ConfigError naming the key, the value and what is allowed.
+    """
+    env = os.environ if env is None else env
+    data = _read_file(Path(path)) if path is not None else {}
+    values: dict[str, dict[str, Any]] = {}
+    for section in data:
+        if section not in SCHEMA:
+            allowed = ", ".join(SCHEMA)
+            raise ConfigError(f"unknown section {_shown(section)}; allowed: {allowed}")
+        if data[section] is not None and not isinstance(data[section], dict):
+            raise ConfigError(f"{section}: expected a mapping of keys, got {_shown(data[section])}")
+    store_explicit = False
+    for section, keys in SCHEMA.items():
+        given = data.get(section) or {}
+        for key in given:
+            if key not in keys:
+                raise ConfigError(
+                    f"unknown key {section}.{_shown(key)}; allowed: {', '.join(keys)}"
+                )
+        values[section] = {}
+        for key, spec in keys.items():
+            env_name = f"GUARDIAN_{section}_{key}".upper()
+            if env_name in env:
+                raw, where = env[env_name], f"{section}.{key} (from {env_name})"
+            elif key in given:
+                raw, where = given[key], f"{section}.{key}"
+            elif (section, key) == ("docker", "url") and env.get("DOCKER_HOST"):
+                raw, where = env["DOCKER_HOST"], "docker.url (from DOCKER_HOST)"
+            else:
+                values[section][key] = spec.default
+                continue
+            try:
+                values[section][key] = spec.parse(raw)
+            except (ValueError, TypeError, OverflowError):
+                raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None
+            if (section, key) == ("store", "path"):
+                store_explicit = True
+    r = values["restart"]
+    if r["max_cooldown"] < r["cooldown"]:
+        raise ConfigError(
+            f"restart.max_cooldown = {_fmt(r['max_cooldown'])}: expected at least "
+            f"restart.cooldown ({_fmt(r['cooldown'])})"
+        )
+    return Settings(values, str(path) if path else "built-in defaults", store_explicit)

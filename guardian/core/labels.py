@@ -1,0 +1,107 @@
+"""Per-container rules from Docker labels: opt-in, overrides of the restart policy, self-marking.
+
+A bad label is reported as a warning for that container and the global value is used instead;
+one container's typo never stops Guardian from watching the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from guardian.core.durations import parse_duration
+from guardian.core.policy import RestartPolicy
+
+ALL = "all"
+ENABLE = "guardian.enable"
+SELF = "guardian.self"
+MAX_ATTEMPTS = "guardian.max_attempts"
+COOLDOWN = "guardian.cooldown"
+STOP_TIMEOUT = "guardian.stop_timeout"
+NOTIFY = "guardian.notify"
+
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+
+
+@dataclass(frozen=True)
+class ContainerRules:
+    """What applies to one container once its labels are read."""
+
+    opted_in: bool
+    is_self: bool
+    policy: RestartPolicy
+    stop_timeout: timedelta
+    notify: bool = True
+    warnings: tuple[str, ...] = ()
+
+
+def _flag(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    v = value.strip().lower()
+    return True if v in _TRUE else False if v in _FALSE else None
+
+
+def opted_in(labels: Mapping[str, str], watch_label: str) -> bool:
+    """`watch.label` names the opt-in label; the value "all" watches everything not opted out."""
+    if watch_label == ALL:
+        return _flag(labels.get(ENABLE)) is not False
+    return _flag(labels.get(watch_label)) is True
+
+
+def rules_for(
+    labels: Mapping[str, str],
+    base: RestartPolicy,
+    stop_timeout: timedelta,
+    watch_label: str,
+    self_id: str | None = None,
+    container_id: str = "",
+) -> ContainerRules:
+    """Apply the container's labels to the global policy; collect a warning per bad label."""
+    warnings: list[str] = []
+    policy = base
+    if MAX_ATTEMPTS in labels:
+        raw = labels[MAX_ATTEMPTS].strip()
+        if raw.isdigit() and 1 <= int(raw) <= 1000:
+            policy = replace(policy, max_attempts=int(raw))
+        else:
+            warnings.append(
+                f"label {MAX_ATTEMPTS}={raw[:40]!r}: expected an integer from 1 to 1000"
+            )
+    if COOLDOWN in labels:
+        try:
+            cooldown = parse_duration(labels[COOLDOWN])
+            policy = replace(
+                policy, cooldown=cooldown, max_cooldown=max(cooldown, base.max_cooldown)
+            )
+        except ValueError:
+            warnings.append(
+                f"label {COOLDOWN}={labels[COOLDOWN][:40]!r}: expected a duration such as 60s or 5m"
+            )
+    if STOP_TIMEOUT in labels:
+        raw = labels[STOP_TIMEOUT].strip()
+        try:
+            parsed = parse_duration(raw)
+            if parsed > timedelta(minutes=10):
+                raise ValueError
+            stop_timeout = parsed
+        except ValueError:
+            warnings.append(
+                f"label {STOP_TIMEOUT}={raw[:40]!r}: expected seconds or a duration up to 10m"
+            )
+    notify = _flag(labels.get(NOTIFY))
+    if labels.get(NOTIFY) is not None and notify is None:
+        warnings.append(f"label {NOTIFY}={labels[NOTIFY][:40]!r}: expected true or false")
+    is_self = _flag(labels.get(SELF)) is True or (
+        bool(self_id) and bool(container_id) and container_id.startswith(self_id or "")
+    )
+    return ContainerRules(
+        opted_in=opted_in(labels, watch_label),
+        is_self=is_self,
+        policy=policy,
+        stop_timeout=stop_timeout,
+        notify=notify is not False,
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,196 @@
+"""Guardian's value types: what a container looks like, what a check found, what was decided.
+
+Everything here is a frozen value: the core computes new values instead of mutating old ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+
+class ProblemType(StrEnum):
+    """The kind of problem an incident is about; part of the incident's identity."""
+
+    UNHEALTHY = "unhealthy"
+    EXITED = "exited"
+    OOM_KILLED = "oom_killed"
+
+
+class IncidentState(StrEnum):
+    ACTIVE = "active"
+    ACKNOWLEDGED = "acknowledged"
+    IN_PROGRESS = "in_progress"
+    RESOLVED = "resolved"
+    CLOSED = "closed"
+
+
+OPEN_STATES = frozenset(
+    {IncidentState.ACTIVE, IncidentState.ACKNOWLEDGED, IncidentState.IN_PROGRESS}
+)
+
+
+@dataclass(frozen=True)
+class ContainerSnapshot:
+    """What the engine told us about one container at one moment.
+
+    `health` is Docker's health status (`healthy`, `unhealthy`, `starting`) or None when the
+    container has no HEALTHCHECK. Fields only known after an inspect are None when the snapshot
+    came from the list call alone (`inspected` is False then).
+    """
+
+    id: str
+    name: str
+    labels: dict[str, str]
+    state: str  # created | running | paused | restarting | exited | dead | removing
+    health: str | None
+    inspected: bool = False
+    exit_code: int | None = None
+    oom_killed: bool = False
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    restart_count: int = 0
+    restart_policy: str = ""  # "", "no", "always", "unless-stopped", "on-failure"
+    restart_policy_max_retries: int = 0
+    health_start_period: timedelta = timedelta(0)
+    health_output: str = ""
+    health_log_at: datetime | None = None  # when Docker finished the last health probe
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:12]
+
+
+@dataclass(frozen=True)
+class HealthCheckResult:
+    """The verdict of the checks on one container.
+
+    `problem` is None when the container is fine. `skipped` names why the container was not
+    judged at all (paused, stopped by a person, in its grace period, ...); a skipped result
+    neither opens nor resolves incidents.
+    """
+
+    container_id: str
+    container_name: str
+    observed_at: datetime
+    problem: ProblemType | None = None
+    detail: str = ""
+    skipped: str | None = None
+    source: str = "sweep"  # sweep | event | verify
+
+    @property
+    def healthy(self) -> bool:
+        return self.problem is None and self.skipped is None
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One problem of one container, from first detection until closed."""
+
+    id: int | None
+    host: str
+    container: str
+    container_id: str
+    type: ProblemType
+    state: IncidentState
+    opened_at: datetime
+    last_seen: datetime
+    occurrences: int = 1
+    detail: str = ""
+    escalated: bool = False
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
+    closed_at: datetime | None = None
+    close_reason: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One state change of an incident, as recorded in the audit trail."""
+
+    from_state: IncidentState | None  # None for the opening of the incident
+    to_state: IncidentState
+    actor: str
+    at: datetime
+    reason: str
+
+
+class Verdict(StrEnum):
+    RESTART = "restart"
+    WAIT = "wait"  # not now; may retry at `retry_at`
+    DENY = "deny"  # never, for as long as the inputs stay the same (policy-denied)
+    GIVE_UP = "give_up"  # attempts exhausted: escalate, keep the incident open
+
+
+class Reason(StrEnum):
+    ALLOWED = "allowed"
+    SELF = "self"
+    NOT_OPTED_IN = "not_opted_in"
+    DRY_RUN = "dry_run"
+    IN_FLIGHT = "restart_in_progress"
+    COOLDOWN = "cooldown"
+    MAX_ATTEMPTS = "max_attempts"
+    RATE_LIMITED = "rate_limited"
+    CONCURRENCY = "max_concurrent"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What `decide()` says about one restart request: a verdict, why, and when to ask again."""
+
+    verdict: Verdict
+    reason: Reason
+    retry_at: datetime | None = None
+    attempt: int = 0  # the number this restart would be within the window (1-based)
+    max_attempts: int = 0
+
+    @property
+    def restart(self) -> bool:
+        return self.verdict is Verdict.RESTART
+
+
+class Outcome(StrEnum):
+    """Typed outcome of a remediation action (DESIGN rule 3)."""
+
+    SUCCEEDED = "succeeded"  # restarted and observed healthy within verify_timeout
+    RESTARTED = "restarted"  # the engine restarted it; verification pending
+    UNHEALTHY_AFTER_RESTART = "unhealthy_after_restart"  # restarted, not healthy in time
+    POLICY_DENIED = "policy_denied"
+    PERMANENT_FAILURE = "permanent_failure"
+    TRANSIENT_FAILURE = "transient_failure"
+    UNKNOWN = "unknown"
+    RETRY_EXHAUSTED = "retry_exhausted"
+    INTERRUPTED = "interrupted"  # Guardian died between intent and outcome
+
+
+@dataclass(frozen=True)
+class ActionOutcome:
+    """The result of asking the engine to do something, already classified."""
+
+    outcome: Outcome
+    detail: str = ""
+    retryable: bool = False
+
+
+@dataclass(frozen=True)
+class RemediationAction:
+    """A row of the remediation history: intent first, outcome filled in afterwards."""
+
+    id: int | None
+    incident_id: int | None
+    host: str
+    container: str
+    container_id: str
+    kind: str  # restart | decision
+    requested_at: datetime
+    reason: str
+    outcome: Outcome | None = None
+    detail: str = ""
+    finished_at: datetime | None = None
+    attempt: int = 0
+    extra: dict[str, str] = field(default_factory=dict)

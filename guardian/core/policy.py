@@ -1,0 +1,165 @@
+"""decide(): the single point that says whether a container may be restarted now.
+
+Pure: the clock and every piece of history come in as arguments, so the function can be tested
+exhaustively. Every new guard (silences, dependencies, storms) belongs here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from guardian.core.model import Decision, Reason, Verdict
+
+RATE_WINDOW = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """The restart rules for one container (global settings with its labels applied)."""
+
+    cooldown: timedelta = timedelta(seconds=300)
+    max_attempts: int = 3
+    window: timedelta = timedelta(hours=1)
+    backoff_factor: float = 1.0
+    max_cooldown: timedelta = timedelta(hours=1)
+    reset_after: timedelta = timedelta(seconds=600)
+    max_per_minute: int = 10
+    max_concurrent: int = 2
+    dry_run: bool = False
+
+    def cooldown_after(self, attempts: int) -> timedelta:
+        """The wait after the n-th attempt: exponential with a cap, never below cooldown."""
+        if attempts <= 1 or self.backoff_factor <= 1.0:
+            return self.cooldown
+        # Cap the exponent: beyond ~60 doublings every cap is reached anyway.
+        grown = self.cooldown.total_seconds() * self.backoff_factor ** min(attempts - 1, 64)
+        capped = min(grown, self.max_cooldown.total_seconds())
+        return max(self.cooldown, timedelta(seconds=capped))
+
+
+@dataclass(frozen=True)
+class Target:
+    """The container a restart is asked for."""
+
+    name: str
+    opted_in: bool = True
+    is_self: bool = False
+
+
+@dataclass(frozen=True)
+class AttemptHistory:
+    """This container's restart requests, as read from the store.
+
+    `attempts` are request times (any age; decide() applies the window). `reset_at` is the last
+    time the counter was reset after `reset_after` of continuous health. `in_flight` is True
+    while a restart of this container is running or being verified.
+    """
+
+    attempts: tuple[datetime, ...] = ()
+    reset_at: datetime | None = None
+    in_flight: bool = False
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """Host-wide restart activity: request times of recent restarts and how many are running."""
+
+    recent_restarts: tuple[datetime, ...] = ()
+    in_flight: int = 0
+
+
+def counted_attempts(
+    history: AttemptHistory, policy: RestartPolicy, now: datetime
+) -> list[datetime]:
+    """The attempts that count against max_attempts: inside the window and after the last reset."""
+    start = now - policy.window
+    if history.reset_at is not None and history.reset_at > start:
+        start = history.reset_at
+    return sorted(a for a in history.attempts if start < a <= now)
+
+
+def decide(
+    target: Target,
+    history: AttemptHistory,
+    host: HostLoad,
+    policy: RestartPolicy,
+    now: datetime,
+) -> Decision:
+    """Say whether `target` may be restarted at `now`, and if not, why and until when.
+
+    Guards in order: never Guardian itself; never a container that is not opted in; one restart
+    at a time per container; max_attempts within the window (give up); cooldown since the last
+    attempt (exponential with a cap); the host budget (per minute, then concurrent); dry run.
+    """
+    if target.is_self:
+        return Decision(Verdict.DENY, Reason.SELF)
+    if not target.opted_in:
+        return Decision(Verdict.DENY, Reason.NOT_OPTED_IN)
+    if history.in_flight:
+        return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
+
+    counted = counted_attempts(history, policy, now)
+    n = len(counted)
+    if n >= policy.max_attempts:
+        # The window frees a slot when the oldest attempt that keeps us at the cap expires.
+        retry_at = counted[n - policy.max_attempts] + policy.window
+        return Decision(
+            Verdict.GIVE_UP,
+            Reason.MAX_ATTEMPTS,
+            retry_at,
+            attempt=n,
+            max_attempts=policy.max_attempts,
+        )
+
+    # Cooldown runs from the last attempt of any age, so a reset never allows a quick repeat.
+    past = [a for a in history.attempts if a <= now]
+    if past:
+        ready_at = max(past) + policy.cooldown_after(max(n, 1))
+        if now < ready_at:
+            return Decision(
+                Verdict.WAIT,
+                Reason.COOLDOWN,
+                ready_at,
+                attempt=n + 1,
+                max_attempts=policy.max_attempts,
+            )
+
+    recent = sorted(t for t in host.recent_restarts if now - RATE_WINDOW < t <= now)
+    if len(recent) >= policy.max_per_minute:
+        retry_at = recent[len(recent) - policy.max_per_minute] + RATE_WINDOW
+        return Decision(
+            Verdict.WAIT,
+            Reason.RATE_LIMITED,
+            retry_at,
+            attempt=n + 1,
+            max_attempts=policy.max_attempts,
+        )
+    if host.in_flight >= policy.max_concurrent:
+        return Decision(
+            Verdict.WAIT, Reason.CONCURRENCY, attempt=n + 1, max_attempts=policy.max_attempts
+        )
+
+    if policy.dry_run:
+        return Decision(
+            Verdict.DENY, Reason.DRY_RUN, attempt=n + 1, max_attempts=policy.max_attempts
+        )
+    return Decision(
+        Verdict.RESTART, Reason.ALLOWED, attempt=n + 1, max_attempts=policy.max_attempts
+    )
+
+
+def reset_due(
+    healthy_since: datetime | None,
+    last_reset: datetime | None,
+    policy: RestartPolicy,
+    now: datetime,
+) -> bool:
+    """True when a container has been healthy for `reset_after` without a reset since.
+
+    Only continuous health counts: a reset on the first healthy check would let a flapping
+    container restart for ever.
+    """
+    if healthy_since is None or now - healthy_since < policy.reset_after:
+        return False
+    return last_reset is None or last_reset < healthy_since

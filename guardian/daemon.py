@@ -1,0 +1,181 @@
+"""The daemon: an APScheduler sweep, the engine event listener, verify ticks, clean shutdown.
+
+Events make Guardian react to one container at once; the interval sweep reconciles everything
+and catches whatever the event stream missed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from guardian.bootstrap import App
+from guardian.logs import kv
+from guardian.ports import EngineUnavailable
+from guardian.verify import reconcile, verify_pending
+
+log = logging.getLogger("guardian.daemon")
+
+VERIFY_TICK = timedelta(seconds=1)
+MAX_BACKOFF = 30.0
+
+
+class Daemon:
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.stopping = threading.Event()
+        self.first_sweep_done = threading.Event()
+        self.last_sweep_at: datetime | None = None
+        self._reconciled = False
+        self._listener: threading.Thread | None = None
+        self.scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=10)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone=UTC,
+        )
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def sweep(self) -> None:
+        healer = self.app.healer
+        started = self.app.clock.now()
+        try:
+            if not self._reconciled:
+                healer.engine.ping()
+                count = reconcile(healer)
+                self._reconciled = True
+                if count:
+                    log.info("reconciled unfinished actions", extra=kv(count=count))
+            report = healer.sweep()
+        except EngineUnavailable as exc:
+            healer._engine_state(False, str(exc))
+            return
+        except Exception:
+            log.exception("sweep failed")
+            return
+        finished = self.app.clock.now()
+        self.app.metrics.sweep_duration.observe((finished - started).total_seconds())
+        if report.engine_error is None:
+            self.last_sweep_at = finished
+            self.app.metrics.last_sweep.set(finished.timestamp())
+            self.first_sweep_done.set()
+            problems = [r for r in report.rows if r.result.problem is not None]
+            log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
+
+    def verify(self) -> None:
+        try:
+            verify_pending(self.app.healer)
+        except Exception:
+            log.exception("verification failed")
+
+    def check_container(self, container_id: str, detected_at: datetime | None) -> None:
+        healer = self.app.healer
+        try:
+            name = next(
+                (n for n, p in healer.pending.items() if p.container_id == container_id), None
+            )
+            if name is not None:
+                verify_pending(healer, only=name)
+            else:
+                healer.check_container(container_id, detected_at)
+        except Exception:
+            log.exception("event check failed", extra=kv(container_id=container_id[:12]))
+
+    # -- the event listener -----------------------------------------------------------------
+
+    def listen(self) -> None:
+        engine, healer = self.app.engine, self.app.healer
+        backoff, since = 1.0, None
+        while not self.stopping.is_set():
+            try:
+                connected_at = self.app.clock.now()
+                for event in engine.events(since):
+                    if backoff > 1.0:
+                        log.info("event stream reconnected")
+                        self.kick_sweep()
+                    backoff = 1.0
+                    since = event.at
+                    if self.stopping.is_set():
+                        return
+                    if healer.on_event(event):
+                        self.scheduler.add_job(
+                            self.check_container,
+                            args=[event.container_id, event.at],
+                            misfire_grace_time=None,
+                        )
+                since = since or connected_at
+            except EngineUnavailable as exc:
+                if not self.stopping.is_set():
+                    log.debug("event stream lost", extra=kv(reason=str(exc), retry_in=backoff))
+            except Exception:
+                log.exception("event stream failed")
+            if self.stopping.wait(backoff):
+                return
+            backoff = min(backoff * 2, MAX_BACKOFF)
+
+    def kick_sweep(self) -> None:
+        """Run the sweep now (after a reconnect), instead of waiting for the interval."""
+        # JobLookupError or SchedulerNotRunningError: the scheduler is shutting down.
+        with contextlib.suppress(Exception):
+            self.scheduler.modify_job("sweep", next_run_time=datetime.now(UTC))
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        settings = self.app.settings
+        self.scheduler.add_job(
+            self.sweep,
+            "interval",
+            id="sweep",
+            seconds=settings["watch.interval"].total_seconds(),
+            next_run_time=datetime.now(UTC),
+        )
+        self.scheduler.add_job(
+            self.verify, "interval", id="verify", seconds=VERIFY_TICK.total_seconds()
+        )
+        self.scheduler.start()
+        if settings["watch.events"]:
+            self._listener = threading.Thread(target=self.listen, name="events", daemon=True)
+            self._listener.start()
+        log.info(
+            "guardian started",
+            extra=kv(
+                interval=settings["watch.interval"].total_seconds(),
+                label=settings["watch.label"],
+                events=settings["watch.events"],
+                dry_run=settings["restart.dry_run"],
+                store=str(getattr(self.app.store, "path", "")),
+            ),
+        )
+
+    def stop(self) -> None:
+        """Finish in-flight work, stop the jobs, close the store."""
+        self.stopping.set()
+        log.info("guardian stopping")
+        self.app.engine.close()  # also ends a blocked event stream
+        self.scheduler.shutdown(wait=True)
+        if self._listener is not None:
+            self._listener.join(timeout=5)
+        self.app.close()
+        log.info("guardian stopped")
+
+    def run_forever(self) -> None:
+        def on_signal(signum: int, _frame: Any) -> None:
+            log.info("signal received", extra=kv(signal=signal.Signals(signum).name))
+            self.stopping.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        self.start()
+        try:
+            while not self.stopping.wait(1.0):
+                pass
+        finally:
+            self.stop()

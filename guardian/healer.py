@@ -1,0 +1,476 @@
+"""One pass of the loop over the ports: observe -> incident -> decide -> act -> record.
+
+The Healer holds no policy of its own: every restart goes through core.policy.decide(), every
+incident change through core.incidents. It is driven by the daemon (sweeps, events, verify ticks)
+and by `guardian check`. Verification after a restart lives in verify.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from guardian.checks import CheckSettings, evaluate, needs_inspect
+from guardian.core import incidents
+from guardian.core.labels import ContainerRules, opted_in, rules_for
+from guardian.core.model import (
+    ContainerSnapshot,
+    Decision,
+    HealthCheckResult,
+    Incident,
+    IncidentState,
+    Outcome,
+    Reason,
+    RemediationAction,
+    Verdict,
+)
+from guardian.core.policy import AttemptHistory, HostLoad, RestartPolicy, Target, decide, reset_due
+from guardian.logs import kv
+from guardian.metrics import Metrics
+from guardian.ports import Clock, Engine, EngineEvent, EngineUnavailable, Store
+
+log = logging.getLogger("guardian.healer")
+
+# Reasons that never change while the inputs stay the same: record them once per incident.
+_QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
+
+
+@dataclass(frozen=True)
+class HealerSettings:
+    host: str
+    watch_label: str
+    policy: RestartPolicy
+    checks: CheckSettings
+    stop_timeout: timedelta
+    verify_timeout: timedelta
+    self_id: str | None = None
+
+
+@dataclass
+class Assessment:
+    """What one container looked like and what Guardian would do: a row of `guardian check`."""
+
+    snapshot: ContainerSnapshot
+    rules: ContainerRules
+    result: HealthCheckResult
+    decision: Decision | None = None
+    detected_at: datetime | None = None
+
+
+@dataclass
+class SweepReport:
+    rows: list[Assessment] = field(default_factory=list)
+    engine_error: str | None = None
+
+
+@dataclass
+class PendingVerify:
+    action_id: int
+    incident_id: int | None
+    container: str
+    container_id: str
+    restarted_at: datetime
+    deadline: datetime
+    previous_started_at: datetime | None
+
+
+class Healer:
+    def __init__(
+        self, engine: Engine, store: Store, clock: Clock, settings: HealerSettings, metrics: Metrics
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.clock = clock
+        self.settings = settings
+        self.metrics = metrics
+        self._lock = threading.RLock()
+        self._restarting: set[str] = set()  # restart call running, by container name
+        self.pending: dict[str, PendingVerify] = {}  # restarted, awaiting verification
+        self._healthy_since: dict[str, datetime] = {}
+        self._stopped_by_person: set[str] = set()  # container ids
+        self._warned: set[tuple[str, str]] = set()
+        self.engine_up: bool | None = None
+
+    # -- observe ----------------------------------------------------------------------------
+
+    def rules(self, snap: ContainerSnapshot) -> ContainerRules:
+        s = self.settings
+        rules = rules_for(snap.labels, s.policy, s.stop_timeout, s.watch_label, s.self_id, snap.id)
+        for warning in rules.warnings:
+            if (snap.name, warning) not in self._warned:
+                self._warned.add((snap.name, warning))
+                log.warning("bad label ignored", extra=kv(container=snap.name, problem=warning))
+        return rules
+
+    def _engine_state(self, up: bool, error: str = "") -> None:
+        if up != self.engine_up:
+            if up:
+                log.info("docker engine reachable", extra=kv(url=getattr(self.engine, "url", None)))
+            else:
+                log.error("docker engine unreachable; will retry", extra=kv(reason=error))
+        self.engine_up = up
+        self.metrics.docker_up.set(1 if up else 0)
+
+    def assess(
+        self, snap: ContainerSnapshot, source: str, detected_at: datetime | None = None
+    ) -> Assessment:
+        """Judge one container (inspecting it when it is a candidate) and decide, without acting."""
+        if needs_inspect(snap) and not snap.inspected:
+            full = self.engine.inspect(snap.id)
+            snap = full if full is not None else snap
+        rules = self.rules(snap)
+        now = self.clock.now()
+        result = evaluate(
+            snap, now, self.settings.checks, snap.id in self._stopped_by_person, source
+        )
+        a = Assessment(snap, rules, result, detected_at=detected_at or snap.health_log_at)
+        if result.problem is not None and snap.name not in self.pending:
+            a.decision = self.decide(snap.name, rules, now)
+        return a
+
+    def decide(self, container: str, rules: ContainerRules, now: datetime) -> Decision:
+        """Gather history from the store and ask the single decision point."""
+        host = self.settings.host
+        policy = rules.policy
+        horizon = now - max(
+            policy.window, policy.max_cooldown, policy.cooldown, timedelta(minutes=1)
+        )
+        with self._lock:
+            history = AttemptHistory(
+                attempts=self.store.restart_times(host, horizon, container),
+                reset_at=self.store.last_reset(host, container),
+                in_flight=container in self._restarting or container in self.pending,
+            )
+            load = HostLoad(
+                recent_restarts=self.store.restart_times(host, now - timedelta(minutes=1)),
+                in_flight=len(self._restarting),
+            )
+        return decide(Target(container, rules.opted_in, rules.is_self), history, load, policy, now)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def sweep(self, apply: bool = True) -> SweepReport:
+        """Reconcile every watched container: one list request, one inspect per candidate."""
+        report = SweepReport()
+        try:
+            summaries = self.engine.list_containers(self.settings.watch_label)
+            self._engine_state(True)
+        except EngineUnavailable as exc:
+            self._engine_state(False, str(exc))
+            report.engine_error = str(exc)
+            return report
+        watched = [s for s in summaries if opted_in(s.labels, self.settings.watch_label)]
+        for snap in watched:
+            try:
+                assessment = self.assess(snap, "sweep")
+            except EngineUnavailable as exc:
+                self._engine_state(False, str(exc))
+                report.engine_error = str(exc)
+                break
+            report.rows.append(assessment)
+            if apply:
+                self.apply(assessment)
+        if apply and report.engine_error is None:
+            self._forget_vanished({s.name for s in watched})
+        self.metrics.containers_watched.set(len(watched))
+        self.metrics.containers_unhealthy.set(
+            sum(1 for r in report.rows if r.result.problem is not None)
+        )
+        self.refresh_incident_gauge()
+        return report
+
+    def check_container(self, container_id: str, detected_at: datetime | None = None) -> None:
+        """React to one container at once (driven by an engine event)."""
+        try:
+            snap = self.engine.inspect(container_id)
+        except EngineUnavailable as exc:
+            self._engine_state(False, str(exc))
+            return
+        if snap is None or not opted_in(snap.labels, self.settings.watch_label):
+            return
+        self.apply(self.assess(snap, "event", detected_at))
+
+    def on_event(self, event: EngineEvent) -> bool:
+        """Book-keeping for one engine event; True when the container should be checked now."""
+        cid, action = event.container_id, event.action
+        with self._lock:
+            ours = any(p.container_id == cid for p in self.pending.values()) or (
+                event.container_name in self._restarting
+            )
+            if action in ("stop", "kill") and not ours:
+                # `docker stop`/`docker kill` by a person: never undo it.
+                self._stopped_by_person.add(cid)
+            elif action in ("start", "destroy"):
+                self._stopped_by_person.discard(cid)
+        if action == "health_status":
+            return event.attributes.get("health_status") in ("unhealthy", "healthy")
+        return action in ("die", "oom")
+
+    # -- incidents and actions --------------------------------------------------------------
+
+    def apply(self, a: Assessment) -> None:
+        """Record what an assessment found and act on its decision."""
+        result, name = a.result, a.snapshot.name
+        if result.skipped is not None:
+            return
+        now = result.observed_at
+        if result.problem is None:
+            self._observed_healthy(name, now)
+            return
+        self._healthy_since.pop(name, None)
+        host = self.settings.host
+        existing = self.store.current_incident(host, name, result.problem)
+        change = incidents.record_detection(existing, host, result, now)
+        incident = self.store.save_incident(change)
+        if change.opened or change.reopened:
+            self.metrics.incidents_total.labels(type=str(incident.type)).inc()
+            log.warning(
+                "problem detected",
+                extra=kv(
+                    container=name,
+                    incident=incident.id,
+                    type=incident.type,
+                    source=result.source,
+                    detail=result.detail,
+                ),
+            )
+            for t in change.transitions:
+                self._log_transition(incident, t.from_state, t.to_state, t.reason)
+        if name in self.pending or a.decision is None:
+            return
+        # Decide again under the lock: another thread may have acted since the assessment.
+        with self._lock:
+            decision = self.decide(name, a.rules, self.clock.now())
+            self.metrics.decisions_total.labels(
+                decision=str(decision.verdict), reason=str(decision.reason)
+            ).inc()
+            a.decision = decision
+            if decision.restart:
+                self._restarting.add(name)
+        match decision.verdict:
+            case Verdict.RESTART:
+                self._restart(a, incident, decision)
+            case Verdict.GIVE_UP:
+                self._give_up(incident, decision)
+            case Verdict.WAIT | Verdict.DENY:
+                self._note_decision(incident, a.snapshot, decision)
+
+    def _observed_healthy(self, name: str, now: datetime) -> None:
+        host = self.settings.host
+        since = self._healthy_since.setdefault(name, now)
+        for incident in self.store.open_incidents(host, name):
+            if incident.is_open and name not in self.pending:
+                self._save(incidents.record_recovery(incident, "observed healthy", now))
+        policy = self.settings.policy
+        if reset_due(since, self.store.last_reset(host, name), policy, now):
+            self.store.record_reset(host, name, now)
+            log.info(
+                "attempt counter reset", extra=kv(container=name, healthy_since=since.isoformat())
+            )
+            for incident in self.store.open_incidents(host, name):
+                if incident.state is IncidentState.RESOLVED:
+                    reason = f"healthy for {int(policy.reset_after.total_seconds())}s"
+                    self._close(incident, reason, now)
+
+    def _restart(self, a: Assessment, incident: Incident, decision: Decision) -> None:
+        snap, host = a.snapshot, self.settings.host
+        now = self.clock.now()
+        try:
+            incident = self._save(incidents.start_remediation(incident, "restarting", now))
+            action_id = self.store.record_intent(
+                RemediationAction(
+                    None,
+                    incident.id,
+                    host,
+                    snap.name,
+                    snap.id,
+                    "restart",
+                    now,
+                    str(decision.reason),
+                    attempt=decision.attempt,
+                )
+            )
+        except Exception:
+            with self._lock:
+                self._restarting.discard(snap.name)
+            raise
+        if a.detected_at is not None:
+            self.metrics.detection_to_restart.observe(
+                max(0.0, (now - a.detected_at).total_seconds())
+            )
+        log.warning(
+            "restarting container",
+            extra=kv(
+                container=snap.name,
+                incident=incident.id,
+                attempt=decision.attempt,
+                max_attempts=decision.max_attempts,
+                stop_timeout=int(a.rules.stop_timeout.total_seconds()),
+            ),
+        )
+        try:
+            outcome = self.engine.restart(snap.id, a.rules.stop_timeout, snap.started_at)
+            if outcome.outcome is Outcome.TRANSIENT_FAILURE and outcome.retryable:
+                # One retry on identical input: the request never reached the engine.
+                outcome = self.engine.restart(snap.id, a.rules.stop_timeout, snap.started_at)
+        finally:
+            with self._lock:
+                self._restarting.discard(snap.name)
+        done = self.clock.now()
+        self.metrics.restart_duration.observe((done - now).total_seconds())
+        log.info(
+            "restart finished",
+            extra=kv(container=snap.name, outcome=outcome.outcome, detail=outcome.detail),
+        )
+        self.store.record_outcome(action_id, outcome.outcome, outcome.detail, done)
+        match outcome.outcome:
+            case Outcome.RESTARTED | Outcome.UNKNOWN:
+                # UNKNOWN is never repeated blindly: verification observes what really happened.
+                with self._lock:
+                    self.pending[snap.name] = PendingVerify(
+                        action_id,
+                        incident.id,
+                        snap.name,
+                        snap.id,
+                        now,
+                        done + self.settings.verify_timeout,
+                        snap.started_at,
+                    )
+            case Outcome.PERMANENT_FAILURE:
+                self.metrics.restarts_total.labels(
+                    container=snap.name, outcome=str(outcome.outcome)
+                ).inc()
+                self._gone(incident, outcome.detail, done)
+            case _:
+                self.metrics.restarts_total.labels(
+                    container=snap.name, outcome=str(outcome.outcome)
+                ).inc()
+
+    def _give_up(self, incident: Incident, decision: Decision) -> None:
+        if incident.escalated:
+            return
+        now = self.clock.now()
+        incident = self._save(incidents.escalate(incident))
+        self.store.record_intent(
+            RemediationAction(
+                None,
+                incident.id,
+                incident.host,
+                incident.container,
+                incident.container_id,
+                "decision",
+                now,
+                str(decision.reason),
+                outcome=Outcome.RETRY_EXHAUSTED,
+                detail=f"{decision.max_attempts} attempts used; next allowed at "
+                f"{decision.retry_at.isoformat() if decision.retry_at else 'never'}",
+                finished_at=now,
+                attempt=decision.attempt,
+            )
+        )
+        self.metrics.restarts_total.labels(
+            container=incident.container, outcome="retry_exhausted"
+        ).inc()
+        log.error(
+            "giving up: attempts exhausted, incident escalated",
+            extra=kv(
+                container=incident.container,
+                incident=incident.id,
+                attempts=decision.attempt,
+                retry_at=decision.retry_at,
+            ),
+        )
+
+    def _note_decision(
+        self, incident: Incident, snap: ContainerSnapshot, decision: Decision
+    ) -> None:
+        """Record a held-back restart once per incident and reason, not on every sweep."""
+        if decision.reason in _QUIET_WAITS or incident.id is None:
+            return
+        last = self.store.last_action(incident.id)
+        if last is not None and last.kind == "decision" and last.reason == str(decision.reason):
+            return
+        now = self.clock.now()
+        self.store.record_intent(
+            RemediationAction(
+                None,
+                incident.id,
+                incident.host,
+                snap.name,
+                snap.id,
+                "decision",
+                now,
+                str(decision.reason),
+                outcome=Outcome.POLICY_DENIED,
+                detail=f"{decision.verdict}; retry at {decision.retry_at.isoformat()}"
+                if decision.retry_at
+                else str(decision.verdict),
+                finished_at=now,
+                attempt=decision.attempt,
+            )
+        )
+        log.info(
+            "restart held back",
+            extra=kv(
+                container=snap.name,
+                incident=incident.id,
+                verdict=decision.verdict,
+                reason=decision.reason,
+                retry_at=decision.retry_at,
+            ),
+        )
+
+    def _gone(self, incident: Incident, reason: str, now: datetime) -> None:
+        """The container no longer exists: resolve and close its incident with that reason."""
+        if incident.is_open:
+            incident = self._save(
+                incidents.record_recovery(incident, f"container removed: {reason}", now)
+            )
+        self._close(incident, "container_gone", now)
+
+    def _close(self, incident: Incident, reason: str, now: datetime) -> None:
+        changed, t = incidents.transition(
+            incident, IncidentState.CLOSED, incidents.GUARDIAN, reason, now
+        )
+        self._save(incidents.IncidentChange(changed, (t,)))
+
+    def _save(self, change: incidents.IncidentChange) -> Incident:
+        saved = self.store.save_incident(change)
+        for t in change.transitions:
+            self._log_transition(saved, t.from_state, t.to_state, t.reason)
+        return saved
+
+    def _log_transition(self, incident: Incident, frm: object, to: object, reason: str) -> None:
+        log.info(
+            "incident transition",
+            extra=kv(
+                incident=incident.id,
+                container=incident.container,
+                type=incident.type,
+                from_state=frm,
+                to_state=to,
+                reason=reason,
+            ),
+        )
+
+    def _forget_vanished(self, present: set[str]) -> None:
+        """Close incidents of containers that are no longer there (removed or no longer watched)."""
+        now = self.clock.now()
+        for incident in self.store.open_incidents(self.settings.host):
+            if incident.container not in present and incident.container not in self.pending:
+                with self._lock:
+                    if incident.container in self._restarting:
+                        continue
+                self._gone(incident, "no longer listed by the engine", now)
+        for name in list(self._healthy_since):
+            if name not in present:
+                del self._healthy_since[name]
+
+    def refresh_incident_gauge(self) -> None:
+        counts: dict[tuple[str, str], int] = {}
+        for incident in self.store.open_incidents(self.settings.host):
+            key = (str(incident.type), str(incident.state))
+            counts[key] = counts.get(key, 0) + 1
+        self.metrics.set_open_incidents(counts)

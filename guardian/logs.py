@@ -1,0 +1,69 @@
+"""Logging set-up: one line per event, `key=value` fields (logfmt) or JSON.
+
+Call sites pass fields with `extra=kv(container=..., reason=...)`; the formatter renders them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+FIELDS = "guardian_fields"
+
+
+def kv(**fields: Any) -> dict[str, Any]:
+    """The `extra=` argument carrying structured fields for one log line."""
+    return {FIELDS: fields}
+
+
+def _value(v: Any) -> str:
+    text = str(v)
+    if text == "" or any(c in text for c in ' ="\n\t'):
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
+class LogfmtFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        parts = [
+            f"ts={ts}",
+            f"level={record.levelname.lower()}",
+            f"msg={_value(record.getMessage())}",
+        ]
+        for k, v in getattr(record, FIELDS, {}).items():
+            if v is not None:
+                parts.append(f"{k}={_value(v)}")
+        if record.exc_info and record.levelno >= logging.ERROR:
+            parts.append(f"error={_value(self.formatException(record.exc_info).splitlines()[-1])}")
+        return " ".join(parts)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        doc: dict[str, Any] = {
+            "ts": ts,
+            "level": record.levelname.lower(),
+            "msg": record.getMessage(),
+        }
+        for k, v in getattr(record, FIELDS, {}).items():
+            if v is not None:
+                doc[k] = v if isinstance(v, int | float | bool) else str(v)
+        if record.exc_info and record.levelno >= logging.ERROR:
+            doc["error"] = self.formatException(record.exc_info).splitlines()[-1]
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def setup_logging(level: str = "info", fmt: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    root = logging.getLogger("guardian")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+    # The scheduler's own chatter ("Running job ...") is noise at info level.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)

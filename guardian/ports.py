@@ -1,0 +1,110 @@
+"""The small protocols the loop needs from the outside world: Engine, Store, Clock.
+
+Adapters implement them (adapters/), tests use the fakes in tests/fakes.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from guardian.core.incidents import IncidentChange
+from guardian.core.model import (
+    ActionOutcome,
+    ContainerSnapshot,
+    Incident,
+    Outcome,
+    ProblemType,
+    RemediationAction,
+    Transition,
+)
+
+
+class EngineUnavailable(Exception):
+    """The container engine could not be reached; the message is one line for the log."""
+
+
+class StoreError(Exception):
+    """The store cannot be opened or written; the message names the file."""
+
+
+@dataclass(frozen=True)
+class EngineEvent:
+    """One container event from the engine's stream."""
+
+    action: str  # health_status | die | oom | stop | start | restart | kill | destroy
+    container_id: str
+    container_name: str
+    at: datetime
+    attributes: dict[str, str]
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class Engine(Protocol):
+    def ping(self) -> None:
+        """Raise EngineUnavailable unless the engine answers."""
+
+    def list_containers(self, label: str) -> list[ContainerSnapshot]:
+        """All containers opted in by `label` ("all": every container) in ONE request."""
+
+    def inspect(self, container_id: str) -> ContainerSnapshot | None:
+        """The full snapshot of one container; None when it no longer exists."""
+
+    def restart(
+        self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
+    ) -> ActionOutcome:
+        """Restart and classify what happened; never raises for engine errors.
+
+        `previous_started_at` (State.StartedAt before the request) settles an unknown outcome.
+        """
+
+    def events(self, since: datetime | None) -> Iterator[EngineEvent]:
+        """Container events from `since` on; ends or raises EngineUnavailable when cut off."""
+
+    def close(self) -> None: ...
+
+
+class Store(Protocol):
+    def current_incident(self, host: str, container: str, kind: ProblemType) -> Incident | None:
+        """The incident for (host, container, type) that is not closed, if any."""
+
+    def open_incidents(self, host: str, container: str | None = None) -> list[Incident]:
+        """Incidents that are not closed (resolved ones included)."""
+
+    def get_incident(self, incident_id: int) -> Incident | None: ...
+
+    def save_incident(self, change: IncidentChange) -> Incident:
+        """Write the incident and its transitions atomically; returns it with its id."""
+
+    def transitions(self, incident_id: int) -> list[Transition]: ...
+
+    def record_intent(self, action: RemediationAction) -> int:
+        """Write an action before acting; returns its id."""
+
+    def record_outcome(
+        self, action_id: int, outcome: Outcome, detail: str, finished_at: datetime
+    ) -> None: ...
+
+    def actions(
+        self, host: str, container: str | None = None, since: datetime | None = None
+    ) -> list[RemediationAction]: ...
+
+    def last_action(self, incident_id: int) -> RemediationAction | None: ...
+
+    def unfinished_actions(self, host: str) -> list[RemediationAction]: ...
+
+    def restart_times(
+        self, host: str, since: datetime, container: str | None = None
+    ) -> tuple[datetime, ...]:
+        """Request times of restart attempts (all outcomes), for one container or the host."""
+
+    def last_reset(self, host: str, container: str) -> datetime | None: ...
+
+    def record_reset(self, host: str, container: str, at: datetime) -> None: ...
+
+    def close(self) -> None: ...
