@@ -114,6 +114,18 @@ def _exit_codes() -> Key:
     return Key(None, parse, "a list of exit codes from 0 to 255")
 
 
+def _listen() -> Key:
+    def parse(v: Any) -> str:
+        if not isinstance(v, str):
+            raise ValueError
+        host, sep, port = v.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError
+        return f"{host}:{int(port)}"
+
+    return Key(None, parse, "host:port, e.g. 127.0.0.1:9321 or 0.0.0.0:9321")
+
+
 def _with(key: Key, default: Any) -> Key:
     return Key(default, key.parse, key.allowed)
 
@@ -147,6 +159,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "dry_run": _with(_bool(), False),
     },
     "store": {"path": _with(_text(), DEFAULT_STORE_PATH)},
+    "http": {"listen": _with(_listen(), "127.0.0.1:9321")},
     "log": {
         "level": _with(_choice("debug", "info", "warning", "error"), "info"),
         "format": _with(_choice("text", "json"), "text"),

@@ -17,6 +17,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from guardian.bootstrap import App
+from guardian.http import HttpServer, Routes, check_handler, metrics_handler
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.verify import reconcile, verify_pending
@@ -35,6 +36,7 @@ class Daemon:
         self.last_sweep_at: datetime | None = None
         self._reconciled = False
         self._listener: threading.Thread | None = None
+        self.http: HttpServer | None = None
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=10)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -126,6 +128,42 @@ class Daemon:
         with contextlib.suppress(Exception):
             self.scheduler.modify_job("sweep", next_run_time=datetime.now(UTC))
 
+    # -- health -----------------------------------------------------------------------------
+
+    def healthz(self) -> tuple[bool, str]:
+        """Healthy while a sweep has completed within 3 x interval."""
+        interval = self.app.settings["watch.interval"]
+        last = self.last_sweep_at
+        now = self.app.clock.now()
+        if last is None:
+            return False, "no sweep completed yet"
+        age = now - last
+        if age > 3 * interval:
+            return (
+                False,
+                f"last sweep completed {age.total_seconds():.0f}s ago (limit {3 * interval.total_seconds():.0f}s)",
+            )
+        return True, f"ok: last sweep {age.total_seconds():.1f}s ago"
+
+    def readyz(self) -> tuple[bool, str]:
+        """Ready when the store answers and the engine is reachable."""
+        try:
+            self.app.store.open_incidents(self.app.healer.settings.host, "-")
+        except Exception as exc:  # noqa: BLE001 - any store failure means not ready
+            return False, f"store not usable: {exc}"
+        try:
+            self.app.engine.ping()
+        except EngineUnavailable as exc:
+            return False, str(exc)
+        return True, "ok"
+
+    def routes(self) -> Routes:
+        routes = Routes()
+        routes.add("/metrics", metrics_handler(self.app.metrics.registry))
+        routes.add("/healthz", check_handler(self.healthz))
+        routes.add("/readyz", check_handler(self.readyz))
+        return routes
+
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -140,6 +178,8 @@ class Daemon:
         self.scheduler.add_job(
             self.verify, "interval", id="verify", seconds=VERIFY_TICK.total_seconds()
         )
+        self.http = HttpServer(settings["http.listen"], self.routes())
+        self.http.start()
         self.scheduler.start()
         if settings["watch.events"]:
             self._listener = threading.Thread(target=self.listen, name="events", daemon=True)
@@ -161,6 +201,8 @@ class Daemon:
         log.info("guardian stopping")
         self.app.engine.close()  # also ends a blocked event stream
         self.scheduler.shutdown(wait=True)
+        if self.http is not None:
+            self.http.stop()
         if self._listener is not None:
             self._listener.join(timeout=5)
         self.app.close()

@@ -1,0 +1,117 @@
+"""One fake per port, for unit tests of the loop without Docker or a wall clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
+from guardian.ports import EngineEvent, EngineUnavailable
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    def __init__(self, start: datetime = T0) -> None:
+        self.current = start
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, seconds: float = 0, **kwargs: float) -> datetime:
+        self.current += timedelta(seconds=seconds, **kwargs)
+        return self.current
+
+
+@dataclass
+class FakeEngine:
+    """An engine holding containers in a dict; restarts follow a script of outcomes.
+
+    `on_restart(snapshot) -> snapshot` decides what a restarted container looks like (default:
+    running and healthy if it has a healthcheck). `restart_outcomes` are consumed first.
+    """
+
+    clock: FakeClock
+    containers: dict[str, ContainerSnapshot] = field(default_factory=dict)
+    reachable: bool = True
+    restart_outcomes: list[ActionOutcome] = field(default_factory=list)
+    restarts: list[str] = field(default_factory=list)  # container ids, in order
+    list_calls: int = 0
+    inspect_calls: int = 0
+    after_restart_health: str | None = "healthy"
+    url: str = "fake://engine"
+
+    def add(self, name: str, **fields: object) -> ContainerSnapshot:
+        base = {
+            "id": f"{name}-id".ljust(64, "0"),
+            "name": name,
+            "labels": {"guardian.enable": "true"},
+            "state": "running",
+            "health": "healthy",
+            "started_at": self.clock.now() - timedelta(hours=1),
+        }
+        base.update(fields)
+        snap = ContainerSnapshot(inspected=True, **base)  # type: ignore[arg-type]
+        self.containers[snap.id] = snap
+        return snap
+
+    def set(self, name: str, **fields: object) -> ContainerSnapshot:
+        cid = self.id_of(name)
+        self.containers[cid] = replace(self.containers[cid], **fields)  # type: ignore[arg-type]
+        return self.containers[cid]
+
+    def id_of(self, name: str) -> str:
+        return next(c.id for c in self.containers.values() if c.name == name)
+
+    def _check(self) -> None:
+        if not self.reachable:
+            raise EngineUnavailable("fake engine unreachable")
+
+    def ping(self) -> None:
+        self._check()
+
+    def list_containers(self, label: str) -> list[ContainerSnapshot]:
+        self._check()
+        self.list_calls += 1
+        out = []
+        for c in self.containers.values():
+            if label == "all" or label in c.labels:
+                out.append(replace(c, inspected=False, exit_code=None, started_at=None))
+        return out
+
+    def inspect(self, container_id: str) -> ContainerSnapshot | None:
+        self._check()
+        self.inspect_calls += 1
+        return self.containers.get(container_id)
+
+    def restart(
+        self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
+    ) -> ActionOutcome:
+        self.restarts.append(container_id)
+        if self.restart_outcomes:
+            outcome = self.restart_outcomes.pop(0)
+            if outcome.outcome is not Outcome.RESTARTED:
+                return outcome
+        elif not self.reachable:
+            return ActionOutcome(Outcome.TRANSIENT_FAILURE, "unreachable", True)
+        if container_id not in self.containers:
+            return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists (404)")
+        snap = self.containers[container_id]
+        health = self.after_restart_health if snap.health is not None else None
+        self.containers[container_id] = replace(
+            snap,
+            state="running",
+            health=health,
+            started_at=self.clock.now(),
+            exit_code=0,
+            oom_killed=False,
+        )
+        return ActionOutcome(Outcome.RESTARTED, "restart request completed")
+
+    def events(self, since: datetime | None) -> Iterator[EngineEvent]:
+        self._check()
+        return iter(())
+
+    def close(self) -> None:
+        pass

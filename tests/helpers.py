@@ -1,0 +1,28 @@
+"""Helpers shared by every test tier."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(
+    condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.1, message: str = ""
+) -> T:
+    """Poll `condition` until it returns something truthy; fail with `message` after `timeout`.
+
+    For waiting on real effects (a container turning healthy, a log line appearing); unit tests
+    of the core use a FakeClock instead.
+    """
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = condition()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message or condition}")
+        time.sleep(interval)

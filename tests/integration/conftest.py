@@ -1,0 +1,269 @@
+"""Fixtures for tests against a real Docker engine and a real `guardian run` process.
+
+Every container a test creates carries the per-run name prefix and the label
+`guardian.test.run=<run id>`; teardown removes exactly those, never anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import pytest
+import yaml
+
+from tests.helpers import wait_until
+
+IMAGE = "guardian-test-busybox:latest"
+RUN_ID = uuid.uuid4().hex[:8]
+PREFIX = f"gdt-{RUN_ID}-"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _docker_required() -> bool:
+    return bool(os.environ.get("CI") or os.environ.get("GUARDIAN_REQUIRE_DOCKER"))
+
+
+@pytest.fixture(scope="session")
+def docker_api() -> Iterator[docker.APIClient]:
+    """A low-level client to the real engine; fails (not skips) when CI requires Docker."""
+    try:
+        api = docker.APIClient(version="auto", timeout=60)
+        api.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
+        if _docker_required():
+            pytest.fail(f"a Docker engine is required (CI/GUARDIAN_REQUIRE_DOCKER set): {exc}")
+        pytest.skip(f"no Docker engine reachable: {exc}")
+    try:
+        api.inspect_image(IMAGE)
+    except docker.errors.ImageNotFound:
+        subprocess.run([str(REPO / "tests/images/build-busybox.sh"), IMAGE], check=True)
+    yield api
+    api.close()
+
+
+class Containers:
+    """Creates test containers with the run prefix and removes them afterwards."""
+
+    def __init__(self, api: docker.APIClient, test_name: str) -> None:
+        self.api = api
+        self.tag = test_name[:20].strip("_").replace("_", "-").lower()
+        self.created: list[str] = []
+        self.counter = 0
+
+    def name(self, short: str) -> str:
+        return f"{PREFIX}{short}"
+
+    def run(
+        self,
+        short: str,
+        command: list[str] | str | None = None,
+        *,
+        health_cmd: str | None = None,
+        health_interval: float = 1.0,
+        health_retries: int = 1,
+        health_start_period: float = 0.0,
+        labels: dict[str, str] | None = None,
+        enable: bool | None = True,
+        restart_policy: dict[str, Any] | None = None,
+        tmpfs_run: bool = True,
+        start: bool = True,
+        **host_config: Any,
+    ) -> str:
+        """Create and start a container; returns its full name. `enable` sets guardian.enable."""
+        all_labels = {"guardian.test.run": RUN_ID}
+        if enable is not None:
+            all_labels["guardian.enable"] = "true" if enable else "false"
+        all_labels.update(labels or {})
+        healthcheck = None
+        if health_cmd is not None:
+            healthcheck = {
+                "test": ["CMD-SHELL", health_cmd],
+                "interval": int(health_interval * 1e9),
+                "timeout": int(2e9),
+                "retries": health_retries,
+                "start_period": int(health_start_period * 1e9),
+            }
+        hc = self.api.create_host_config(
+            tmpfs={"/run": ""} if tmpfs_run else None,
+            restart_policy=restart_policy,
+            **host_config,
+        )
+        name = self.name(short)
+        container = self.api.create_container(
+            IMAGE,
+            command=command or ["sleep", "86400"],
+            name=name,
+            labels=all_labels,
+            healthcheck=healthcheck,
+            host_config=hc,
+            stop_signal="SIGKILL",  # busybox sleep ignores nothing, but make stops instant
+        )
+        self.created.append(container["Id"])
+        if start:
+            self.api.start(container["Id"])
+        return name
+
+    def inspect(self, name: str) -> dict[str, Any]:
+        return self.api.inspect_container(name)  # type: ignore[no-any-return]
+
+    def health(self, name: str) -> str | None:
+        health = self.inspect(name)["State"].get("Health")
+        return health["Status"] if health else None
+
+    def started_at(self, name: str) -> str:
+        return str(self.inspect(name)["State"]["StartedAt"])
+
+    def make_unhealthy(self, name: str) -> None:
+        """The standard test health check is `test ! -f /run/sick`; /run is a tmpfs that a
+        restart empties, so a restart really heals it."""
+        self.api.exec_start(self.api.exec_create(name, ["touch", "/run/sick"]))
+
+    def wait_health(self, name: str, status: str, timeout: float = 20) -> None:
+        wait_until(lambda: self.health(name) == status, timeout, message=f"{name} {status}")
+
+    def remove_all(self) -> None:
+        for cid in self.created:
+            with contextlib.suppress(docker.errors.NotFound):
+                self.api.remove_container(cid, force=True, v=True)
+
+
+@pytest.fixture
+def containers(
+    docker_api: docker.APIClient, request: pytest.FixtureRequest
+) -> Iterator[Containers]:
+    c = Containers(docker_api, request.node.name)
+    yield c
+    c.remove_all()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_leftovers() -> Iterator[None]:
+    """After the session, remove any container of this run that a failed test left behind."""
+    yield
+    try:
+        api = docker.APIClient(version="auto", timeout=30)
+        for c in api.containers(all=True, filters={"label": f"guardian.test.run={RUN_ID}"}):
+            api.remove_container(c["Id"], force=True)
+    except Exception:  # noqa: BLE001 - no engine: nothing to clean
+        pass
+
+
+class GuardianProcess:
+    """A real `guardian run` subprocess with its own config, store and captured log."""
+
+    def __init__(self, tmp: Path, config: dict[str, Any], env: dict[str, str] | None = None):
+        self.tmp = tmp
+        self.config = config
+        self.config_path = tmp / "config.yaml"
+        self.log_path = tmp / "guardian.log"
+        self.extra_env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runs = 0
+
+    def write_config(self) -> None:
+        self.config_path.write_text(yaml.safe_dump(self.config))
+
+    def start(self, wait_ready: bool = True) -> GuardianProcess:
+        self.write_config()
+        env = {**os.environ, **self.extra_env, "PYTHONUNBUFFERED": "1"}
+        self.runs += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- run {self.runs} ---\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "guardian.cli", "run", "--config", str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+            )
+        if wait_ready:
+            wait_until(lambda: "guardian started" in self.log(), 20, message="guardian started")
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def lines(self, needle: str) -> list[str]:
+        return [line for line in self.log().splitlines() if needle in line]
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    @property
+    def http_url(self) -> str:
+        """Base URL of this run's HTTP server (tests listen on port 0: the kernel picks one)."""
+        line = wait_until(lambda: self.lines("http server listening"), 10, message="http up")[-1]
+        address = line.split("address=")[1].split()[0]
+        return f"http://{address}"
+
+    @property
+    def store_path(self) -> Path:
+        return Path(self.config["store"]["path"])
+
+
+def base_config(tmp: Path, **sections: dict[str, Any]) -> dict[str, Any]:
+    """A config for tests: fast sweeps, short cooldowns, a store in tmp; override per test."""
+    config: dict[str, Any] = {
+        "watch": {"label": "guardian.enable", "interval": "2s", "events": True},
+        "restart": {
+            "cooldown": "2s",
+            "max_attempts": 3,
+            "window": "1h",
+            "stop_timeout": "1s",
+            "verify_timeout": "20s",
+            "reset_after": "600s",
+        },
+        "store": {"path": str(tmp / "guardian.db")},
+        "http": {"listen": "127.0.0.1:0"},
+        "log": {"level": "debug"},
+    }
+    for section, values in sections.items():
+        config.setdefault(section, {}).update(values)
+    return config
+
+
+@pytest.fixture
+def guardian(tmp_path: Path) -> Iterator[Any]:
+    """Factory: guardian(**sections) -> a started GuardianProcess; stopped at teardown."""
+    started: list[GuardianProcess] = []
+
+    def make(
+        env: dict[str, str] | None = None, start: bool = True, **sections: dict[str, Any]
+    ) -> GuardianProcess:
+        g = GuardianProcess(tmp_path, base_config(tmp_path, **sections), env)
+        started.append(g)
+        return g.start() if start else g
+
+    yield make
+    for g in started:
+        if g.proc is not None and g.proc.poll() is None:
+            g.proc.kill()
+            g.proc.wait(10)
+
+
+def only_ours(names: list[str]) -> list[str]:
+    return [n for n in names if n.startswith(PREFIX)]
+
+
+def seconds_since(t0: float) -> float:
+    return time.monotonic() - t0

@@ -1,0 +1,47 @@
+"""The healing loop end to end: a real engine, real containers, a real `guardian run`."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from tests.helpers import wait_until
+
+HEALTH = "test ! -f /run/sick"
+
+
+def rows(db, sql, *params):
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(sql, params)]
+    finally:
+        con.close()
+
+
+def test_restarts_an_unhealthy_container_and_resolves_the_incident(containers, guardian):
+    name = containers.run("app", health_cmd=HEALTH)
+    containers.wait_health(name, "healthy")
+    g = guardian(watch={"interval": "30s"})  # only the event can be this fast
+    before = containers.started_at(name)
+
+    containers.make_unhealthy(name)
+    containers.wait_health(name, "unhealthy")
+    unhealthy_seen = time.monotonic()
+    wait_until(lambda: containers.started_at(name) != before, 10, 0.05, "restart")
+    assert time.monotonic() - unhealthy_seen < 2.0
+    containers.wait_health(name, "healthy")
+
+    db = g.store_path
+    wait_until(
+        lambda: rows(db, "SELECT * FROM incidents WHERE state='resolved'"), 15, message="resolved"
+    )
+    incidents = rows(db, "SELECT * FROM incidents")
+    assert len(incidents) == 1
+    assert incidents[0]["container"] == name and incidents[0]["type"] == "unhealthy"
+    assert incidents[0]["resolved_by"] == "guardian"
+    actions = rows(db, "SELECT * FROM actions WHERE kind='restart'")
+    assert [a["outcome"] for a in actions] == ["succeeded"]
+    states = [t["to_state"] for t in rows(db, "SELECT * FROM transitions ORDER BY id")]
+    assert states == ["active", "in_progress", "resolved"]
+    assert g.stop() == 0
