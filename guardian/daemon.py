@@ -138,10 +138,11 @@ class Daemon:
         if last is None:
             return False, "no sweep completed yet"
         age = now - last
-        if age > 3 * interval:
+        limit = (3 * interval).total_seconds()
+        if age.total_seconds() > limit:
             return (
                 False,
-                f"last sweep completed {age.total_seconds():.0f}s ago (limit {3 * interval.total_seconds():.0f}s)",
+                f"last sweep completed {age.total_seconds():.0f}s ago (limit {limit:.0f}s)",
             )
         return True, f"ok: last sweep {age.total_seconds():.1f}s ago"
 
