@@ -16,10 +16,14 @@ from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.sqlite_store import SqliteStore
 from guardian.checks import CheckSettings
 from guardian.config import DEFAULT_STORE_PATH, Settings
+from guardian.crashloop import CrashLoops, CrashLoopSettings
+from guardian.dependencies import Dependencies
 from guardian.healer import Healer, HealerSettings
+from guardian.host import HostWatch, StormSettings
 from guardian.logs import kv
 from guardian.metrics import Metrics
 from guardian.ports import Clock, Engine, Store
+from guardian.probes import Prober, ProbeSpec
 
 log = logging.getLogger("guardian")
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
@@ -33,6 +37,7 @@ class App:
     clock: Clock
     metrics: Metrics
     healer: Healer
+    prober: Prober | None = None
 
     def close(self) -> None:
         self.engine.close()
@@ -96,4 +101,41 @@ def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
     engine = DockerEngine(settings["docker.url"], settings["docker.timeout"])
     metrics = Metrics(registry if registry is not None else CollectorRegistry())
     healer = Healer(engine, store, clock, healer_settings(settings, detect_self_id()), metrics)
-    return App(settings, engine, store, clock, metrics, healer)
+    prober = extend(healer, settings)
+    return App(settings, engine, store, clock, metrics, healer, prober)
+
+
+def extend(healer: Healer, settings: Settings) -> Prober:
+    """Wire crash loops, probes, dependencies and host incidents into the healer's hooks."""
+    CrashLoops(
+        healer.engine,
+        CrashLoopSettings(
+            settings["crash_loop.restarts"],
+            settings["crash_loop.window"],
+            settings["crash_loop.log_lines"],
+        ),
+    ).attach(healer)
+    prober = Prober(
+        healer,
+        ProbeSpec(
+            "http",
+            "",
+            0,
+            period=settings["probe.period"],
+            timeout=settings["probe.timeout"],
+            failure_threshold=settings["probe.failure_threshold"],
+            success_threshold=settings["probe.success_threshold"],
+        ),
+    )
+    prober.attach()
+    Dependencies(healer).attach()
+    HostWatch(
+        healer.store,
+        healer.clock,
+        healer.settings.host,
+        StormSettings(
+            settings["storm.threshold"], settings["storm.window"], settings["storm.min_containers"]
+        ),
+        settings["docker.timeout"],
+    ).attach(healer)
+    return prober

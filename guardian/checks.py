@@ -26,12 +26,26 @@ class CheckSettings:
 
 def needs_inspect(summary: ContainerSnapshot) -> bool:
     """Whether a container from the list call is a candidate worth one inspect."""
-    return summary.health == "unhealthy" or summary.state in ("exited", "dead")
+    # "restarting": the inspect shows RestartCount, which reveals crash loops.
+    return summary.health == "unhealthy" or summary.state in ("exited", "dead", "restarting")
 
 
 def trim(text: str, limit: int = MAX_OUTPUT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def mebibytes(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB"
+
+
+def memory_detail(snap: ContainerSnapshot) -> str:
+    """Memory limit and usage of an OOM-killed container. The kernel kills inside a cgroup only
+    when usage reaches its limit; without a limit the whole host ran out of memory."""
+    if snap.memory_limit > 0:
+        limit = mebibytes(snap.memory_limit)
+        return f"memory limit {limit}, usage reached the limit ({limit})"
+    return "no memory limit: the host ran out of memory"
 
 
 def _skip(snap: ContainerSnapshot, now: datetime, why: str, source: str) -> HealthCheckResult:
@@ -83,7 +97,7 @@ def _judge_stopped(
 ) -> HealthCheckResult:
     code = snap.exit_code
     if snap.oom_killed:
-        detail = f"killed by the kernel OOM killer (exit {code})"
+        detail = f"killed by the kernel OOM killer (exit {code}); {memory_detail(snap)}"
         return _problem(snap, now, ProblemType.OOM_KILLED, detail, source)
     if stopped_by_person:
         return _skip(snap, now, "stopped_by_person", source)

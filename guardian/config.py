@@ -126,6 +126,17 @@ def _listen() -> Key:
     return Key(None, parse, "host:port, e.g. 127.0.0.1:9321 or 0.0.0.0:9321")
 
 
+def _percent() -> Key:
+    def parse(v: Any) -> float:
+        if isinstance(v, str):
+            v = float(v.strip().removesuffix("%").strip())
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 1 <= v <= 100:
+            raise ValueError
+        return float(v)
+
+    return Key(None, parse, "a percentage from 1% to 100%, e.g. 50%")
+
+
 def _with(key: Key, default: Any) -> Key:
     return Key(default, key.parse, key.allowed)
 
@@ -157,6 +168,22 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_concurrent": _with(_int(1, 1000), 2),
         "ignore_exit_codes": _with(_exit_codes(), (0,)),
         "dry_run": _with(_bool(), False),
+    },
+    "probe": {
+        "period": _with(_duration(S, H), 10 * S),
+        "timeout": _with(_duration(timedelta(milliseconds=100), M), 2 * S),
+        "failure_threshold": _with(_int(1, 100), 3),
+        "success_threshold": _with(_int(1, 100), 1),
+    },
+    "crash_loop": {
+        "restarts": _with(_int(2, 1000), 3),
+        "window": _with(_duration(S, DAY), 5 * M),
+        "log_lines": _with(_int(0, 200), 20),
+    },
+    "storm": {
+        "threshold": _with(_percent(), 50.0),
+        "window": _with(_duration(S, DAY), M),
+        "min_containers": _with(_int(1, 10_000), 3),
     },
     "store": {"path": _with(_text(), DEFAULT_STORE_PATH)},
     "http": {"listen": _with(_listen(), "127.0.0.1:9321")},

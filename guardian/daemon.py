@@ -25,6 +25,7 @@ from guardian.verify import reconcile, verify_pending
 log = logging.getLogger("guardian.daemon")
 
 VERIFY_TICK = timedelta(seconds=1)
+PROBE_TICK = timedelta(milliseconds=500)
 MAX_BACKOFF = 30.0
 
 
@@ -70,6 +71,13 @@ class Daemon:
             self.first_sweep_done.set()
             problems = [r for r in report.rows if r.result.problem is not None]
             log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
+
+    def probe(self) -> None:
+        try:
+            if self.app.prober is not None and self.first_sweep_done.is_set():
+                self.app.prober.tick()
+        except Exception:
+            log.exception("probes failed")
 
     def verify(self) -> None:
         try:
@@ -179,6 +187,10 @@ class Daemon:
         self.scheduler.add_job(
             self.verify, "interval", id="verify", seconds=VERIFY_TICK.total_seconds()
         )
+        if self.app.prober is not None:
+            self.scheduler.add_job(
+                self.probe, "interval", id="probes", seconds=PROBE_TICK.total_seconds()
+            )
         self.http = HttpServer(settings["http.listen"], self.routes())
         self.http.start()
         self.scheduler.start()

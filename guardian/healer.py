@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -16,12 +17,14 @@ from guardian.checks import CheckSettings, evaluate, needs_inspect
 from guardian.core import incidents
 from guardian.core.labels import ContainerRules, opted_in, rules_for
 from guardian.core.model import (
+    HOST_PROBLEMS,
     ContainerSnapshot,
     Decision,
     HealthCheckResult,
     Incident,
     IncidentState,
     Outcome,
+    ProblemType,
     Reason,
     RemediationAction,
     Verdict,
@@ -35,6 +38,26 @@ log = logging.getLogger("guardian.healer")
 
 # Reasons that never change while the inputs stay the same: record them once per incident.
 _QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
+# Problems Guardian reports but never restarts for (Docker's restart policy is already at it).
+_REPORT_ONLY = frozenset({ProblemType.CRASH_LOOP})
+
+Judge = Callable[[ContainerSnapshot, HealthCheckResult], HealthCheckResult]
+
+
+@dataclass
+class Hooks:
+    """Optional extensions wired by bootstrap: probes and crash loops (judges), dependencies and
+    the storm breaker (inputs to decide()), host incidents. Empty hooks change nothing."""
+
+    judges: list[Judge] = field(default_factory=list)
+    unhealthy_dependencies: Callable[[str], tuple[str, ...]] | None = None
+    storm: Callable[[], bool] | None = None
+    listed: list[Callable[[list[ContainerSnapshot]], None]] = field(default_factory=list)
+    assessed: list[Callable[[list[Assessment]], None]] = field(default_factory=list)
+    detected: list[Callable[[HealthCheckResult], None]] = field(default_factory=list)
+    recovered: list[Callable[[str], None]] = field(default_factory=list)
+    healed: list[Callable[[str], None]] = field(default_factory=list)  # verified after a restart
+    engine_state: list[Callable[[bool, str], None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -92,6 +115,7 @@ class Healer:
         self._stopped_by_person: set[str] = set()  # container ids
         self._warned: set[tuple[str, str]] = set()
         self.engine_up: bool | None = None
+        self.hooks = Hooks()
 
     # -- observe ----------------------------------------------------------------------------
 
@@ -112,6 +136,8 @@ class Healer:
                 log.error("docker engine unreachable; will retry", extra=kv(reason=error))
         self.engine_up = up
         self.metrics.docker_up.set(1 if up else 0)
+        for hook in self.hooks.engine_state:
+            hook(up, error)
 
     def assess(
         self, snap: ContainerSnapshot, source: str, detected_at: datetime | None = None
@@ -125,8 +151,14 @@ class Healer:
         result = evaluate(
             snap, now, self.settings.checks, snap.id in self._stopped_by_person, source
         )
+        for judge in self.hooks.judges:
+            result = judge(snap, result)
         a = Assessment(snap, rules, result, detected_at=detected_at or snap.health_log_at)
-        if result.problem is not None and snap.name not in self.pending:
+        if (
+            result.problem is not None
+            and result.problem not in _REPORT_ONLY
+            and snap.name not in self.pending
+        ):
             a.decision = self.decide(snap.name, rules, now)
         return a
 
@@ -146,8 +178,11 @@ class Healer:
             load = HostLoad(
                 recent_restarts=self.store.restart_times(host, now - timedelta(minutes=1)),
                 in_flight=len(self._restarting),
+                storm=self.hooks.storm() if self.hooks.storm else False,
             )
-        return decide(Target(container, rules.opted_in, rules.is_self), history, load, policy, now)
+        deps = self.hooks.unhealthy_dependencies
+        target = Target(container, rules.opted_in, rules.is_self, deps(container) if deps else ())
+        return decide(target, history, load, policy, now)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -162,6 +197,8 @@ class Healer:
             report.engine_error = str(exc)
             return report
         watched = [s for s in summaries if opted_in(s.labels, self.settings.watch_label)]
+        for listed in self.hooks.listed:
+            listed(watched)
         for snap in watched:
             try:
                 assessment = self.assess(snap, "sweep")
@@ -170,7 +207,11 @@ class Healer:
                 report.engine_error = str(exc)
                 break
             report.rows.append(assessment)
-            if apply:
+        # Judge the whole host before acting on any container: a storm holds every restart.
+        for assessed in self.hooks.assessed:
+            assessed(report.rows)
+        if apply:
+            for assessment in report.rows:
                 self.apply(assessment)
         if apply and report.engine_error is None:
             self._forget_vanished({s.name for s in watched})
@@ -217,9 +258,13 @@ class Healer:
             return
         now = result.observed_at
         if result.problem is None:
+            for recovered in self.hooks.recovered:
+                recovered(name)
             self._observed_healthy(name, now)
             return
         self._healthy_since.pop(name, None)
+        for detected in self.hooks.detected:
+            detected(result)
         host = self.settings.host
         existing = self.store.current_incident(host, name, result.problem)
         change = incidents.record_detection(existing, host, result, now)
@@ -404,9 +449,12 @@ class Healer:
                 now,
                 str(decision.reason),
                 outcome=Outcome.POLICY_DENIED,
-                detail=f"{decision.verdict}; retry at {decision.retry_at.isoformat()}"
-                if decision.retry_at
-                else str(decision.verdict),
+                detail=(
+                    f"{decision.verdict}; retry at {decision.retry_at.isoformat()}"
+                    if decision.retry_at
+                    else str(decision.verdict)
+                )
+                + (f"; {decision.detail}" if decision.detail else ""),
                 finished_at=now,
                 attempt=decision.attempt,
             )
@@ -459,6 +507,8 @@ class Healer:
         """Close incidents of containers that are no longer there (removed or no longer watched)."""
         now = self.clock.now()
         for incident in self.store.open_incidents(self.settings.host):
+            if incident.type in HOST_PROBLEMS:
+                continue  # host-level incidents are not about a container
             if incident.container not in present and incident.container not in self.pending:
                 with self._lock:
                     if incident.container in self._restarting:

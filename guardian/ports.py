@@ -55,6 +55,9 @@ class Engine(Protocol):
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The full snapshot of one container; None when it no longer exists."""
 
+    def logs(self, container_id: str, tail: int) -> str:
+        """The last `tail` lines of the container's output ("" when unavailable)."""
+
     def restart(
         self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
     ) -> ActionOutcome:

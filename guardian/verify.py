@@ -95,6 +95,9 @@ def finish(healer: Healer, p: PendingVerify, outcome: Outcome, detail: str, now:
         reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
         healer._save(incidents.record_recovery(incident, reason, now))
         healer._healthy_since.setdefault(p.container, now)
+        if outcome is Outcome.SUCCEEDED:
+            for healed in healer.hooks.healed:
+                healed(p.container)
     elif outcome is Outcome.PERMANENT_FAILURE:
         healer._gone(incident, detail, now)
 

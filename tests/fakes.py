@@ -41,6 +41,7 @@ class FakeEngine:
     inspect_calls: int = 0
     after_restart_health: str | None = "healthy"
     url: str = "fake://engine"
+    output: dict[str, str] = field(default_factory=dict)  # container id -> log text
 
     def add(self, name: str, **fields: object) -> ContainerSnapshot:
         base = {
@@ -108,6 +109,10 @@ class FakeEngine:
             oom_killed=False,
         )
         return ActionOutcome(Outcome.RESTARTED, "restart request completed")
+
+    def logs(self, container_id: str, tail: int) -> str:
+        self._check()
+        return "\n".join(self.output.get(container_id, "").splitlines()[-tail:])
 
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
         self._check()

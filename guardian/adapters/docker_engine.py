@@ -51,6 +51,16 @@ def health_from_status(status: str) -> str | None:
     return None
 
 
+def first_ip(network_settings: dict[str, Any] | None) -> str:
+    """The container's address on its first network with one ("" when it has none)."""
+    networks = (network_settings or {}).get("Networks") or {}
+    for name in sorted(networks):
+        ip = (networks[name] or {}).get("IPAddress") or ""
+        if ip:
+            return str(ip)
+    return str((network_settings or {}).get("IPAddress") or "")
+
+
 def summary_snapshot(item: dict[str, Any]) -> ContainerSnapshot:
     names = item.get("Names") or [""]
     return ContainerSnapshot(
@@ -59,6 +69,7 @@ def summary_snapshot(item: dict[str, Any]) -> ContainerSnapshot:
         labels=dict(item.get("Labels") or {}),
         state=item.get("State", ""),
         health=health_from_status(item.get("Status", "")),
+        ip_address=first_ip(item.get("NetworkSettings")),
     )
 
 
@@ -87,6 +98,8 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         health_start_period=timedelta(microseconds=start_period_ns / 1000),
         health_output=(log[-1].get("Output") or "") if log else "",
         health_log_at=parse_time(log[-1].get("End")) if log else None,
+        ip_address=first_ip(data.get("NetworkSettings")),
+        memory_limit=int(host_config.get("Memory") or 0),
     )
 
 
@@ -210,6 +223,16 @@ class DockerEngine:
             raise EngineUnavailable(
                 f"docker engine refused to inspect: {exc.explanation}"
             ) from None
+
+    def logs(self, container_id: str, tail: int) -> str:
+        """The last `tail` lines of the container's output; "" when it has none or is gone."""
+        try:
+            raw = self._call(
+                lambda api: api.logs(container_id, stdout=True, stderr=True, tail=tail)
+            )
+        except docker.errors.APIError:
+            return ""  # removed, or a logging driver that cannot be read back
+        return bytes(raw).decode("utf-8", errors="replace")
 
     def restart(
         self,

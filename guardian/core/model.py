@@ -16,6 +16,15 @@ class ProblemType(StrEnum):
     UNHEALTHY = "unhealthy"
     EXITED = "exited"
     OOM_KILLED = "oom_killed"
+    CRASH_LOOP = "crash_loop"  # Docker's restart policy keeps restarting it; Guardian never does
+    PROBE_FAILED = "probe_failed"  # a Guardian-run HTTP/TCP probe failed failure_threshold times
+    # Host-level problems: their incidents use HOST_SUBJECT as the container.
+    STORM = "storm"  # too many watched containers unhealthy at once
+    ENGINE_UNREACHABLE = "engine_unreachable"
+
+
+HOST_PROBLEMS = frozenset({ProblemType.STORM, ProblemType.ENGINE_UNREACHABLE})
+HOST_SUBJECT = "(host)"  # the `container` of a host-level incident
 
 
 class IncidentState(StrEnum):
@@ -56,6 +65,8 @@ class ContainerSnapshot:
     health_start_period: timedelta = timedelta(0)
     health_output: str = ""
     health_log_at: datetime | None = None  # when Docker finished the last health probe
+    ip_address: str = ""  # first network's address (list call and inspect), for probes
+    memory_limit: int = 0  # bytes (HostConfig.Memory); 0: no limit
 
     @property
     def short_id(self) -> str:
@@ -137,6 +148,8 @@ class Reason(StrEnum):
     MAX_ATTEMPTS = "max_attempts"
     RATE_LIMITED = "rate_limited"
     CONCURRENCY = "max_concurrent"
+    DEPENDENCY_UNHEALTHY = "dependency_unhealthy"
+    STORM = "storm"
 
 
 @dataclass(frozen=True)
@@ -148,6 +161,7 @@ class Decision:
     retry_at: datetime | None = None
     attempt: int = 0  # the number this restart would be within the window (1-based)
     max_attempts: int = 0
+    detail: str = ""  # e.g. which dependency is unhealthy
 
     @property
     def restart(self) -> bool:

@@ -45,6 +45,8 @@ class Target:
     name: str
     opted_in: bool = True
     is_self: bool = False
+    # Descriptions of this container's dependencies that are unhealthy now, e.g. "db (incident 4)".
+    unhealthy_dependencies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class HostLoad:
 
     recent_restarts: tuple[datetime, ...] = ()
     in_flight: int = 0
+    storm: bool = False  # a host-level storm incident is open and not acknowledged
 
 
 def counted_attempts(
@@ -89,7 +92,8 @@ def decide(
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
     Guards in order: never Guardian itself; never a container that is not opted in; one restart
-    at a time per container; max_attempts within the window (give up); cooldown since the last
+    at a time per container; a host storm holds every restart; an unhealthy dependency holds its
+    dependents; max_attempts within the window (give up); cooldown since the last
     attempt (exponential with a cap); the host budget (per minute, then concurrent); dry run.
     """
     if target.is_self:
@@ -98,6 +102,15 @@ def decide(
         return Decision(Verdict.DENY, Reason.NOT_OPTED_IN)
     if history.in_flight:
         return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
+    if host.storm:
+        # One shared cause is likelier than many sick containers: restarts wait for the host.
+        return Decision(Verdict.WAIT, Reason.STORM, detail="host-level storm incident open")
+    if target.unhealthy_dependencies:
+        return Decision(
+            Verdict.WAIT,
+            Reason.DEPENDENCY_UNHEALTHY,
+            detail="waiting for " + ", ".join(target.unhealthy_dependencies),
+        )
 
     counted = counted_attempts(history, policy, now)
     n = len(counted)

@@ -1,0 +1,201 @@
+"""Host-level incidents: the storm breaker and an unreachable engine.
+
+A storm is many watched containers turning unhealthy within a short window: a shared cause is
+likelier than many sick containers, so one host incident is opened, one notification is sent,
+and decide() holds every per-container restart (reason `storm`) until the host recovers or a
+person acknowledges the incident.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from guardian.core import incidents
+from guardian.core.model import (
+    HOST_SUBJECT,
+    HealthCheckResult,
+    Incident,
+    IncidentState,
+    ProblemType,
+)
+from guardian.healer import Assessment, Healer
+from guardian.logs import kv
+from guardian.ports import Clock, Store
+
+log = logging.getLogger("guardian.host")
+
+
+@dataclass(frozen=True)
+class StormSettings:
+    threshold: float = 50.0  # percent of watched containers
+    window: timedelta = timedelta(seconds=60)
+    min_containers: int = 3
+
+
+def storm_size(watched: int, settings: StormSettings) -> int:
+    """How many unhealthy containers make a storm: more than threshold %, and at least min."""
+    over = int(watched * settings.threshold / 100) + 1
+    return max(over, settings.min_containers)
+
+
+Notify = Callable[[str, Incident], None]
+
+
+def log_notification(event: str, incident: Incident) -> None:
+    """Default notifier until the outbox exists: one log line per notification."""
+    log.warning(
+        "notification",
+        extra=kv(event=event, incident=incident.id, type=incident.type, detail=incident.detail),
+    )
+
+
+class HostWatch:
+    """Opens and resolves host-level incidents from what the healer observes."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        host: str,
+        storm: StormSettings,
+        engine_timeout: timedelta,
+        notify: Notify = log_notification,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.host = host
+        self.settings = storm
+        self.engine_timeout = engine_timeout
+        self.notify = notify
+        self._lock = threading.Lock()
+        self._watched: set[str] = set()
+        self._unhealthy: dict[str, datetime] = {}  # container -> first detection of this episode
+        self._engine_down_since: datetime | None = None
+
+    def attach(self, healer: Healer) -> None:
+        h = healer.hooks
+        h.storm = self.storm_holds
+        h.listed.append(lambda snaps: self.set_watched({s.name for s in snaps}))
+        h.assessed.append(self.assessed)
+        h.detected.append(lambda result: self.detected(result.container_name, result.observed_at))
+        h.recovered.append(self.recovered)
+        h.engine_state.append(lambda up, error: self.engine_state(up, error))
+
+    # -- storm ------------------------------------------------------------------------------
+
+    def storm_holds(self) -> bool:
+        """True while a storm incident is open and nobody acknowledged it (an input to decide)."""
+        incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
+        return incident is not None and incident.state is IncidentState.ACTIVE
+
+    def set_watched(self, names: set[str]) -> None:
+        with self._lock:
+            self._watched = set(names)
+            for gone in set(self._unhealthy) - self._watched:
+                del self._unhealthy[gone]
+
+    def assessed(self, rows: list[Assessment]) -> None:
+        """A whole sweep at once: count every problem before any container is acted on."""
+        for row in rows:
+            if row.result.problem is not None:
+                self.detected(row.snapshot.name, row.result.observed_at, check=False)
+            elif row.result.skipped is None:
+                self.recovered(row.snapshot.name, check=False)
+        self._check(self.clock.now())
+
+    def detected(self, container: str, at: datetime, check: bool = True) -> None:
+        with self._lock:
+            self._unhealthy.setdefault(container, at)
+        if check:
+            self._check(at)
+
+    def recovered(self, container: str, check: bool = True) -> None:
+        with self._lock:
+            was_unhealthy = self._unhealthy.pop(container, None) is not None
+        if check and was_unhealthy:
+            self._check(self.clock.now())
+
+    def _check(self, now: datetime) -> None:
+        with self._lock:
+            watched = max(len(self._watched), len(self._unhealthy))
+            unhealthy = sorted(self._unhealthy)
+            recent = sorted(
+                n for n, t in self._unhealthy.items() if now - t <= self.settings.window
+            )
+        need = storm_size(watched, self.settings)
+        current = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
+        if current is not None and current.is_open:
+            if len(unhealthy) < need:
+                reason = (
+                    f"host recovered: {len(unhealthy)} of {watched} watched containers unhealthy"
+                )
+                self._save(incidents.record_recovery(current, reason, now))
+                log.warning("storm over", extra=kv(unhealthy=len(unhealthy), watched=watched))
+            return
+        if len(recent) < need:
+            return
+        window = int(self.settings.window.total_seconds())
+        detail = (
+            f"{len(recent)} of {watched} watched containers unhealthy within {window}s: "
+            + ", ".join(recent[:20])
+        )
+        result = HealthCheckResult("", HOST_SUBJECT, now, ProblemType.STORM, detail, source="host")
+        change = incidents.record_detection(current, self.host, result, now)
+        incident = self._save(change)
+        log.error(
+            "storm: holding per-container restarts",
+            extra=kv(incident=incident.id, unhealthy=len(recent), watched=watched),
+        )
+        self.notify("storm_opened", incident)
+
+    # -- engine -----------------------------------------------------------------------------
+
+    def engine_state(self, up: bool, error: str) -> None:
+        """Open `engine_unreachable` after docker.timeout without an answer; resolve on answer."""
+        now = self.clock.now()
+        current = self.store.current_incident(
+            self.host, HOST_SUBJECT, ProblemType.ENGINE_UNREACHABLE
+        )
+        if up:
+            self._engine_down_since = None
+            if current is not None and current.is_open:
+                incident = self._save(
+                    incidents.record_recovery(current, "docker engine answers again", now)
+                )
+                self.notify("engine_reachable", incident)
+            return
+        since = self._engine_down_since = self._engine_down_since or now
+        if now - since < self.engine_timeout or (current is not None and current.is_open):
+            return
+        seconds = int((now - since).total_seconds())
+        result = HealthCheckResult(
+            "",
+            HOST_SUBJECT,
+            now,
+            ProblemType.ENGINE_UNREACHABLE,
+            f"docker engine unreachable for {seconds}s: {error[:200]}",
+            source="host",
+        )
+        incident = self._save(incidents.record_detection(current, self.host, result, now))
+        log.error("docker engine unreachable: host incident opened", extra=kv(incident=incident.id))
+        self.notify("engine_unreachable", incident)
+
+    def _save(self, change: incidents.IncidentChange) -> Incident:
+        saved = self.store.save_incident(change)
+        for t in change.transitions:
+            log.info(
+                "incident transition",
+                extra=kv(
+                    incident=saved.id,
+                    container=saved.container,
+                    type=saved.type,
+                    from_state=t.from_state,
+                    to_state=t.to_state,
+                    reason=t.reason,
+                ),
+            )
+        return saved
