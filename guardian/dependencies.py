@@ -20,7 +20,7 @@ from guardian.core.model import (
     RemediationAction,
     Verdict,
 )
-from guardian.healer import Healer, PendingVerify
+from guardian.healer import Assessment, Healer, PendingVerify
 from guardian.logs import kv
 
 log = logging.getLogger("guardian.dependencies")
@@ -57,11 +57,41 @@ class Dependencies:
         self._lock = threading.Lock()
         self._labels: dict[str, Mapping[str, str]] = {}  # container name -> labels
         self._ids: dict[str, str] = {}
+        # Containers seen with a problem and not yet seen healthy: covers the moment between
+        # detection and the incident being written (a sweep decides for all before acting).
+        self._problems: set[str] = set()
 
     def attach(self) -> None:
         self.healer.hooks.listed.append(self.update)
         self.healer.hooks.unhealthy_dependencies = self.unhealthy
         self.healer.hooks.healed.append(self.restart_followers)
+        self.healer.hooks.assessed.append(self.assessed)
+        self.healer.hooks.detected.append(lambda r: self._mark(r.container_name, True))
+        self.healer.hooks.recovered.append(lambda name: self._mark(name, False))
+
+    def _mark(self, name: str, problem: bool) -> None:
+        with self._lock:
+            if problem:
+                self._problems.add(name)
+            else:
+                self._problems.discard(name)
+
+    def assessed(self, rows: list[Assessment]) -> None:
+        for row in rows:
+            if row.result.problem is not None:
+                self._mark(row.snapshot.name, True)
+            elif row.result.skipped is None:
+                self._mark(row.snapshot.name, False)
+        # Act on dependencies before their dependents, so a held-back restart can name the
+        # dependency's incident (the sweep applies rows in this order).
+        rows.sort(key=lambda row: self.depth(row.snapshot.name))
+
+    def depth(self, container: str, seen: frozenset[str] = frozenset()) -> int:
+        """0 without dependencies, else 1 + the deepest dependency (cycles cut)."""
+        deps = [d for d in self.depends_on(container) if d not in seen]
+        if not deps or len(seen) > 10:
+            return 0
+        return 1 + max(self.depth(d, seen | {container}) for d in deps)
 
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
         with self._lock:
@@ -114,12 +144,15 @@ class Dependencies:
             else:
                 if dep in self.healer.pending:
                     out.append(f"{dep} (restart being verified)")
+                elif dep in self._problems:
+                    out.append(f"{dep} (unhealthy)")
         return tuple(out)
 
     # -- restart_with -----------------------------------------------------------------------
 
     def restart_followers(self, container: str) -> None:
         """`container` was restarted by Guardian and is healthy: restart its followers."""
+        self._mark(container, False)
         for name in self.followers(container):
             try:
                 self._restart_follower(name, container)

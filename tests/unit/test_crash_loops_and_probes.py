@@ -1,0 +1,138 @@
+"""Crash loops, OOM details and Guardian-run probes, over fakes and a fake clock."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+
+import pytest
+
+from guardian.checks import CheckSettings, evaluate
+from guardian.core.model import ProblemType
+from guardian.probes import ProbeSpec, parse_probe
+from tests.fakes import FakeClock, FakeEngine
+from tests.unit.loop import make_loop
+
+ON = {"guardian.enable": "true"}
+
+
+def incidents_of(loop, kind):
+    return [i for i in loop.store.open_incidents(loop.host) if i.type == kind]
+
+
+def test_a_crash_loop_is_one_incident_with_exit_codes_and_log_tail_and_no_restart(tmp_path):
+    loop = make_loop(tmp_path, crash_loop={"restarts": 3, "window": "5m"})
+    snap = loop.engine.add("worker", health=None, restart_policy="always", state="restarting")
+    loop.engine.output[snap.id] = "starting\nerror: cannot open /data\nstarting\nerror: again\n"
+    for count in range(6):
+        loop.engine.set("worker", restart_count=count, exit_code=2)
+        loop.healer.sweep()
+        loop.clock.advance(10)
+    [incident] = incidents_of(loop, ProblemType.CRASH_LOOP)
+    assert incident.occurrences >= 3
+    assert "last exit codes: 2, 2, 2" in incident.detail
+    assert "log tail: starting | error: cannot open /data | starting | error: again" in (
+        incident.detail
+    )
+    assert loop.restarted() == []
+    assert [a for a in loop.actions() if a.kind == "restart"] == []
+
+
+def test_two_restarts_are_not_a_crash_loop_and_a_quiet_window_resolves_it(tmp_path):
+    loop = make_loop(tmp_path, crash_loop={"restarts": 3, "window": "60s"})
+    loop.engine.add("worker", health=None, restart_policy="always", state="restarting")
+    for count in range(3):
+        loop.engine.set("worker", restart_count=count)
+        loop.healer.sweep()
+        loop.clock.advance(5)
+    assert incidents_of(loop, ProblemType.CRASH_LOOP) == []
+    loop.engine.set("worker", restart_count=3)
+    loop.healer.sweep()
+    [incident] = incidents_of(loop, ProblemType.CRASH_LOOP)
+    loop.engine.set("worker", state="running")
+    loop.clock.advance(61)
+    loop.healer.sweep()
+    assert loop.store.get_incident(incident.id).state == "resolved"
+
+
+def test_oom_killed_details_name_the_memory_limit():
+    clock = FakeClock()
+    snap = FakeEngine(clock).add(
+        "hog", state="exited", exit_code=137, oom_killed=True, memory_limit=8 * 1024 * 1024
+    )
+    result = evaluate(snap, clock.now(), CheckSettings())
+    assert result.problem is ProblemType.OOM_KILLED
+    assert "memory limit 8.0 MiB, usage reached the limit" in result.detail
+
+
+DEFAULTS = ProbeSpec("http", "", 0)
+
+
+@pytest.mark.parametrize(
+    ("labels", "kind", "host", "port", "path", "warnings"),
+    [
+        ({"guardian.probe.http": "http://:8080/healthz"}, "http", "", 8080, "/healthz", 0),
+        ({"guardian.probe.http": "http://localhost:81"}, "http", "localhost", 81, "/", 0),
+        ({"guardian.probe.tcp": ":5432"}, "tcp", "", 5432, "/", 0),
+        ({"guardian.probe.tcp": "db:99999"}, None, None, None, None, 1),
+        ({"guardian.probe.http": "ftp://:21/"}, None, None, None, None, 1),
+        ({"guardian.probe.tcp": ":1", "guardian.probe.period": "x"}, "tcp", "", 1, "/", 1),
+    ],
+)  # fmt: skip
+def test_probe_labels(labels, kind, host, port, path, warnings):
+    spec, warned = parse_probe(labels, DEFAULTS)
+    assert len(warned) == warnings
+    if kind is None:
+        assert spec is None
+    else:
+        assert (spec.kind, spec.host, spec.port, spec.path) == (kind, host, port, path)
+
+
+def test_probe_thresholds_and_periods_from_labels():
+    spec, _ = parse_probe(
+        {
+            "guardian.probe.http": "http://:8080/",
+            "guardian.probe.failure_threshold": "5",
+            "guardian.probe.success_threshold": "2",
+            "guardian.probe.period": "3s",
+            "guardian.probe.expect": "200,204-206",
+        },
+        DEFAULTS,
+    )
+    assert (spec.failure_threshold, spec.success_threshold) == (5, 2)
+    assert spec.period == timedelta(seconds=3)
+    assert spec.expect == ((200, 200), (204, 206))
+
+
+def tick(loop, times, seconds=1.0):
+    for _ in range(times):
+        loop.prober.tick()
+        loop.clock.advance(seconds)
+
+
+def test_a_tcp_probe_failing_threshold_times_restarts_and_success_resolves(tmp_path):
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    loop = make_loop(
+        tmp_path, probe={"period": "1s", "failure_threshold": 3, "success_threshold": 2}
+    )
+    loop.engine.add("db", health=None, labels={**ON, "guardian.probe.tcp": f"127.0.0.1:{port}"})
+    loop.healer.sweep()
+    tick(loop, 2)
+    server.close()
+    tick(loop, 2)  # two failures: below the threshold
+    assert loop.store.open_incidents(loop.host) == []
+    tick(loop, 1)
+    [incident] = incidents_of(loop, ProblemType.PROBE_FAILED)
+    assert "probe failed 3 times in a row: tcp://127.0.0.1" in incident.detail
+    assert loop.restarted() == ["db"]
+
+    server = socket.create_server(("127.0.0.1", port))
+    try:
+        loop.healer.pending.clear()  # verification is not what this test is about
+        tick(loop, 1)
+        assert loop.store.get_incident(incident.id).state == "in_progress"
+        tick(loop, 1)
+        assert loop.store.get_incident(incident.id).state == "resolved"
+    finally:
+        server.close()

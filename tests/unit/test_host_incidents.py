@@ -1,0 +1,107 @@
+"""The storm breaker and the engine_unreachable incident, over fakes and a fake clock."""
+
+from __future__ import annotations
+
+import logging
+
+from guardian.core import incidents
+from guardian.core.model import HOST_SUBJECT, IncidentState, ProblemType
+from guardian.host import StormSettings, storm_size
+from tests.unit.loop import make_loop
+
+
+def six_with_five_unhealthy(loop):
+    for i in range(6):
+        loop.engine.add(f"c{i}", health="unhealthy" if i < 5 else "healthy")
+
+
+def storm(loop):
+    return loop.store.current_incident(loop.host, HOST_SUBJECT, ProblemType.STORM)
+
+
+def notifications(caplog):
+    return [r for r in caplog.records if r.getMessage() == "notification"]
+
+
+def test_storm_size_is_more_than_threshold_and_at_least_min():
+    s = StormSettings(threshold=50, min_containers=3)
+    assert [storm_size(n, s) for n in (1, 4, 6, 7, 10)] == [3, 3, 4, 4, 6]
+
+
+def test_five_of_six_unhealthy_open_one_host_incident_and_hold_restarts(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    loop = make_loop(tmp_path)
+    six_with_five_unhealthy(loop)
+    for _ in range(3):
+        loop.healer.sweep()
+        loop.clock.advance(10)
+    incident = storm(loop)
+    assert incident is not None and incident.state is IncidentState.ACTIVE
+    assert incident.detail.startswith("5 of 6 watched containers unhealthy within 60s")
+    assert loop.restarted() == []
+    held = [a for a in loop.actions() if a.kind == "decision"]
+    assert sorted(a.container for a in held) == ["c0", "c1", "c2", "c3", "c4"]
+    assert {a.reason for a in held} == {"storm"}
+    assert len(notifications(caplog)) == 1
+
+
+def test_storm_resolves_when_the_host_recovers_and_restarts_resume(tmp_path):
+    loop = make_loop(tmp_path)
+    six_with_five_unhealthy(loop)
+    loop.healer.sweep()
+    for i in range(4):
+        loop.engine.set(f"c{i}", health="healthy")
+    loop.clock.advance(10)
+    loop.healer.sweep()
+    incident = loop.store.get_incident(storm(loop).id)
+    assert incident.state is IncidentState.RESOLVED
+    assert incident.resolved_by == "guardian"
+    loop.clock.advance(10)
+    loop.healer.sweep()
+    assert loop.restarted() == ["c4"]
+
+
+def test_an_acknowledged_storm_lets_restarts_through(tmp_path):
+    loop = make_loop(tmp_path)
+    six_with_five_unhealthy(loop)
+    loop.healer.sweep()
+    acked, t = incidents.transition(
+        storm(loop), IncidentState.ACKNOWLEDGED, "alice", "NFS server down", loop.clock.now()
+    )
+    loop.store.save_incident(incidents.IncidentChange(acked, (t,)))
+    loop.clock.advance(1)
+    loop.healer.sweep()
+    assert sorted(loop.restarted()) == ["c0", "c1", "c2", "c3", "c4"]
+
+
+def test_two_of_six_unhealthy_is_no_storm(tmp_path):
+    loop = make_loop(tmp_path)
+    for i in range(6):
+        loop.engine.add(f"c{i}", health="unhealthy" if i < 2 else "healthy")
+    loop.healer.sweep()
+    assert storm(loop) is None
+    assert sorted(loop.restarted()) == ["c0", "c1"]
+
+
+def test_engine_unreachable_longer_than_timeout_is_a_host_incident(tmp_path):
+    loop = make_loop(tmp_path, docker={"timeout": "30s"})
+    loop.engine.add("web")
+    loop.healer.sweep()
+    loop.engine.reachable = False
+    kind = ProblemType.ENGINE_UNREACHABLE
+    loop.healer.sweep()
+    loop.clock.advance(20)
+    loop.healer.sweep()
+    assert loop.store.current_incident(loop.host, HOST_SUBJECT, kind) is None
+    loop.clock.advance(11)
+    loop.healer.sweep()
+    incident = loop.store.current_incident(loop.host, HOST_SUBJECT, kind)
+    assert incident is not None and incident.state is IncidentState.ACTIVE
+    assert "unreachable for 31s" in incident.detail
+    loop.engine.reachable = True
+    loop.clock.advance(5)
+    loop.healer.sweep()
+    incident = loop.store.get_incident(incident.id)
+    assert incident.state is IncidentState.RESOLVED
+    # A container sweep never closes a host incident as "container gone".
+    assert incident.close_reason is None
