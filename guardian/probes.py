@@ -222,7 +222,12 @@ class Prober:
             passed, seen = run_probe(t.spec, t.address)
             with self._lock:
                 t.next_due = now + t.spec.period
+                streak = t.failures
                 flipped = self._record(t, passed, seen)
+            if passed and streak and not t.failing:
+                log.debug(
+                    "probe passed again below threshold", extra=kv(container=name, failures=streak)
+                )
             if not passed:
                 log.debug(
                     "probe failed",
