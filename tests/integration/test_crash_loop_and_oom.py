@@ -1,0 +1,52 @@
+"""Crash loops and OOM kills of real containers, judged by a real `guardian run`."""
+
+from __future__ import annotations
+
+from tests.helpers import wait_until
+from tests.integration.see_more import WATCH, actions, incidents, watched
+
+
+def test_a_container_docker_keeps_restarting_is_one_crash_loop_incident(containers, guardian):
+    name = containers.run(
+        "crasher",
+        ["sh", "-c", "echo cannot reach the database; exit 3"],
+        enable=None,
+        labels=watched(),
+        restart_policy={"Name": "always"},
+    )
+    g = guardian(watch={"label": WATCH}, crash_loop={"restarts": 3, "window": "60s"})
+    db = g.store_path
+    wait_until(lambda: incidents(db, name, "crash_loop"), 30, message="crash_loop incident")
+    # Let Docker restart it a few more times: still one incident, never a restart by Guardian.
+    seen = containers.inspect(name)["RestartCount"]
+    wait_until(lambda: containers.inspect(name)["RestartCount"] >= seen + 2, 30)
+    wait_until(lambda: incidents(db, name)[0]["occurrences"] >= 2, 15, message="re-detected")
+
+    [incident] = incidents(db, name)
+    assert incident["type"] == "crash_loop" and incident["state"] == "active"
+    assert "last exit codes: 3" in incident["detail"]
+    assert "log tail: cannot reach the database" in incident["detail"]
+    assert [a for a in actions(db, name) if a["kind"] == "restart"] == []
+    assert not [line for line in g.lines("restarting container") if name in line]
+    assert g.stop() == 0
+
+
+def test_a_container_allocating_past_its_memory_limit_is_an_oom_killed_incident(
+    containers, guardian
+):
+    g = guardian(watch={"label": WATCH}, restart={"max_attempts": 1})
+    name = containers.run(
+        "hog",
+        ["sh", "-c", "x=a; while :; do x=$x$x; done"],
+        enable=None,
+        labels=watched(),
+        mem_limit="8m",
+        memswap_limit="8m",
+    )
+    db = g.store_path
+    wait_until(lambda: incidents(db, name, "oom_killed"), 30, message="oom_killed incident")
+    assert containers.inspect(name)["State"]["OOMKilled"] is True
+    [incident] = incidents(db, name)
+    assert "killed by the kernel OOM killer (exit 137)" in incident["detail"]
+    assert "memory limit 8.0 MiB, usage reached the limit" in incident["detail"]
+    assert g.stop() == 0
