@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from guardian.checks import CheckSettings, evaluate, needs_inspect
 from guardian.core import incidents
-from guardian.core.labels import ContainerRules, opted_in, rules_for
+from guardian.core.labels import ContainerRules, in_scope, opted_in, rules_for
 from guardian.core.model import (
     ContainerSnapshot,
     Decision,
@@ -46,6 +46,10 @@ class HealerSettings:
     stop_timeout: timedelta
     verify_timeout: timedelta
     self_id: str | None = None
+    scope: str = ""  # watch.scope label selector; empty: the whole host
+
+    def watches(self, labels: dict[str, str]) -> bool:
+        return in_scope(labels, self.scope) and opted_in(labels, self.watch_label)
 
 
 @dataclass
@@ -155,13 +159,13 @@ class Healer:
         """Reconcile every watched container: one list request, one inspect per candidate."""
         report = SweepReport()
         try:
-            summaries = self.engine.list_containers(self.settings.watch_label)
+            summaries = self.engine.list_containers(self.settings.watch_label, self.settings.scope)
             self._engine_state(True)
         except EngineUnavailable as exc:
             self._engine_state(False, str(exc))
             report.engine_error = str(exc)
             return report
-        watched = [s for s in summaries if opted_in(s.labels, self.settings.watch_label)]
+        watched = [s for s in summaries if self.settings.watches(s.labels)]
         for snap in watched:
             try:
                 assessment = self.assess(snap, "sweep")
@@ -188,7 +192,7 @@ class Healer:
         except EngineUnavailable as exc:
             self._engine_state(False, str(exc))
             return
-        if snap is None or not opted_in(snap.labels, self.settings.watch_label):
+        if snap is None or not self.settings.watches(snap.labels):
             return
         self.apply(self.assess(snap, "event", detected_at))
 

@@ -191,8 +191,10 @@ class DockerEngine:
     def ping(self) -> None:
         self._call(lambda api: api.ping())
 
-    def list_containers(self, label: str) -> list[ContainerSnapshot]:
-        filters = {} if label == ALL else {"label": [label]}
+    def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+        # Docker ANDs label filters, so the engine does the selecting.
+        selectors = [s for s in (None if label == ALL else label, scope) if s]
+        filters = {"label": selectors} if selectors else {}
         try:
             items = self._call(lambda api: api.containers(all=True, filters=filters))
         except docker.errors.APIError as exc:
