@@ -41,9 +41,7 @@ EXPORTED = [
 
 def test_every_metric_has_its_documented_name_type_and_labels():
     metrics = Metrics(CollectorRegistry())
-    collectors = [
-        getattr(metrics, attr) for attr in vars(metrics) if hasattr(getattr(metrics, attr), "describe")
-    ]
+    collectors = [c for c in vars(metrics).values() if hasattr(c, "describe")]
     found = {}
     for collector in collectors:
         for family in collector.describe():
@@ -133,14 +131,15 @@ def test_a_heal_shows_in_counters_gauges_and_histograms(loop):
     verify_pending(healer)
     assert sample(registry, "guardian_restarts_total", container="web", outcome="succeeded") == 1
     assert sample(registry, "guardian_incidents_open", type="unhealthy", state="resolved") == 1
-    assert sample(registry, "guardian_incidents_open", type="unhealthy", state="in_progress") is None
+    in_progress = {"type": "unhealthy", "state": "in_progress"}
+    assert sample(registry, "guardian_incidents_open", **in_progress) is None
 
     healer.sweep()
     assert sample(registry, "guardian_containers_unhealthy") == 0
 
 
 def test_an_exited_container_is_timed_from_its_exit(loop):
-    healer, engine, clock, registry = loop
+    healer, engine, _clock, registry = loop
     engine.add(
         "job", state="exited", health=None, exit_code=3, finished_at=T0 - timedelta(seconds=7)
     )
