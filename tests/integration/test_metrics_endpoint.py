@@ -167,7 +167,7 @@ def test_healthz_turns_503_while_the_engine_hangs_and_200_when_it_answers(
     wait_until(lambda: get(g.http_url + "/healthz")[0] == 200, 10, message="first sweep")
 
     proxy.open.clear()  # every engine call now hangs: the sweep cannot complete
-    status, body = wait_until(
+    _, body = wait_until(
         lambda: (r := get(g.http_url + "/healthz"))[0] == 503 and r, 15, message="healthz 503"
     )
     assert body.startswith("last sweep completed ") and body.endswith("s ago (limit 3s)\n")
