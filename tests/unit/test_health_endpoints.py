@@ -117,3 +117,11 @@ def test_unknown_paths_are_404_and_mounted_prefixes_reach_their_handler(daemon):
     assert get(routes, "/api/v1").status == 200
     assert get(routes, "/healthz").status == 503  # exact routes still win
     assert seen == ["/api/v1/incidents", "/api/v1"]
+
+
+def test_a_failing_store_is_counted_and_stalls_the_sweep(daemon):
+    daemon.app.engine.set("web", health="unhealthy")  # the sweep must write an incident
+    daemon.app.store.close()
+    daemon.sweep()
+    assert daemon.app.metrics.registry.get_sample_value("guardian_store_errors_total") == 1
+    assert get(daemon.routes(), "/healthz").status == 503
