@@ -13,9 +13,10 @@ from guardian.adapters.docker_engine import inspect_snapshot
 from guardian.adapters.sqlite_store import SqliteStore
 from guardian.bootstrap import healer_settings
 from guardian.config import load_settings
+from guardian.core.model import RemediationAction
 from guardian.healer import Healer
 from guardian.metrics import NOTIFICATION_OUTCOMES, Metrics
-from guardian.verify import verify_pending
+from guardian.verify import reconcile, verify_pending
 from tests.fakes import T0, FakeClock, FakeEngine
 
 # name, type, label names: the list, plus what the alerts need.
@@ -170,6 +171,18 @@ def test_giving_up_raises_the_exhausted_gauge_until_the_container_recovers(loop)
     engine.set("web", health="healthy")
     healer.sweep()
     assert sample(registry, "guardian_restarts_exhausted", container="web") is None
+
+
+def test_a_restart_cut_short_by_a_crash_is_counted_as_interrupted(loop):
+    healer, engine, clock, registry = loop
+    web = engine.add("web", health="unhealthy")  # started an hour ago: never restarted
+    intent = RemediationAction(
+        None, None, healer.settings.host, "web", web.id, "restart", clock.now(), "allowed"
+    )
+    healer.store.record_intent(intent)
+    assert reconcile(healer) == 1
+    interrupted = {"container": "web", "outcome": "interrupted"}
+    assert sample(registry, "guardian_restarts_total", **interrupted) == 1
 
 
 def test_docker_up_follows_the_engine(loop):
