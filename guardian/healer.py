@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from guardian.checks import CheckSettings, evaluate, needs_inspect
+from guardian.checks import CheckSettings, evaluate, needs_inspect, reported_at
 from guardian.core import incidents
 from guardian.core.labels import ContainerRules, in_scope, opted_in, rules_for
 from guardian.core.model import (
@@ -129,7 +129,7 @@ class Healer:
         result = evaluate(
             snap, now, self.settings.checks, snap.id in self._stopped_by_person, source
         )
-        a = Assessment(snap, rules, result, detected_at=detected_at or snap.health_log_at)
+        a = Assessment(snap, rules, result, detected_at=detected_at or reported_at(snap))
         if result.problem is not None and snap.name not in self.pending:
             a.decision = self.decide(snap.name, rules, now)
         return a
@@ -195,6 +195,7 @@ class Healer:
         if snap is None or not self.settings.watches(snap.labels):
             return
         self.apply(self.assess(snap, "event", detected_at))
+        self.refresh_incident_gauge()
 
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""
@@ -473,8 +474,13 @@ class Healer:
                 del self._healthy_since[name]
 
     def refresh_incident_gauge(self) -> None:
+        """Recount open incidents, and the containers Guardian gave up on, from the store."""
         counts: dict[tuple[str, str], int] = {}
+        exhausted: set[str] = set()
         for incident in self.store.open_incidents(self.settings.host):
             key = (str(incident.type), str(incident.state))
             counts[key] = counts.get(key, 0) + 1
+            if incident.escalated and incident.is_open:
+                exhausted.add(incident.container)
         self.metrics.set_open_incidents(counts)
+        self.metrics.set_exhausted(exhausted)
