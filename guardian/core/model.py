@@ -67,6 +67,9 @@ class ContainerSnapshot:
     health_log_at: datetime | None = None  # when Docker finished the last health probe
     ip_address: str = ""  # first network's address (list call and inspect), for probes
     memory_limit: int = 0  # bytes (HostConfig.Memory); 0: no limit
+    # When Docker's health check turned the container unhealthy (the probe that completed the
+    # failing streak); the oldest failing probe still in Docker's log when that one rotated out.
+    unhealthy_since: datetime | None = None
 
     @property
     def short_id(self) -> str:
