@@ -211,10 +211,10 @@ class Healer:
                 report.engine_error = str(exc)
                 break
             report.rows.append(assessment)
-        # Judge the whole host before acting on any container: a storm holds every restart.
-        for assessed in self.hooks.assessed:
-            assessed(report.rows)
         if apply:
+            # Judge the whole host before acting on any container: a storm holds every restart.
+            for assessed in self.hooks.assessed:
+                assessed(report.rows)
             for assessment in report.rows:
                 self.apply(assessment)
         if apply and report.engine_error is None:

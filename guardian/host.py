@@ -75,6 +75,8 @@ class HostWatch:
         self._watched: set[str] = set()
         self._unhealthy: dict[str, datetime] = {}  # container -> first detection of this episode
         self._engine_down_since: datetime | None = None
+        # Event threads and the sweep may judge at once: one opening per incident.
+        self._judging = threading.Lock()
 
     def attach(self, healer: Healer) -> None:
         h = healer.hooks
@@ -120,6 +122,10 @@ class HostWatch:
             self._check(self.clock.now())
 
     def _check(self, now: datetime) -> None:
+        with self._judging:
+            self._check_locked(now)
+
+    def _check_locked(self, now: datetime) -> None:
         with self._lock:
             watched = max(len(self._watched), len(self._unhealthy))
             unhealthy = sorted(self._unhealthy)
@@ -156,6 +162,10 @@ class HostWatch:
 
     def engine_state(self, up: bool, error: str) -> None:
         """Open `engine_unreachable` after docker.timeout without an answer; resolve on answer."""
+        with self._judging:
+            self._engine_state_locked(up, error)
+
+    def _engine_state_locked(self, up: bool, error: str) -> None:
         now = self.clock.now()
         current = self.store.current_incident(
             self.host, HOST_SUBJECT, ProblemType.ENGINE_UNREACHABLE

@@ -114,7 +114,9 @@ def test_paused_stopped_and_docker_restarting_containers_are_left_alone(containe
     first = sweeps(g)
     wait_until(lambda: sweeps(g) >= first + 3, 20, message="three more sweeps")
     assert rows(g.store_path, "SELECT * FROM actions") == []
-    assert rows(g.store_path, "SELECT * FROM incidents") == []
+    # Docker's restart loop may be reported as a crash_loop incident, never acted on.
+    incidents = rows(g.store_path, "SELECT container, type FROM incidents")
+    assert all(i == {"container": looping, "type": "crash_loop"} for i in incidents)
     assert containers.inspect(paused)["State"]["Status"] == "paused"
     assert containers.inspect(stopped_during)["State"]["Status"] == "exited"
     assert containers.inspect(looping)["RestartCount"] > 0  # Docker really was restarting it
