@@ -160,6 +160,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "store": {"path": _with(_text(), DEFAULT_STORE_PATH)},
     "http": {"listen": _with(_listen(), "127.0.0.1:9321")},
+    # The bearer token of the state-changing API endpoints: read from this environment variable,
+    # or from token_file when that is set. No token: those endpoints are off.
+    "api": {
+        "token_env": _with(_text(256), "GUARDIAN_API_TOKEN"),
+        "token_file": _with(_text(), None),
+    },
     "log": {
         "level": _with(_choice("debug", "info", "warning", "error"), "info"),
         "format": _with(_choice("text", "json"), "text"),
