@@ -10,9 +10,13 @@ from typing import Any
 
 from guardian.cli_tables import cell
 from tests.helpers import wait_until
-from tests.integration.conftest import REPO
+from tests.integration.conftest import REPO, RUN_ID
 
 HEALTH = "test ! -f /run/sick"
+# Other test sessions may run Guardians on the same engine watching `guardian.enable`: opt in
+# with a label of this run only, so no other Guardian touches these containers.
+WATCH = {"label": f"gdt.{RUN_ID}.watch"}
+OPT_IN = {"enable": None, "labels": {WATCH["label"]: "true"}}
 
 
 def cli(g: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,10 +66,10 @@ def assert_same_rows(g: Any, key: str, *args: str) -> list[dict[str, Any]]:
 
 
 def test_people_steer_an_incident_while_guardian_runs(containers, guardian):
-    name = containers.run("app", health_cmd=HEALTH)
+    name = containers.run("app", health_cmd=HEALTH, **OPT_IN)
     containers.wait_health(name, "healthy")
     # Dry run keeps the incident `active`; a long interval leaves it to the health event alone.
-    g = guardian(watch={"interval": "1h"}, restart={"dry_run": True})
+    g = guardian(watch={**WATCH, "interval": "1h"}, restart={"dry_run": True})
     containers.make_unhealthy(name)
     [incident] = wait_until(
         lambda: listing(g, "incidents", "incidents", "list", "--container", name),
@@ -129,9 +133,9 @@ def test_people_steer_an_incident_while_guardian_runs(containers, guardian):
 
 
 def test_a_silence_holds_restarts_back_until_it_expires(containers, guardian):
-    name = containers.run("svc", health_cmd=HEALTH)
+    name = containers.run("svc", health_cmd=HEALTH, **OPT_IN)
     containers.wait_health(name, "healthy")
-    g = guardian()
+    g = guardian(watch=WATCH)
     before = containers.started_at(name)
     ok(g, "silence", name, "--for", "10s", "--reason", "maintenance", "--by", "alice")
     [silence] = listing(g, "silences", "silences")
@@ -166,9 +170,9 @@ def test_a_silence_holds_restarts_back_until_it_expires(containers, guardian):
 
 
 def test_unsilence_lets_guardian_heal_at_once(containers, guardian):
-    name = containers.run("lift", health_cmd=HEALTH)
+    name = containers.run("lift", health_cmd=HEALTH, **OPT_IN)
     containers.wait_health(name, "healthy")
-    g = guardian()
+    g = guardian(watch=WATCH)
     before = containers.started_at(name)
     ok(g, "silence", name, "--for", "1h", "--reason", "upgrade")
     assert_same_rows(g, "silences", "silences")
