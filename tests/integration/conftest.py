@@ -192,8 +192,13 @@ class GuardianProcess:
             wait_until(lambda: "guardian started" in self.log(), 20, message="guardian started")
         return self
 
-    def log(self) -> str:
+    def full_log(self) -> str:
+        """Everything every run of this Guardian logged."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log(self) -> str:
+        """What the current (latest) run logged."""
+        return self.full_log().rpartition(f"--- run {self.runs} ---\n")[2]
 
     def lines(self, needle: str) -> list[str]:
         return [line for line in self.log().splitlines() if needle in line]
