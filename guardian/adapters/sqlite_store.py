@@ -249,6 +249,22 @@ class SqliteStore:
                     fields,
                 )
                 incident_id = int(cur.lastrowid or 0)
+            elif not change.transitions:
+                # A detection update (occurrences, last_seen, escalation) never touches the state:
+                # a person may have acknowledged or resolved the incident since it was read.
+                incident_id = i.id
+                db.execute(
+                    "UPDATE incidents SET container_id=?, last_seen=?, occurrences=?, detail=?,"
+                    " escalated=? WHERE id=?",
+                    (
+                        i.container_id,
+                        _ts(i.last_seen),
+                        i.occurrences,
+                        i.detail,
+                        int(i.escalated),
+                        i.id,
+                    ),
+                )
             else:
                 incident_id = i.id
                 db.execute(

@@ -90,6 +90,17 @@ def test_a_change_by_the_daemon_in_between_is_not_lost(op: Operator) -> None:
     assert op.incident(iid).occurrences == 5
 
 
+def test_a_detection_update_by_the_daemon_keeps_a_persons_acknowledgement(op: Operator) -> None:
+    """The daemon read the incident as active, then counted an occurrence after the ack."""
+    iid = open_incident(op)
+    stale = op.incident(iid)
+    op.change(iid, "ack", "alice")
+    result = HealthCheckResult("id-app", "app", op.clock.now(), ProblemType.UNHEALTHY, "again")
+    op.store.save_incident(incidents.record_detection(stale, HOST, result, op.clock.now()))
+    incident = op.incident(iid)
+    assert (incident.state, incident.occurrences) == (IncidentState.ACKNOWLEDGED, 2)
+
+
 def test_a_write_from_a_stale_state_is_refused(op: Operator) -> None:
     """Compare-and-set: a change judged on `active` is not written once the state moved on."""
     iid = open_incident(op)
