@@ -138,6 +138,19 @@ def _listen() -> Key:
     return Key(None, parse, "host:port, e.g. 127.0.0.1:9321 or 0.0.0.0:9321")
 
 
+def _selector() -> Key:
+    def parse(v: Any) -> str:
+        if v is None:
+            return ""
+        if not isinstance(v, str) or len(v) > 512 or any(c.isspace() or c == "," for c in v):
+            raise ValueError
+        if v.startswith("="):
+            raise ValueError
+        return v
+
+    return Key(None, parse, 'empty, or one label selector "key" or "key=value"')
+
+
 def _with(key: Key, default: Any) -> Key:
     return Key(default, key.parse, key.allowed)
 
@@ -155,6 +168,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "interval": _with(_duration(timedelta(milliseconds=500), DAY), 10 * S),
         "events": _with(_bool(), True),
         "start_grace": _with(_duration(ZERO, DAY), ZERO),
+        "scope": _with(_selector(), ""),
     },
     "restart": {
         "cooldown": _with(_duration(ZERO, YEAR), 300 * S),

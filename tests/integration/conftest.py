@@ -229,7 +229,14 @@ class GuardianProcess:
 def base_config(tmp: Path, **sections: dict[str, Any]) -> dict[str, Any]:
     """A config for tests: fast sweeps, short cooldowns, a store in tmp; override per test."""
     config: dict[str, Any] = {
-        "watch": {"label": "guardian.enable", "interval": "2s", "events": True},
+        # The scope keeps this run's Guardians to this run's containers, so test runs sharing an
+        # engine never touch each other's containers.
+        "watch": {
+            "label": "guardian.enable",
+            "interval": "2s",
+            "events": True,
+            "scope": f"guardian.test.run={RUN_ID}",
+        },
         "restart": {
             "cooldown": "2s",
             "max_attempts": 3,

@@ -11,7 +11,7 @@ import pytest
 
 from guardian.config import SCHEMA, ConfigError, load_settings
 from guardian.core.durations import format_duration, parse_duration
-from guardian.core.labels import rules_for
+from guardian.core.labels import in_scope, rules_for
 from guardian.core.policy import RestartPolicy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,3 +220,25 @@ def test_guardian_recognises_itself_by_label_or_id() -> None:
     assert rules_for({"guardian.self": "true"}, BASE, timedelta(0), "all").is_self
     assert rules_for({}, BASE, timedelta(0), "all", self_id="abc", container_id="abc123").is_self
     assert not rules_for({}, BASE, timedelta(0), "all", self_id="abc", container_id="def").is_self
+
+
+@pytest.mark.parametrize(
+    ("labels", "scope", "inside"),
+    [
+        ({}, "", True),
+        ({"com.docker.compose.project": "shop"}, "com.docker.compose.project=shop", True),
+        ({"com.docker.compose.project": "blog"}, "com.docker.compose.project=shop", False),
+        ({"team": "x"}, "team", True),
+        ({}, "team", False),
+    ],
+)
+def test_watch_scope_limits_what_guardian_considers(labels, scope, inside) -> None:
+    assert in_scope(labels, scope) is inside
+
+
+def test_bad_scope_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(None, env={"GUARDIAN_WATCH_SCOPE": "a b"})
+    assert "watch.scope (from GUARDIAN_WATCH_SCOPE) = 'a b': expected empty, or one" in str(
+        err.value
+    )
