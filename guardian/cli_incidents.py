@@ -13,7 +13,15 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from guardian.bootstrap import build_operator
-from guardian.cli_tables import EXIT_OK, add_json, emit, one_line_errors, settings_for, table
+from guardian.cli_tables import (
+    EXIT_OK,
+    add_json,
+    cell,
+    emit,
+    one_line_errors,
+    settings_for,
+    table,
+)
 from guardian.core.durations import parse_duration
 from guardian.core.model import IncidentState
 from guardian.operations import (
@@ -75,7 +83,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return EXIT_OK
     for key, value in view.items():
         if value not in (None, ""):
-            print(f"{key + ':':14}{value}")
+            print(f"{key + ':':14}{cell(value)}")
     print()
     table(timeline, TIMELINE_COLUMNS, "no timeline")
     return EXIT_OK

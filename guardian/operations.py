@@ -142,13 +142,14 @@ class Operator:
     def timeline(self, incident: Incident) -> list[dict[str, Any]]:
         """Every transition and action of an incident, oldest first, with actor and reason."""
         assert incident.id is not None
-        entries = [transition_view(t) for t in self.store.transitions(incident.id)]
-        entries += [
-            timeline_action(a)
+        timed = [(t.at, transition_view(t)) for t in self.store.transitions(incident.id)]
+        timed += [
+            (a.requested_at, timeline_action(a))
             for a in self.store.actions(self.host, incident.container)
             if a.incident_id == incident.id
         ]
-        return sorted(entries, key=lambda e: str(e["at"]))
+        # Stable on the full timestamps: the views show whole seconds only.
+        return [entry for _, entry in sorted(timed, key=lambda pair: pair[0])]
 
 
 # -- views: flat dicts of strings, numbers and None, identical for tables and JSON -----------
