@@ -1,4 +1,5 @@
-"""The `guardian` command line: run, check, config validate.
+"""The `guardian` command line: run, check, config validate; the operator commands (status,
+incidents, actions, silences, config show) live in cli_incidents.py and cli_ops.py.
 
 Exit codes: 0 success, 1 any other failure, 2 bad configuration.
 """
