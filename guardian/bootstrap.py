@@ -19,7 +19,8 @@ from guardian.config import DEFAULT_STORE_PATH, Settings
 from guardian.healer import Healer, HealerSettings
 from guardian.logs import kv
 from guardian.metrics import Metrics
-from guardian.ports import Clock, Engine, Store
+from guardian.operations import Operator
+from guardian.ports import Clock, Engine, Store, StoreError
 
 log = logging.getLogger("guardian")
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
@@ -98,3 +99,19 @@ def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
     metrics = Metrics(registry if registry is not None else CollectorRegistry())
     healer = Healer(engine, store, clock, healer_settings(settings, detect_self_id()), metrics)
     return App(settings, engine, store, clock, metrics, healer)
+
+
+def existing_store_path(settings: Settings) -> Path:
+    """The store path for commands that read what a daemon wrote: it must exist already."""
+    path = store_path(settings)
+    if not path.exists():
+        raise StoreError(
+            f"store {path}: no such file; is `guardian run` using this config? (pass --config)"
+        )
+    return path
+
+
+def build_operator(settings: Settings) -> Operator:
+    """The store and clock alone, for CLI commands that do not need the engine."""
+    store = SqliteStore(existing_store_path(settings))
+    return Operator(store, SystemClock(), socket.gethostname())

@@ -151,7 +151,9 @@ class Healer:
                 recent_restarts=self.store.restart_times(host, now - timedelta(minutes=1)),
                 in_flight=len(self._restarting),
             )
-        return decide(Target(container, rules.opted_in, rules.is_self), history, load, policy, now)
+        silence = self.store.active_silence(host, container, now)
+        target = Target(container, rules.opted_in, rules.is_self)
+        return decide(target, history, load, policy, now, silence)
 
     # -- the loop ---------------------------------------------------------------------------
 
