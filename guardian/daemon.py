@@ -213,7 +213,7 @@ class Daemon:
         """Finish in-flight work, stop the jobs, close the store."""
         self.stopping.set()
         log.info("guardian stopping")
-        self.app.engine.close()  # also ends a blocked event stream
+        self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
         self.scheduler.shutdown(wait=True)
         if self.http is not None:
             self.http.stop()

@@ -211,6 +211,10 @@ class Healer:
                 self._stopped_by_person.add(cid)
             elif action in ("start", "destroy"):
                 self._stopped_by_person.discard(cid)
+        # Event attributes carry the container's labels: skip containers Guardian does not watch
+        # without spending an inspect on them.
+        if not self.settings.watches(event.attributes):
+            return False
         if action == "health_status":
             return event.attributes.get("health_status") in ("unhealthy", "healthy")
         return action in ("die", "oom")

@@ -69,6 +69,9 @@ class Engine(Protocol):
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
         """Container events from `since` on; ends or raises EngineUnavailable when cut off."""
 
+    def stop_events(self) -> None:
+        """End a running events() iteration from another thread."""
+
     def close(self) -> None: ...
 
 

@@ -79,6 +79,7 @@ class Containers:
         restart_policy: dict[str, Any] | None = None,
         tmpfs_run: bool = True,
         start: bool = True,
+        stop_signal: str = "SIGKILL",
         **host_config: Any,
     ) -> str:
         """Create and start a container; returns its full name. `enable` sets guardian.enable."""
@@ -108,7 +109,8 @@ class Containers:
             labels=all_labels,
             healthcheck=healthcheck,
             host_config=hc,
-            stop_signal="SIGKILL",  # busybox sleep ignores nothing, but make stops instant
+            # PID 1 ignores SIGTERM: SIGKILL makes stops instant unless a test wants them slow.
+            stop_signal=stop_signal,
         )
         self.created.append(container["Id"])
         if start:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from tests.helpers import wait_until
 
@@ -49,3 +50,28 @@ def test_restarts_an_unhealthy_container_and_resolves_the_incident(
     states = [t["to_state"] for t in rows(db, "SELECT * FROM transitions ORDER BY id")]
     assert states == ["active", "in_progress", "resolved"]
     assert g.stop() == 0
+
+
+def test_sigterm_during_a_restart_finishes_and_records_it(containers, guardian):
+    # PID 1 ignores SIGTERM, so Docker waits the full stop timeout: a slow restart.
+    name = containers.run(
+        "slow", health_cmd=HEALTH, stop_signal="SIGTERM", labels={"guardian.stop_timeout": "4"}
+    )
+    containers.wait_health(name, "healthy")
+    g = guardian(restart={"verify_timeout": "30s"})
+    containers.make_unhealthy(name)
+    wait_until(lambda: g.lines("restarting container"), 20, 0.05, "restart requested")
+    t0 = time.monotonic()
+    assert g.stop() == 0
+    assert time.monotonic() - t0 < 30
+    [action] = rows(g.store_path, "SELECT * FROM actions WHERE kind='restart'")
+    assert action["outcome"] == "restarted"  # the restart finished before Guardian exited
+
+    g.start()  # the verification resumes and observes the container healthy
+    wait_until(
+        lambda: rows(g.store_path, "SELECT * FROM actions WHERE outcome='succeeded'"),
+        30,
+        message="verified after restart of Guardian",
+    )
+    [incident] = rows(g.store_path, "SELECT * FROM incidents")
+    assert incident["state"] == "resolved"
