@@ -22,7 +22,8 @@ from guardian.healer import Healer, HealerSettings
 from guardian.host import HostWatch, StormSettings
 from guardian.logs import kv
 from guardian.metrics import Metrics
-from guardian.ports import Clock, Engine, Store
+from guardian.operations import Operator
+from guardian.ports import Clock, Engine, Store, StoreError
 from guardian.probes import Prober, ProbeSpec
 
 log = logging.getLogger("guardian")
@@ -140,3 +141,19 @@ def extend(healer: Healer, settings: Settings) -> Prober:
         settings["docker.timeout"],
     ).attach(healer)
     return prober
+
+
+def existing_store_path(settings: Settings) -> Path:
+    """The store path for commands that read what a daemon wrote: it must exist already."""
+    path = store_path(settings)
+    if not path.exists():
+        raise StoreError(
+            f"store {path}: no such file; is `guardian run` using this config? (pass --config)"
+        )
+    return path
+
+
+def build_operator(settings: Settings) -> Operator:
+    """The store and clock alone, for CLI commands that do not need the engine."""
+    store = SqliteStore(existing_store_path(settings))
+    return Operator(store, SystemClock(), socket.gethostname())

@@ -184,9 +184,10 @@ class Healer:
                 in_flight=len(self._restarting),
                 storm=self.hooks.storm() if self.hooks.storm else False,
             )
+        silence = self.store.active_silence(host, container, now)
         deps = self.hooks.unhealthy_dependencies
         target = Target(container, rules.opted_in, rules.is_self, deps(container) if deps else ())
-        return decide(target, history, load, policy, now)
+        return decide(target, history, load, policy, now, silence)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -250,6 +251,10 @@ class Healer:
                 self._stopped_by_person.add(cid)
             elif action in ("start", "destroy"):
                 self._stopped_by_person.discard(cid)
+        # Event attributes carry the container's labels: skip containers Guardian does not watch
+        # without spending an inspect on them.
+        if not self.settings.watches(event.attributes):
+            return False
         if action == "health_status":
             return event.attributes.get("health_status") in ("unhealthy", "healthy")
         return action in ("die", "oom")

@@ -119,5 +119,8 @@ class FakeEngine:
         self._check()
         return iter(())
 
+    def stop_events(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
