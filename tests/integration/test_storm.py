@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 from tests.helpers import wait_until
+from tests.integration.conftest import REPO
 from tests.integration.see_more import HEALTH, WATCH, actions, exec_in, incidents, watched
 
 
-def test_five_of_six_unhealthy_is_one_host_incident_that_holds_restarts(containers, guardian):
+def five_of_six_unhealthy(containers):
     names = [
         containers.run(f"s{i}", health_cmd=HEALTH, enable=None, labels=watched()) for i in range(6)
     ]
     for name in names:
         containers.wait_health(name, "healthy")
     started = {name: containers.started_at(name) for name in names}
-    sick, well = names[:5], names[5]
-    for name in sick:
+    for name in names[:5]:
         containers.make_unhealthy(name)
-    for name in sick:
+    for name in names[:5]:
         containers.wait_health(name, "unhealthy")
+    return names, started
 
+
+def test_five_of_six_unhealthy_is_one_host_incident_that_holds_restarts(containers, guardian):
+    names, started = five_of_six_unhealthy(containers)
+    sick, well = names[:5], names[5]
     g = guardian(watch={"label": WATCH}, storm={"threshold": "50%", "window": "60s"})
     db = g.store_path
     wait_until(lambda: incidents(db, "(host)", "storm"), 20, message="storm incident")
@@ -65,4 +72,28 @@ def test_an_unreachable_engine_is_a_host_incident_resolved_when_it_answers(
     os.symlink("/var/run/docker.sock", socket_path)  # the engine answers again
     wait_until(lambda: incidents(db, "(host)")[0]["state"] == "resolved", 20, message="resolved")
     assert incidents(db, "(host)")[0]["resolved_by"] == "guardian"
+    assert g.stop() == 0
+
+
+def test_acknowledging_the_storm_lets_restarts_through(containers, guardian):
+    names, started = five_of_six_unhealthy(containers)
+    sick = names[:5]
+    g = guardian(watch={"label": WATCH}, restart={"max_concurrent": 5})
+    db = g.store_path
+    wait_until(lambda: incidents(db, "(host)", "storm"), 20, message="storm incident")
+    [storm] = incidents(db, "(host)")
+    assert [a for a in actions(db) if a["kind"] == "restart"] == []
+
+    ack = subprocess.run(
+        [sys.executable, "-m", "guardian.cli", "incidents", "ack", str(storm["id"]),
+         "--by", "alice", "--reason", "NFS server rebooted", "--config", str(g.config_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert ack.returncode == 0, ack.stderr
+    for name in sick:
+        wait_until(lambda n=name: containers.started_at(n) != started[n], 30, message=name)
+    restarted = {a["container"] for a in actions(db) if a["kind"] == "restart"}
+    assert restarted == set(sick)
+    assert incidents(db, "(host)")[0]["state"] in ("acknowledged", "resolved")
+    assert len(g.lines("msg=notification ")) == 1
     assert g.stop() == 0
