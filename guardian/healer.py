@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -30,6 +29,7 @@ from guardian.core.model import (
     Verdict,
 )
 from guardian.core.policy import AttemptHistory, HostLoad, RestartPolicy, Target, decide, reset_due
+from guardian.hooks import Hooks
 from guardian.logs import kv
 from guardian.metrics import Metrics
 from guardian.ports import Clock, Engine, EngineEvent, EngineUnavailable, Store
@@ -40,24 +40,6 @@ log = logging.getLogger("guardian.healer")
 _QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
 # Problems Guardian reports but never restarts for (Docker's restart policy is already at it).
 _REPORT_ONLY = frozenset({ProblemType.CRASH_LOOP})
-
-Judge = Callable[[ContainerSnapshot, HealthCheckResult], HealthCheckResult]
-
-
-@dataclass
-class Hooks:
-    """Optional extensions wired by bootstrap: probes and crash loops (judges), dependencies and
-    the storm breaker (inputs to decide()), host incidents. Empty hooks change nothing."""
-
-    judges: list[Judge] = field(default_factory=list)
-    unhealthy_dependencies: Callable[[str], tuple[str, ...]] | None = None
-    storm: Callable[[], bool] | None = None
-    listed: list[Callable[[list[ContainerSnapshot]], None]] = field(default_factory=list)
-    assessed: list[Callable[[list[Assessment]], None]] = field(default_factory=list)
-    detected: list[Callable[[HealthCheckResult], None]] = field(default_factory=list)
-    recovered: list[Callable[[str], None]] = field(default_factory=list)
-    healed: list[Callable[[str], None]] = field(default_factory=list)  # verified after a restart
-    engine_state: list[Callable[[bool, str], None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
