@@ -162,6 +162,7 @@ class Reason(StrEnum):
     RATE_LIMITED = "rate_limited"
     CONCURRENCY = "max_concurrent"
     SILENCED = "silenced"
+    ENGINE_DENIED = "engine_denied"  # the engine (or a socket proxy) refused the last restart
 
 
 @dataclass(frozen=True)
