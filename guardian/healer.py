@@ -160,6 +160,7 @@ class Healer:
                 attempts=self.store.restart_times(host, horizon, container),
                 reset_at=self.store.last_reset(host, container),
                 in_flight=container in self._restarting or container in self.pending,
+                engine_denied=self._engine_denied(container, now - policy.window),
             )
             load = HostLoad(
                 recent_restarts=self.store.restart_times(host, now - timedelta(minutes=1)),
@@ -170,6 +171,18 @@ class Healer:
         deps = self.hooks.unhealthy_dependencies
         target = Target(container, rules.opted_in, rules.is_self, deps(container) if deps else ())
         return decide(target, history, load, policy, now, silence)
+
+    def _engine_denied(self, container: str, since: datetime) -> bool:
+        """Whether the engine refused the last restart of a problem that is still open."""
+        restarts = [
+            a
+            for a in self.store.actions(self.settings.host, container, since)
+            if a.kind == "restart"
+        ]
+        if not restarts or restarts[-1].outcome is not Outcome.POLICY_DENIED:
+            return False
+        incident = self.store.get_incident(restarts[-1].incident_id or 0)
+        return incident is not None and incident.is_open
 
     # -- the loop ---------------------------------------------------------------------------
 

@@ -173,6 +173,7 @@ class Reason(StrEnum):
     RATE_LIMITED = "rate_limited"
     CONCURRENCY = "max_concurrent"
     SILENCED = "silenced"
+    ENGINE_DENIED = "engine_denied"  # the engine (or a socket proxy) refused the last restart
     DEPENDENCY_UNHEALTHY = "dependency_unhealthy"
     STORM = "storm"
 

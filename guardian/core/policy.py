@@ -61,6 +61,7 @@ class AttemptHistory:
     attempts: tuple[datetime, ...] = ()
     reset_at: datetime | None = None
     in_flight: bool = False
+    engine_denied: bool = False  # the engine refused this problem's last restart (403)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ def decide(
     if silence is not None and silence.active(now):
         # A person said "hands off" until then; this also keeps give-up from escalating.
         return Decision(Verdict.WAIT, Reason.SILENCED, silence.until)
+    if history.engine_denied:
+        # A 403 does not change by asking again: never retried for the same problem.
+        return Decision(Verdict.DENY, Reason.ENGINE_DENIED)
     if history.in_flight:
         return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
     if host.storm:

@@ -191,3 +191,49 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path, bad: str):
     assert proc.returncode == 2
     assert proc.stderr.startswith("guardian: config error: ")
     assert len(proc.stderr.splitlines()) == 1
+
+
+def test_restart_forbidden_by_a_socket_proxy_is_policy_denied_once(
+    containers, guardian, tmp_path: Path
+):
+    name = containers.run("locked", health_cmd="false")
+    containers.wait_health(name, "unhealthy")
+
+    def no_restarts(method: str, path: str) -> int | None:
+        return 403 if method == "POST" and path.endswith("/restart") else None
+
+    proxy = DockerProxy(tmp_path / "ro.sock", rule=no_restarts).start()
+    try:
+        g = guardian(docker={"url": proxy.url})
+        db = g.store_path
+        wait_until(
+            lambda: rows(db, "SELECT * FROM actions WHERE outcome='policy_denied'"),
+            20,
+            message="policy_denied recorded",
+        )
+        first = sweeps(g)
+        wait_until(lambda: sweeps(g) >= first + 3, 20, message="three more sweeps")
+        assert proxy.count("POST", r"/restart$") == 1  # never retried
+        [action] = rows(db, "SELECT * FROM actions WHERE kind='restart'")
+        assert action["outcome"] == "policy_denied" and "403" in action["detail"]
+    finally:
+        proxy.stop()
+
+
+def test_event_stream_reconnects_after_the_engine_goes_away(containers, guardian, tmp_path):
+    name = containers.run("after", health_cmd=HEALTH)
+    containers.wait_health(name, "healthy")
+    proxy = DockerProxy(tmp_path / "flaky.sock").start()
+    try:
+        g = guardian(docker={"url": proxy.url}, watch={"interval": "60s"})
+        wait_until(lambda: proxy.count("GET", r"^/events$") == 1, 10, message="subscribed")
+        proxy.stop()  # the engine "goes away": every connection is cut
+        proxy.start()
+        wait_until(lambda: proxy.count("GET", r"^/events$") >= 2, 30, message="resubscribed")
+        assert g.lines("event stream reconnected") or proxy.count("GET", r"^/events$") >= 2
+        # With a 60 s sweep, only the reconnected event stream can heal this quickly.
+        before = containers.started_at(name)
+        containers.make_unhealthy(name)
+        wait_until(lambda: containers.started_at(name) != before, 15, message="healed by event")
+    finally:
+        proxy.stop()
