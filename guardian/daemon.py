@@ -21,6 +21,7 @@ from guardian.http import HttpServer, Routes, check_handler, metrics_handler
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
 from guardian.verify import reconcile, verify_pending
+from guardian.watchdog import SweepLiveness, SystemdLink, stall_limit
 
 log = logging.getLogger("guardian.daemon")
 
@@ -37,6 +38,7 @@ class Daemon:
         self._reconciled = False
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
+        self.systemd = SystemdLink(app.notifier, SweepLiveness(stall_limit(app.settings)))
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=10)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -44,6 +46,27 @@ class Daemon:
         )
 
     # -- jobs -------------------------------------------------------------------------------
+
+    def sweep_job(self) -> None:
+        """The scheduled sweep, reported to systemd (READY, STATUS, watchdog liveness)."""
+        self.systemd.sweep_started()
+        try:
+            self.sweep()
+        finally:
+            self.systemd.sweep_finished(self.status_line(), self.first_sweep_done.is_set())
+
+    def status_line(self) -> str:
+        """One line for `systemctl status`: what Guardian watches and what is open."""
+        healer = self.app.healer
+        if healer.engine_up is False:
+            return "docker engine unreachable; retrying"
+        try:
+            incidents = self.app.store.open_incidents(healer.settings.host)
+        except StoreError:
+            return "store error; retrying"
+        opened = sum(1 for i in incidents if i.is_open)
+        watched = self.app.metrics.registry.get_sample_value("guardian_containers_watched") or 0
+        return f"watching {watched:.0f} containers, {opened} open incidents"
 
     def sweep(self) -> None:
         healer = self.app.healer
@@ -181,7 +204,7 @@ class Daemon:
     def start(self) -> None:
         settings = self.app.settings
         self.scheduler.add_job(
-            self.sweep,
+            self.sweep_job,
             "interval",
             id="sweep",
             seconds=settings["watch.interval"].total_seconds(),
@@ -211,6 +234,7 @@ class Daemon:
         """Finish in-flight work, stop the jobs, close the store."""
         self.stopping.set()
         log.info("guardian stopping")
+        self.systemd.stopping()
         self.app.engine.close()  # also ends a blocked event stream
         self.scheduler.shutdown(wait=True)
         if self.http is not None:
@@ -229,7 +253,7 @@ class Daemon:
         signal.signal(signal.SIGINT, on_signal)
         self.start()
         try:
-            while not self.stopping.wait(1.0):
-                pass
+            while not self.stopping.wait(self.systemd.tick_interval):
+                self.systemd.tick()
         finally:
             self.stop()
