@@ -29,6 +29,10 @@ VERIFY_TICK = timedelta(seconds=1)
 MAX_BACKOFF = 30.0
 
 
+def _count(n: float, noun: str) -> str:
+    return f"{n:.0f} {noun}" + ("" if n == 1 else "s")
+
+
 class Daemon:
     def __init__(self, app: App) -> None:
         self.app = app
@@ -66,7 +70,7 @@ class Daemon:
             return "store error; retrying"
         opened = sum(1 for i in incidents if i.is_open)
         watched = self.app.metrics.registry.get_sample_value("guardian_containers_watched") or 0
-        return f"watching {watched:.0f} containers, {opened} open incidents"
+        return f"watching {_count(watched, 'container')}, {_count(opened, 'open incident')}"
 
     def sweep(self) -> None:
         healer = self.app.healer
