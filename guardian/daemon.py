@@ -21,16 +21,12 @@ from guardian.http import HttpServer, Routes, check_handler, metrics_handler
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
 from guardian.verify import reconcile, verify_pending
-from guardian.watchdog import SweepLiveness, SystemdLink, stall_limit
+from guardian.watchdog import SweepLiveness, SystemdLink, stall_limit, status_line
 
 log = logging.getLogger("guardian.daemon")
 
 VERIFY_TICK = timedelta(seconds=1)
 MAX_BACKOFF = 30.0
-
-
-def _count(n: float, noun: str) -> str:
-    return f"{n:.0f} {noun}" + ("" if n == 1 else "s")
 
 
 class Daemon:
@@ -57,20 +53,7 @@ class Daemon:
         try:
             self.sweep()
         finally:
-            self.systemd.sweep_finished(self.status_line(), self.first_sweep_done.is_set())
-
-    def status_line(self) -> str:
-        """One line for `systemctl status`: what Guardian watches and what is open."""
-        healer = self.app.healer
-        if healer.engine_up is False:
-            return "docker engine unreachable; retrying"
-        try:
-            incidents = self.app.store.open_incidents(healer.settings.host)
-        except StoreError:
-            return "store error; retrying"
-        opened = sum(1 for i in incidents if i.is_open)
-        watched = self.app.metrics.registry.get_sample_value("guardian_containers_watched") or 0
-        return f"watching {_count(watched, 'container')}, {_count(opened, 'open incident')}"
+            self.systemd.sweep_finished(status_line(self.app), self.first_sweep_done.is_set())
 
     def sweep(self) -> None:
         healer = self.app.healer

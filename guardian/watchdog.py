@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from guardian.adapters.systemd import SystemdNotifier
+from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.logs import kv
 
@@ -35,6 +36,23 @@ def stall_limit(settings: Settings) -> timedelta:
         + settings["restart.stop_timeout"]
     )
     return limit
+
+
+def status_line(app: App) -> str:
+    """One line for `systemctl status`: what Guardian watches and what is open."""
+    if app.healer.engine_up is False:
+        return "docker engine unreachable; retrying"
+    try:
+        incidents = app.store.open_incidents(app.healer.settings.host)
+    except Exception:  # noqa: BLE001 - a status line must never break the sweep job
+        return "store unavailable; retrying"
+    opened = sum(1 for i in incidents if i.is_open)
+    watched = app.metrics.registry.get_sample_value("guardian_containers_watched") or 0
+    return f"watching {_count(watched, 'container')}, {_count(opened, 'open incident')}"
+
+
+def _count(n: float, noun: str) -> str:
+    return f"{n:.0f} {noun}" + ("" if n == 1 else "s")
 
 
 class SweepLiveness:
