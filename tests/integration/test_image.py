@@ -8,6 +8,7 @@ user builds.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import docker.errors
 import pytest
 
 from tests.helpers import wait_until
@@ -82,6 +84,7 @@ def guardian_image(docker_api: docker.APIClient, tmp_path_factory: pytest.TempPa
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
+        previous = docker_api.images(name=IMAGE, quiet=True)
         log: list[str] = []
         for chunk in docker_api.build(
             path=str(REPO),
@@ -102,6 +105,9 @@ def guardian_image(docker_api: docker.APIClient, tmp_path_factory: pytest.TempPa
     finally:
         server.shutdown()
         server.server_close()
+    for old in set(previous) - set(docker_api.images(name=IMAGE, quiet=True)):
+        with contextlib.suppress(docker.errors.APIError):  # an older build of ours, now untagged
+            docker_api.remove_image(old)
     return IMAGE
 
 
