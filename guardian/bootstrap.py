@@ -6,7 +6,7 @@ import logging
 import os
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.systemd import SystemdNotifier
 from guardian.checks import CheckSettings
 from guardian.config import DEFAULT_STORE_PATH, Settings
 from guardian.crashloop import CrashLoops, CrashLoopSettings
@@ -38,6 +39,7 @@ class App:
     clock: Clock
     metrics: Metrics
     healer: Healer
+    sd_notify: SystemdNotifier = field(default_factory=SystemdNotifier)
     prober: Prober | None = None
 
     def close(self) -> None:
@@ -104,7 +106,8 @@ def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
     metrics = Metrics(registry if registry is not None else CollectorRegistry())
     healer = Healer(engine, store, clock, healer_settings(settings, detect_self_id()), metrics)
     prober = extend(healer, settings)
-    return App(settings, engine, store, clock, metrics, healer, prober)
+    sd_notify = SystemdNotifier.from_env()
+    return App(settings, engine, store, clock, metrics, healer, sd_notify, prober)
 
 
 def extend(healer: Healer, settings: Settings) -> Prober:
