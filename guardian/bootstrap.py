@@ -23,6 +23,7 @@ from guardian.healer import Healer, HealerSettings
 from guardian.host import HostWatch, StormSettings
 from guardian.logs import kv
 from guardian.metrics import Metrics
+from guardian.oom import OomEvents
 from guardian.operations import Operator
 from guardian.ports import Clock, Engine, Store, StoreError
 from guardian.probes import Prober, ProbeSpec
@@ -120,6 +121,7 @@ def extend(healer: Healer, settings: Settings) -> Prober:
             settings["crash_loop.log_lines"],
         ),
     ).attach(healer)
+    OomEvents().attach(healer)
     prober = Prober(
         healer,
         ProbeSpec(

@@ -246,6 +246,8 @@ class Healer:
                 self._stopped_by_person.add(cid)
             elif action in ("start", "destroy"):
                 self._stopped_by_person.discard(cid)
+        for hook in self.hooks.events:
+            hook(event)
         # Event attributes carry the container's labels: skip containers Guardian does not watch
         # without spending an inspect on them.
         if not self.settings.watches(event.attributes):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
+from guardian.ports import EngineEvent
 
 if TYPE_CHECKING:
     from guardian.healer import Assessment
@@ -31,3 +32,4 @@ class Hooks:
     recovered: list[Callable[[str], None]] = field(default_factory=list)
     healed: list[Callable[[str], None]] = field(default_factory=list)  # verified after a restart
     engine_state: list[Callable[[bool, str], None]] = field(default_factory=list)
+    events: list[Callable[[EngineEvent], None]] = field(default_factory=list)

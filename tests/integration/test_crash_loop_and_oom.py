@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tests.helpers import wait_until
 from tests.integration.see_more import WATCH, actions, incidents, watched
@@ -41,8 +41,10 @@ def test_a_container_allocating_past_its_memory_limit_is_an_oom_killed_incident(
     name = containers.run(
         "hog",
         # One 64 MiB buffer, filled at once: far past the limit before the kernel can thrash
-        # (a shell doubling a string can crawl along at the limit on a busy host).
-        ["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"],
+        # (a shell doubling a string can crawl along at the limit on a busy host). The second of
+        # sleep lets the engine attach its OOM monitor first: a kill in the first milliseconds
+        # of a container is reported by neither State.OOMKilled nor an oom event.
+        ["sh", "-c", "sleep 1; exec dd if=/dev/zero of=/dev/null bs=64M count=1"],
         enable=None,
         labels=watched(),
         mem_limit="8m",
@@ -51,8 +53,10 @@ def test_a_container_allocating_past_its_memory_limit_is_an_oom_killed_incident(
     db = g.store_path
     wait_until(lambda: incidents(db, name, "oom_killed"), 60, message="oom_killed incident")
     # The engine's own event log confirms the kernel killed it (Guardian may have restarted it).
+    # `until` counts whole seconds: reach past the current one so its events are included.
+    until = datetime.now(UTC) + timedelta(seconds=2)
     events = containers.api.events(
-        since=t0, until=datetime.now(UTC), filters={"container": name, "event": "oom"}, decode=True
+        since=t0, until=until, filters={"container": name, "event": "oom"}, decode=True
     )
     assert sum(1 for _ in events) >= 1
     [incident] = incidents(db, name)

@@ -136,3 +136,22 @@ def test_a_tcp_probe_failing_threshold_times_restarts_and_success_resolves(tmp_p
         assert loop.store.get_incident(incident.id).state == "resolved"
     finally:
         server.close()
+
+
+def test_an_oom_event_turns_an_unflagged_exit_137_into_oom_killed(tmp_path):
+    from guardian.ports import EngineEvent
+
+    loop = make_loop(tmp_path)
+    hog = loop.engine.add("hog", health=None, state="exited", exit_code=137, memory_limit=8 << 20)
+    loop.engine.add("killed", health=None, state="exited", exit_code=137)
+    loop.healer.on_event(EngineEvent("oom", hog.id, "hog", loop.clock.now(), {}))
+    loop.healer.sweep()
+    [incident] = loop.store.open_incidents(loop.host)
+    assert (incident.container, incident.type) == ("hog", ProblemType.OOM_KILLED)
+    assert "from the engine's oom event); memory limit 8.0 MiB" in incident.detail
+
+    # Started again: the old oom event no longer speaks for a later exit.
+    loop.healer.on_event(EngineEvent("start", hog.id, "hog", loop.clock.now(), {}))
+    exited = loop.engine.set("hog", state="exited", exit_code=137, oom_killed=False)
+    again = loop.healer.assess(exited, "sweep")
+    assert again.result.skipped == "stopped_by_signal"
