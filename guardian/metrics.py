@@ -76,6 +76,18 @@ class Metrics:
         self.store_errors = Counter(
             "guardian_store_errors", "Writes to the store that failed.", registry=registry
         )
+        self.notifications_total = Counter(
+            "guardian_notifications",
+            "Notification sends by channel and outcome (delivered, rate_limited, transient,"
+            " permanent, unknown, dead_letter), counted per notification carried.",
+            ["channel", "outcome"],
+            registry=registry,
+        )
+        self.notification_queue_depth = Gauge(
+            "guardian_notification_queue_depth",
+            "Notification deliveries waiting in the outbox.",
+            registry=registry,
+        )
         self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
         self.build_info.info({"version": __version__})
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from guardian.adapters.sqlite_outbox import insert_notifications
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     Incident,
@@ -24,6 +25,7 @@ from guardian.core.model import (
     RemediationAction,
     Transition,
 )
+from guardian.core.notifications import Notification, with_incident
 from guardian.ports import StoreError
 
 # Each entry moves the schema one version up; never edit a released entry, append a new one.
@@ -61,6 +63,36 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE counter_resets (
         host TEXT NOT NULL, container TEXT NOT NULL, reset_at TEXT NOT NULL,
         PRIMARY KEY (host, container)
+    );
+    """,
+    # 2: the notification outbox (written with the event that causes it), per-channel delivery
+    # state, dead letters, and per-channel references (Slack thread ts, firing alerts).
+    """
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id INTEGER REFERENCES incidents(id),
+        kind TEXT NOT NULL, payload TEXT NOT NULL, created_at TEXT NOT NULL,
+        dispatched INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX outbox_undispatched ON outbox(dispatched) WHERE dispatched = 0;
+    CREATE INDEX outbox_incident ON outbox(incident_id, kind);
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        outbox_id INTEGER NOT NULL REFERENCES outbox(id),
+        channel TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at TEXT NOT NULL,
+        last_error TEXT NOT NULL DEFAULT '', finished_at TEXT,
+        UNIQUE (outbox_id, channel)
+    );
+    CREATE INDEX deliveries_pending ON deliveries(channel, state);
+    CREATE VIEW dead_letters AS
+        SELECT d.id, d.channel, d.attempts, d.last_error, d.finished_at,
+               o.id AS outbox_id, o.incident_id, o.kind, o.payload, o.created_at
+        FROM deliveries d JOIN outbox o ON o.id = d.outbox_id WHERE d.state = 'dead';
+    CREATE TABLE notify_refs (
+        channel TEXT NOT NULL, incident_id INTEGER NOT NULL, ref TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (channel, incident_id)
     );
     """,
 )
@@ -196,7 +228,11 @@ class SqliteStore:
         rows = self._query("SELECT * FROM incidents WHERE id=?", (incident_id,))
         return _incident(rows[0]) if rows else None
 
-    def save_incident(self, change: IncidentChange) -> Incident:
+    def save_incident(
+        self, change: IncidentChange, notifications: Sequence[Notification] = ()
+    ) -> Incident:
+        """Write the incident, its transitions and the notifications it causes in ONE
+        transaction; the notifications get the incident's id."""
         i = change.incident
         fields = (
             i.host,
@@ -244,8 +280,10 @@ class SqliteStore:
                         t.reason,
                     ),
                 )
-        saved = self.get_incident(incident_id)
-        assert saved is not None
+            saved = _incident(
+                db.execute("SELECT * FROM incidents WHERE id=?", (incident_id,)).fetchone()
+            )
+            insert_notifications(db, [with_incident(n, saved) for n in notifications])
         return saved
 
     def transitions(self, incident_id: int) -> list[Transition]:
@@ -265,8 +303,11 @@ class SqliteStore:
 
     # -- actions ----------------------------------------------------------------------------
 
-    def record_intent(self, action: RemediationAction) -> int:
+    def record_intent(
+        self, action: RemediationAction, notifications: Sequence[Notification] = ()
+    ) -> int:
         with self._tx() as db:
+            insert_notifications(db, notifications)
             cur = db.execute(
                 "INSERT INTO actions (incident_id, host, container, container_id, kind,"
                 " requested_at, reason, attempt, outcome, detail, finished_at, extra)"
@@ -289,9 +330,15 @@ class SqliteStore:
             return int(cur.lastrowid or 0)
 
     def record_outcome(
-        self, action_id: int, outcome: Outcome, detail: str, finished_at: datetime
+        self,
+        action_id: int,
+        outcome: Outcome,
+        detail: str,
+        finished_at: datetime,
+        notifications: Sequence[Notification] = (),
     ) -> None:
         with self._tx() as db:
+            insert_notifications(db, notifications)
             db.execute(
                 "UPDATE actions SET outcome=?, detail=?, finished_at=? WHERE id=?",
                 (str(outcome), detail, _ts(finished_at), action_id),
