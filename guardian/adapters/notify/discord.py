@@ -46,9 +46,19 @@ def embed(n: Notification) -> dict[str, Any]:
     }
 
 
+def message(batch: Sequence[Notification]) -> dict[str, Any]:
+    """One embed for one event; a burst becomes one embed listing every event."""
+    if len(batch) == 1:
+        return {"content": batch[0].headline[:2000], "embeds": [embed(batch[0])]}
+    title = f"{len(batch)} Guardian events on {', '.join(sorted({n.host for n in batch}))}"
+    lines = [f"**{n.headline}** — {n.next_step}" for n in batch]
+    summary = {"title": title[:256], "color": 0xE6A23C, "description": "\n".join(lines)[:4000]}
+    return {"content": title[:2000], "embeds": [summary]}
+
+
 class DiscordNotifier:
     idempotent = False
-    max_batch = 10  # Discord's limit of embeds per message
+    max_batch = 50
 
     def __init__(
         self,
@@ -65,8 +75,7 @@ class DiscordNotifier:
         self._session = session or requests.Session()
 
     def send(self, batch: Sequence[Notification]) -> Result:
-        content = batch[0].headline if len(batch) == 1 else f"{len(batch)} Guardian events"
-        body = json.dumps({"content": content[:2000], "embeds": [embed(n) for n in batch]})
+        body = json.dumps(message(batch))
         reply = post(self._session, self._url, self._timeout, body=body.encode())
         if not isinstance(reply, Reply):
             return reply
