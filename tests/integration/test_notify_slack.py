@@ -3,34 +3,18 @@
 from __future__ import annotations
 
 import socket
-import sqlite3
 import time
 
 import pytest
 
 from tests.helpers import wait_until
-from tests.integration.conftest import RUN_ID
+from tests.integration.notify_helpers import WATCH, rows, run
 from tests.receiver import HANG, Answer, FakeReceiver
 
 # The health output carries a marker so the message's "last health output" can be checked.
 HEALTH = "test ! -f /run/sick || (echo disk-full-marker; exit 1)"
 SLACK_PATH = "/services/T0GDT/B0GDT/gdtWebhookSecret0123456789"
 ENV = "GDT_SLACK_WEBHOOK"
-# Other test runs share the engine: watch only this run's containers.
-WATCH = f"gdt.notify.{RUN_ID}"
-
-
-def run(containers, short, **kw):
-    return containers.run(short, labels={WATCH: "true"}, **kw)
-
-
-def rows(db, sql, *params):
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute(sql, params)]
-    finally:
-        con.close()
 
 
 @pytest.fixture
@@ -69,7 +53,7 @@ def texts(receiver: FakeReceiver) -> list[str]:
 def test_a_full_incident_is_told_opened_attempt_resolved(containers, with_slack, slack):
     name = run(containers, "app", health_cmd=HEALTH)
     containers.wait_health(name, "healthy")
-    g = with_slack(watch={"interval": "30s"})
+    with_slack(watch={"interval": "30s"})
     containers.make_unhealthy(name)
 
     wait_until(lambda: len(slack.answered()) >= 3, 30, message="three slack messages")
@@ -94,9 +78,7 @@ def test_a_full_incident_is_told_opened_attempt_resolved(containers, with_slack,
 def test_give_up_is_told_once_with_what_happens_next(containers, with_slack, slack):
     name = run(containers, "stuck", health_cmd="echo db-unreachable-marker; false")
     g = with_slack(restart={"max_attempts": 1, "cooldown": "1s"})
-    wait_until(
-        lambda: any("Gave up" in t for t in texts(slack)), 40, message="give-up message"
-    )
+    wait_until(lambda: any("Gave up" in t for t in texts(slack)), 40, message="give-up message")
     gave_up = next(r.json for r in slack.answered() if "Gave up" in r.json["text"])
     assert name in gave_up["text"] and "a human must look at it" in gave_up["text"]
     assert "db-unreachable-marker" in gave_up["text"]
@@ -107,9 +89,7 @@ def test_give_up_is_told_once_with_what_happens_next(containers, with_slack, sla
     assert g.lines("giving up")
 
 
-def test_429_retry_after_is_honoured_and_the_message_arrives_once(
-    containers, with_slack, slack
-):
+def test_429_retry_after_is_honoured_and_the_message_arrives_once(containers, with_slack, slack):
     slack.script = [Answer(429, "rate_limited", {"Retry-After": "2"})]
     name = run(containers, "limited", health_cmd="false")
     g = with_slack(restart={"dry_run": True})
@@ -140,9 +120,7 @@ def test_500_three_times_then_200_is_delivered_once(containers, with_slack, slac
     assert len(slack.answered(200)) == 1
 
 
-def test_404_no_service_is_dead_lettered_logged_once_and_not_retried(
-    containers, with_slack, slack
-):
+def test_404_no_service_is_dead_lettered_logged_once_and_not_retried(containers, with_slack, slack):
     slack.default = Answer(404, "no_service")
     run(containers, "gone", health_cmd="false")
     g = with_slack(restart={"dry_run": True})
