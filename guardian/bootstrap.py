@@ -98,6 +98,7 @@ def healer_settings(settings: Settings, self_id: str | None) -> HealerSettings:
         stop_timeout=settings["restart.stop_timeout"],
         verify_timeout=settings["restart.verify_timeout"],
         self_id=self_id,
+        scope=settings["watch.scope"],
     )
 
 

@@ -29,6 +29,14 @@ def needs_inspect(summary: ContainerSnapshot) -> bool:
     return summary.health == "unhealthy" or summary.state in ("exited", "dead")
 
 
+def reported_at(snap: ContainerSnapshot) -> datetime | None:
+    """When Docker reported the problem of an inspected candidate: the container's exit, or the
+    health probe that turned it unhealthy. The start of guardian_detection_to_restart_seconds."""
+    if snap.state in ("exited", "dead"):
+        return snap.finished_at
+    return snap.unhealthy_since or snap.health_log_at
+
+
 def trim(text: str, limit: int = MAX_OUTPUT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -144,6 +144,19 @@ def _env_name() -> Key:
     return Key(None, parse, "the NAME of an environment variable (letters, digits, _)")
 
 
+def _selector() -> Key:
+    def parse(v: Any) -> str:
+        if v is None:
+            return ""
+        if not isinstance(v, str) or len(v) > 512 or any(c.isspace() or c == "," for c in v):
+            raise ValueError
+        if v.startswith("="):
+            raise ValueError
+        return v
+
+    return Key(None, parse, 'empty, or one label selector "key" or "key=value"')
+
+
 def _with(key: Key, default: Any) -> Key:
     return Key(default, key.parse, key.allowed)
 
@@ -161,6 +174,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "interval": _with(_duration(timedelta(milliseconds=500), DAY), 10 * S),
         "events": _with(_bool(), True),
         "start_grace": _with(_duration(ZERO, DAY), ZERO),
+        "scope": _with(_selector(), ""),
     },
     "restart": {
         "cooldown": _with(_duration(ZERO, YEAR), 300 * S),

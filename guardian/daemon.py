@@ -19,7 +19,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from guardian.bootstrap import App
 from guardian.http import HttpServer, Routes, check_handler, metrics_handler
 from guardian.logs import kv
-from guardian.ports import EngineUnavailable
+from guardian.ports import EngineUnavailable, StoreError
 from guardian.verify import reconcile, verify_pending
 
 log = logging.getLogger("guardian.daemon")
@@ -59,6 +59,9 @@ class Daemon:
         except EngineUnavailable as exc:
             healer._engine_state(False, str(exc))
             return
+        except StoreError as exc:
+            self._store_failed("sweep", exc)
+            return
         except Exception:
             log.exception("sweep failed")
             return
@@ -74,8 +77,14 @@ class Daemon:
     def verify(self) -> None:
         try:
             verify_pending(self.app.healer)
+        except StoreError as exc:
+            self._store_failed("verify", exc)
         except Exception:
             log.exception("verification failed")
+
+    def _store_failed(self, job: str, exc: StoreError) -> None:
+        self.app.metrics.store_errors.inc()
+        log.error("store error; job abandoned until its next run", extra=kv(job=job, reason=exc))
 
     def check_container(self, container_id: str, detected_at: datetime | None) -> None:
         healer = self.app.healer
@@ -87,6 +96,8 @@ class Daemon:
                 verify_pending(healer, only=name)
             else:
                 healer.check_container(container_id, detected_at)
+        except StoreError as exc:
+            self._store_failed("event check", exc)
         except Exception:
             log.exception("event check failed", extra=kv(container_id=container_id[:12]))
 

@@ -12,9 +12,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from guardian.checks import CheckSettings, evaluate, needs_inspect
+from guardian.checks import CheckSettings, evaluate, needs_inspect, reported_at
 from guardian.core import incidents, notifications
-from guardian.core.labels import ContainerRules, opted_in, rules_for
+from guardian.core.labels import ContainerRules, in_scope, opted_in, rules_for
 from guardian.core.model import (
     ContainerSnapshot,
     Decision,
@@ -47,6 +47,10 @@ class HealerSettings:
     stop_timeout: timedelta
     verify_timeout: timedelta
     self_id: str | None = None
+    scope: str = ""  # watch.scope label selector; empty: the whole host
+
+    def watches(self, labels: dict[str, str]) -> bool:
+        return in_scope(labels, self.scope) and opted_in(labels, self.watch_label)
 
 
 @dataclass
@@ -137,7 +141,7 @@ class Healer:
         result = evaluate(
             snap, now, self.settings.checks, snap.id in self._stopped_by_person, source
         )
-        a = Assessment(snap, rules, result, detected_at=detected_at or snap.health_log_at)
+        a = Assessment(snap, rules, result, detected_at=detected_at or reported_at(snap))
         if result.problem is not None and snap.name not in self.pending:
             a.decision = self.decide(snap.name, rules, now)
         return a
@@ -167,13 +171,13 @@ class Healer:
         """Reconcile every watched container: one list request, one inspect per candidate."""
         report = SweepReport()
         try:
-            summaries = self.engine.list_containers(self.settings.watch_label)
+            summaries = self.engine.list_containers(self.settings.watch_label, self.settings.scope)
             self._engine_state(True)
         except EngineUnavailable as exc:
             self._engine_state(False, str(exc))
             report.engine_error = str(exc)
             return report
-        watched = [s for s in summaries if opted_in(s.labels, self.settings.watch_label)]
+        watched = [s for s in summaries if self.settings.watches(s.labels)]
         for snap in watched:
             try:
                 assessment = self.assess(snap, "sweep")
@@ -200,9 +204,10 @@ class Healer:
         except EngineUnavailable as exc:
             self._engine_state(False, str(exc))
             return
-        if snap is None or not opted_in(snap.labels, self.settings.watch_label):
+        if snap is None or not self.settings.watches(snap.labels):
             return
         self.apply(self.assess(snap, "event", detected_at))
+        self.refresh_incident_gauge()
 
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""
@@ -496,8 +501,13 @@ class Healer:
                 del self._healthy_since[name]
 
     def refresh_incident_gauge(self) -> None:
+        """Recount open incidents, and the containers Guardian gave up on, from the store."""
         counts: dict[tuple[str, str], int] = {}
+        exhausted: set[str] = set()
         for incident in self.store.open_incidents(self.settings.host):
             key = (str(incident.type), str(incident.state))
             counts[key] = counts.get(key, 0) + 1
+            if incident.escalated and incident.is_open:
+                exhausted.add(incident.container)
         self.metrics.set_open_incidents(counts)
+        self.metrics.set_exhausted(exhausted)

@@ -14,12 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from guardian.logs import kv
 
 log = logging.getLogger("guardian.http")
 MAX_BODY = 64 * 1024
+# What generate_latest() writes (legacy metric names): the text format every Prometheus reads.
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def metrics_handler(registry: CollectorRegistry) -> Handler:
     def handle(request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
             return Response.text(405, "method not allowed")
-        return Response(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+        return Response(200, generate_latest(registry), METRICS_CONTENT_TYPE)
 
     return handle
 

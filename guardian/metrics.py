@@ -1,6 +1,7 @@
 """Every Prometheus metric Guardian exports, in one class over an injected registry.
 
 Labels stay bounded: container names and fixed enums, never container or incident ids.
+The README's metrics table lists them; monitoring/ holds the alerts and the dashboard.
 """
 
 from __future__ import annotations
@@ -8,9 +9,21 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from guardian import __version__
+from guardian.core.model import ProblemType, Reason, Verdict
 
-LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+# The `outcome` values of guardian_notifications_total (the restart taxonomy, for deliveries):
+# delivered; transient_failure (will be retried); permanent_failure (a 4xx: never retried);
+# dead_letter (retries used up, kept in the store); unknown (timeout after sending).
+NOTIFICATION_OUTCOMES = (
+    "delivered",
+    "transient_failure",
+    "permanent_failure",
+    "dead_letter",
+    "unknown",
+)
 
 
 class Metrics:
@@ -31,7 +44,10 @@ class Metrics:
             registry=registry,
         )
         self.incidents_total = Counter(
-            "guardian_incidents", "Incidents opened, by type.", ["type"], registry=registry
+            "guardian_incidents",
+            "Incidents opened (or reopened by a recurrence), by type.",
+            ["type"],
+            registry=registry,
         )
         self.decisions_total = Counter(
             "guardian_restart_decisions",
@@ -41,8 +57,14 @@ class Metrics:
         )
         self.restarts_total = Counter(
             "guardian_restarts",
-            "Restart attempts by final outcome.",
+            "Restarts by final outcome (retry_exhausted: Guardian gave up on the container).",
             ["container", "outcome"],
+            registry=registry,
+        )
+        self.restarts_exhausted = Gauge(
+            "guardian_restarts_exhausted",
+            "1 while the container has an open incident whose restart attempts are used up.",
+            ["container"],
             registry=registry,
         )
         self.detection_to_restart = Histogram(
@@ -74,25 +96,48 @@ class Metrics:
             registry=registry,
         )
         self.store_errors = Counter(
-            "guardian_store_errors", "Writes to the store that failed.", registry=registry
+            "guardian_store_errors",
+            "Store operations that failed (the job was abandoned; the next one retries).",
+            registry=registry,
         )
         self.notifications_total = Counter(
             "guardian_notifications",
-            "Notification sends by channel and outcome (delivered, rate_limited, transient,"
-            " permanent, unknown, dead_letter), counted per notification carried.",
+            "Notification deliveries by channel and outcome.",
             ["channel", "outcome"],
             registry=registry,
         )
         self.notification_queue_depth = Gauge(
             "guardian_notification_queue_depth",
-            "Notification deliveries waiting in the outbox.",
+            "Notifications waiting in the outbox.",
             registry=registry,
         )
         self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
         self.build_info.info({"version": __version__})
+        # Series that alerts take increase() of exist from the start: a counter series that is
+        # born at 1 shows no increase, and the first incident or restart would go unseen.
+        for kind in ProblemType:
+            self.incidents_total.labels(type=str(kind))
+        self.decisions_total.labels(decision=str(Verdict.RESTART), reason=str(Reason.ALLOWED))
 
     def set_open_incidents(self, counts: dict[tuple[str, str], int]) -> None:
         """Replace the open-incident gauge with fresh counts keyed by (type, state)."""
         self.incidents_open.clear()
         for (kind, state), n in counts.items():
             self.incidents_open.labels(type=kind, state=state).set(n)
+
+    def set_exhausted(self, containers: set[str]) -> None:
+        """Replace the exhausted-restarts gauge: one series per container Guardian gave up on."""
+        self.restarts_exhausted.clear()
+        for name in containers:
+            self.restarts_exhausted.labels(container=name).set(1)
+
+    def add_notification_channel(self, channel: str) -> None:
+        """Create every outcome series of a channel at 0, so its first failure is alertable."""
+        for outcome in NOTIFICATION_OUTCOMES:
+            self.notifications_total.labels(channel=channel, outcome=outcome)
+
+    def count_notification(self, channel: str, outcome: str) -> None:
+        """Count one delivery attempt; `outcome` is one of NOTIFICATION_OUTCOMES."""
+        if outcome not in NOTIFICATION_OUTCOMES:
+            raise ValueError(f"notification outcome {outcome!r}: expected {NOTIFICATION_OUTCOMES}")
+        self.notifications_total.labels(channel=channel, outcome=outcome).inc()

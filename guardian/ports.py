@@ -51,8 +51,9 @@ class Engine(Protocol):
     def ping(self) -> None:
         """Raise EngineUnavailable unless the engine answers."""
 
-    def list_containers(self, label: str) -> list[ContainerSnapshot]:
-        """All containers opted in by `label` ("all": every container) in ONE request."""
+    def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+        """Containers carrying `label` ("all": every container) and matching the `scope` label
+        selector ("key" or "key=value"; empty: no restriction), in ONE request."""
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The full snapshot of one container; None when it no longer exists."""

@@ -103,6 +103,7 @@ def finish(healer: Healer, p: PendingVerify, outcome: Outcome, detail: str, now:
         healer._healthy_since.setdefault(p.container, now)
     elif outcome is Outcome.PERMANENT_FAILURE:
         healer._gone(incident, detail, now)
+    healer.refresh_incident_gauge()
 
 
 def reconcile(healer: Healer) -> int:
@@ -140,6 +141,10 @@ def reconcile(healer: Healer) -> int:
             else "Guardian stopped before the restart completed; the container did not restart"
         )
         healer.store.record_outcome(action.id or 0, Outcome.INTERRUPTED, detail, now)
+        if not restarted:
+            healer.metrics.restarts_total.labels(
+                container=action.container, outcome=str(Outcome.INTERRUPTED)
+            ).inc()
         log.warning(
             "reconciled unfinished action", extra=kv(container=action.container, detail=detail)
         )

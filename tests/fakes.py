@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from guardian.core.labels import in_scope
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.ports import EngineEvent, EngineUnavailable
 
@@ -71,12 +72,12 @@ class FakeEngine:
     def ping(self) -> None:
         self._check()
 
-    def list_containers(self, label: str) -> list[ContainerSnapshot]:
+    def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
         self._check()
         self.list_calls += 1
         out = []
         for c in self.containers.values():
-            if label == "all" or label in c.labels:
+            if (label == "all" or label in c.labels) and in_scope(c.labels, scope):
                 out.append(replace(c, inspected=False, exit_code=None, started_at=None))
         return out
 

@@ -87,7 +87,21 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         health_start_period=timedelta(microseconds=start_period_ns / 1000),
         health_output=(log[-1].get("Output") or "") if log else "",
         health_log_at=parse_time(log[-1].get("End")) if log else None,
+        unhealthy_since=unhealthy_since(health, config.get("Healthcheck") or {}),
     )
+
+
+def unhealthy_since(health: dict[str, Any], check: dict[str, Any]) -> datetime | None:
+    """When Docker turned the container unhealthy: the probe whose failure made the failing
+    streak reach `retries`. Docker keeps only the last 5 probes; when that one is gone, the
+    oldest kept one is the best (latest possible) answer."""
+    log = health.get("Log") or []
+    streak = int(health.get("FailingStreak") or 0)
+    if health.get("Status") != "unhealthy" or not log or streak <= 0:
+        return None
+    retries = int(check.get("Retries") or 0) or 3  # Docker's default when unset
+    index = max(len(log) - streak + min(retries, streak) - 1, 0)
+    return parse_time(log[min(index, len(log) - 1)].get("End"))
 
 
 def _not_sent(exc: BaseException) -> bool:
@@ -191,8 +205,10 @@ class DockerEngine:
     def ping(self) -> None:
         self._call(lambda api: api.ping())
 
-    def list_containers(self, label: str) -> list[ContainerSnapshot]:
-        filters = {} if label == ALL else {"label": [label]}
+    def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+        # Docker ANDs label filters, so the engine does the selecting.
+        selectors = [s for s in (None if label == ALL else label, scope) if s]
+        filters = {"label": selectors} if selectors else {}
         try:
             items = self._call(lambda api: api.containers(all=True, filters=filters))
         except docker.errors.APIError as exc:

@@ -172,8 +172,16 @@ class SqliteStore:
     # -- plumbing ---------------------------------------------------------------------------
 
     @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """sqlite3 errors at run time (disk full, locked, closed) become StoreError."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"store {self.path}: {exc}") from None
+
+    @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._translated():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -184,7 +192,7 @@ class SqliteStore:
                 self._db.execute("COMMIT")
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with self._lock, self._translated():
             return list(self._db.execute(sql, params))
 
     def _migrate(self) -> None:

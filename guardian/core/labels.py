@@ -51,6 +51,14 @@ def opted_in(labels: Mapping[str, str], watch_label: str) -> bool:
     return _flag(labels.get(watch_label)) is True
 
 
+def in_scope(labels: Mapping[str, str], scope: str) -> bool:
+    """`watch.scope` ("key" or "key=value", empty: everything) limits what Guardian considers."""
+    if not scope:
+        return True
+    key, sep, value = scope.partition("=")
+    return key in labels and (not sep or labels[key] == value)
+
+
 def rules_for(
     labels: Mapping[str, str],
     base: RestartPolicy,

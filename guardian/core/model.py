@@ -56,6 +56,9 @@ class ContainerSnapshot:
     health_start_period: timedelta = timedelta(0)
     health_output: str = ""
     health_log_at: datetime | None = None  # when Docker finished the last health probe
+    # When Docker's health check turned the container unhealthy (the probe that completed the
+    # failing streak); the oldest failing probe still in Docker's log when that one rotated out.
+    unhealthy_since: datetime | None = None
 
     @property
     def short_id(self) -> str:

@@ -192,8 +192,13 @@ class GuardianProcess:
             wait_until(lambda: "guardian started" in self.log(), 20, message="guardian started")
         return self
 
-    def log(self) -> str:
+    def full_log(self) -> str:
+        """Everything every run of this Guardian logged."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log(self) -> str:
+        """What the current (latest) run logged."""
+        return self.full_log().rpartition(f"--- run {self.runs} ---\n")[2]
 
     def lines(self, needle: str) -> list[str]:
         return [line for line in self.log().splitlines() if needle in line]
@@ -224,7 +229,14 @@ class GuardianProcess:
 def base_config(tmp: Path, **sections: dict[str, Any]) -> dict[str, Any]:
     """A config for tests: fast sweeps, short cooldowns, a store in tmp; override per test."""
     config: dict[str, Any] = {
-        "watch": {"label": "guardian.enable", "interval": "2s", "events": True},
+        # The scope keeps this run's Guardians to this run's containers, so test runs sharing an
+        # engine never touch each other's containers.
+        "watch": {
+            "label": "guardian.enable",
+            "interval": "2s",
+            "events": True,
+            "scope": f"guardian.test.run={RUN_ID}",
+        },
         "restart": {
             "cooldown": "2s",
             "max_attempts": 3,

@@ -98,7 +98,7 @@ def test_429_waits_retry_after_then_delivers_exactly_once(store, clock):
     worker.tick()
     worker.tick()
     assert len(slack.sent) == 2
-    assert sample(worker, "slack", "rate_limited") == 1
+    assert sample(worker, "slack", "transient_failure") == 1
     assert sample(worker, "slack", "delivered") == 1
 
 
@@ -112,7 +112,7 @@ def test_5xx_is_retried_with_backoff_until_delivered(store, clock):
         clock.advance(1)
     assert len(slack.sent) == 4  # sent at 0s, 1s, 3s, 7s
     assert sample(worker, "slack", "delivered") == 1
-    assert sample(worker, "slack", "transient") == 3
+    assert sample(worker, "slack", "transient_failure") == 3
 
 
 def test_a_permanent_refusal_is_dead_lettered_and_never_retried(store, clock):
@@ -126,7 +126,7 @@ def test_a_permanent_refusal_is_dead_lettered_and_never_retried(store, clock):
     [dead] = worker.outbox.dead_letters()
     assert dead["channel"] == "slack" and dead["last_error"] == "404 no_service"
     assert dead["kind"] == "opened"
-    assert sample(worker, "slack", "dead_letter") == 1
+    assert sample(worker, "slack", "permanent_failure") == 1
 
 
 def test_retries_exhausted_end_in_a_dead_letter(store, clock):
@@ -138,6 +138,8 @@ def test_retries_exhausted_end_in_a_dead_letter(store, clock):
         clock.advance(5)
     assert len(slack.sent) == 3
     assert len(worker.outbox.dead_letters()) == 1
+    assert sample(worker, "slack", "transient_failure") == 2
+    assert sample(worker, "slack", "dead_letter") == 1
 
 
 def test_an_unknown_outcome_is_resent_only_where_the_channel_deduplicates(store, clock):
@@ -225,4 +227,4 @@ def test_a_channel_that_raises_does_not_stop_delivery_to_the_others(store, clock
     open_incident(store, clock)
     worker.tick()
     assert len(slack.sent) == 1
-    assert sample(worker, "broken", "transient") == 1
+    assert sample(worker, "broken", "transient_failure") == 1

@@ -33,6 +33,19 @@ class WorkerSettings:
     poll: timedelta = timedelta(milliseconds=250)
 
 
+def _outcome(result: Result, state: RowState) -> str:
+    """The metric's outcome label (metrics.NOTIFICATION_OUTCOMES) for one send."""
+    if state is RowState.DELIVERED:
+        return "delivered"
+    if result.status is Status.PERMANENT:
+        return "permanent_failure"
+    if state is RowState.DEAD:
+        return "dead_letter"
+    if result.status is Status.UNKNOWN:
+        return "unknown"
+    return "transient_failure"  # 5xx, refused, 429: retried
+
+
 class DeliveryWorker:
     def __init__(
         self,
@@ -50,6 +63,8 @@ class DeliveryWorker:
         self.settings = settings
         self.redact = redact or Redactor()
         self._next_send: dict[str, datetime] = {}
+        for channel in self.channels:
+            metrics.add_notification_channel(channel.name)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -106,10 +121,8 @@ class DeliveryWorker:
         self._next_send[channel.name] = done + channel.min_interval
         if result.status is Status.RATE_LIMITED and nxt.at is not None:
             self._next_send[channel.name] = max(self._next_send[channel.name], nxt.at)
-        outcome = str(result.status) if nxt.state is not RowState.DEAD else "dead_letter"
-        self.metrics.notifications_total.labels(channel=channel.name, outcome=outcome).inc(
-            len(rows)
-        )
+        for _ in rows:
+            self.metrics.count_notification(channel.name, _outcome(result, nxt.state))
         self._log(channel, rows, result, nxt.state, nxt.at, reason)
         return 1
 

@@ -1,0 +1,127 @@
+"""A Docker API proxy on a Unix socket, for tests: count, filter, or act on requests.
+
+Guardian is pointed at `unix://<proxy.path>`; each request is forwarded to the real engine on a
+fresh upstream connection (the proxy adds `Connection: close`, so every request is seen). A rule
+can deny a request with a status code or run a side effect first (e.g. remove the container
+just before its restart reaches the engine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+UPSTREAM = "/var/run/docker.sock"
+
+# (method, path) -> None to forward, or an int status to answer instead of forwarding.
+Rule = Callable[[str, str], int | None]
+
+
+@dataclass
+class DockerProxy:
+    path: Path
+    upstream: str = UPSTREAM
+    rule: Rule | None = None
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    _server: socket.socket | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _conns: list[socket.socket] = field(default_factory=list)
+
+    def start(self) -> DockerProxy:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self._stop.clear()
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(self.path))
+        server.listen(64)
+        self._server = server
+        threading.Thread(target=self._accept, daemon=True, name="proxy").start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and cut every open connection (the engine "goes away")."""
+        self._stop.set()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+        self._conns.clear()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.path}"
+
+    def count(self, method: str, pattern: str) -> int:
+        return sum(1 for m, p in self.requests if m == method and re.search(pattern, p))
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                assert self._server is not None
+                client, _ = self._server.accept()
+            except (OSError, AssertionError):
+                return
+            self._conns.append(client)
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = client.recv(65536)
+                if not chunk:
+                    client.close()
+                    return
+                head += chunk
+            head_part, _, rest = head.partition(b"\r\n\r\n")
+            lines = head_part.split(b"\r\n")
+            method, target = lines[0].decode().split(" ")[:2]
+            path = target.split("?")[0]
+            path = re.sub(r"^/v[0-9.]+", "", path)
+            self.requests.append((method, path))
+            status = self.rule(method, path) if self.rule is not None else None
+            if status is not None:
+                body = b'{"message":"denied by test proxy"}'
+                client.sendall(
+                    f"HTTP/1.1 {status} Denied\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+                client.close()
+                return
+            headers = [h for h in lines[1:] if not h.lower().startswith(b"connection:")]
+            new_head = b"\r\n".join([lines[0], *headers, b"Connection: close"]) + b"\r\n\r\n"
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(self.upstream)
+            self._conns.append(upstream)
+            upstream.sendall(new_head + rest)
+            threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
+            _pump(upstream, client)
+        except OSError:
+            with contextlib.suppress(OSError):
+                client.close()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)

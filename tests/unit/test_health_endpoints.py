@@ -1,0 +1,127 @@
+"""/healthz, /readyz, /metrics and the route table, over a fake engine and a fake clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from guardian.adapters.sqlite_store import SqliteStore
+from guardian.bootstrap import App, healer_settings
+from guardian.config import load_settings
+from guardian.daemon import Daemon
+from guardian.healer import Healer
+from guardian.http import Request, Response, Routes
+from guardian.metrics import Metrics
+from tests.fakes import FakeClock, FakeEngine
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Daemon:
+    """A daemon over a fake engine, a real store in tmp and a fake clock; interval 10s."""
+    settings = load_settings(None, env={"GUARDIAN_WATCH_INTERVAL": "10s"})
+    clock = FakeClock()
+    engine = FakeEngine(clock)
+    engine.add("web")
+    store = SqliteStore(tmp_path / "guardian.db")
+    metrics = Metrics(CollectorRegistry())
+    healer = Healer(engine, store, clock, healer_settings(settings, None), metrics)
+    d = Daemon(App(settings, engine, store, clock, metrics, healer))
+    yield d
+    store.close()
+
+
+def get(routes: Routes, path: str, method: str = "GET") -> Response:
+    return routes.dispatch(Request(method, path, {}, {}, b""))
+
+
+def test_healthz_is_503_before_the_first_sweep(daemon):
+    response = get(daemon.routes(), "/healthz")
+    assert response.status == 503
+    assert response.body == b"no sweep completed yet\n"
+
+
+def test_healthz_turns_503_when_the_sweep_stalls_and_200_when_it_recovers(daemon):
+    clock, engine, routes = daemon.app.clock, daemon.app.engine, daemon.routes()
+    daemon.sweep()
+    assert get(routes, "/healthz").status == 200
+
+    clock.advance(30)  # exactly 3 x interval: still fine
+    assert get(routes, "/healthz").status == 200
+
+    engine.reachable = False  # sweeps now fail: the loop is stalled
+    clock.advance(1)
+    daemon.sweep()
+    response = get(routes, "/healthz")
+    assert response.status == 503
+    assert response.body == b"last sweep completed 31s ago (limit 30s)\n"
+    assert daemon.app.metrics.registry.get_sample_value("guardian_docker_up") == 0
+
+    engine.reachable = True
+    clock.advance(5)
+    daemon.sweep()
+    response = get(routes, "/healthz")
+    assert response.status == 200
+    assert response.body.startswith(b"ok")
+    registry = daemon.app.metrics.registry
+    assert registry.get_sample_value("guardian_docker_up") == 1
+    assert registry.get_sample_value("guardian_last_sweep_timestamp_seconds") == (
+        clock.now().timestamp()
+    )
+
+
+def test_healthz_body_is_one_line(daemon):
+    daemon.sweep()
+    daemon.app.clock.advance(3600)
+    body = get(daemon.routes(), "/healthz").body.decode()
+    assert body.count("\n") == 1 and body.endswith("\n")
+
+
+def test_readyz_reports_an_unreachable_engine(daemon):
+    routes = daemon.routes()
+    assert get(routes, "/readyz").status == 200
+    daemon.app.engine.reachable = False
+    response = get(routes, "/readyz")
+    assert response.status == 503
+    assert response.body == b"fake engine unreachable\n"
+
+
+def test_readyz_reports_a_closed_store(daemon):
+    daemon.app.store.close()
+    response = get(daemon.routes(), "/readyz")
+    assert response.status == 503
+    assert response.body.startswith(b"store not usable")
+
+
+def test_metrics_endpoint_serves_the_text_exposition(daemon):
+    daemon.sweep()
+    response = get(daemon.routes(), "/metrics")
+    assert response.status == 200
+    assert response.content_type.startswith("text/plain; version=0.0.4")
+    assert b"guardian_containers_watched 1.0\n" in response.body
+    assert get(daemon.routes(), "/metrics", "POST").status == 405
+
+
+def test_unknown_paths_are_404_and_mounted_prefixes_reach_their_handler(daemon):
+    routes = daemon.routes()
+    seen: list[str] = []
+
+    def api(request: Request) -> Response:
+        seen.append(request.path)
+        return Response.text(200, "api")
+
+    routes.mount("/api/v1/", api)
+    assert get(routes, "/nothing").status == 404
+    assert get(routes, "/api/v1/incidents").body == b"api\n"
+    assert get(routes, "/api/v1").status == 200
+    assert get(routes, "/healthz").status == 503  # exact routes still win
+    assert seen == ["/api/v1/incidents", "/api/v1"]
+
+
+def test_a_failing_store_is_counted_and_stalls_the_sweep(daemon):
+    daemon.app.engine.set("web", health="unhealthy")  # the sweep must write an incident
+    daemon.app.store.close()
+    daemon.sweep()
+    assert daemon.app.metrics.registry.get_sample_value("guardian_store_errors_total") == 1
+    assert get(daemon.routes(), "/healthz").status == 503

@@ -1,0 +1,239 @@
+"""The metrics Guardian exports: names, types and labels as documented, and the values the loop
+leaves in them (read back with get_sample_value from a fresh registry per test)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from guardian.adapters.docker_engine import inspect_snapshot
+from guardian.adapters.sqlite_store import SqliteStore
+from guardian.bootstrap import healer_settings
+from guardian.config import load_settings
+from guardian.core.model import RemediationAction
+from guardian.healer import Healer
+from guardian.metrics import NOTIFICATION_OUTCOMES, Metrics
+from guardian.verify import reconcile, verify_pending
+from tests.fakes import T0, FakeClock, FakeEngine
+
+# name, type, label names: the issue's list, plus what the alerts need.
+EXPORTED = [
+    ("guardian_containers_watched", "gauge", ()),
+    ("guardian_containers_unhealthy", "gauge", ()),
+    ("guardian_incidents_open", "gauge", ("type", "state")),
+    ("guardian_incidents", "counter", ("type",)),
+    ("guardian_restart_decisions", "counter", ("decision", "reason")),
+    ("guardian_restarts", "counter", ("container", "outcome")),
+    ("guardian_restarts_exhausted", "gauge", ("container",)),
+    ("guardian_detection_to_restart_seconds", "histogram", ()),
+    ("guardian_restart_duration_seconds", "histogram", ()),
+    ("guardian_sweep_duration_seconds", "histogram", ()),
+    ("guardian_last_sweep_timestamp_seconds", "gauge", ()),
+    ("guardian_docker_up", "gauge", ()),
+    ("guardian_store_errors", "counter", ()),
+    ("guardian_notifications", "counter", ("channel", "outcome")),
+    ("guardian_notification_queue_depth", "gauge", ()),
+    ("guardian_build", "info", ("version",)),
+]
+
+
+def test_every_metric_has_its_documented_name_type_and_labels():
+    metrics = Metrics(CollectorRegistry())
+    collectors = [c for c in vars(metrics).values() if hasattr(c, "describe")]
+    found = {}
+    for collector in collectors:
+        for family in collector.describe():
+            found[family.name] = (family.type, tuple(getattr(collector, "_labelnames", ())))
+    expected = {name: (kind, labels) for name, kind, labels in EXPORTED}
+    expected["guardian_build"] = ("info", ())  # an Info's labels are its value, not label names
+    assert found == expected
+
+
+def test_build_info_carries_the_version():
+    from guardian import __version__
+
+    registry = CollectorRegistry()
+    Metrics(registry)
+    assert registry.get_sample_value("guardian_build_info", {"version": __version__}) == 1
+
+
+def test_alerted_counters_exist_at_zero_before_anything_happens():
+    registry = CollectorRegistry()
+    Metrics(registry)
+    for kind in ("unhealthy", "exited", "oom_killed"):
+        assert registry.get_sample_value("guardian_incidents_total", {"type": kind}) == 0
+    restart = {"decision": "restart", "reason": "allowed"}
+    assert registry.get_sample_value("guardian_restart_decisions_total", restart) == 0
+
+
+def test_notification_channels_start_at_zero_and_unknown_outcomes_are_refused():
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.add_notification_channel("slack")
+    for outcome in NOTIFICATION_OUTCOMES:
+        labels = {"channel": "slack", "outcome": outcome}
+        assert registry.get_sample_value("guardian_notifications_total", labels) == 0
+    metrics.count_notification("slack", "delivered")
+    labels = {"channel": "slack", "outcome": "delivered"}
+    assert registry.get_sample_value("guardian_notifications_total", labels) == 1
+    with pytest.raises(ValueError, match="notification outcome 'lost'"):
+        metrics.count_notification("slack", "lost")
+
+
+# -- the loop fills them ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def loop(tmp_path: Path):
+    env = {
+        "GUARDIAN_RESTART_COOLDOWN": "10s",
+        "GUARDIAN_RESTART_MAX_ATTEMPTS": "2",
+        "GUARDIAN_RESTART_VERIFY_TIMEOUT": "30s",
+    }
+    settings = load_settings(None, env=env)
+    clock = FakeClock()
+    engine = FakeEngine(clock)
+    store = SqliteStore(tmp_path / "guardian.db")
+    registry = CollectorRegistry()
+    healer = Healer(engine, store, clock, healer_settings(settings, None), Metrics(registry))
+    yield healer, engine, clock, registry
+    store.close()
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_a_heal_shows_in_counters_gauges_and_histograms(loop):
+    healer, engine, clock, registry = loop
+    engine.add("db")
+    # Docker turned "web" unhealthy 4 s before the sweep that restarts it.
+    engine.add("web", health="unhealthy", unhealthy_since=T0 - timedelta(seconds=4))
+
+    healer.sweep()
+    assert sample(registry, "guardian_containers_watched") == 2
+    assert sample(registry, "guardian_containers_unhealthy") == 1
+    assert sample(registry, "guardian_incidents_total", type="unhealthy") == 1
+    assert sample(registry, "guardian_incidents_open", type="unhealthy", state="in_progress") == 1
+    restart = {"decision": "restart", "reason": "allowed"}
+    assert sample(registry, "guardian_restart_decisions_total", **restart) == 1
+    assert sample(registry, "guardian_detection_to_restart_seconds_count") == 1
+    assert sample(registry, "guardian_detection_to_restart_seconds_sum") == 4.0
+    assert sample(registry, "guardian_detection_to_restart_seconds_bucket", le="5.0") == 1
+    assert sample(registry, "guardian_detection_to_restart_seconds_bucket", le="2.0") == 0
+    assert sample(registry, "guardian_restart_duration_seconds_count") == 1
+    # Not healed until observed healthy.
+    assert sample(registry, "guardian_restarts_total", container="web", outcome="succeeded") is None
+
+    clock.advance(1)
+    verify_pending(healer)
+    assert sample(registry, "guardian_restarts_total", container="web", outcome="succeeded") == 1
+    assert sample(registry, "guardian_incidents_open", type="unhealthy", state="resolved") == 1
+    in_progress = {"type": "unhealthy", "state": "in_progress"}
+    assert sample(registry, "guardian_incidents_open", **in_progress) is None
+
+    healer.sweep()
+    assert sample(registry, "guardian_containers_unhealthy") == 0
+
+
+def test_an_exited_container_is_timed_from_its_exit(loop):
+    healer, engine, _clock, registry = loop
+    engine.add(
+        "job", state="exited", health=None, exit_code=3, finished_at=T0 - timedelta(seconds=7)
+    )
+    healer.sweep()
+    assert sample(registry, "guardian_incidents_total", type="exited") == 1
+    assert sample(registry, "guardian_detection_to_restart_seconds_sum") == 7.0
+
+
+def test_giving_up_raises_the_exhausted_gauge_until_the_container_recovers(loop):
+    healer, engine, clock, registry = loop
+    engine.after_restart_health = "unhealthy"
+    engine.add("web", health="unhealthy")
+    for _ in range(2):  # max_attempts=2, each restart fails verification
+        healer.sweep()
+        clock.advance(1)
+        verify_pending(healer)
+        clock.advance(10)
+    failed = {"container": "web", "outcome": "unhealthy_after_restart"}
+    assert sample(registry, "guardian_restarts_total", **failed) == 2
+    assert sample(registry, "guardian_restarts_exhausted", container="web") is None
+
+    healer.sweep()
+    gave_up = {"decision": "give_up", "reason": "max_attempts"}
+    assert sample(registry, "guardian_restart_decisions_total", **gave_up) == 1
+    assert sample(registry, "guardian_restarts_total", container="web", outcome="retry_exhausted")
+    assert sample(registry, "guardian_restarts_exhausted", container="web") == 1
+
+    engine.set("web", health="healthy")
+    healer.sweep()
+    assert sample(registry, "guardian_restarts_exhausted", container="web") is None
+
+
+def test_a_restart_cut_short_by_a_crash_is_counted_as_interrupted(loop):
+    healer, engine, clock, registry = loop
+    web = engine.add("web", health="unhealthy")  # started an hour ago: never restarted
+    intent = RemediationAction(
+        None, None, healer.settings.host, "web", web.id, "restart", clock.now(), "allowed"
+    )
+    healer.store.record_intent(intent)
+    assert reconcile(healer) == 1
+    interrupted = {"container": "web", "outcome": "interrupted"}
+    assert sample(registry, "guardian_restarts_total", **interrupted) == 1
+
+
+def test_docker_up_follows_the_engine(loop):
+    healer, engine, _clock, registry = loop
+    healer.sweep()
+    assert sample(registry, "guardian_docker_up") == 1
+    engine.reachable = False
+    healer.sweep()
+    assert sample(registry, "guardian_docker_up") == 0
+
+
+# -- when Docker reported the problem ---------------------------------------------------------
+
+
+def probe(second: int, code: int) -> dict[str, object]:
+    return {"End": f"2026-01-01T12:00:{second:02d}.5Z", "ExitCode": code}
+
+
+@pytest.mark.parametrize(
+    ("codes", "streak", "retries", "expected_second"),
+    [
+        ([0, 0, 1, 1, 1], 3, 3, 4),  # the third failure turned it unhealthy
+        ([0, 0, 0, 1, 1], 2, 1, 3),  # retries=1: the first failure did
+        ([1, 1, 1, 1, 1], 9, 3, 0),  # the turning probe rotated out: the oldest kept one
+        ([0, 1, 1, 1, 1], 4, 0, 3),  # retries unset: Docker's default of 3
+    ],
+)
+def test_unhealthy_since_is_the_probe_that_completed_the_failing_streak(
+    codes, streak, retries, expected_second
+):
+    data = {
+        "Id": "a" * 64,
+        "Name": "/web",
+        "State": {
+            "Status": "running",
+            "Health": {
+                "Status": "unhealthy",
+                "FailingStreak": streak,
+                "Log": [probe(i, c) for i, c in enumerate(codes)],
+            },
+        },
+        "Config": {"Healthcheck": {"Retries": retries}},
+    }
+    snap = inspect_snapshot(data)
+    assert snap.unhealthy_since == T0.replace(second=expected_second, microsecond=500000)
+
+
+def test_a_healthy_container_has_no_unhealthy_since():
+    data = {
+        "Id": "a" * 64,
+        "Name": "/web",
+        "State": {"Status": "running", "Health": {"Status": "healthy", "Log": [probe(1, 0)]}},
+    }
+    assert inspect_snapshot(data).unhealthy_since is None

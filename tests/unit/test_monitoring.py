@@ -1,0 +1,153 @@
+"""monitoring/: the alert rules pass promtool, and the alerts and the dashboard query only
+metrics that Guardian exports (names taken from a real Metrics instance)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from guardian.metrics import Metrics
+
+MONITORING = Path(__file__).resolve().parents[2] / "monitoring"
+SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "info": ("_info",),
+    "gauge": ("",),
+}
+PROMQL_WORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring"}
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        if os.environ.get("CI") or os.environ.get("GUARDIAN_REQUIRE_DOCKER"):
+            pytest.fail("promtool is required (scripts/test.sh installs Debian's prometheus)")
+        pytest.skip("promtool not installed")
+    return path
+
+
+def exported_names() -> set[str]:
+    """Every series name a Guardian /metrics page can carry, from the families it registers."""
+    registry = CollectorRegistry()
+    Metrics(registry)
+    names = set()
+    for family in registry.collect():
+        names.update(family.name + suffix for suffix in SUFFIXES[family.type])
+    return names
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects (no full parser: enough for our queries)."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # strings
+    expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
+    expr = re.sub(r"\[[^\]]*\]", "", expr)  # range selectors
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    names = set()
+    for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", expr):
+        word, rest = match.group(), expr[match.end() :].lstrip()
+        before = expr[: match.start()]
+        if rest.startswith("(") or word in PROMQL_WORDS or before.endswith("$"):
+            continue  # a function or aggregation, a keyword, or a Grafana variable
+        names.add(word)
+    return names
+
+
+def dashboard() -> dict:
+    return json.loads((MONITORING / "grafana-dashboard.json").read_text())
+
+
+def dashboard_queries(dash: dict) -> list[str]:
+    out = []
+    for panel in dash["panels"]:
+        for inner in [panel, *panel.get("panels", [])]:
+            out.extend(t["expr"] for t in inner.get("targets", []))
+    return out
+
+
+def test_metric_names_are_found_in_promql():
+    expr = 'sum by (le) (rate(guardian_x_bucket{instance=~"$host", a="b c"}[5m])) / up or vector(0)'
+    assert metric_names(expr) == {"guardian_x_bucket", "up"}
+
+
+def test_alert_rules_pass_promtool_check():
+    result = subprocess.run(
+        [promtool(), "check", "rules", str(MONITORING / "alerts.yml")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 8 rules found" in result.stdout
+
+
+def test_alert_rules_pass_their_promtool_unit_tests():
+    result = subprocess.run(
+        [promtool(), "test", "rules", "alerts.test.yml"],
+        capture_output=True,
+        text=True,
+        cwd=MONITORING,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_rule_has_a_firing_and_a_quiet_test_case():
+    rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())["groups"][0]["rules"]
+    tests = yaml.safe_load((MONITORING / "alerts.test.yml").read_text())["tests"]
+    cases = [case for t in tests for case in t["alert_rule_test"]]
+    for rule in rules:
+        mine = [c for c in cases if c["alertname"] == rule["alert"]]
+        assert any(c["exp_alerts"] for c in mine), f"{rule['alert']} never fires in a test"
+        assert any(not c["exp_alerts"] for c in mine), f"{rule['alert']} never stays quiet"
+
+
+def test_alert_rules_use_only_exported_metrics():
+    exported = exported_names() | {"up"}  # `up` is Prometheus's own, for the scrape itself
+    rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())["groups"][0]["rules"]
+    for rule in rules:
+        unknown = metric_names(rule["expr"]) - exported
+        assert not unknown, f"{rule['alert']} queries {unknown}"
+
+
+def test_dashboard_queries_name_only_exported_metrics():
+    dash = dashboard()
+    queries = dashboard_queries(dash)
+    assert len(queries) >= 15
+    exported = exported_names()
+    for expr in queries:
+        names = metric_names(expr)
+        assert names, f"no metric in {expr!r}"
+        assert names <= exported, f"{expr!r} queries {names - exported}"
+    for variable in dash["templating"]["list"]:
+        if variable["type"] == "query":
+            name = re.match(r"label_values\((\w+),", variable["definition"])
+            assert name and name.group(1) in exported
+
+
+def test_dashboard_filters_every_query_by_the_host_variable():
+    dash = dashboard()
+    host = next(v for v in dash["templating"]["list"] if v["name"] == "host")
+    assert host["definition"] == "label_values(guardian_build_info, instance)"
+    assert host["multi"] and host["includeAll"]
+    for expr in dashboard_queries(dash):
+        selectors = re.findall(r"guardian_\w+\{([^}]*)\}", expr)
+        assert selectors and all('instance=~"$host"' in s for s in selectors), expr
+
+
+def test_dashboard_shows_what_the_issue_asks_for():
+    titles = {p["title"] for p in dashboard()["panels"]}
+    for wanted in (
+        "Open incidents by type and state",
+        "Restarts by outcome",
+        "Detection to restart request",
+        "Sweep duration",
+        "Notification outcomes",
+    ):
+        assert wanted in titles
