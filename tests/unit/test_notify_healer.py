@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
