@@ -13,7 +13,7 @@ from tests.receiver import HANG, Answer, FakeReceiver
 
 # The health output carries a marker so the message's "last health output" can be checked.
 HEALTH = "test ! -f /run/sick || (echo disk-full-marker; exit 1)"
-SLACK_PATH = "/services/T0GDT/B0GDT/gdtWebhookSecret0123456789"
+SLACK_PATH = "/services/T0GDT/B0GDT/gdtSecretWebhook0123456789"
 ENV = "GDT_SLACK_WEBHOOK"
 
 
@@ -43,7 +43,7 @@ def with_slack(guardian, slack):
         g.stop()
         text = g.log()
         assert "notification worker started" in text
-        assert SLACK_PATH not in text and "gdtWebhookSecret" not in text
+        assert SLACK_PATH not in text and "gdtSecret" not in text
 
 
 def texts(receiver: FakeReceiver) -> list[str]:

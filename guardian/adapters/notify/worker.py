@@ -170,8 +170,9 @@ class DeliveryWorker:
             self._thread = threading.Thread(target=self.run, name="notify", daemon=True)
             self._thread.start()
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """Stop after the send in flight (bounded by the channel timeout)."""
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop after the send in flight, waiting at most `timeout`: a send still hanging then
+        stays pending in the outbox and is judged again after the next start."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout)
