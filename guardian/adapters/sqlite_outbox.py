@@ -55,6 +55,8 @@ class SqliteOutbox:
     def fan_out(self, channels: Sequence[str]) -> int:
         """One delivery row per channel for every event not yet dispatched; returns how many
         events were dispatched."""
+        if not self.store._query("SELECT 1 FROM outbox WHERE dispatched=0 LIMIT 1"):
+            return 0  # the common case: no write transaction every poll
         with self.store._tx() as db:
             rows = list(db.execute("SELECT id, created_at FROM outbox WHERE dispatched=0"))
             for row in rows:

@@ -22,6 +22,7 @@ from guardian.ports import Clock, Notifier
 from guardian.secrets import Redactor
 
 log = logging.getLogger("guardian.notify")
+REMINDER_CHECK = timedelta(seconds=30)  # how often to look for reminders that are due
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class DeliveryWorker:
         self.settings = settings
         self.redact = redact or Redactor()
         self._next_send: dict[str, datetime] = {}
+        self._reminders_checked: datetime | None = None
         for channel in self.channels:
             metrics.add_notification_channel(channel.name)
         self._stopping = threading.Event()
@@ -87,8 +89,10 @@ class DeliveryWorker:
         return sent
 
     def _remind(self, now: datetime) -> None:
-        if not self.channels:
+        last = self._reminders_checked
+        if not self.channels or (last is not None and now - last < REMINDER_CHECK):
             return
+        self._reminders_checked = now
         due = self.outbox.reminders_due(self.settings.host, self.settings.repeat_interval, now)
         for incident, opened_at in due:
             self.outbox.enqueue([reminder(incident, now - opened_at, now)])
