@@ -206,3 +206,36 @@ def test_email_is_sent_over_smtp_and_a_refusal_is_permanent():
     smtp.close()
     down = EmailNotifier("127.0.0.1", free_port(), "none", "g@x", ["ops@x"], 2 * S)
     assert down.send([opened()]).status is Status.TRANSIENT
+
+
+def test_alertmanager_keeps_firing_alerts_alive_and_ends_closed_ones(rx, tmp_path):
+    from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
+    from guardian.core import incidents as inc
+    from guardian.core.incidents import IncidentChange
+    from tests.fakes import FakeClock
+
+    clock = FakeClock()
+    store = SqliteStore(tmp_path / "g.db")
+    incident = store.save_incident(IncidentChange(replace(INCIDENT, id=None)))
+    am = AlertmanagerNotifier(rx.url(), SqliteOutbox(store), clock, 2 * S, 60 * S)
+    assert am.send([opened(incident)]).ok
+    [fired] = rx.requests[0].json
+    assert fired["labels"]["container"] == "web" and fired["endsAt"] > clock.now().isoformat()
+    am.refresh()  # the first refresh (e.g. after a restart) re-sends at once
+    am.refresh()  # within the interval: nothing
+    assert len(rx.requests) == 2
+    clock.advance(60)
+    am.refresh()
+    [resent] = rx.requests[2].json
+    assert resent["endsAt"] == (clock.now() + 240 * S).isoformat()
+    assert resent["startsAt"] == fired["startsAt"]
+    resolved = store.save_incident(inc.record_recovery(incident, "healthy", clock.now()))
+    assert not resolved.is_open
+    clock.advance(60)
+    am.refresh()  # resolved without a message to this channel: the alert is ended
+    [ended] = rx.requests[3].json
+    assert ended["endsAt"] == clock.now().isoformat()
+    clock.advance(60)
+    am.refresh()
+    assert len(rx.requests) == 4
+    store.close()

@@ -107,12 +107,22 @@ class AlertmanagerNotifier:
         if self._last_refresh is not None and now - self._last_refresh < self.resend_interval:
             return
         self._last_refresh = now
-        alerts = []
-        for _incident, _starts, data in self._outbox.refs(self.name):
+        alerts, ended = [], []
+        for incident_id, _starts, data in self._outbox.refs(self.name):
             alert = json.loads(data)
-            alert["endsAt"] = self._ends(now)
+            incident = self._outbox.store.get_incident(incident_id)
+            if incident is None or not incident.is_open:
+                # Resolved without a message here (e.g. muted meanwhile): end it, do not
+                # keep it firing for ever.
+                alert["endsAt"] = now.isoformat()
+                ended.append(incident_id)
+            else:
+                alert["endsAt"] = self._ends(now)
             alerts.append(alert)
         if alerts:
             result = self._post(alerts)
             if not result.ok:
                 log.debug("alert resend failed", extra=kv(channel=self.name, reason=result.reason))
+                return
+            for incident_id in ended:
+                self._outbox.drop_ref(self.name, incident_id)
