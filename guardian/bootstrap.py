@@ -29,7 +29,8 @@ from guardian.core.delivery import RetryPolicy
 from guardian.healer import Healer, HealerSettings
 from guardian.logs import kv
 from guardian.metrics import Metrics
-from guardian.ports import Clock, Engine, Notifier, Store
+from guardian.operations import Operator
+from guardian.ports import Clock, Engine, Notifier, Store, StoreError
 from guardian.secrets import Redactor, install_redaction, resolve_secret
 
 log = logging.getLogger("guardian")
@@ -116,6 +117,22 @@ def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
         store.close()
         raise
     return App(settings, engine, store, clock, metrics, healer, worker)
+
+
+def existing_store_path(settings: Settings) -> Path:
+    """The store path for commands that read what a daemon wrote: it must exist already."""
+    path = store_path(settings)
+    if not path.exists():
+        raise StoreError(
+            f"store {path}: no such file; is `guardian run` using this config? (pass --config)"
+        )
+    return path
+
+
+def build_operator(settings: Settings) -> Operator:
+    """The store and clock alone, for CLI commands that do not need the engine."""
+    store = SqliteStore(existing_store_path(settings))
+    return Operator(store, SystemClock(), socket.gethostname())
 
 
 def build_notify(

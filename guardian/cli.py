@@ -1,4 +1,5 @@
-"""The `guardian` command line: run, check, config validate.
+"""The `guardian` command line: run, check, config validate; the operator commands (status,
+incidents, actions, silences, config show) live in cli_incidents.py and cli_ops.py.
 
 Exit codes: 0 success, 1 any other failure, 2 bad configuration.
 """
@@ -13,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from guardian import __version__
+from guardian import __version__, cli_incidents, cli_ops
 from guardian.config import ConfigError, Settings, load_settings
 from guardian.core.durations import format_duration
 from guardian.healer import Assessment
@@ -53,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="configuration")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     with_config(config_sub.add_parser("validate", help="check the config and exit"))
+    cli_incidents.register(sub, with_config)
+    cli_ops.register(sub, config_sub, with_config)
     return p
 
 
@@ -147,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {"run": cmd_run, "check": cmd_check}
     try:
+        if hasattr(args, "handler"):  # the operator commands (cli_incidents, cli_ops)
+            return int(args.handler(args))
         if args.command == "config":
             return cmd_config_validate(args)
         return handlers[args.command](args)

@@ -102,6 +102,18 @@ def _text(max_len: int = 4096) -> Key:
     return Key(None, parse, f"a non-empty string of at most {max_len} characters")
 
 
+def _optional_text() -> Key:
+    """Like _text(), but empty or null means "not set" (None)."""
+    text = _text()
+
+    def parse(v: Any) -> str | None:
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return None
+        return str(text.parse(v))
+
+    return Key(None, parse, "empty, or " + text.allowed)
+
+
 def _exit_codes() -> Key:
     def parse(v: Any) -> tuple[int, ...]:
         if isinstance(v, str):
@@ -230,6 +242,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "pagerduty_routing_key_file": _optional(_text()),
         "pagerduty_url": _with(_text(), "https://events.pagerduty.com/v2/enqueue"),
         "pagerduty_events": _with(_choice("escalations", "all"), "escalations"),
+    },
+    # The bearer token of the state-changing API endpoints: read from this environment variable,
+    # or from token_file when that is set. No token: those endpoints are off.
+    "api": {
+        "token_env": _with(_text(256), "GUARDIAN_API_TOKEN"),
+        "token_file": _with(_optional_text(), None),
     },
     "log": {
         "level": _with(_choice("debug", "info", "warning", "error"), "info"),

@@ -16,6 +16,7 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from guardian.api import api_handler
 from guardian.bootstrap import App
 from guardian.http import HttpServer, Routes, check_handler, metrics_handler
 from guardian.logs import kv
@@ -174,6 +175,7 @@ class Daemon:
         routes.add("/metrics", metrics_handler(self.app.metrics.registry))
         routes.add("/healthz", check_handler(self.healthz))
         routes.add("/readyz", check_handler(self.readyz))
+        routes.mount("/api/v1", api_handler(self.app.healer, self.app.settings))
         return routes
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -213,7 +215,7 @@ class Daemon:
         """Finish in-flight work, stop the jobs, close the store."""
         self.stopping.set()
         log.info("guardian stopping")
-        self.app.engine.close()  # also ends a blocked event stream
+        self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
         self.scheduler.shutdown(wait=True)
         if self.http is not None:
             self.http.stop()

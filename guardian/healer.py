@@ -158,12 +158,27 @@ class Healer:
                 attempts=self.store.restart_times(host, horizon, container),
                 reset_at=self.store.last_reset(host, container),
                 in_flight=container in self._restarting or container in self.pending,
+                engine_denied=self._engine_denied(container, now - policy.window),
             )
             load = HostLoad(
                 recent_restarts=self.store.restart_times(host, now - timedelta(minutes=1)),
                 in_flight=len(self._restarting),
             )
-        return decide(Target(container, rules.opted_in, rules.is_self), history, load, policy, now)
+        silence = self.store.active_silence(host, container, now)
+        target = Target(container, rules.opted_in, rules.is_self)
+        return decide(target, history, load, policy, now, silence)
+
+    def _engine_denied(self, container: str, since: datetime) -> bool:
+        """Whether the engine refused the last restart of a problem that is still open."""
+        restarts = [
+            a
+            for a in self.store.actions(self.settings.host, container, since)
+            if a.kind == "restart"
+        ]
+        if not restarts or restarts[-1].outcome is not Outcome.POLICY_DENIED:
+            return False
+        incident = self.store.get_incident(restarts[-1].incident_id or 0)
+        return incident is not None and incident.is_open
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -221,6 +236,10 @@ class Healer:
                 self._stopped_by_person.add(cid)
             elif action in ("start", "destroy"):
                 self._stopped_by_person.discard(cid)
+        # Event attributes carry the container's labels: skip containers Guardian does not watch
+        # without spending an inspect on them.
+        if not self.settings.watches(event.attributes):
+            return False
         if action == "health_status":
             return event.attributes.get("health_status") in ("unhealthy", "healthy")
         return action in ("die", "oom")

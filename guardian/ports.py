@@ -16,9 +16,11 @@ from guardian.core.model import (
     ActionOutcome,
     ContainerSnapshot,
     Incident,
+    IncidentState,
     Outcome,
     ProblemType,
     RemediationAction,
+    Silence,
     Transition,
 )
 from guardian.core.notifications import Notification
@@ -68,6 +70,9 @@ class Engine(Protocol):
 
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
         """Container events from `since` on; ends or raises EngineUnavailable when cut off."""
+
+    def stop_events(self) -> None:
+        """End a running events() iteration from another thread."""
 
     def close(self) -> None: ...
 
@@ -119,6 +124,29 @@ class Store(Protocol):
     def last_reset(self, host: str, container: str) -> datetime | None: ...
 
     def record_reset(self, host: str, container: str, at: datetime) -> None: ...
+
+    # Operator queries and changes (CLI and HTTP API).
+
+    def list_incidents(
+        self, host: str, state: IncidentState | None = None, container: str | None = None
+    ) -> list[Incident]: ...
+
+    def save_state_change(
+        self,
+        change: IncidentChange,
+        expected: IncidentState,
+        notifications: Sequence[Notification] = (),
+    ) -> Incident | None:
+        """Write a person's transition unless the state moved meanwhile (then None), with the
+        notifications it causes (only for an incident people were already told about)."""
+
+    def add_silence(self, silence: Silence) -> Silence: ...
+
+    def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None: ...
+
+    def active_silence(self, host: str, container: str, now: datetime) -> Silence | None: ...
+
+    def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]: ...
 
     def close(self) -> None: ...
 

@@ -114,6 +114,9 @@ class FakeEngine:
         self._check()
         return iter(())
 
+    def stop_events(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

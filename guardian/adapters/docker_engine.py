@@ -303,9 +303,12 @@ class DockerEngine:
         )
 
     def close(self) -> None:
+        self.stop_events()
+        self._drop()
+
+    def stop_events(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
             # Unblocks a listener waiting on the stream; closing a dead stream may fail any way.
             with contextlib.suppress(Exception):
                 stream.close()
-        self._drop()

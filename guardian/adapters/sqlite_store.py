@@ -23,6 +23,7 @@ from guardian.core.model import (
     Outcome,
     ProblemType,
     RemediationAction,
+    Silence,
     Transition,
 )
 from guardian.core.notifications import Notification, with_incident
@@ -65,7 +66,18 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (host, container)
     );
     """,
-    # 2: the notification outbox (written with the event that causes it), per-channel delivery
+    # 2: maintenance silences (guardian silence / unsilence, POST /api/v1/silences).
+    """
+    CREATE TABLE silences (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL, container TEXT NOT NULL,
+        created_at TEXT NOT NULL, until TEXT NOT NULL,
+        reason TEXT NOT NULL, created_by TEXT NOT NULL,
+        ended_at TEXT, ended_by TEXT
+    );
+    CREATE INDEX silences_container ON silences(host, container, until);
+    """,
+    # 3: the notification outbox (written with the event that causes it), per-channel delivery
     # state, dead letters, and per-channel references (Slack thread ts, firing alerts).
     """
     CREATE TABLE outbox (
@@ -141,6 +153,20 @@ def _action(row: sqlite3.Row) -> RemediationAction:
         finished_at=_dt(row["finished_at"]),
         attempt=row["attempt"],
         extra=json.loads(row["extra"]),
+    )
+
+
+def _silence(row: sqlite3.Row) -> Silence:
+    return Silence(
+        id=row["id"],
+        host=row["host"],
+        container=row["container"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        until=datetime.fromisoformat(row["until"]),
+        reason=row["reason"],
+        created_by=row["created_by"],
+        ended_at=_dt(row["ended_at"]),
+        ended_by=row["ended_by"],
     )
 
 
@@ -267,6 +293,22 @@ class SqliteStore:
                     fields,
                 )
                 incident_id = int(cur.lastrowid or 0)
+            elif not change.transitions:
+                # A detection update (occurrences, last_seen, escalation) never touches the state:
+                # a person may have acknowledged or resolved the incident since it was read.
+                incident_id = i.id
+                db.execute(
+                    "UPDATE incidents SET container_id=?, last_seen=?, occurrences=?, detail=?,"
+                    " escalated=? WHERE id=?",
+                    (
+                        i.container_id,
+                        _ts(i.last_seen),
+                        i.occurrences,
+                        i.detail,
+                        int(i.escalated),
+                        i.id,
+                    ),
+                )
             else:
                 incident_id = i.id
                 db.execute(
@@ -400,3 +442,125 @@ class SqliteStore:
                 " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
                 (host, container, _ts(at)),
             )
+
+    # -- operator queries and changes (CLI and HTTP API) ------------------------------------
+
+    def list_incidents(
+        self, host: str, state: IncidentState | None = None, container: str | None = None
+    ) -> list[Incident]:
+        sql, params = "SELECT * FROM incidents WHERE host=?", [host]
+        if state is not None:
+            sql += " AND state=?"
+            params.append(str(state))
+        if container is not None:
+            sql += " AND container=?"
+            params.append(container)
+        return [_incident(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
+
+    def save_state_change(
+        self,
+        change: IncidentChange,
+        expected: IncidentState,
+        notifications: Sequence[Notification] = (),
+    ) -> Incident | None:
+        """Write a person's transition only if the incident is still in `expected` state.
+
+        Only the state columns are written, so a concurrent detection update by the daemon
+        (occurrences, last_seen) is not lost. Returns None when the state moved meanwhile.
+        `notifications` are queued in the same transaction, but only for an incident people were
+        already told about (a container muted by guardian.notify=false never was).
+        """
+        i = change.incident
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE incidents SET state=?, resolved_by=?, resolved_at=?, closed_at=?,"
+                " close_reason=? WHERE id=? AND state=?",
+                (
+                    str(i.state),
+                    i.resolved_by,
+                    _ts(i.resolved_at),
+                    _ts(i.closed_at),
+                    i.close_reason,
+                    i.id,
+                    str(expected),
+                ),
+            )
+            if cur.rowcount != 1:
+                return None
+            for t in change.transitions:
+                db.execute(
+                    "INSERT INTO transitions (incident_id, from_state, to_state, actor, at, reason)"
+                    " VALUES (?,?,?,?,?,?)",
+                    (
+                        i.id,
+                        t.from_state and str(t.from_state),
+                        str(t.to_state),
+                        t.actor,
+                        _ts(t.at),
+                        t.reason,
+                    ),
+                )
+            told = db.execute("SELECT 1 FROM outbox WHERE incident_id=? LIMIT 1", (i.id,))
+            if told.fetchone() is not None:
+                insert_notifications(db, notifications)
+        return self.get_incident(i.id or 0)
+
+    def add_silence(self, silence: Silence) -> Silence:
+        """Store a silence; it replaces any silence of that container still in force."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE silences SET ended_at=?, ended_by=? WHERE host=? AND container=?"
+                " AND ended_at IS NULL AND until>?",
+                (
+                    _ts(silence.created_at),
+                    silence.created_by,
+                    silence.host,
+                    silence.container,
+                    _ts(silence.created_at),
+                ),
+            )
+            cur = db.execute(
+                "INSERT INTO silences (host, container, created_at, until, reason, created_by)"
+                " VALUES (?,?,?,?,?,?)",
+                (
+                    silence.host,
+                    silence.container,
+                    _ts(silence.created_at),
+                    _ts(silence.until),
+                    silence.reason,
+                    silence.created_by,
+                ),
+            )
+            silence_id = int(cur.lastrowid or 0)
+        return _silence(self._query("SELECT * FROM silences WHERE id=?", (silence_id,))[0])
+
+    def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
+        """Lift the silence of `container` in force at `at`; None when there is none."""
+        current = self.active_silence(host, container, at)
+        if current is None:
+            return None
+        with self._tx() as db:
+            db.execute(
+                "UPDATE silences SET ended_at=?, ended_by=? WHERE id=?", (_ts(at), by, current.id)
+            )
+        return _silence(self._query("SELECT * FROM silences WHERE id=?", (current.id,))[0])
+
+    def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
+        rows = self._query(
+            "SELECT * FROM silences WHERE host=? AND container=? AND ended_at IS NULL"
+            " AND created_at<=? AND until>? ORDER BY until DESC LIMIT 1",
+            (host, container, _ts(now), _ts(now)),
+        )
+        return _silence(rows[0]) if rows else None
+
+    def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:
+        """Silences in force at `now`, or every silence ever set with `include_ended`."""
+        if include_ended:
+            rows = self._query("SELECT * FROM silences WHERE host=? ORDER BY id", (host,))
+        else:
+            rows = self._query(
+                "SELECT * FROM silences WHERE host=? AND ended_at IS NULL AND created_at<=?"
+                " AND until>? ORDER BY id",
+                (host, _ts(now), _ts(now)),
+            )
+        return [_silence(r) for r in rows]

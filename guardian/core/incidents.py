@@ -158,3 +158,20 @@ def start_remediation(incident: Incident, reason: str, now: datetime) -> Inciden
 def escalate(incident: Incident) -> IncidentChange:
     """Mark an open incident as escalated (attempts exhausted); it stays open for a human."""
     return IncidentChange(replace(incident, escalated=True))
+
+
+def by_person(
+    incident: Incident, to: IncidentState, actor: str, reason: str, now: datetime
+) -> IncidentChange:
+    """A transition asked for by a person (CLI or API): acknowledge, resolve or close.
+
+    People may only move an incident forward along the human edges, and a person resolving an
+    incident must always say why (Guardian's own resolutions carry their observation instead).
+    """
+    if to not in (S.ACKNOWLEDGED, S.RESOLVED, S.CLOSED):
+        raise InvalidTransition(f"cannot {_VERBS[to]} incident {incident.id} by hand")
+    # An edge the machine refuses is reported as such first; then the missing reason.
+    if to is S.RESOLVED and to in ALLOWED[incident.state] and not reason.strip():
+        raise InvalidTransition(f"cannot resolve incident {incident.id}: a reason is required")
+    changed, t = transition(incident, to, actor, reason, now)
+    return IncidentChange(changed, (t,))

@@ -123,6 +123,27 @@ class Transition:
     reason: str
 
 
+@dataclass(frozen=True)
+class Silence:
+    """A maintenance silence: no restarts (and no notifications) for one container until `until`.
+
+    A silence ends at `until`, or earlier when someone lifts it (`ended_at`).
+    """
+
+    id: int | None
+    host: str
+    container: str
+    created_at: datetime
+    until: datetime
+    reason: str
+    created_by: str
+    ended_at: datetime | None = None
+    ended_by: str | None = None
+
+    def active(self, now: datetime) -> bool:
+        return self.ended_at is None and self.created_at <= now < self.until
+
+
 class Verdict(StrEnum):
     RESTART = "restart"
     WAIT = "wait"  # not now; may retry at `retry_at`
@@ -140,6 +161,8 @@ class Reason(StrEnum):
     MAX_ATTEMPTS = "max_attempts"
     RATE_LIMITED = "rate_limited"
     CONCURRENCY = "max_concurrent"
+    SILENCED = "silenced"
+    ENGINE_DENIED = "engine_denied"  # the engine (or a socket proxy) refused the last restart
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from guardian.core.model import Decision, Reason, Verdict
+from guardian.core.model import Decision, Reason, Silence, Verdict
 
 RATE_WINDOW = timedelta(minutes=1)
 
@@ -59,6 +59,7 @@ class AttemptHistory:
     attempts: tuple[datetime, ...] = ()
     reset_at: datetime | None = None
     in_flight: bool = False
+    engine_denied: bool = False  # the engine refused this problem's last restart (403)
 
 
 @dataclass(frozen=True)
@@ -85,17 +86,25 @@ def decide(
     host: HostLoad,
     policy: RestartPolicy,
     now: datetime,
+    silence: Silence | None = None,
 ) -> Decision:
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
-    Guards in order: never Guardian itself; never a container that is not opted in; one restart
-    at a time per container; max_attempts within the window (give up); cooldown since the last
-    attempt (exponential with a cap); the host budget (per minute, then concurrent); dry run.
+    Guards in order: never Guardian itself; never a container that is not opted in; not while a
+    maintenance silence is active (wait until it ends); one restart at a time per container;
+    max_attempts within the window (give up); cooldown since the last attempt (exponential with
+    a cap); the host budget (per minute, then concurrent); dry run.
     """
     if target.is_self:
         return Decision(Verdict.DENY, Reason.SELF)
     if not target.opted_in:
         return Decision(Verdict.DENY, Reason.NOT_OPTED_IN)
+    if silence is not None and silence.active(now):
+        # A person said "hands off" until then; this also keeps give-up from escalating.
+        return Decision(Verdict.WAIT, Reason.SILENCED, silence.until)
+    if history.engine_denied:
+        # A 403 does not change by asking again: never retried for the same problem.
+        return Decision(Verdict.DENY, Reason.ENGINE_DENIED)
     if history.in_flight:
         return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
 

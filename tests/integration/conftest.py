@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -78,6 +79,7 @@ class Containers:
         restart_policy: dict[str, Any] | None = None,
         tmpfs_run: bool = True,
         start: bool = True,
+        stop_signal: str = "SIGKILL",
         **host_config: Any,
     ) -> str:
         """Create and start a container; returns its full name. `enable` sets guardian.enable."""
@@ -107,7 +109,8 @@ class Containers:
             labels=all_labels,
             healthcheck=healthcheck,
             host_config=hc,
-            stop_signal="SIGKILL",  # busybox sleep ignores nothing, but make stops instant
+            # PID 1 ignores SIGTERM: SIGKILL makes stops instant unless a test wants them slow.
+            stop_signal=stop_signal,
         )
         self.created.append(container["Id"])
         if start:
@@ -145,6 +148,49 @@ def containers(
     c = Containers(docker_api, request.node.name)
     yield c
     c.remove_all()
+
+
+class EventRecorder:
+    """Records the engine's events for this run's containers as they happen.
+
+    The engine replays past events only from a small ring buffer (256 on 20.10), which a busy
+    engine overwrites within seconds, so tests count real restarts from a live subscription.
+    """
+
+    def __init__(self, api: docker.APIClient) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._stream = api.events(
+            filters={"type": "container", "label": f"guardian.test.run={RUN_ID}"}, decode=True
+        )
+        self._thread = threading.Thread(target=self._read, daemon=True, name="event-recorder")
+        self._thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(Exception):  # the stream ends with an error when closed
+            for event in self._stream:
+                self.events.append(event)
+
+    def of(self, name: str) -> list[tuple[str, float]]:
+        """(action, unix time) of every event of container `name`, in order."""
+        return [
+            (e["Action"], e["timeNano"] / 1e9)
+            for e in list(self.events)
+            if (e.get("Actor") or {}).get("Attributes", {}).get("name") == name
+        ]
+
+    def count(self, name: str, action: str) -> int:
+        return sum(1 for a, _ in self.of(name) if a == action)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stream.close()
+
+
+@pytest.fixture
+def engine_events(docker_api: docker.APIClient) -> Iterator[EventRecorder]:
+    recorder = EventRecorder(docker_api)
+    yield recorder
+    recorder.close()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,17 +9,6 @@ import pytest
 from tests.helpers import wait_until
 from tests.integration.test_heal import HEALTH, rows
 from tests.proxy import DockerProxy
-
-
-def restarts_seen_by_docker(api, name: str, since: datetime) -> int:
-    """Count real restarts from the engine's own event log, not from Guardian's records."""
-    events = api.events(
-        since=since,
-        until=datetime.now(UTC),
-        filters={"container": name, "event": "restart"},
-        decode=True,
-    )
-    return sum(1 for _ in events)
 
 
 def sweeps(g) -> int:
@@ -52,9 +40,8 @@ def test_unlabelled_and_opted_out_containers_are_never_touched(containers, guard
 
 
 def test_always_unhealthy_gives_up_after_max_attempts_even_across_kill_9(
-    containers, guardian, docker_api
+    containers, guardian, engine_events
 ):
-    t0 = datetime.now(UTC)
     name = containers.run("bad", health_cmd="false")
     g = guardian(restart={"cooldown": "2s", "max_attempts": 3, "verify_timeout": "4s"})
     db = g.store_path
@@ -64,14 +51,16 @@ def test_always_unhealthy_gives_up_after_max_attempts_even_across_kill_9(
         0.2,
         "retry_exhausted",
     )
-    assert restarts_seen_by_docker(docker_api, name, t0) == 3
+    actions = rows(db, "SELECT kind, outcome, detail FROM actions")
+    # Real restarts, counted from Docker's own events, not from Guardian's records.
+    assert engine_events.count(name, "restart") == 3, actions
     [incident] = rows(db, "SELECT * FROM incidents")
     assert incident["state"] == "in_progress" and incident["escalated"] == 1
 
     g.kill9()
     g.start()
     wait_until(lambda: sweeps(g) >= 3, 30, message="three sweeps after restart")
-    assert restarts_seen_by_docker(docker_api, name, t0) == 3
+    assert engine_events.count(name, "restart") == 3
     assert len(rows(db, "SELECT * FROM incidents WHERE state != 'closed'")) == 1
     outcomes = [a["outcome"] for a in rows(db, "SELECT * FROM actions WHERE kind='restart'")]
     assert outcomes == ["unhealthy_after_restart"] * 3
@@ -200,3 +189,49 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path, bad: str):
     assert proc.returncode == 2
     assert proc.stderr.startswith("guardian: config error: ")
     assert len(proc.stderr.splitlines()) == 1
+
+
+def test_restart_forbidden_by_a_socket_proxy_is_policy_denied_once(
+    containers, guardian, tmp_path: Path
+):
+    name = containers.run("locked", health_cmd="false")
+    containers.wait_health(name, "unhealthy")
+
+    def no_restarts(method: str, path: str) -> int | None:
+        return 403 if method == "POST" and path.endswith("/restart") else None
+
+    proxy = DockerProxy(tmp_path / "ro.sock", rule=no_restarts).start()
+    try:
+        g = guardian(docker={"url": proxy.url})
+        db = g.store_path
+        wait_until(
+            lambda: rows(db, "SELECT * FROM actions WHERE outcome='policy_denied'"),
+            20,
+            message="policy_denied recorded",
+        )
+        first = sweeps(g)
+        wait_until(lambda: sweeps(g) >= first + 3, 20, message="three more sweeps")
+        assert proxy.count("POST", r"/restart$") == 1  # never retried
+        [action] = rows(db, "SELECT * FROM actions WHERE kind='restart'")
+        assert action["outcome"] == "policy_denied" and "403" in action["detail"]
+    finally:
+        proxy.stop()
+
+
+def test_event_stream_reconnects_after_the_engine_goes_away(containers, guardian, tmp_path):
+    name = containers.run("after", health_cmd=HEALTH)
+    containers.wait_health(name, "healthy")
+    proxy = DockerProxy(tmp_path / "flaky.sock").start()
+    try:
+        g = guardian(docker={"url": proxy.url}, watch={"interval": "60s"})
+        wait_until(lambda: proxy.count("GET", r"^/events$") == 1, 10, message="subscribed")
+        proxy.stop()  # the engine "goes away": every connection is cut
+        proxy.start()
+        wait_until(lambda: proxy.count("GET", r"^/events$") >= 2, 30, message="resubscribed")
+        assert g.lines("event stream reconnected") or proxy.count("GET", r"^/events$") >= 2
+        # With a 60 s sweep, only the reconnected event stream can heal this quickly.
+        before = containers.started_at(name)
+        containers.make_unhealthy(name)
+        wait_until(lambda: containers.started_at(name) != before, 15, message="healed by event")
+    finally:
+        proxy.stop()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+import time
 
 from tests.helpers import wait_until
 
@@ -19,21 +19,12 @@ def rows(db, sql, *params):
         con.close()
 
 
-def engine_events(api, name: str, since: datetime) -> list[tuple[str, float]]:
-    """The engine's own record of what happened to a container: (action, unix time)."""
-    events = api.events(
-        since=since, until=datetime.now(UTC), filters={"container": name}, decode=True
-    )
-    return [(e["Action"], e["timeNano"] / 1e9) for e in events]
-
-
 def test_restarts_an_unhealthy_container_and_resolves_the_incident(
-    containers, guardian, docker_api
+    containers, guardian, engine_events
 ):
     name = containers.run("app", health_cmd=HEALTH)
     containers.wait_health(name, "healthy")
     g = guardian(watch={"interval": "30s"})  # only the event can be this fast
-    t0 = datetime.now(UTC)
     before = containers.started_at(name)
 
     containers.make_unhealthy(name)
@@ -41,7 +32,7 @@ def test_restarts_an_unhealthy_container_and_resolves_the_incident(
     containers.wait_health(name, "healthy")
 
     # Measured on the engine's clock: Docker reports unhealthy -> Guardian's restart arrives.
-    events = engine_events(docker_api, name, t0)
+    events = engine_events.of(name)
     unhealthy = next(t for a, t in events if a == "health_status: unhealthy")
     restart_begins = next(t for a, t in events if a in ("kill", "restart") and t >= unhealthy)
     assert restart_begins - unhealthy < 2.0
@@ -59,3 +50,28 @@ def test_restarts_an_unhealthy_container_and_resolves_the_incident(
     states = [t["to_state"] for t in rows(db, "SELECT * FROM transitions ORDER BY id")]
     assert states == ["active", "in_progress", "resolved"]
     assert g.stop() == 0
+
+
+def test_sigterm_during_a_restart_finishes_and_records_it(containers, guardian):
+    # PID 1 ignores SIGTERM, so Docker waits the full stop timeout: a slow restart.
+    name = containers.run(
+        "slow", health_cmd=HEALTH, stop_signal="SIGTERM", labels={"guardian.stop_timeout": "4"}
+    )
+    containers.wait_health(name, "healthy")
+    g = guardian(restart={"verify_timeout": "30s"})
+    containers.make_unhealthy(name)
+    wait_until(lambda: g.lines("restarting container"), 20, 0.05, "restart requested")
+    t0 = time.monotonic()
+    assert g.stop() == 0
+    assert time.monotonic() - t0 < 30
+    [action] = rows(g.store_path, "SELECT * FROM actions WHERE kind='restart'")
+    assert action["outcome"] == "restarted"  # the restart finished before Guardian exited
+
+    g.start()  # the verification resumes and observes the container healthy
+    wait_until(
+        lambda: rows(g.store_path, "SELECT * FROM actions WHERE outcome='succeeded'"),
+        30,
+        message="verified after restart of Guardian",
+    )
+    [incident] = rows(g.store_path, "SELECT * FROM incidents")
+    assert incident["state"] == "resolved"

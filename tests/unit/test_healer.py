@@ -147,9 +147,13 @@ def test_container_removed_before_restart_closes_the_incident(w: World) -> None:
 def test_policy_denied_by_the_engine_is_not_retried(w: World) -> None:
     w.engine.add("app", health="unhealthy")
     w.engine.restart_outcomes = [ActionOutcome(Outcome.POLICY_DENIED, "403 from socket proxy")]
-    w.healer.sweep()
+    for _ in range(5):
+        w.healer.sweep()
+        w.clock.advance(60)
     assert len(w.engine.restarts) == 1
     assert w.restarts()[0].outcome is Outcome.POLICY_DENIED
+    held = [a.reason for a in w.store.actions("h") if a.kind == "decision"]
+    assert held == ["engine_denied"]  # reported once, not on every sweep
 
 
 def test_transient_failure_is_retried_once_on_the_same_attempt(w: World) -> None:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from guardian.acknowledge import acknowledge
 from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.config import ConfigError, load_settings
-from guardian.core.incidents import InvalidTransition
 from guardian.logs import LogfmtFormatter, kv
+from guardian.operations import Operator
 from guardian.secrets import RedactingFilter, Redactor, resolve_secret
 from guardian.verify import verify_pending
 from tests.unit.test_healer import World
@@ -71,19 +70,26 @@ def test_guardian_notify_false_mutes_a_container(w: World) -> None:
     assert {n["container"] for n in queued(w)} == {"loud"}
 
 
-def test_acknowledge_queues_the_acknowledged_notification_with_the_transition(w: World) -> None:
+def test_a_person_acknowledging_or_resolving_queues_it_with_the_transition(w: World) -> None:
     w.engine.add("app", health="unhealthy", labels={"guardian.enable": "true"})
+    w.engine.add(
+        "quiet", health="unhealthy", labels={"guardian.enable": "true", "guardian.notify": "false"}
+    )
     dry = replace(w.settings, policy=replace(w.settings.policy, dry_run=True))
-    w.healer.settings = dry  # the incident stays active: nothing restarts it
+    w.healer.settings = dry  # the incidents stay active: nothing restarts them
     w.healer.sweep()
-    [incident] = w.store.open_incidents("h")
-    acked = acknowledge(w.store, incident.id or 0, "alice", "looking", w.clock.now())
-    assert acked.state == "acknowledged"
+    op = Operator(w.store, w.clock, "h")
+    app, quiet = sorted(w.store.open_incidents("h"), key=lambda i: i.container)
+    op.change(app.id or 0, "ack", "alice", "looking")
     last = queued(w)[-1]
     assert last["kind"] == "acknowledged" and last["actor"] == "alice"
-    with pytest.raises(InvalidTransition):
-        acknowledge(w.store, incident.id or 0, "bob", "", w.clock.now())
-    assert SqliteOutbox(w.store).queue_depth() == 2
+    assert last["state"] == "acknowledged" and last["incident_id"] == app.id
+    op.change(app.id or 0, "resolve", "alice", "fixed the db")
+    last = queued(w)[-1]
+    assert last["kind"] == "resolved" and last["detail"] == "resolved by alice: fixed the db"
+    op.change(quiet.id or 0, "ack", "bob")  # muted: never told, so no ack message either
+    assert {n["container"] for n in queued(w)} == {"app"}
+    assert SqliteOutbox(w.store).queue_depth() == 3
 
 
 def test_secrets_come_from_env_or_file_and_errors_never_show_them(tmp_path: Path) -> None:

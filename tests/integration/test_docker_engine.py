@@ -1,0 +1,88 @@
+"""DockerEngine against the real engine: what it sees, how many requests it makes, what it
+returns for a restart, a removed container and an absent engine."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+from guardian.adapters.docker_engine import DockerEngine
+from guardian.core.model import Outcome
+from guardian.ports import EngineUnavailable
+from tests.helpers import wait_until
+from tests.integration.conftest import RUN_ID
+from tests.proxy import DockerProxy
+
+SCOPE = f"guardian.test.run={RUN_ID}"
+
+
+def test_one_list_request_sees_state_and_health(containers, tmp_path: Path):
+    sick = containers.run("sick", health_cmd="false")
+    fine = containers.run("fine")
+    out = containers.run("out", ["sh", "-c", "exit 4"])
+    containers.wait_health(sick, "unhealthy")
+    wait_until(lambda: containers.inspect(out)["State"]["Status"] == "exited", 10)
+    proxy = DockerProxy(tmp_path / "count.sock").start()
+    try:
+        engine = DockerEngine(proxy.url, timedelta(seconds=10))
+        engine.ping()
+        before = len(proxy.requests)
+        snaps = {s.name: s for s in engine.list_containers("guardian.enable", SCOPE)}
+        assert len(proxy.requests) - before == 1  # exactly one request for the whole sweep
+        assert snaps[sick].health == "unhealthy" and snaps[fine].state == "running"
+        assert snaps[out].state == "exited" and not snaps[out].inspected
+        full = engine.inspect(snaps[out].id)
+        assert full is not None and full.exit_code == 4 and full.inspected
+        engine.close()
+    finally:
+        proxy.stop()
+
+
+def test_restart_outcomes_from_the_real_engine(containers, docker_api):
+    name = containers.run("target")
+    engine = DockerEngine("unix:///var/run/docker.sock", timedelta(seconds=10))
+    snap = engine.inspect(containers.inspect(name)["Id"])
+    assert snap is not None and snap.started_at is not None
+    result = engine.restart(snap.id, timedelta(seconds=1), snap.started_at)
+    assert result.outcome is Outcome.RESTARTED
+    after = engine.inspect(snap.id)
+    assert after is not None and after.started_at is not None and after.started_at > snap.started_at
+
+    docker_api.remove_container(snap.id, force=True)
+    assert engine.inspect(snap.id) is None
+    gone = engine.restart(snap.id, timedelta(seconds=1), None)
+    assert gone.outcome is Outcome.PERMANENT_FAILURE and "404" in gone.detail
+    engine.close()
+
+
+def test_no_engine_is_engine_unavailable_or_a_transient_outcome(tmp_path: Path):
+    engine = DockerEngine(f"unix://{tmp_path}/none.sock", timedelta(seconds=2))
+    try:
+        engine.ping()
+        raise AssertionError("ping should fail without an engine")
+    except EngineUnavailable as exc:
+        assert "unreachable" in str(exc)
+    result = engine.restart("abc", timedelta(seconds=1), None)
+    assert result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable
+
+
+def test_events_arrive_and_stop_events_ends_the_stream(containers):
+    engine = DockerEngine("unix:///var/run/docker.sock", timedelta(seconds=10))
+    seen: list[str] = []
+
+    def listen() -> None:
+        for event in engine.events(None):
+            if event.container_name.startswith(f"gdt-{RUN_ID}"):
+                seen.append(event.action)
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    wait_until(lambda: engine._stream is not None, 10, message="subscribed")
+    name = containers.run("evented", health_cmd="false")
+    containers.wait_health(name, "unhealthy")
+    wait_until(lambda: "start" in seen and "health_status" in seen, 10, message="events")
+    engine.stop_events()
+    thread.join(5)
+    assert not thread.is_alive()
+    engine.close()

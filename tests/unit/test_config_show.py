@@ -1,0 +1,54 @@
+"""`guardian config show`: the effective configuration as YAML, secrets never shown."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from guardian.cli import main
+from guardian.cli_ops import REDACTED, effective_config
+from guardian.config import Settings
+
+
+def test_shows_every_key_with_file_and_environment_applied(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "restart:\n  cooldown: 90s\ndocker:\n  url: tcp://ops:hunter2@dockerhost:2376\n"
+    )
+    monkeypatch.setenv("GUARDIAN_RESTART_MAX_ATTEMPTS", "5")
+    assert main(["config", "show", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "hunter2" not in out
+    shown = yaml.safe_load(out)
+    assert shown["restart"]["cooldown"] == "90s"
+    assert shown["restart"]["max_attempts"] == 5
+    assert shown["watch"]["start_grace"] == "0s"
+    assert shown["docker"]["url"] == f"tcp://ops:{REDACTED}@dockerhost:2376"
+    assert shown["api"] == {"token_env": "GUARDIAN_API_TOKEN", "token_file": None}
+
+
+def test_secret_keys_are_redacted_but_where_they_come_from_is_shown() -> None:
+    settings = Settings(
+        {
+            "notify": {
+                "slack_webhook_url": "https://hooks.slack.com/services/T/B/XYZ",
+                "smtp_password": "pw",
+                "smtp_password_file": "/run/secrets/smtp",
+                "api_token": "t",
+                "timeout": timedelta(seconds=5),
+            }
+        }
+    )
+    shown = effective_config(settings)["notify"]
+    assert shown == {
+        "slack_webhook_url": REDACTED,
+        "smtp_password": REDACTED,
+        "smtp_password_file": "/run/secrets/smtp",
+        "api_token": REDACTED,
+        "timeout": "5s",
+    }
