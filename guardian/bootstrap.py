@@ -196,3 +196,8 @@ def build_notify(
     )
     ws = WorkerSettings(host, n["group_wait"], n["repeat_interval"], retry)
     return DeliveryWorker(outbox, channels, clock, metrics, ws, redact)
+
+
+def build_outbox(settings: Settings) -> SqliteOutbox:
+    """The outbox of an existing store, for `guardian notifications` (close its .store)."""
+    return SqliteOutbox(SqliteStore(existing_store_path(settings)))

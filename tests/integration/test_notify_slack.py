@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -122,7 +125,7 @@ def test_500_three_times_then_200_is_delivered_once(containers, with_slack, slac
 
 def test_404_no_service_is_dead_lettered_logged_once_and_not_retried(containers, with_slack, slack):
     slack.default = Answer(404, "no_service")
-    run(containers, "gone", health_cmd="false")
+    name = run(containers, "gone", health_cmd="false")
     g = with_slack(restart={"dry_run": True})
     dead = wait_until(
         lambda: rows(g.store_path, "SELECT * FROM dead_letters"), 20, message="dead letter"
@@ -132,6 +135,17 @@ def test_404_no_service_is_dead_lettered_logged_once_and_not_retried(containers,
     assert len(slack.requests) == 1
     [line] = g.lines('reason="404 no_service"')  # the store path also holds "no_service"
     assert "refused by the channel; not retried" in line
+    listed = subprocess.run(
+        [sys.executable, "-m", "guardian.cli", "notifications", "--json", "-c", g.config_path],
+        capture_output=True,
+        text=True,
+        check=True,  # needs no secret: it only reads the store
+    )
+    doc = json.loads(listed.stdout)
+    assert doc["queued"] == 0
+    [row] = doc["dead_letters"]
+    assert row["channel"] == "slack" and row["kind"] == "opened" and row["container"] == name
+    assert row["error"] == "404 no_service"
 
 
 def test_a_slack_that_never_answers_does_not_delay_restarts(containers, with_slack, slack):
