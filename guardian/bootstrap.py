@@ -6,7 +6,7 @@ import logging
 import os
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -23,6 +23,7 @@ from guardian.adapters.notify.webhook import WebhookNotifier
 from guardian.adapters.notify.worker import DeliveryWorker, WorkerSettings
 from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.systemd import SystemdNotifier
 from guardian.checks import CheckSettings
 from guardian.config import DEFAULT_STORE_PATH, ConfigError, Settings
 from guardian.core.delivery import RetryPolicy
@@ -45,6 +46,7 @@ class App:
     clock: Clock
     metrics: Metrics
     healer: Healer
+    sd_notify: SystemdNotifier = field(default_factory=SystemdNotifier)
     notify: DeliveryWorker | None = None  # started and stopped by the daemon
 
     def close(self) -> None:
@@ -116,7 +118,8 @@ def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
     except ConfigError:
         store.close()
         raise
-    return App(settings, engine, store, clock, metrics, healer, worker)
+    sd_notify = SystemdNotifier.from_env()
+    return App(settings, engine, store, clock, metrics, healer, sd_notify, worker)
 
 
 def existing_store_path(settings: Settings) -> Path:

@@ -1,5 +1,6 @@
-"""The `guardian` command line: run, check, config validate; the operator commands (status,
-incidents, actions, silences, config show) live in cli_incidents.py and cli_ops.py.
+"""The `guardian` command line: run, check, healthcheck, config validate; the operator
+commands (status, incidents, actions, silences, config show) live in cli_incidents.py and
+cli_ops.py.
 
 Exit codes: 0 success, 1 any other failure, 2 bad configuration.
 """
@@ -51,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--apply", action="store_true", help="really restart (default: dry run)")
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    health = with_config(
+        sub.add_parser("healthcheck", help="exit 0 if a running Guardian's /healthz is ok")
+    )
+    health.add_argument("--timeout", type=float, default=5.0, help="seconds (default 5)")
     config = sub.add_parser("config", help="configuration")
     config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     with_config(config_sub.add_parser("validate", help="check the config and exit"))
@@ -136,6 +141,22 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
         print("  ".join(str(r[c]).ljust(widths[c]) for c in columns).rstrip())
 
 
+def cmd_healthcheck(args: argparse.Namespace) -> int:
+    from guardian.healthcheck import healthz_url, probe
+
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:  # Docker reserves exit code 2: unhealthy is 1
+        print(f"guardian: config error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    healthy, why = probe(healthz_url(settings["http.listen"]), args.timeout)
+    if healthy:
+        print(why)
+        return EXIT_OK
+    print(f"guardian: {why}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
 def cmd_config_validate(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     r = settings.values["restart"]
@@ -149,7 +170,7 @@ def cmd_config_validate(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"run": cmd_run, "check": cmd_check}
+    handlers = {"run": cmd_run, "check": cmd_check, "healthcheck": cmd_healthcheck}
     try:
         if hasattr(args, "handler"):  # the operator commands (cli_incidents, cli_ops)
             return int(args.handler(args))

@@ -22,6 +22,7 @@ from guardian.http import HttpServer, Routes, check_handler, metrics_handler
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
 from guardian.verify import reconcile, verify_pending
+from guardian.watchdog import SweepLiveness, SystemdLink, stall_limit, status_line
 
 log = logging.getLogger("guardian.daemon")
 
@@ -38,6 +39,7 @@ class Daemon:
         self._reconciled = False
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
+        self.systemd = SystemdLink(app.sd_notify, SweepLiveness(stall_limit(app.settings)))
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=10)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -45,6 +47,14 @@ class Daemon:
         )
 
     # -- jobs -------------------------------------------------------------------------------
+
+    def sweep_job(self) -> None:
+        """The scheduled sweep, reported to systemd (READY, STATUS, watchdog liveness)."""
+        self.systemd.sweep_started()
+        try:
+            self.sweep()
+        finally:
+            self.systemd.sweep_finished(status_line(self.app), self.first_sweep_done.is_set())
 
     def sweep(self) -> None:
         healer = self.app.healer
@@ -183,7 +193,7 @@ class Daemon:
     def start(self) -> None:
         settings = self.app.settings
         self.scheduler.add_job(
-            self.sweep,
+            self.sweep_job,
             "interval",
             id="sweep",
             seconds=settings["watch.interval"].total_seconds(),
@@ -215,6 +225,7 @@ class Daemon:
         """Finish in-flight work, stop the jobs, close the store."""
         self.stopping.set()
         log.info("guardian stopping")
+        self.systemd.stopping()
         self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
         self.scheduler.shutdown(wait=True)
         if self.http is not None:
@@ -235,7 +246,7 @@ class Daemon:
         signal.signal(signal.SIGINT, on_signal)
         self.start()
         try:
-            while not self.stopping.wait(1.0):
-                pass
+            while not self.stopping.wait(self.systemd.tick_interval):
+                self.systemd.tick()
         finally:
             self.stop()

@@ -1,0 +1,89 @@
+"""The sd_notify protocol: newline-separated `KEY=value` datagrams to systemd's NOTIFY_SOCKET.
+
+A few lines of stdlib instead of a compiled dependency. Outside systemd (no NOTIFY_SOCKET) every
+call is a no-op, so the daemon can notify unconditionally.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from datetime import timedelta
+
+from guardian.logs import kv
+
+log = logging.getLogger("guardian.systemd")
+
+
+def socket_address(value: str) -> str | bytes | None:
+    """The address to send to: a path, or an abstract-namespace name ('@' becomes a NUL byte)."""
+    if value.startswith("@"):
+        return b"\0" + value[1:].encode()
+    if value.startswith("/"):
+        return value
+    return None  # e.g. vsock: not spoken here
+
+
+def watchdog_interval(env: Mapping[str, str], pid: int) -> timedelta | None:
+    """systemd's watchdog timeout for this process, or None when the watchdog is off."""
+    usec = env.get("WATCHDOG_USEC", "")
+    owner = env.get("WATCHDOG_PID", "")
+    if owner and owner != str(pid):
+        return None  # meant for another process (e.g. a parent that exec'd us differently)
+    if not usec.isdigit() or int(usec) == 0:
+        return None
+    return timedelta(microseconds=int(usec))
+
+
+class SystemdNotifier:
+    """Sends notifications to systemd. `address` None: systemd did not ask for any."""
+
+    def __init__(
+        self, address: str | bytes | None = None, watchdog: timedelta | None = None
+    ) -> None:
+        self.address = address
+        self.watchdog = watchdog
+        self._failed = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SystemdNotifier:
+        env = os.environ if env is None else env
+        raw = env.get("NOTIFY_SOCKET", "")
+        address = socket_address(raw) if raw else None
+        if raw and address is None:
+            log.warning("NOTIFY_SOCKET not supported; not notifying", extra=kv(address=raw))
+        return cls(address, watchdog_interval(env, os.getpid()) if address else None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.address is not None
+
+    def notify(self, *fields: str) -> bool:
+        """Send one datagram with `fields` (e.g. "READY=1", "STATUS=..."); False if it failed."""
+        if self.address is None:
+            return False
+        message = "\n".join(f.replace("\n", " ") for f in fields).encode()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+                sock.sendto(message, self.address)
+        except OSError as exc:
+            if not self._failed:  # log once; systemd may simply be gone during shutdown
+                log.warning("sd_notify failed", extra=kv(reason=str(exc)))
+            self._failed = True
+            return False
+        self._failed = False
+        return True
+
+    def ready(self, status: str) -> bool:
+        return self.notify("READY=1", f"STATUS={status}")
+
+    def status(self, status: str) -> bool:
+        return self.notify(f"STATUS={status}")
+
+    def ping(self) -> bool:
+        return self.notify("WATCHDOG=1")
+
+    def stopping(self) -> bool:
+        return self.notify("STOPPING=1", "STATUS=stopping")

@@ -1,0 +1,154 @@
+"""sd_notify over a real datagram socket, and what the daemon tells systemd when."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from guardian.adapters.systemd import SystemdNotifier, watchdog_interval
+from guardian.watchdog import SweepLiveness, SystemdLink
+from tests.notify import NotifySocket
+
+
+class Ticks:
+    """A monotonic clock the test steps by hand."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def notify_socket():
+    s = NotifySocket()
+    yield s
+    s.close()
+
+
+def test_sends_to_an_abstract_namespace_socket(notify_socket):
+    notifier = SystemdNotifier.from_env({"NOTIFY_SOCKET": notify_socket.address})
+
+    assert notifier.ready("watching 2 containers")
+
+    notify_socket.wait_for("READY=1")
+    assert notify_socket.values("STATUS") == ["watching 2 containers"]
+
+
+def test_sends_to_a_socket_path(tmp_path: Path):
+    s = NotifySocket(tmp_path / "notify")
+    try:
+        assert SystemdNotifier.from_env({"NOTIFY_SOCKET": s.address}).stopping()
+        s.wait_for("STOPPING=1")
+    finally:
+        s.close()
+
+
+def test_is_a_no_op_outside_systemd():
+    notifier = SystemdNotifier.from_env({})
+    assert not notifier.enabled and notifier.watchdog is None
+    assert notifier.ping() is False
+
+
+def test_a_vanished_socket_is_reported_not_raised(tmp_path: Path):
+    notifier = SystemdNotifier.from_env({"NOTIFY_SOCKET": str(tmp_path / "gone")})
+    assert notifier.ready("x") is False
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"WATCHDOG_USEC": "30000000"}, timedelta(seconds=30)),
+        ({"WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "42"}, timedelta(seconds=30)),
+        ({"WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "7"}, None),  # another process's
+        ({"WATCHDOG_USEC": "0"}, None),
+        ({"WATCHDOG_USEC": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_watchdog_interval_from_the_environment(env, expected):
+    assert watchdog_interval(env, pid=42) == expected
+
+
+class RecordingNotifier(SystemdNotifier):
+    """Records (tick time, fields) instead of sending: the test reads what was sent when."""
+
+    def __init__(self, ticks: Ticks, watchdog_s: float) -> None:
+        super().__init__("/nonexistent", timedelta(seconds=watchdog_s))
+        self.ticks = ticks
+        self.sent: list[tuple[float, tuple[str, ...]]] = []
+
+    def notify(self, *fields: str) -> bool:
+        self.sent.append((self.ticks.t, fields))
+        return True
+
+    def at(self, field: str) -> list[float]:
+        return [t - 1000 for t, fields in self.sent if field in fields]
+
+
+def link(ticks: Ticks, watchdog_s: float, limit_s: float) -> tuple[SystemdLink, RecordingNotifier]:
+    notifier = RecordingNotifier(ticks, watchdog_s)
+    liveness = SweepLiveness(timedelta(seconds=limit_s), ticks)
+    return SystemdLink(notifier, liveness, ticks), notifier
+
+
+def test_ready_only_once_the_first_sweep_completed():
+    s, sent = link(Ticks(), watchdog_s=8, limit_s=10)
+
+    s.sweep_started()
+    s.sweep_finished("docker engine unreachable; retrying", completed=False)
+    s.sweep_started()
+    s.sweep_finished("watching 3 containers, 0 open incidents", completed=True)
+    s.sweep_finished("watching 3 containers, 0 open incidents", completed=True)
+    s.sweep_finished("watching 3 containers, 1 open incident", completed=True)
+
+    assert [fields for _, fields in sent.sent] == [
+        ("STATUS=docker engine unreachable; retrying",),
+        ("READY=1", "STATUS=watching 3 containers, 0 open incidents"),
+        ("STATUS=watching 3 containers, 1 open incident",),  # only changes are sent
+    ]
+
+
+def test_pings_about_every_half_timeout_and_stop_when_the_sweep_stalls():
+    ticks = Ticks()
+    s, sent = link(ticks, watchdog_s=8, limit_s=10)
+    assert s.tick_interval == 1.0
+
+    for second in range(40):
+        if second < 16 and second % 2 == 0:  # a sweep every 2 s ...
+            s.sweep_started()
+            s.sweep_finished("ok", completed=True)
+        if second == 16:  # ... until one never returns
+            s.sweep_started()
+        s.tick()
+        ticks.t += 1
+
+    # never more than half the timeout (4 s) apart; the stalled sweep counts as alive for the
+    # limit (10 s, until second 26), then the pings stop and systemd's watchdog fires.
+    assert sent.at("WATCHDOG=1") == [0, 3, 6, 9, 12, 15, 18, 21, 24]
+    assert sent.at("STATUS=sweep stalled for 11s") == [27]
+
+
+def test_pings_resume_when_the_stalled_sweep_returns():
+    ticks = Ticks()
+    s, sent = link(ticks, watchdog_s=8, limit_s=1)
+    s.sweep_started()
+    ticks.t += 5
+    s.tick()
+    assert sent.at("WATCHDOG=1") == []
+
+    s.sweep_finished("ok", completed=True)
+    s.tick()
+
+    assert sent.at("WATCHDOG=1") == [5]
+
+
+def test_no_pings_without_a_watchdog():
+    ticks = Ticks()
+    s, sent = link(ticks, watchdog_s=0, limit_s=1)
+    s.notifier.watchdog = None
+    s.tick()
+    assert sent.sent == [] and s.tick_interval == 1.0
