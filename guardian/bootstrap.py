@@ -13,10 +13,20 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
+from guardian.adapters.notify.discord import DiscordNotifier
+from guardian.adapters.notify.email import EmailNotifier
+from guardian.adapters.notify.pagerduty import PagerDutyNotifier
+from guardian.adapters.notify.slack_bot import SlackBotNotifier
+from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
+from guardian.adapters.notify.webhook import WebhookNotifier
+from guardian.adapters.notify.worker import DeliveryWorker, WorkerSettings
+from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.adapters.sqlite_store import SqliteStore
 from guardian.adapters.systemd import SystemdNotifier
 from guardian.checks import CheckSettings
-from guardian.config import DEFAULT_STORE_PATH, Settings
+from guardian.config import DEFAULT_STORE_PATH, ConfigError, Settings
+from guardian.core.delivery import RetryPolicy
 from guardian.crashloop import CrashLoops, CrashLoopSettings
 from guardian.dependencies import Dependencies
 from guardian.healer import Healer, HealerSettings
@@ -25,8 +35,9 @@ from guardian.logs import kv
 from guardian.metrics import Metrics
 from guardian.oom import OomEvents
 from guardian.operations import Operator
-from guardian.ports import Clock, Engine, Store, StoreError
+from guardian.ports import Clock, Engine, Notifier, Store, StoreError
 from guardian.probes import Prober, ProbeSpec
+from guardian.secrets import Redactor, install_redaction, resolve_secret
 
 log = logging.getLogger("guardian")
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
@@ -41,6 +52,7 @@ class App:
     metrics: Metrics
     healer: Healer
     sd_notify: SystemdNotifier = field(default_factory=SystemdNotifier)
+    notify: DeliveryWorker | None = None  # started and stopped by the daemon
     prober: Prober | None = None
 
     def close(self) -> None:
@@ -105,10 +117,16 @@ def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
     store = SqliteStore(store_path(settings))
     engine = DockerEngine(settings["docker.url"], settings["docker.timeout"])
     metrics = Metrics(registry if registry is not None else CollectorRegistry())
-    healer = Healer(engine, store, clock, healer_settings(settings, detect_self_id()), metrics)
+    hs = healer_settings(settings, detect_self_id())
+    healer = Healer(engine, store, clock, hs, metrics)
     prober = extend(healer, settings)
+    try:
+        worker = build_notify(settings, store, clock, metrics, hs.host)
+    except ConfigError:
+        store.close()
+        raise
     sd_notify = SystemdNotifier.from_env()
-    return App(settings, engine, store, clock, metrics, healer, sd_notify, prober)
+    return App(settings, engine, store, clock, metrics, healer, sd_notify, worker, prober)
 
 
 def extend(healer: Healer, settings: Settings) -> Prober:
@@ -162,3 +180,71 @@ def build_operator(settings: Settings) -> Operator:
     """The store and clock alone, for CLI commands that do not need the engine."""
     store = SqliteStore(existing_store_path(settings))
     return Operator(store, SystemClock(), socket.gethostname())
+
+
+def build_notify(
+    settings: Settings, store: SqliteStore, clock: Clock, metrics: Metrics, host: str
+) -> DeliveryWorker:
+    """The outbox worker and the channels configured in `notify:`; secrets are read here, from
+    the environment or files, and registered for redaction in every log line."""
+    n = settings.values["notify"]
+    redact = Redactor()
+    install_redaction(redact)
+    outbox = SqliteOutbox(store)
+    timeout, pacing = n["timeout"], n["pacing"]
+    channels: list[Notifier] = []
+    if url := resolve_secret(settings, "slack_webhook_url", redact):
+        channels.append(SlackWebhookNotifier(url, timeout, pacing))
+    if token := resolve_secret(settings, "slack_bot_token", redact):
+        if not n["slack_bot_channel"]:
+            raise ConfigError("notify.slack_bot_channel: required with a Slack bot token")
+        channels.append(
+            SlackBotNotifier(
+                token, n["slack_bot_channel"], n["slack_api_url"], outbox, timeout, pacing
+            )
+        )
+    if url := resolve_secret(settings, "discord_webhook_url", redact):
+        channels.append(DiscordNotifier(url, timeout, pacing))
+    password = resolve_secret(settings, "email_password", redact)
+    if n["email_smtp_host"]:
+        to = [a.strip() for a in (n["email_to"] or "").split(",") if a.strip()]
+        if not to or not n["email_from"]:
+            raise ConfigError(
+                "notify.email_from and notify.email_to: required with email_smtp_host"
+            )
+        channels.append(
+            EmailNotifier(
+                n["email_smtp_host"],
+                n["email_smtp_port"],
+                n["email_security"],
+                n["email_from"],
+                to,
+                timeout,
+                n["email_username"],
+                password,
+            )
+        )
+    if url := resolve_secret(settings, "webhook_url", redact):
+        secret = resolve_secret(settings, "webhook_secret", redact)
+        channels.append(WebhookNotifier(url, secret, timeout))
+    if n["alertmanager_url"]:
+        channels.append(
+            AlertmanagerNotifier(
+                n["alertmanager_url"], outbox, clock, timeout, n["alertmanager_resend_interval"]
+            )
+        )
+    if key := resolve_secret(settings, "pagerduty_routing_key", redact):
+        channels.append(PagerDutyNotifier(key, n["pagerduty_url"], timeout, n["pagerduty_events"]))
+    retry = RetryPolicy(
+        max_attempts=n["max_attempts"],
+        backoff=n["retry_backoff"],
+        max_backoff=n["max_backoff"],
+        max_retry_after=n["max_retry_after"],
+    )
+    ws = WorkerSettings(host, n["group_wait"], n["repeat_interval"], retry)
+    return DeliveryWorker(outbox, channels, clock, metrics, ws, redact)
+
+
+def build_outbox(settings: Settings) -> SqliteOutbox:
+    """The outbox of an existing store, for `guardian notifications` (close its .store)."""
+    return SqliteOutbox(SqliteStore(existing_store_path(settings)))

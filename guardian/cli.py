@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from guardian import __version__, cli_incidents, cli_ops
+from guardian import __version__, cli_incidents, cli_notify, cli_ops
 from guardian.config import ConfigError, Settings, load_settings
 from guardian.core.durations import format_duration
 from guardian.healer import Assessment
@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     with_config(config_sub.add_parser("validate", help="check the config and exit"))
     cli_incidents.register(sub, with_config)
     cli_ops.register(sub, config_sub, with_config)
+    cli_notify.register(sub, with_config)
     return p
 
 

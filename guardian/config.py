@@ -149,6 +149,24 @@ def _percent() -> Key:
     return Key(None, parse, "a percentage from 1% to 100%, e.g. 50%")
 
 
+def _optional(key: Key) -> Key:
+    """An optional value: absent, null or "" mean "not set" (None)."""
+
+    def parse(v: Any) -> Any:
+        return None if v is None or (isinstance(v, str) and not v.strip()) else key.parse(v)
+
+    return Key(None, parse, key.allowed + " (or empty)")
+
+
+def _env_name() -> Key:
+    def parse(v: Any) -> str:
+        if not isinstance(v, str) or not v.strip().replace("_", "").isalnum():
+            raise ValueError
+        return v.strip()
+
+    return Key(None, parse, "the NAME of an environment variable (letters, digits, _)")
+
+
 def _selector() -> Key:
     def parse(v: Any) -> str:
         if v is None:
@@ -213,6 +231,45 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "store": {"path": _with(_text(), DEFAULT_STORE_PATH)},
     "http": {"listen": _with(_listen(), "127.0.0.1:9321")},
+    "notify": {
+        # Delivery: the outbox worker's pacing, grouping, reminders and retries.
+        "group_wait": _with(_duration(ZERO, H), 10 * S),
+        "repeat_interval": _with(_duration(M, 30 * DAY), 4 * H),
+        "max_attempts": _with(_int(1, 100), 5),
+        "retry_backoff": _with(_duration(timedelta(milliseconds=50), H), 2 * S),
+        "max_backoff": _with(_duration(S, DAY), 5 * M),
+        "max_retry_after": _with(_duration(S, DAY), 5 * M),
+        "timeout": _with(_duration(timedelta(milliseconds=100), 5 * M), 10 * S),
+        "pacing": _with(_duration(ZERO, M), S),
+        # Channels: a channel is on when its secret (or address) is configured. Secrets only
+        # through *_env (the NAME of an environment variable) or *_file (a path).
+        "slack_webhook_url_env": _optional(_env_name()),
+        "slack_webhook_url_file": _optional(_text()),
+        "slack_bot_token_env": _optional(_env_name()),
+        "slack_bot_token_file": _optional(_text()),
+        "slack_bot_channel": _optional(_text(256)),
+        "slack_api_url": _with(_text(), "https://slack.com/api"),
+        "discord_webhook_url_env": _optional(_env_name()),
+        "discord_webhook_url_file": _optional(_text()),
+        "email_smtp_host": _optional(_text(256)),
+        "email_smtp_port": _with(_int(1, 65535), 587),
+        "email_security": _with(_choice("starttls", "tls", "none"), "starttls"),
+        "email_username": _optional(_text(256)),
+        "email_password_env": _optional(_env_name()),
+        "email_password_file": _optional(_text()),
+        "email_from": _optional(_text(256)),
+        "email_to": _optional(_text()),
+        "webhook_url_env": _optional(_env_name()),
+        "webhook_url_file": _optional(_text()),
+        "webhook_secret_env": _optional(_env_name()),
+        "webhook_secret_file": _optional(_text()),
+        "alertmanager_url": _optional(_text()),
+        "alertmanager_resend_interval": _with(_duration(S, H), M),
+        "pagerduty_routing_key_env": _optional(_env_name()),
+        "pagerduty_routing_key_file": _optional(_text()),
+        "pagerduty_url": _with(_text(), "https://events.pagerduty.com/v2/enqueue"),
+        "pagerduty_events": _with(_choice("escalations", "all"), "escalations"),
+    },
     # The bearer token of the state-changing API endpoints: read from this environment variable,
     # or from token_file when that is set. No token: those endpoints are off.
     "api": {

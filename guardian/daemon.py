@@ -217,6 +217,8 @@ class Daemon:
         self.http = HttpServer(settings["http.listen"], self.routes())
         self.http.start()
         self.scheduler.start()
+        if self.app.notify is not None:
+            self.app.notify.start()
         if settings["watch.events"]:
             self._listener = threading.Thread(target=self.listen, name="events", daemon=True)
             self._listener.start()
@@ -242,6 +244,8 @@ class Daemon:
             self.http.stop()
         if self._listener is not None:
             self._listener.join(timeout=5)
+        if self.app.notify is not None:
+            self.app.notify.stop()
         self.app.close()
         log.info("guardian stopped")
 

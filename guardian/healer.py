@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from guardian.checks import CheckSettings, evaluate, needs_inspect, reported_at
-from guardian.core import incidents
+from guardian.core import incidents, notifications
 from guardian.core.labels import ContainerRules, in_scope, opted_in, rules_for
 from guardian.core.model import (
     HOST_PROBLEMS,
@@ -28,6 +28,7 @@ from guardian.core.model import (
     RemediationAction,
     Verdict,
 )
+from guardian.core.notifications import Notification
 from guardian.core.policy import AttemptHistory, HostLoad, RestartPolicy, Target, decide, reset_due
 from guardian.hooks import Hooks
 from guardian.logs import kv
@@ -83,6 +84,8 @@ class PendingVerify:
     restarted_at: datetime
     deadline: datetime
     previous_started_at: datetime | None
+    attempt: int = 0
+    max_attempts: int = 0
 
 
 class Healer:
@@ -100,6 +103,7 @@ class Healer:
         self._healthy_since: dict[str, datetime] = {}
         self._stopped_by_person: set[str] = set()  # container ids
         self._warned: set[tuple[str, str]] = set()
+        self._muted: set[str] = set()  # containers labelled guardian.notify=false
         self.engine_up: bool | None = None
         self.hooks = Hooks()
 
@@ -112,7 +116,15 @@ class Healer:
             if (snap.name, warning) not in self._warned:
                 self._warned.add((snap.name, warning))
                 log.warning("bad label ignored", extra=kv(container=snap.name, problem=warning))
+        if rules.notify:
+            self._muted.discard(snap.name)
+        else:
+            self._muted.add(snap.name)
         return rules
+
+    def notes(self, container: str, *notes: Notification) -> tuple[Notification, ...]:
+        """The notifications to queue for `container`: none when its label mutes it."""
+        return () if container in self._muted else notes
 
     def _engine_state(self, up: bool, error: str = "") -> None:
         if up != self.engine_up:
@@ -275,8 +287,10 @@ class Healer:
         host = self.settings.host
         existing = self.store.current_incident(host, name, result.problem)
         change = incidents.record_detection(existing, host, result, now)
-        incident = self.store.save_incident(change)
-        if change.opened or change.reopened:
+        news = change.opened or change.reopened
+        opened = notifications.opened(change.incident, a.decision, now)
+        incident = self.store.save_incident(change, self.notes(name, opened) if news else ())
+        if news:
             self.metrics.incidents_total.labels(type=str(incident.type)).inc()
             log.warning(
                 "problem detected",
@@ -314,7 +328,9 @@ class Healer:
         since = self._healthy_since.setdefault(name, now)
         for incident in self.store.open_incidents(host, name):
             if incident.is_open and name not in self.pending:
-                self._save(incidents.record_recovery(incident, "observed healthy", now))
+                change = incidents.record_recovery(incident, "observed healthy", now)
+                note = notifications.resolved(change.incident, "observed healthy", now)
+                self._save(change, self.notes(name, note))
         policy = self.settings.policy
         if reset_due(since, self.store.last_reset(host, name), policy, now):
             self.store.record_reset(host, name, now)
@@ -376,7 +392,12 @@ class Healer:
             "restart finished",
             extra=kv(container=snap.name, outcome=outcome.outcome, detail=outcome.detail),
         )
-        self.store.record_outcome(action_id, outcome.outcome, outcome.detail, done)
+        note = notifications.attempt(
+            incident, decision.attempt, decision.max_attempts, outcome.outcome, outcome.detail, done
+        )
+        self.store.record_outcome(
+            action_id, outcome.outcome, outcome.detail, done, self.notes(snap.name, note)
+        )
         match outcome.outcome:
             case Outcome.RESTARTED | Outcome.UNKNOWN:
                 # UNKNOWN is never repeated blindly: verification observes what really happened.
@@ -389,6 +410,8 @@ class Healer:
                         now,
                         done + self.settings.verify_timeout,
                         snap.started_at,
+                        decision.attempt,
+                        decision.max_attempts,
                     )
             case Outcome.PERMANENT_FAILURE:
                 self.metrics.restarts_total.labels(
@@ -404,7 +427,9 @@ class Healer:
         if incident.escalated:
             return
         now = self.clock.now()
-        incident = self._save(incidents.escalate(incident))
+        change = incidents.escalate(incident)
+        note = notifications.gave_up(change.incident, decision, now)
+        incident = self._save(change, self.notes(incident.container, note))
         self.store.record_intent(
             RemediationAction(
                 None,
@@ -480,9 +505,9 @@ class Healer:
     def _gone(self, incident: Incident, reason: str, now: datetime) -> None:
         """The container no longer exists: resolve and close its incident with that reason."""
         if incident.is_open:
-            incident = self._save(
-                incidents.record_recovery(incident, f"container removed: {reason}", now)
-            )
+            change = incidents.record_recovery(incident, f"container removed: {reason}", now)
+            note = notifications.resolved(change.incident, f"container removed: {reason}", now)
+            incident = self._save(change, self.notes(incident.container, note))
         self._close(incident, "container_gone", now)
 
     def _close(self, incident: Incident, reason: str, now: datetime) -> None:
@@ -491,8 +516,10 @@ class Healer:
         )
         self._save(incidents.IncidentChange(changed, (t,)))
 
-    def _save(self, change: incidents.IncidentChange) -> Incident:
-        saved = self.store.save_incident(change)
+    def _save(
+        self, change: incidents.IncidentChange, notes: tuple[Notification, ...] = ()
+    ) -> Incident:
+        saved = self.store.save_incident(change, notes)
         for t in change.transitions:
             self._log_transition(saved, t.from_state, t.to_state, t.reason)
         return saved

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from guardian.core import incidents
+from guardian.core import incidents, notifications
 from guardian.core.labels import opted_in
 from guardian.core.model import (
     Incident,
@@ -52,12 +52,24 @@ class BadRequest(Exception):
 def on_acknowledged(store: Store, incident: Incident, actor: str, now: datetime) -> None:
     """The single place an acknowledgement is announced, whoever made it (CLI or API).
 
-    Notifications hook in here (an "acknowledged" event into the outbox); for now it is logged.
+    The "acknowledged" notification itself is queued with the transition (see _announce).
     """
     log.info(
         "incident acknowledged",
         extra=kv(incident=incident.id, container=incident.container, by=actor),
     )
+
+
+def _announce(
+    incident: Incident, actor: str, reason: str, now: datetime
+) -> tuple[notifications.Notification, ...]:
+    """What a person's change tells the notification channels (queued in its transaction)."""
+    if incident.state is IncidentState.ACKNOWLEDGED:
+        return (notifications.acknowledged(incident, actor, now),)
+    if incident.state is IncidentState.RESOLVED:
+        why = f"resolved by {actor}" + (f": {reason}" if reason else "")
+        return (notifications.resolved(incident, why, now),)
+    return ()
 
 
 def _text(what: str, value: str, limit: int, required: bool = True) -> str:
@@ -94,7 +106,9 @@ class Operator:
             incident = self.incident(incident_id)
             now = self.clock.now()
             change = incidents.by_person(incident, to, actor, reason, now)
-            saved = self.store.save_state_change(change, incident.state)
+            saved = self.store.save_state_change(
+                change, incident.state, _announce(change.incident, actor, reason, now)
+            )
             if saved is None:
                 continue  # the daemon changed it meanwhile: judge again on the fresh state
             t = change.transitions[0]

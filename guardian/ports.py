@@ -5,11 +5,12 @@ Adapters implement them (adapters/), tests use the fakes in tests/fakes.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from guardian.core.delivery import Result
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionOutcome,
@@ -22,6 +23,7 @@ from guardian.core.model import (
     Silence,
     Transition,
 )
+from guardian.core.notifications import Notification
 
 
 class EngineUnavailable(Exception):
@@ -87,16 +89,26 @@ class Store(Protocol):
 
     def get_incident(self, incident_id: int) -> Incident | None: ...
 
-    def save_incident(self, change: IncidentChange) -> Incident:
-        """Write the incident and its transitions atomically; returns it with its id."""
+    def save_incident(
+        self, change: IncidentChange, notifications: Sequence[Notification] = ()
+    ) -> Incident:
+        """Write the incident, its transitions and the notifications it causes atomically
+        (the outbox); returns it with its id."""
 
     def transitions(self, incident_id: int) -> list[Transition]: ...
 
-    def record_intent(self, action: RemediationAction) -> int:
-        """Write an action before acting; returns its id."""
+    def record_intent(
+        self, action: RemediationAction, notifications: Sequence[Notification] = ()
+    ) -> int:
+        """Write an action before acting (with the notifications it causes); returns its id."""
 
     def record_outcome(
-        self, action_id: int, outcome: Outcome, detail: str, finished_at: datetime
+        self,
+        action_id: int,
+        outcome: Outcome,
+        detail: str,
+        finished_at: datetime,
+        notifications: Sequence[Notification] = (),
     ) -> None: ...
 
     def actions(
@@ -122,8 +134,14 @@ class Store(Protocol):
         self, host: str, state: IncidentState | None = None, container: str | None = None
     ) -> list[Incident]: ...
 
-    def save_state_change(self, change: IncidentChange, expected: IncidentState) -> Incident | None:
-        """Write a person's transition unless the state moved meanwhile (then None)."""
+    def save_state_change(
+        self,
+        change: IncidentChange,
+        expected: IncidentState,
+        notifications: Sequence[Notification] = (),
+    ) -> Incident | None:
+        """Write a person's transition unless the state moved meanwhile (then None), with the
+        notifications it causes (only for an incident people were already told about)."""
 
     def add_silence(self, silence: Silence) -> Silence: ...
 
@@ -134,3 +152,15 @@ class Store(Protocol):
     def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]: ...
 
     def close(self) -> None: ...
+
+
+class Notifier(Protocol):
+    """One notification channel (Slack, Discord, email, webhook, Alertmanager, PagerDuty)."""
+
+    name: str  # unique per configured channel, e.g. "slack"
+    idempotent: bool  # True: a send whose outcome is unknown may be repeated safely
+    max_batch: int  # how many notifications (of different incidents) one send may carry
+    min_interval: timedelta  # pacing: at least this long between two sends
+
+    def send(self, batch: Sequence[Notification]) -> Result:
+        """Deliver one message carrying `batch`; never raises, classifies every failure."""

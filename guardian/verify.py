@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from guardian.core import incidents
+from guardian.core import incidents, notifications
 from guardian.core.model import ContainerSnapshot, IncidentState, Outcome
 from guardian.healer import Healer, PendingVerify
 from guardian.logs import kv
@@ -82,18 +82,24 @@ def finish(healer: Healer, p: PendingVerify, outcome: Outcome, detail: str, now:
         if healer.pending.get(p.container) is not p:
             return
         del healer.pending[p.container]
-    healer.store.record_outcome(p.action_id, outcome, detail, now)
+    incident = healer.store.get_incident(p.incident_id) if p.incident_id is not None else None
+    notes: tuple[notifications.Notification, ...] = ()
+    if incident is not None and outcome is Outcome.UNHEALTHY_AFTER_RESTART:
+        note = notifications.attempt(incident, p.attempt, p.max_attempts, outcome, detail, now)
+        notes = healer.notes(p.container, note)
+    healer.store.record_outcome(p.action_id, outcome, detail, now, notes)
     healer.metrics.restarts_total.labels(container=p.container, outcome=str(outcome)).inc()
     level = logging.INFO if outcome is Outcome.SUCCEEDED else logging.WARNING
     log.log(
         level, "restart verified", extra=kv(container=p.container, outcome=outcome, detail=detail)
     )
-    incident = healer.store.get_incident(p.incident_id) if p.incident_id is not None else None
     if incident is None:
         return
     if outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN) and incident.is_open:
         reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
-        healer._save(incidents.record_recovery(incident, reason, now))
+        change = incidents.record_recovery(incident, reason, now)
+        note = notifications.resolved(change.incident, reason, now)
+        healer._save(change, healer.notes(p.container, note))
         healer._healthy_since.setdefault(p.container, now)
         if outcome is Outcome.SUCCEEDED:
             for healed in healer.hooks.healed:

@@ -124,3 +124,22 @@ class FakeEngine:
 
     def close(self) -> None:
         pass
+
+
+@dataclass
+class FakeNotifier:
+    """A channel that records every batch it was given and answers from a script of Results
+    (then delivers)."""
+
+    name: str = "fake"
+    idempotent: bool = False
+    max_batch: int = 50
+    min_interval: timedelta = timedelta(0)
+    results: list[object] = field(default_factory=list)
+    sent: list[list[object]] = field(default_factory=list)
+
+    def send(self, batch: object) -> object:
+        from guardian.core.delivery import DELIVERED
+
+        self.sent.append(list(batch))  # type: ignore[call-overload]
+        return self.results.pop(0) if self.results else DELIVERED

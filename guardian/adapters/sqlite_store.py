@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from guardian.adapters.sqlite_outbox import insert_notifications
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     Incident,
@@ -25,6 +26,7 @@ from guardian.core.model import (
     Silence,
     Transition,
 )
+from guardian.core.notifications import Notification, with_incident
 from guardian.ports import StoreError
 
 # Each entry moves the schema one version up; never edit a released entry, append a new one.
@@ -74,6 +76,36 @@ MIGRATIONS: tuple[str, ...] = (
         ended_at TEXT, ended_by TEXT
     );
     CREATE INDEX silences_container ON silences(host, container, until);
+    """,
+    # 3: the notification outbox (written with the event that causes it), per-channel delivery
+    # state, dead letters, and per-channel references (Slack thread ts, firing alerts).
+    """
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id INTEGER REFERENCES incidents(id),
+        kind TEXT NOT NULL, payload TEXT NOT NULL, created_at TEXT NOT NULL,
+        dispatched INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX outbox_undispatched ON outbox(dispatched) WHERE dispatched = 0;
+    CREATE INDEX outbox_incident ON outbox(incident_id, kind);
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        outbox_id INTEGER NOT NULL REFERENCES outbox(id),
+        channel TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at TEXT NOT NULL,
+        last_error TEXT NOT NULL DEFAULT '', finished_at TEXT,
+        UNIQUE (outbox_id, channel)
+    );
+    CREATE INDEX deliveries_pending ON deliveries(channel, state);
+    CREATE VIEW dead_letters AS
+        SELECT d.id, d.channel, d.attempts, d.last_error, d.finished_at,
+               o.id AS outbox_id, o.incident_id, o.kind, o.payload, o.created_at
+        FROM deliveries d JOIN outbox o ON o.id = d.outbox_id WHERE d.state = 'dead';
+    CREATE TABLE notify_refs (
+        channel TEXT NOT NULL, incident_id INTEGER NOT NULL, ref TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (channel, incident_id)
+    );
     """,
 )
 
@@ -230,7 +262,11 @@ class SqliteStore:
         rows = self._query("SELECT * FROM incidents WHERE id=?", (incident_id,))
         return _incident(rows[0]) if rows else None
 
-    def save_incident(self, change: IncidentChange) -> Incident:
+    def save_incident(
+        self, change: IncidentChange, notifications: Sequence[Notification] = ()
+    ) -> Incident:
+        """Write the incident, its transitions and the notifications it causes in ONE
+        transaction; the notifications get the incident's id."""
         i = change.incident
         fields = (
             i.host,
@@ -294,8 +330,10 @@ class SqliteStore:
                         t.reason,
                     ),
                 )
-        saved = self.get_incident(incident_id)
-        assert saved is not None
+            saved = _incident(
+                db.execute("SELECT * FROM incidents WHERE id=?", (incident_id,)).fetchone()
+            )
+            insert_notifications(db, [with_incident(n, saved) for n in notifications])
         return saved
 
     def transitions(self, incident_id: int) -> list[Transition]:
@@ -315,8 +353,11 @@ class SqliteStore:
 
     # -- actions ----------------------------------------------------------------------------
 
-    def record_intent(self, action: RemediationAction) -> int:
+    def record_intent(
+        self, action: RemediationAction, notifications: Sequence[Notification] = ()
+    ) -> int:
         with self._tx() as db:
+            insert_notifications(db, notifications)
             cur = db.execute(
                 "INSERT INTO actions (incident_id, host, container, container_id, kind,"
                 " requested_at, reason, attempt, outcome, detail, finished_at, extra)"
@@ -339,9 +380,15 @@ class SqliteStore:
             return int(cur.lastrowid or 0)
 
     def record_outcome(
-        self, action_id: int, outcome: Outcome, detail: str, finished_at: datetime
+        self,
+        action_id: int,
+        outcome: Outcome,
+        detail: str,
+        finished_at: datetime,
+        notifications: Sequence[Notification] = (),
     ) -> None:
         with self._tx() as db:
+            insert_notifications(db, notifications)
             db.execute(
                 "UPDATE actions SET outcome=?, detail=?, finished_at=? WHERE id=?",
                 (str(outcome), detail, _ts(finished_at), action_id),
@@ -410,11 +457,18 @@ class SqliteStore:
             params.append(container)
         return [_incident(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
 
-    def save_state_change(self, change: IncidentChange, expected: IncidentState) -> Incident | None:
+    def save_state_change(
+        self,
+        change: IncidentChange,
+        expected: IncidentState,
+        notifications: Sequence[Notification] = (),
+    ) -> Incident | None:
         """Write a person's transition only if the incident is still in `expected` state.
 
         Only the state columns are written, so a concurrent detection update by the daemon
         (occurrences, last_seen) is not lost. Returns None when the state moved meanwhile.
+        `notifications` are queued in the same transaction, but only for an incident people were
+        already told about (a container muted by guardian.notify=false never was).
         """
         i = change.incident
         with self._tx() as db:
@@ -446,6 +500,9 @@ class SqliteStore:
                         t.reason,
                     ),
                 )
+            told = db.execute("SELECT 1 FROM outbox WHERE incident_id=? LIMIT 1", (i.id,))
+            if told.fetchone() is not None:
+                insert_notifications(db, notifications)
         return self.get_incident(i.id or 0)
 
     def add_silence(self, silence: Silence) -> Silence:

@@ -325,3 +325,16 @@ def only_ours(names: list[str]) -> list[str]:
 
 def seconds_since(t0: float) -> float:
     return time.monotonic() - t0
+
+
+# Every secret the notification tests hand to Guardian contains this marker (issue 3).
+SECRET_MARKER = "gdtSecret"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_secret_in_any_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the session: no log of any Guardian run of the whole suite holds a test secret."""
+    yield
+    base = tmp_path_factory.getbasetemp()
+    leaks = [p for p in base.rglob("*.log") if SECRET_MARKER in p.read_text(errors="replace")]
+    assert not leaks, f"a secret reached a log: {leaks}"

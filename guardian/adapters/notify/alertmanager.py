@@ -1,0 +1,128 @@
+"""AlertmanagerNotifier: the Alertmanager API v2 client contract.
+
+Labels are the alert's identity (alertname, host, container, incident_type). A firing alert is
+re-sent every `resend_interval` with endsAt in the future, so it expires by itself if Guardian
+dies; a resolved incident is sent once with endsAt = now. Alertmanager deduplicates, so resends
+are safe. Firing alerts are kept in the store (notify_refs) and survive restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import requests
+
+from guardian.adapters.notify.http import Reply, classify, post
+from guardian.adapters.sqlite_outbox import SqliteOutbox
+from guardian.core.delivery import Result
+from guardian.core.notifications import Notification
+from guardian.logs import kv
+from guardian.ports import Clock
+
+log = logging.getLogger("guardian.notify")
+ALERTNAME = "GuardianIncident"
+
+
+def labels(n: Notification) -> dict[str, str]:
+    return {
+        "alertname": ALERTNAME,
+        "host": n.host,
+        "container": n.container,
+        "incident_type": n.incident_type,
+    }
+
+
+class AlertmanagerNotifier:
+    idempotent = True
+    max_batch = 100
+
+    def __init__(
+        self,
+        url: str,
+        outbox: SqliteOutbox,
+        clock: Clock,
+        timeout: timedelta,
+        resend_interval: timedelta = timedelta(seconds=60),
+        session: requests.Session | None = None,
+        name: str = "alertmanager",
+    ) -> None:
+        self.name = name
+        self.min_interval = timedelta(0)
+        self._url = url.rstrip("/") + "/api/v2/alerts"
+        self._outbox = outbox
+        self._clock = clock
+        self._timeout = timeout
+        self.resend_interval = resend_interval
+        self._session = session or requests.Session()
+        self._last_refresh: datetime | None = None
+
+    def _ends(self, now: datetime) -> str:
+        # Four resend intervals: a missed resend or two does not resolve the alert.
+        return (now + 4 * self.resend_interval).isoformat()
+
+    def _post(self, alerts: list[dict[str, Any]]) -> Result:
+        reply = post(self._session, self._url, self._timeout, body=json.dumps(alerts).encode())
+        return classify(reply) if isinstance(reply, Reply) else reply
+
+    def send(self, batch: Sequence[Notification]) -> Result:
+        now = self._clock.now()
+        alerts: list[dict[str, Any]] = []
+        firing: list[tuple[Notification, dict[str, Any]]] = []
+        resolved: list[Notification] = []
+        for n in batch:
+            known = self._outbox.ref(self.name, n.incident_id or 0)
+            starts = known[0] if known else n.at.isoformat()
+            alert = {
+                "labels": labels(n),
+                "annotations": {
+                    "summary": n.headline,
+                    "description": n.text(),
+                    "state": n.state,
+                },
+                "startsAt": starts,
+                "endsAt": self._ends(now) if n.firing else now.isoformat(),
+            }
+            alerts.append(alert)
+            if n.firing:
+                firing.append((n, alert))
+            else:
+                resolved.append(n)
+        result = self._post(alerts)
+        if result.ok:
+            for n, alert in firing:
+                self._outbox.set_ref(
+                    self.name, n.incident_id or 0, str(alert["startsAt"]), json.dumps(alert)
+                )
+            for n in resolved:
+                self._outbox.drop_ref(self.name, n.incident_id or 0)
+        return result
+
+    def refresh(self) -> None:
+        """Re-send every firing alert once per resend_interval, with a fresh endsAt."""
+        now = self._clock.now()
+        if self._last_refresh is not None and now - self._last_refresh < self.resend_interval:
+            return
+        self._last_refresh = now
+        alerts, ended = [], []
+        for incident_id, _starts, data in self._outbox.refs(self.name):
+            alert = json.loads(data)
+            incident = self._outbox.store.get_incident(incident_id)
+            if incident is None or not incident.is_open:
+                # Resolved without a message here (e.g. muted meanwhile): end it, do not
+                # keep it firing for ever.
+                alert["endsAt"] = now.isoformat()
+                ended.append(incident_id)
+            else:
+                alert["endsAt"] = self._ends(now)
+            alerts.append(alert)
+        if alerts:
+            result = self._post(alerts)
+            if not result.ok:
+                log.debug("alert resend failed", extra=kv(channel=self.name, reason=result.reason))
+                return
+            for incident_id in ended:
+                self._outbox.drop_ref(self.name, incident_id)

@@ -1,0 +1,171 @@
+"""The notification outbox in the store's SQLite file: queued events, per-channel delivery state,
+dead letters and per-channel references (Slack thread roots, firing alerts).
+
+Events are inserted by SqliteStore in the transaction of the change that causes them; the
+delivery worker fans each one out to the configured channels and records every outcome here.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from guardian.core.delivery import Next, Pending, RowState
+from guardian.core.model import Incident
+from guardian.core.notifications import Kind, Notification, from_dict, to_dict
+
+if TYPE_CHECKING:
+    from guardian.adapters.sqlite_store import SqliteStore
+
+
+def _ts(value: datetime) -> str:
+    return value.isoformat(timespec="microseconds")
+
+
+def insert_notifications(db: sqlite3.Connection, notifications: Sequence[Notification]) -> None:
+    """Queue notifications inside the caller's transaction."""
+    for n in notifications:
+        db.execute(
+            "INSERT INTO outbox (incident_id, kind, payload, created_at) VALUES (?,?,?,?)",
+            (n.incident_id, str(n.kind), json.dumps(to_dict(n)), _ts(n.at)),
+        )
+
+
+@dataclass(frozen=True)
+class QueuedDelivery:
+    pending: Pending
+    notification: Notification
+    attempts: int
+
+
+class SqliteOutbox:
+    """The worker's view of the outbox; shares the store's connection and lock."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    def enqueue(self, notifications: Sequence[Notification]) -> None:
+        with self.store._tx() as db:
+            insert_notifications(db, notifications)
+
+    def fan_out(self, channels: Sequence[str]) -> int:
+        """One delivery row per channel for every event not yet dispatched; returns how many
+        events were dispatched."""
+        if not self.store._query("SELECT 1 FROM outbox WHERE dispatched=0 LIMIT 1"):
+            return 0  # the common case: no write transaction every poll
+        with self.store._tx() as db:
+            rows = list(db.execute("SELECT id, created_at FROM outbox WHERE dispatched=0"))
+            for row in rows:
+                for channel in channels:
+                    db.execute(
+                        "INSERT OR IGNORE INTO deliveries (outbox_id, channel, next_attempt_at)"
+                        " VALUES (?,?,?)",
+                        (row["id"], channel, row["created_at"]),
+                    )
+                db.execute("UPDATE outbox SET dispatched=1 WHERE id=?", (row["id"],))
+        return len(rows)
+
+    def pending(self, channel: str) -> list[QueuedDelivery]:
+        rows = self.store._query(
+            "SELECT d.id, d.attempts, d.next_attempt_at, o.incident_id, o.created_at, o.id AS oid,"
+            " o.payload FROM deliveries d JOIN outbox o ON o.id = d.outbox_id"
+            " WHERE d.channel=? AND d.state='pending' ORDER BY d.id",
+            (channel,),
+        )
+        out = []
+        for r in rows:
+            n = from_dict(json.loads(r["payload"]))
+            n = replace(n, id=r["oid"])
+            p = Pending(
+                r["id"],
+                r["incident_id"],
+                datetime.fromisoformat(r["created_at"]),
+                datetime.fromisoformat(r["next_attempt_at"]),
+            )
+            out.append(QueuedDelivery(p, n, r["attempts"]))
+        return out
+
+    def record(self, row_ids: Sequence[int], nxt: Next, reason: str, now: datetime) -> None:
+        """Store the outcome of one send for every row it carried."""
+        with self.store._tx() as db:
+            for row_id in row_ids:
+                db.execute(
+                    "UPDATE deliveries SET attempts=attempts+1, state=?, last_error=?,"
+                    " next_attempt_at=COALESCE(?, next_attempt_at), finished_at=? WHERE id=?",
+                    (
+                        str(nxt.state),
+                        reason,
+                        _ts(nxt.at) if nxt.at else None,
+                        None if nxt.state is RowState.PENDING else _ts(now),
+                        row_id,
+                    ),
+                )
+
+    def queue_depth(self) -> int:
+        rows = self.store._query(
+            "SELECT (SELECT COUNT(*) FROM deliveries WHERE state='pending')"
+            " + (SELECT COUNT(*) FROM outbox WHERE dispatched=0)"
+        )
+        return int(rows[0][0])
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """Deliveries given up on (permanent failure or retries exhausted), oldest first."""
+        return [dict(r) for r in self.store._query("SELECT * FROM dead_letters ORDER BY id")]
+
+    # -- per-channel references -------------------------------------------------------------
+
+    def ref(self, channel: str, incident_id: int) -> tuple[str, str] | None:
+        rows = self.store._query(
+            "SELECT ref, data FROM notify_refs WHERE channel=? AND incident_id=?",
+            (channel, incident_id),
+        )
+        return (rows[0]["ref"], rows[0]["data"]) if rows else None
+
+    def set_ref(self, channel: str, incident_id: int, ref: str, data: str = "") -> None:
+        with self.store._tx() as db:
+            db.execute(
+                "INSERT INTO notify_refs (channel, incident_id, ref, data) VALUES (?,?,?,?)"
+                " ON CONFLICT(channel, incident_id) DO UPDATE SET ref=excluded.ref,"
+                " data=excluded.data",
+                (channel, incident_id, ref, data),
+            )
+
+    def drop_ref(self, channel: str, incident_id: int) -> None:
+        with self.store._tx() as db:
+            db.execute(
+                "DELETE FROM notify_refs WHERE channel=? AND incident_id=?", (channel, incident_id)
+            )
+
+    def refs(self, channel: str) -> list[tuple[int, str, str]]:
+        rows = self.store._query(
+            "SELECT incident_id, ref, data FROM notify_refs WHERE channel=? ORDER BY incident_id",
+            (channel,),
+        )
+        return [(r["incident_id"], r["ref"], r["data"]) for r in rows]
+
+    # -- reminders --------------------------------------------------------------------------
+
+    def reminders_due(
+        self, host: str, repeat_interval: timedelta, now: datetime
+    ) -> list[tuple[Incident, datetime]]:
+        """Escalated incidents still open whose last give-up or reminder message is older than
+        `repeat_interval`, with when they were opened. Muted containers never had a give-up
+        message, so they get no reminder either."""
+        cutoff = _ts(now - repeat_interval)
+        rows = self.store._query(
+            "SELECT i.id, MAX(o.created_at) AS last FROM incidents i"
+            " JOIN outbox o ON o.incident_id = i.id AND o.kind IN (?, ?)"
+            " WHERE i.host=? AND i.escalated=1 AND i.state IN"
+            " ('active', 'acknowledged', 'in_progress') GROUP BY i.id HAVING last <= ?",
+            (str(Kind.GAVE_UP), str(Kind.REMINDER), host, cutoff),
+        )
+        out = []
+        for r in rows:
+            incident = self.store.get_incident(r["id"])
+            if incident is not None:
+                out.append((incident, incident.opened_at))
+        return out

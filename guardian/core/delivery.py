@@ -1,0 +1,105 @@
+"""Typed delivery outcomes and what the outbox does next: the same taxonomy as restarts.
+
+Pure: channels classify a response into a Result, `next_state()` turns it into the row's next
+state and time, `pick_batch()` chooses what one message to a channel carries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    DELIVERED = "delivered"  # 2xx
+    RATE_LIMITED = "rate_limited"  # 429: wait Retry-After (capped), then retry
+    TRANSIENT = "transient"  # 5xx or not sent at all: retry with backoff
+    PERMANENT = "permanent"  # 4xx such as invalid_payload, no_service: never retried
+    UNKNOWN = "unknown"  # sent, no answer: resend only where the channel deduplicates
+
+
+class RowState(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DEAD = "dead"  # dead letter: permanent failure or retries exhausted; kept and listed
+    UNKNOWN = "unknown"  # outcome unknown on a channel without idempotency: never resent
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one send to one channel came to; `reason` is one line, without secrets."""
+
+    status: Status
+    reason: str = ""
+    retry_after: timedelta | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.DELIVERED
+
+
+DELIVERED = Result(Status.DELIVERED)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    backoff: timedelta = timedelta(seconds=2)
+    max_backoff: timedelta = timedelta(minutes=5)
+    max_retry_after: timedelta = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Next:
+    state: RowState
+    at: datetime | None = None  # when to try again (PENDING only)
+
+
+def next_state(
+    result: Result, attempts: int, policy: RetryPolicy, idempotent: bool, now: datetime
+) -> Next:
+    """The row's state after its `attempts`-th send (1-based) came to `result`."""
+    match result.status:
+        case Status.DELIVERED:
+            return Next(RowState.DELIVERED)
+        case Status.PERMANENT:
+            return Next(RowState.DEAD)
+        case Status.UNKNOWN if not idempotent:
+            return Next(RowState.UNKNOWN)
+        case _:
+            pass
+    if attempts >= policy.max_attempts:
+        return Next(RowState.DEAD)
+    if result.status is Status.RATE_LIMITED:
+        wait = min(result.retry_after or policy.backoff, policy.max_retry_after)
+        return Next(RowState.PENDING, now + wait)
+    wait = min(policy.backoff * (2 ** (attempts - 1)), policy.max_backoff)
+    return Next(RowState.PENDING, now + wait)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A pending delivery as the worker sees it (one row of one channel)."""
+
+    row_id: int
+    incident_id: int | None
+    created_at: datetime
+    due_at: datetime
+
+
+def pick_batch(
+    pending: list[Pending], group_wait: timedelta, max_batch: int, now: datetime
+) -> list[Pending]:
+    """The deliveries one message to a channel carries now (empty: nothing to send yet).
+
+    Notifications of one incident go out in order, one per message; different incidents that
+    arrive within `group_wait` of the oldest go out together (at most `max_batch`).
+    """
+    heads: dict[object, Pending] = {}
+    for p in sorted(pending, key=lambda p: p.row_id):
+        heads.setdefault(p.incident_id if p.incident_id is not None else ("row", p.row_id), p)
+    ready = [p for p in heads.values() if p.due_at <= now]
+    if not ready or min(p.created_at for p in ready) + group_wait > now:
+        return []  # nothing due, or the oldest still waits for its group to gather
+    return ready[:max_batch]

@@ -1,0 +1,212 @@
+"""What Guardian tells people: one Notification value per incident event worth a message.
+
+Pure values and builders; channels render them (adapters/notify/), the outbox stores them as the
+JSON of `to_dict()`. Messages go out on state changes and escalations, never per detection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from guardian.core.model import Decision, Incident, Outcome, Verdict
+
+DETAIL_MAX = 300  # characters of health output kept in a message
+
+
+class Kind(StrEnum):
+    OPENED = "opened"
+    ATTEMPT = "attempt"
+    RESOLVED = "resolved"
+    GAVE_UP = "gave_up"
+    ACKNOWLEDGED = "acknowledged"
+    REMINDER = "reminder"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One event of one incident, as every channel renders it."""
+
+    kind: Kind
+    incident_id: int | None
+    host: str
+    container: str
+    incident_type: str
+    state: str
+    at: datetime
+    attempt: int = 0
+    max_attempts: int = 0
+    outcome: str = ""
+    detail: str = ""  # the last health output or the reason, trimmed
+    next_step: str = ""  # what Guardian does next, in words
+    actor: str = ""
+    id: int | None = None  # the outbox row, once stored
+
+    @property
+    def firing(self) -> bool:
+        """True while the incident needs attention (for alerting channels)."""
+        return self.kind not in (Kind.RESOLVED,)
+
+    @property
+    def headline(self) -> str:
+        what = f"{self.container} on {self.host}: {self.incident_type}"
+        match self.kind:
+            case Kind.OPENED:
+                return f"Incident opened: {what}"
+            case Kind.ATTEMPT:
+                n = f"{self.attempt} of {self.max_attempts}"
+                return f"Restart attempt {n}: {what} — {self.outcome}"
+            case Kind.RESOLVED:
+                return f"Resolved: {what}"
+            case Kind.GAVE_UP:
+                return f"Gave up, needs a human: {what}"
+            case Kind.ACKNOWLEDGED:
+                return f"Acknowledged by {self.actor or 'someone'}: {what}"
+            case Kind.REMINDER:
+                return f"Still unresolved: {what}"
+
+    def text(self) -> str:
+        """The plain-text rendering (Slack fallback, email body, Discord content)."""
+        lines = [self.headline, f"state: {self.state}"]
+        if self.max_attempts:
+            lines.append(f"attempt {self.attempt} of {self.max_attempts}")
+        if self.detail:
+            lines.append(f"last output: {self.detail}")
+        if self.next_step:
+            lines.append(f"next: {self.next_step}")
+        return "\n".join(lines)
+
+
+def trim(text: str, limit: int = DETAIL_MAX) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def to_dict(n: Notification) -> dict[str, Any]:
+    d = asdict(n)
+    d["kind"] = str(n.kind)
+    d["at"] = n.at.isoformat()
+    return d
+
+
+def from_dict(d: dict[str, Any]) -> Notification:
+    fields = dict(d)
+    fields["kind"] = Kind(fields["kind"])
+    fields["at"] = datetime.fromisoformat(fields["at"])
+    return Notification(**fields)
+
+
+def _base(incident: Incident, kind: Kind, now: datetime, **fields: Any) -> Notification:
+    return Notification(
+        kind=kind,
+        incident_id=incident.id,
+        host=incident.host,
+        container=incident.container,
+        incident_type=str(incident.type),
+        state=str(incident.state),
+        at=now,
+        **fields,
+    )
+
+
+def _when(at: datetime | None) -> str:
+    return at.isoformat(timespec="seconds") if at is not None else "never"
+
+
+def plan(decision: Decision | None) -> str:
+    """What happens next, in words, for a decision about a restart."""
+    if decision is None:
+        return "Guardian is watching it"
+    match decision.verdict:
+        case Verdict.RESTART:
+            return (
+                f"Guardian restarts it now (attempt {decision.attempt} of {decision.max_attempts})"
+            )
+        case Verdict.WAIT:
+            return f"restart held back ({decision.reason}) until {_when(decision.retry_at)}"
+        case Verdict.DENY:
+            return f"not restarted: {decision.reason}"
+        case Verdict.GIVE_UP:
+            return "attempts exhausted: a human must look at it"
+
+
+def opened(incident: Incident, decision: Decision | None, now: datetime) -> Notification:
+    return _base(
+        incident,
+        Kind.OPENED,
+        now,
+        attempt=decision.attempt - 1 if decision and decision.attempt else 0,
+        max_attempts=decision.max_attempts if decision else 0,
+        detail=trim(incident.detail),
+        next_step=plan(decision),
+    )
+
+
+_AFTER = {
+    Outcome.RESTARTED: "verifying that it turns healthy",
+    Outcome.UNKNOWN: "checking whether the restart happened before trying again",
+    Outcome.TRANSIENT_FAILURE: "retrying after the cooldown",
+    Outcome.PERMANENT_FAILURE: "the container is gone; the incident is closed",
+    Outcome.UNHEALTHY_AFTER_RESTART: "another attempt after the cooldown, if any are left",
+    Outcome.SUCCEEDED: "nothing: it is healthy",
+}
+
+
+def attempt(
+    incident: Incident,
+    number: int,
+    max_attempts: int,
+    outcome: Outcome,
+    detail: str,
+    now: datetime,
+) -> Notification:
+    return _base(
+        incident,
+        Kind.ATTEMPT,
+        now,
+        attempt=number,
+        max_attempts=max_attempts,
+        outcome=str(outcome),
+        detail=trim(detail),
+        next_step=_AFTER.get(outcome, "Guardian keeps watching"),
+    )
+
+
+def resolved(incident: Incident, reason: str, now: datetime) -> Notification:
+    return _base(incident, Kind.RESOLVED, now, detail=trim(reason), next_step="nothing")
+
+
+def gave_up(incident: Incident, decision: Decision, now: datetime) -> Notification:
+    return _base(
+        incident,
+        Kind.GAVE_UP,
+        now,
+        attempt=decision.attempt,
+        max_attempts=decision.max_attempts,
+        outcome=str(Outcome.RETRY_EXHAUSTED),
+        detail=trim(incident.detail),
+        next_step=f"a human must look at it; next restart allowed at {_when(decision.retry_at)}",
+    )
+
+
+def acknowledged(incident: Incident, actor: str, now: datetime) -> Notification:
+    """For the CLI/API: store it with the acknowledging transition (same transaction)."""
+    return _base(incident, Kind.ACKNOWLEDGED, now, actor=actor, next_step="a human is on it")
+
+
+def reminder(incident: Incident, open_for: timedelta, now: datetime) -> Notification:
+    hours = open_for.total_seconds() / 3600
+    return _base(
+        incident,
+        Kind.REMINDER,
+        now,
+        detail=trim(incident.detail),
+        next_step=f"still open after {hours:.1f}h; a human must look at it",
+    )
+
+
+def with_incident(n: Notification, incident: Incident) -> Notification:
+    """Fill in what is only known once the incident is saved (its id and state)."""
+    return replace(n, incident_id=incident.id, state=str(incident.state))

@@ -1,0 +1,230 @@
+"""The delivery worker over a real SQLite outbox, fake channels and a FakeClock: no sleeps."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from guardian.adapters.notify.worker import DeliveryWorker, WorkerSettings
+from guardian.adapters.sqlite_outbox import SqliteOutbox
+from guardian.adapters.sqlite_store import SqliteStore
+from guardian.core import incidents, notifications
+from guardian.core.delivery import Result, RetryPolicy, Status
+from guardian.core.model import Decision, HealthCheckResult, ProblemType, Reason, Verdict
+from guardian.metrics import Metrics
+from tests.fakes import FakeClock, FakeNotifier
+
+S = timedelta(seconds=1)
+HOST = "host1"
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SqliteStore(tmp_path / "g.db")
+    yield s
+    s.close()
+
+
+def make_worker(store, clock, *channels, group_wait=0 * S, max_attempts=5, repeat=4 * 3600 * S):
+    metrics = Metrics(CollectorRegistry())
+    settings = WorkerSettings(
+        HOST, group_wait, repeat, RetryPolicy(max_attempts, 1 * S, 60 * S, 30 * S)
+    )
+    return DeliveryWorker(SqliteOutbox(store), list(channels), clock, metrics, settings)
+
+
+def open_incident(store, clock, container="web"):
+    result = HealthCheckResult(
+        f"{container}-id", container, clock.now(), ProblemType.UNHEALTHY, "db down"
+    )
+    change = incidents.record_detection(None, HOST, result, clock.now())
+    note = notifications.opened(change.incident, None, clock.now())
+    return store.save_incident(change, [note])
+
+
+def sample(worker, channel, outcome):
+    return worker.metrics.registry.get_sample_value(
+        "guardian_notifications_total", {"channel": channel, "outcome": outcome}
+    )
+
+
+def test_the_notification_is_queued_with_the_incident_and_delivered_once(store, clock):
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack)
+    incident = open_incident(store, clock)
+    assert worker.tick() == 1
+    assert worker.tick() == 0
+    [[n]] = slack.sent
+    assert n.kind == "opened" and n.incident_id == incident.id and n.container == "web"
+    assert sample(worker, "slack", "delivered") == 1
+    assert worker.metrics.registry.get_sample_value("guardian_notification_queue_depth") == 0
+
+
+def test_a_rolled_back_incident_change_queues_no_notification(store, clock):
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack)
+    incident = open_incident(store, clock)
+    worker.tick()
+    # A second open incident for the same (host, container, type) violates the unique index:
+    # the whole transaction, its notification included, is rolled back.
+    dup = incidents.record_detection(
+        None,
+        HOST,
+        HealthCheckResult("web-id", "web", clock.now(), ProblemType.UNHEALTHY, "x"),
+        clock.now(),
+    )
+    with pytest.raises(Exception, match="UNIQUE"):
+        store.save_incident(dup, [notifications.opened(dup.incident, None, clock.now())])
+    worker.tick()
+    assert len(slack.sent) == 1 and slack.sent[0][0].incident_id == incident.id
+
+
+def test_429_waits_retry_after_then_delivers_exactly_once(store, clock):
+    slack = FakeNotifier("slack", results=[Result(Status.RATE_LIMITED, "429", 2 * S)])
+    worker = make_worker(store, clock, slack)
+    open_incident(store, clock)
+    worker.tick()
+    clock.advance(1.9)
+    worker.tick()
+    assert len(slack.sent) == 1
+    clock.advance(0.1)
+    worker.tick()
+    worker.tick()
+    assert len(slack.sent) == 2
+    assert sample(worker, "slack", "transient_failure") == 1
+    assert sample(worker, "slack", "delivered") == 1
+
+
+def test_5xx_is_retried_with_backoff_until_delivered(store, clock):
+    failures = [Result(Status.TRANSIENT, "500 oops")] * 3
+    slack = FakeNotifier("slack", results=list(failures))
+    worker = make_worker(store, clock, slack)
+    open_incident(store, clock)
+    for _ in range(10):
+        worker.tick()
+        clock.advance(1)
+    assert len(slack.sent) == 4  # sent at 0s, 1s, 3s, 7s
+    assert sample(worker, "slack", "delivered") == 1
+    assert sample(worker, "slack", "transient_failure") == 3
+
+
+def test_a_permanent_refusal_is_dead_lettered_and_never_retried(store, clock):
+    slack = FakeNotifier("slack", results=[Result(Status.PERMANENT, "404 no_service")])
+    worker = make_worker(store, clock, slack)
+    open_incident(store, clock)
+    worker.tick()
+    clock.advance(3600)
+    worker.tick()
+    assert len(slack.sent) == 1
+    [dead] = worker.outbox.dead_letters()
+    assert dead["channel"] == "slack" and dead["last_error"] == "404 no_service"
+    assert dead["kind"] == "opened"
+    assert sample(worker, "slack", "permanent_failure") == 1
+
+
+def test_retries_exhausted_end_in_a_dead_letter(store, clock):
+    slack = FakeNotifier("slack", results=[Result(Status.TRANSIENT, "refused")] * 10)
+    worker = make_worker(store, clock, slack, max_attempts=3)
+    open_incident(store, clock)
+    for _ in range(20):
+        worker.tick()
+        clock.advance(5)
+    assert len(slack.sent) == 3
+    assert len(worker.outbox.dead_letters()) == 1
+    assert sample(worker, "slack", "transient_failure") == 2
+    assert sample(worker, "slack", "dead_letter") == 1
+
+
+def test_an_unknown_outcome_is_resent_only_where_the_channel_deduplicates(store, clock):
+    timeout = Result(Status.UNKNOWN, "no answer")
+    slack = FakeNotifier("slack", idempotent=False, results=[timeout])
+    hook = FakeNotifier("webhook", idempotent=True, results=[timeout])
+    worker = make_worker(store, clock, slack, hook)
+    open_incident(store, clock)
+    for _ in range(5):
+        worker.tick()
+        clock.advance(2)
+    assert len(slack.sent) == 1
+    assert len(hook.sent) == 2
+    assert worker.outbox.dead_letters() == []
+
+
+def test_a_burst_within_group_wait_is_one_message_per_channel(store, clock):
+    slack, hook = FakeNotifier("slack"), FakeNotifier("webhook")
+    worker = make_worker(store, clock, slack, hook, group_wait=10 * S)
+    for i in range(20):
+        open_incident(store, clock, f"c{i}")
+        clock.advance(0.05)
+        worker.tick()
+    assert slack.sent == [] and hook.sent == []
+    clock.advance(10)
+    worker.tick()
+    worker.tick()
+    assert [len(b) for b in slack.sent] == [20]
+    assert [len(b) for b in hook.sent] == [20]
+
+
+def test_pacing_keeps_one_message_per_second_per_channel(store, clock):
+    slack = FakeNotifier("slack", min_interval=1 * S, max_batch=1)
+    worker = make_worker(store, clock, slack)
+    for i in range(3):
+        open_incident(store, clock, f"c{i}")
+    worker.tick()
+    worker.tick()
+    clock.advance(0.5)
+    worker.tick()
+    assert len(slack.sent) == 1
+    clock.advance(0.5)
+    worker.tick()
+    assert len(slack.sent) == 2
+
+
+def test_an_escalated_incident_gets_a_reminder_every_repeat_interval(store, clock):
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack, repeat=3600 * S)
+    incident = open_incident(store, clock)
+    decision = Decision(Verdict.GIVE_UP, Reason.MAX_ATTEMPTS, None, 3, 3)
+    change = incidents.escalate(incident)
+    store.save_incident(change, [notifications.gave_up(change.incident, decision, clock.now())])
+    worker.tick()
+    clock.advance(1800)
+    worker.tick()
+    assert [b[0].kind for b in slack.sent] == ["opened", "gave_up"]
+    clock.advance(1800)
+    worker.tick()
+    worker.tick()
+    clock.advance(60)
+    worker.tick()
+    assert [b[0].kind for b in slack.sent] == ["opened", "gave_up", "reminder"]
+    assert "still open after 1.0h" in slack.sent[2][0].next_step
+
+
+def test_no_reminder_without_a_give_up_message(store, clock):
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack, repeat=60 * S)
+    incident = open_incident(store, clock)
+    store.save_incident(incidents.escalate(incident))  # e.g. muted: no gave_up queued
+    clock.advance(3600)
+    worker.tick()
+    worker.tick()
+    assert [b[0].kind for b in slack.sent] == ["opened"]
+
+
+def test_a_channel_that_raises_does_not_stop_delivery_to_the_others(store, clock):
+    class Broken(FakeNotifier):
+        def send(self, batch):
+            raise RuntimeError("bug")
+
+    broken, slack = Broken("broken"), FakeNotifier("slack")
+    worker = make_worker(store, clock, broken, slack)
+    open_incident(store, clock)
+    worker.tick()
+    assert len(slack.sent) == 1
+    assert sample(worker, "broken", "transient_failure") == 1
