@@ -123,8 +123,11 @@ class Healer:
         return rules
 
     def notes(self, container: str, *notes: Notification) -> tuple[Notification, ...]:
-        """The notifications to queue for `container`: none when its label mutes it."""
-        return () if container in self._muted else notes
+        """The notifications to queue for `container`: none when its label mutes it, and none
+        while a storm holds (the host incident's one notification speaks for all)."""
+        if container in self._muted or (self.hooks.storm is not None and self.hooks.storm()):
+            return ()
+        return notes
 
     def _engine_state(self, up: bool, error: str = "") -> None:
         if up != self.engine_up:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from guardian.core import incidents
+from guardian.core import incidents, notifications
 from guardian.core.model import (
     HOST_SUBJECT,
     HealthCheckResult,
@@ -44,9 +44,11 @@ def storm_size(watched: int, settings: StormSettings) -> int:
 
 Notify = Callable[[str, Incident], None]
 
+STORM_NEXT = "per-container restarts held until the host recovers or someone acknowledges"
+
 
 def log_notification(event: str, incident: Incident) -> None:
-    """Default notifier until the outbox exists: one log line per notification."""
+    """A log line for each notification queued (in the outbox) for a host incident."""
     log.warning(
         "notification",
         extra=kv(event=event, incident=incident.id, type=incident.type, detail=incident.detail),
@@ -139,7 +141,8 @@ class HostWatch:
                 reason = (
                     f"host recovered: {len(unhealthy)} of {watched} watched containers unhealthy"
                 )
-                self._save(incidents.record_recovery(current, reason, now))
+                change = incidents.record_recovery(current, reason, now)
+                self._save(change, notifications.resolved(change.incident, reason, now))
                 log.warning("storm over", extra=kv(unhealthy=len(unhealthy), watched=watched))
             return
         if len(recent) < need:
@@ -151,7 +154,8 @@ class HostWatch:
         )
         result = HealthCheckResult("", HOST_SUBJECT, now, ProblemType.STORM, detail, source="host")
         change = incidents.record_detection(current, self.host, result, now)
-        incident = self._save(change)
+        note = replace(notifications.opened(change.incident, None, now), next_step=STORM_NEXT)
+        incident = self._save(change, note)
         log.error(
             "storm: holding per-container restarts",
             extra=kv(incident=incident.id, unhealthy=len(recent), watched=watched),
@@ -173,9 +177,9 @@ class HostWatch:
         if up:
             self._engine_down_since = None
             if current is not None and current.is_open:
-                incident = self._save(
-                    incidents.record_recovery(current, "docker engine answers again", now)
-                )
+                reason = "docker engine answers again"
+                change = incidents.record_recovery(current, reason, now)
+                incident = self._save(change, notifications.resolved(change.incident, reason, now))
                 self.notify("engine_reachable", incident)
             return
         since = self._engine_down_since = self._engine_down_since or now
@@ -190,12 +194,16 @@ class HostWatch:
             f"docker engine unreachable for {seconds}s: {error[:200]}",
             source="host",
         )
-        incident = self._save(incidents.record_detection(current, self.host, result, now))
+        change = incidents.record_detection(current, self.host, result, now)
+        incident = self._save(change, notifications.opened(change.incident, None, now))
         log.error("docker engine unreachable: host incident opened", extra=kv(incident=incident.id))
         self.notify("engine_unreachable", incident)
 
-    def _save(self, change: incidents.IncidentChange) -> Incident:
-        saved = self.store.save_incident(change)
+    def _save(
+        self, change: incidents.IncidentChange, note: notifications.Notification | None = None
+    ) -> Incident:
+        """Write the incident and its notification (into the outbox) in one transaction."""
+        saved = self.store.save_incident(change, (note,) if note is not None else ())
         for t in change.transitions:
             log.info(
                 "incident transition",

@@ -23,6 +23,13 @@ def notifications(caplog):
     return [r for r in caplog.records if r.getMessage() == "notification"]
 
 
+def outbox(loop):
+    return [
+        (r["incident_id"], r["kind"])
+        for r in loop.store._query("SELECT incident_id, kind FROM outbox ORDER BY id")
+    ]
+
+
 def test_storm_size_is_more_than_threshold_and_at_least_min():
     s = StormSettings(threshold=50, min_containers=3)
     assert [storm_size(n, s) for n in (1, 4, 6, 7, 10)] == [3, 3, 4, 4, 6]
@@ -43,6 +50,8 @@ def test_five_of_six_unhealthy_open_one_host_incident_and_hold_restarts(tmp_path
     assert sorted(a.container for a in held) == ["c0", "c1", "c2", "c3", "c4"]
     assert {a.reason for a in held} == {"storm"}
     assert len(notifications(caplog)) == 1
+    queued = outbox(loop)
+    assert queued == [(incident.id, "opened")]
 
 
 def test_storm_resolves_when_the_host_recovers_and_restarts_resume(tmp_path):
