@@ -33,6 +33,8 @@ def outbox(loop):
 def test_storm_size_is_more_than_threshold_and_at_least_min():
     s = StormSettings(threshold=50, min_containers=3)
     assert [storm_size(n, s) for n in (1, 4, 6, 7, 10)] == [3, 3, 4, 4, 6]
+    # 100% can never be exceeded: the breaker is off.
+    assert storm_size(6, StormSettings(threshold=100)) == 7
 
 
 def test_five_of_six_unhealthy_open_one_host_incident_and_hold_restarts(tmp_path, caplog):
