@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite_store import SqliteStore
 from guardian.checks import CheckSettings
 from guardian.config import DEFAULT_STORE_PATH, Settings
@@ -93,8 +94,9 @@ def healer_settings(settings: Settings, self_id: str | None) -> HealerSettings:
 def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
     """Build every adapter from settings. Raises StoreError when the store cannot be opened."""
     clock = SystemClock()
-    store = SqliteStore(store_path(settings))
-    engine = DockerEngine(settings["docker.url"], settings["docker.timeout"])
     metrics = Metrics(registry if registry is not None else CollectorRegistry())
+    # A full disk must not stop healing: write failures are logged and counted, not fatal.
+    store = ResilientStore(SqliteStore(store_path(settings)), metrics)
+    engine = DockerEngine(settings["docker.url"], settings["docker.timeout"])
     healer = Healer(engine, store, clock, healer_settings(settings, detect_self_id()), metrics)
     return App(settings, engine, store, clock, metrics, healer)

@@ -1,0 +1,175 @@
+"""ResilientStore: keeps healing going when the store cannot be written (disk full, I/O error).
+
+Reads go straight to the wrapped store. A failed write is logged and counted
+(guardian_store_errors_total) instead of stopping the loop; restart intents that could not be
+written are kept in memory, still count against the restart budget (restart_times), and are
+written as soon as the store accepts writes again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import replace
+from datetime import datetime
+
+from guardian.core.incidents import IncidentChange
+from guardian.core.model import (
+    Incident,
+    Outcome,
+    ProblemType,
+    RemediationAction,
+    Transition,
+)
+from guardian.logs import kv
+from guardian.metrics import Metrics
+from guardian.ports import Store, StoreError
+
+log = logging.getLogger("guardian.store")
+
+
+class ResilientStore:
+    """The Store port over another Store; write failures degrade to "healing without a record"."""
+
+    def __init__(self, inner: Store, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self._lock = threading.RLock()
+        self._next_id = -1
+        # Actions not yet written, by their temporary (negative) id, in order.
+        self._unwritten: dict[int, RemediationAction] = {}
+        self.failing = False
+
+    @property
+    def path(self) -> object:
+        return getattr(self.inner, "path", "")
+
+    # -- failure handling -------------------------------------------------------------------
+
+    def _failed(self, op: str, exc: StoreError) -> None:
+        self.metrics.store_errors.inc()
+        if not self.failing:
+            log.error(
+                "store write failed; healing continues, recording resumes when the store recovers",
+                extra=kv(op=op, reason=str(exc)),
+            )
+        else:
+            log.warning("store write failed", extra=kv(op=op, reason=str(exc)))
+        self.failing = True
+
+    def _recovered(self) -> None:
+        if self.failing:
+            self.failing = False
+            log.info(
+                "store writable again; recording resumed", extra=kv(backlog=len(self._unwritten))
+            )
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write the actions kept in memory, oldest first; stop at the first failure."""
+        with self._lock:
+            for temp_id, action in list(self._unwritten.items()):
+                try:
+                    self.inner.record_intent(replace(action, id=None))
+                except StoreError as exc:
+                    self._failed("flush", exc)
+                    return
+                del self._unwritten[temp_id]
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def save_incident(self, change: IncidentChange) -> Incident:
+        try:
+            saved = self.inner.save_incident(change)
+        except StoreError as exc:
+            self._failed("save_incident", exc)
+            return change.incident  # unsaved: recorded at the next detection once writable
+        self._recovered()
+        return saved
+
+    def record_intent(self, action: RemediationAction) -> int:
+        with self._lock:
+            try:
+                action_id = self.inner.record_intent(action)
+            except StoreError as exc:
+                self._failed("record_intent", exc)
+                temp_id, self._next_id = self._next_id, self._next_id - 1
+                self._unwritten[temp_id] = action
+                return temp_id
+        self._recovered()
+        return action_id
+
+    def record_outcome(
+        self, action_id: int, outcome: Outcome, detail: str, finished_at: datetime
+    ) -> None:
+        with self._lock:
+            if action_id in self._unwritten:
+                self._unwritten[action_id] = replace(
+                    self._unwritten[action_id],
+                    outcome=outcome,
+                    detail=detail,
+                    finished_at=finished_at,
+                )
+                self._flush()
+                return
+        try:
+            self.inner.record_outcome(action_id, outcome, detail, finished_at)
+        except StoreError as exc:
+            self._failed("record_outcome", exc)
+            return
+        self._recovered()
+
+    def record_reset(self, host: str, container: str, at: datetime) -> None:
+        try:
+            self.inner.record_reset(host, container, at)
+        except StoreError as exc:
+            self._failed("record_reset", exc)
+            return
+        self._recovered()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def restart_times(
+        self, host: str, since: datetime, container: str | None = None
+    ) -> tuple[datetime, ...]:
+        recorded = self.inner.restart_times(host, since, container)
+        with self._lock:
+            kept = tuple(
+                a.requested_at
+                for a in self._unwritten.values()
+                if a.kind == "restart"
+                and a.host == host
+                and a.requested_at > since
+                and (container is None or a.container == container)
+            )
+        return recorded + kept
+
+    def current_incident(self, host: str, container: str, kind: ProblemType) -> Incident | None:
+        return self.inner.current_incident(host, container, kind)
+
+    def open_incidents(self, host: str, container: str | None = None) -> list[Incident]:
+        return self.inner.open_incidents(host, container)
+
+    def get_incident(self, incident_id: int) -> Incident | None:
+        return self.inner.get_incident(incident_id)
+
+    def transitions(self, incident_id: int) -> list[Transition]:
+        return self.inner.transitions(incident_id)
+
+    def actions(
+        self, host: str, container: str | None = None, since: datetime | None = None
+    ) -> list[RemediationAction]:
+        return self.inner.actions(host, container, since)
+
+    def last_action(self, incident_id: int) -> RemediationAction | None:
+        return self.inner.last_action(incident_id)
+
+    def unfinished_actions(self, host: str) -> list[RemediationAction]:
+        return self.inner.unfinished_actions(host)
+
+    def last_reset(self, host: str, container: str) -> datetime | None:
+        return self.inner.last_reset(host, container)
+
+    def close(self) -> None:
+        self._flush()
+        self.inner.close()
