@@ -34,7 +34,8 @@ from guardian.ports import Clock, Engine, EngineEvent, EngineUnavailable, Store
 log = logging.getLogger("guardian.healer")
 
 # Reasons that never change while the inputs stay the same: record them once per incident.
-_QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
+# ENGINE_DENIED: the refused restart itself is the record (outcome policy_denied).
+_QUIET_WAITS = frozenset({Reason.IN_FLIGHT, Reason.ENGINE_DENIED})
 
 
 @dataclass(frozen=True)
@@ -146,12 +147,25 @@ class Healer:
                 attempts=self.store.restart_times(host, horizon, container),
                 reset_at=self.store.last_reset(host, container),
                 in_flight=container in self._restarting or container in self.pending,
+                engine_denied=self._engine_denied(host, container),
             )
             load = HostLoad(
                 recent_restarts=self.store.restart_times(host, now - timedelta(minutes=1)),
                 in_flight=len(self._restarting),
             )
         return decide(Target(container, rules.opted_in, rules.is_self), history, load, policy, now)
+
+    def _engine_denied(self, host: str, container: str) -> bool:
+        """True when the last restart of an open incident of `container` got a 403."""
+        for incident in self.store.open_incidents(host, container):
+            last = self.store.last_action(incident.id) if incident.id is not None else None
+            if (
+                last is not None
+                and last.kind == "restart"
+                and last.outcome is Outcome.POLICY_DENIED
+            ):
+                return True
+        return False
 
     # -- the loop ---------------------------------------------------------------------------
 

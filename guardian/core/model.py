@@ -140,6 +140,7 @@ class Reason(StrEnum):
     MAX_ATTEMPTS = "max_attempts"
     RATE_LIMITED = "rate_limited"
     CONCURRENCY = "max_concurrent"
+    ENGINE_DENIED = "engine_denied"  # the engine or a socket proxy refused the restart (403)
 
 
 @dataclass(frozen=True)

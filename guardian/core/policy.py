@@ -59,6 +59,9 @@ class AttemptHistory:
     attempts: tuple[datetime, ...] = ()
     reset_at: datetime | None = None
     in_flight: bool = False
+    # The engine (or a socket proxy) refused this incident's last restart with 403: asking
+    # again would only be refused again, so it is not retried while the incident stays open.
+    engine_denied: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,9 @@ def decide(
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
     Guards in order: never Guardian itself; never a container that is not opted in; one restart
-    at a time per container; max_attempts within the window (give up); cooldown since the last
-    attempt (exponential with a cap); the host budget (per minute, then concurrent); dry run.
+    at a time per container; not again after the engine refused (403); max_attempts within the
+    window (give up); cooldown since the last attempt (exponential with a cap); the host budget
+    (per minute, then concurrent); dry run.
     """
     if target.is_self:
         return Decision(Verdict.DENY, Reason.SELF)
@@ -98,6 +102,8 @@ def decide(
         return Decision(Verdict.DENY, Reason.NOT_OPTED_IN)
     if history.in_flight:
         return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
+    if history.engine_denied:
+        return Decision(Verdict.DENY, Reason.ENGINE_DENIED)
 
     counted = counted_attempts(history, policy, now)
     n = len(counted)

@@ -45,6 +45,7 @@ class Case:
     attempts: tuple[float, ...] = ()  # seconds ago
     reset: float | None = None  # seconds ago
     in_flight: bool = False
+    engine_denied: bool = False
     host_recent: tuple[float, ...] = ()
     host_in_flight: int = 0
     target: Target = field(default_factory=lambda: Target("app"))
@@ -75,6 +76,12 @@ CASES = [
         target=Target("guardian", opted_in=False, is_self=True),
     ),
     Case("one restart at a time per container", Verdict.WAIT, Reason.IN_FLIGHT, in_flight=True),
+    Case(
+        "a restart the engine refused (403) is not asked again",
+        Verdict.DENY,
+        Reason.ENGINE_DENIED,
+        engine_denied=True,
+    ),
     Case(
         "cooldown holds the second attempt",
         Verdict.WAIT,
@@ -201,6 +208,7 @@ def test_decide(case: Case) -> None:
         attempts=tuple(ago(s) for s in case.attempts),
         reset_at=ago(case.reset) if case.reset is not None else None,
         in_flight=case.in_flight,
+        engine_denied=case.engine_denied,
     )
     host = HostLoad(tuple(ago(s) for s in case.host_recent), case.host_in_flight)
     d = decide(case.target, history, host, case.policy, NOW)
