@@ -79,6 +79,7 @@ class Containers:
         restart_policy: dict[str, Any] | None = None,
         tmpfs_run: bool = True,
         start: bool = True,
+        environment: dict[str, str] | None = None,
         **host_config: Any,
     ) -> str:
         """Create and start a container; returns its full name. `enable` sets guardian.enable."""
@@ -108,6 +109,7 @@ class Containers:
             labels=all_labels,
             healthcheck=healthcheck,
             host_config=hc,
+            environment=environment,
             stop_signal="SIGKILL",  # busybox sleep ignores nothing, but make stops instant
         )
         self.created.append(container["Id"])
