@@ -190,7 +190,7 @@ class PrivateEngine:
 
 
 @pytest.fixture
-def private_engine(docker_api: docker.APIClient) -> Iterator[PrivateEngine]:
+def private_engine() -> Iterator[PrivateEngine]:
     """A running private dockerd with the test image; stopped and removed afterwards."""
     if shutil.which("dockerd") is None:
         pytest.fail("dockerd is required for the engine outage test")

@@ -132,9 +132,7 @@ def test_disk_full_healing_continues_failure_counted_recording_resumes(
     exposure: Exposure,
 ) -> None:
     disk = mount_tmpfs("disk", "4m")
-    name = containers.run(
-        "diskfull", health_cmd="test ! -f /run/sick", environment=container_env()
-    )
+    name = containers.run("diskfull", health_cmd="test ! -f /run/sick", environment=container_env())
     containers.wait_health(name, "healthy")
     g = guardian(store={"path": str(disk / "guardian.db")})
     url = g.http_url
