@@ -7,6 +7,7 @@ its own; after each test, no secret may appear in anything the test exposed (see
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -39,6 +40,16 @@ from tests.integration.conftest import (  # noqa: F401 - fixtures used by the fa
 )
 
 SECRET_ENV = "GUARDIAN_TEST_SECRET"
+
+
+def report_figures(section: str, figures: dict[str, Any]) -> None:
+    """Add `figures` under `section` to the JSON file $GUARDIAN_FAULT_REPORT (bench/soak.sh)."""
+    path = os.environ.get("GUARDIAN_FAULT_REPORT")
+    if not path:
+        return
+    report = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    report[section] = {**report.get(section, {}), **figures}
+    Path(path).write_text(json.dumps(report, indent=2, sort_keys=True))
 
 
 @pytest.fixture

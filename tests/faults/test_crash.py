@@ -8,7 +8,6 @@ GUARDIAN_FAULT_REPORT (a JSON file to write the figures to).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sqlite3
@@ -16,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.faults.conftest import Factory, container_env
+from tests.faults.conftest import Factory, container_env, report_figures
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers, EventRecorder
 
@@ -120,12 +119,10 @@ def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
     for name in names:
         assert len(restarts[name]) <= intents.get(name, 0), f"{name}: a restart without intent"
 
-    report = os.environ.get("GUARDIAN_FAULT_REPORT")
-    if report:
-        outcomes = dict(
-            query(g.store_path, "SELECT outcome, count(*) FROM actions GROUP BY outcome")
-        )
-        figures = {
+    outcomes = dict(query(g.store_path, "SELECT outcome, count(*) FROM actions GROUP BY outcome"))
+    report_figures(
+        "crash",
+        {
             "seed": seed,
             "containers": CONTAINERS,
             "kills_survived": KILLS,
@@ -138,5 +135,5 @@ def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
             "incidents": query(g.store_path, "SELECT count(*) FROM incidents")[0][0],
             "duplicate_open_incidents": len(duplicates),
             "outcomes": outcomes,
-        }
-        Path(report).write_text(json.dumps(figures, indent=2))
+        },
+    )

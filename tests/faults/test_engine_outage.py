@@ -12,7 +12,14 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.faults.conftest import Factory, PrivateEngine, container_env, sample, scrape
+from tests.faults.conftest import (
+    Factory,
+    PrivateEngine,
+    container_env,
+    report_figures,
+    sample,
+    scrape,
+)
 from tests.faults.exposure import Exposure
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers
@@ -66,9 +73,11 @@ def test_engine_outage_guardian_stays_up_reconnects_and_starts_no_storm(
             message="outage over",
         )
         private_engine.start()
+        down_for = time.monotonic() - down_at
 
         wait_until(lambda: docker_up() == 1, 40, message="guardian_docker_up 1 again")
         wait_until(lambda: g.lines("event stream reconnected"), 60, message="events reconnect")
+        reconnected_after = time.monotonic() - down_at
         for name in names:
             ours.wait_health(name, "healthy", timeout=60)
             assert ours.started_at(name) != started_before[name], "the engine did not restart it"
@@ -81,6 +90,15 @@ def test_engine_outage_guardian_stays_up_reconnects_and_starts_no_storm(
         samples = scrape(url, exposure)
         assert sample(samples, "guardian_docker_up") == 1
         assert not [k for k in samples if k[0] == "guardian_incidents_total" and samples[k] > 0]
+        report_figures(
+            "outage",
+            {
+                "engine_down_seconds": round(down_for, 1),
+                "events_reconnected_after_seconds": round(reconnected_after, 1),
+                "restart_requests_after_outage": proxy.count("POST", RESTART),
+                "containers_brought_back_by_engine": len(names),
+            },
+        )
     finally:
         proxy.stop()
         ours.remove_all()

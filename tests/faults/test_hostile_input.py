@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import tempfile
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,11 +32,12 @@ from guardian.core.policy import RestartPolicy
 from guardian.healer import Healer, HealerSettings
 from guardian.metrics import Metrics
 from tests.fakes import FakeClock, FakeEngine
-from tests.faults.conftest import run_cli
+from tests.faults.conftest import report_figures, run_cli
 from tests.faults.exposure import Exposure
 
+# bench/soak.sh raises it; CI runs the minimum.
 EXAMPLES = settings(
-    max_examples=1000,
+    max_examples=int(os.environ.get("GUARDIAN_FUZZ_EXAMPLES", "1000")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -94,12 +98,25 @@ def _splice(data: bytes, junk: bytes, at: int) -> bytes:
 raw_configs = st.one_of(
     documents.map(_yaml),
     st.builds(_splice, documents.map(_yaml), st.binary(min_size=1, max_size=8), st.integers()),
-    st.builds(_deep, st.integers(min_value=1, max_value=3000), st.just("flow")),
+    st.builds(_deep, st.integers(min_value=1, max_value=800), st.just("flow")),
     st.builds(_deep, st.integers(min_value=1, max_value=200), st.just("block")),
     st.binary(max_size=200),
     st.text(max_size=200).map(str.encode),
 )
 env_overrides = st.dictionaries(st.sampled_from(ENV_NAMES), st.text(max_size=30), max_size=3)
+
+TRIED: dict[str, int] = {}
+
+
+def _tried(name: str) -> None:
+    TRIED[name] = TRIED.get(name, 0) + 1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_tried() -> Iterator[None]:
+    yield
+    report_figures("fuzz", dict(TRIED))
+
 
 _TMP = Path(tempfile.mkdtemp(prefix="gdt-fuzz-"))
 _CONFIG = _TMP / "config.yaml"
@@ -113,6 +130,7 @@ def _assert_one_line(message: str) -> None:
 @EXAMPLES
 @given(raw=raw_configs, env=env_overrides)
 def test_any_config_loads_or_fails_with_one_line(raw: bytes, env: dict[str, str]) -> None:
+    _tried("configs")
     _CONFIG.write_bytes(raw)
     try:
         result = load_settings(_CONFIG, env=env)
@@ -127,6 +145,7 @@ def test_any_config_loads_or_fails_with_one_line(raw: bytes, env: dict[str, str]
 @EXAMPLES
 @given(raw=raw_configs)
 def test_cli_config_validate_prints_one_line_and_exits_2_on_any_bad_config(raw: bytes) -> None:
+    _tried("configs_through_cli")
     _CONFIG.write_bytes(raw)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -177,6 +196,7 @@ BASE = RestartPolicy(cooldown=timedelta(seconds=2), max_attempts=3)
 @EXAMPLES
 @given(labels=label_sets)
 def test_any_labels_give_rules_or_one_line_warnings(labels: dict[str, str]) -> None:
+    _tried("label_sets")
     rules = rules_for(labels, BASE, timedelta(seconds=10), "guardian.enable")
     for warning in rules.warnings:
         _assert_one_line(warning)
@@ -195,6 +215,7 @@ names = st.text(
 def test_hostile_containers_never_stop_the_sweep_and_the_rest_keep_being_healed(
     hostile: list[tuple[str, dict[str, str]]],
 ) -> None:
+    _tried("hostile_container_sets")
     clock = FakeClock()
     engine = FakeEngine(clock)
     good = engine.add("good-app", health="unhealthy")
