@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from guardian.core import labels as L
 from guardian.core.labels import rules_for
 from guardian.core.policy import RestartPolicy
 from guardian.healer import Healer, HealerSettings
+from guardian.logs import FIELDS, LogfmtFormatter
 from guardian.metrics import Metrics
 from tests.fakes import FakeClock, FakeEngine
 from tests.faults.conftest import report_figures, run_cli
@@ -205,6 +207,15 @@ def test_any_labels_give_rules_or_one_line_warnings(labels: dict[str, str]) -> N
     assert timedelta(0) <= rules.stop_timeout <= timedelta(minutes=10)
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 names = st.text(
     st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=40
 ) | st.sampled_from(["$(touch /tmp/pwned)", "a;b|c&d", "`id`", "../../etc", "名前", "-rf", "\n"])
@@ -233,8 +244,23 @@ def test_hostile_containers_never_stop_the_sweep_and_the_rest_keep_being_healed(
         verify_timeout=timedelta(seconds=30),
     )
     healer = Healer(engine, store, clock, settings_, Metrics(CollectorRegistry()))
-    with contextlib.redirect_stderr(io.StringIO()):
+    records = _Records()
+    logger = logging.getLogger("guardian")
+    logger.addHandler(records)
+    try:
         report = healer.sweep()
+    finally:
+        logger.removeHandler(records)
+    # Each line Guardian logged is one line in its real format, whatever the names and labels.
+    formatter = LogfmtFormatter()
+    for record in records.records:
+        _assert_one_line(formatter.format(record))
+    warned = {
+        getattr(r, FIELDS)["container"] for r in records.records if r.msg == "bad label ignored"
+    }
+    for a in report.rows:
+        if a.rules.warnings:
+            assert a.snapshot.name in warned, f"no warning for {a.snapshot.name!r}"
     assert report.engine_error is None
     assert good.id in engine.restarts, "a hostile neighbour stopped the good container's heal"
     # Every opted-in hostile container was judged too (restarted under the global policy).

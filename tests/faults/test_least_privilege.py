@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,9 +51,9 @@ class Filter:
 
 
 @pytest.fixture
-def proxy(tmp_path: Path) -> Iterator[tuple[DockerProxy, Filter]]:
+def proxy() -> Iterator[tuple[DockerProxy, Filter]]:
     rule = Filter()
-    p = DockerProxy(Path(f"/tmp/gdt-lp-{tmp_path.name[-12:]}.sock"), rule=rule).start()
+    p = DockerProxy(Path(f"/tmp/gdt-lp-{uuid.uuid4().hex[:8]}.sock"), rule=rule).start()
     yield p, rule
     p.stop()
 
