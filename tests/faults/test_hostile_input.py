@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
@@ -197,6 +197,7 @@ BASE = RestartPolicy(cooldown=timedelta(seconds=2), max_attempts=3)
 
 @EXAMPLES
 @given(labels=label_sets)
+@example(labels={L.MAX_ATTEMPTS: "²"})  # found by the soak: isdigit() but not int()
 def test_any_labels_give_rules_or_one_line_warnings(labels: dict[str, str]) -> None:
     _tried("label_sets")
     rules = rules_for(labels, BASE, timedelta(seconds=10), "guardian.enable")
