@@ -60,42 +60,49 @@ class ResilientStore:
     def _recovered(self) -> None:
         if self.failing:
             self.failing = False
-            log.info(
-                "store writable again; recording resumed", extra=kv(backlog=len(self._unwritten))
-            )
-        self._flush()
+            log.info("store writable again; recording resumed")
 
-    def _flush(self) -> None:
-        """Write the actions kept in memory, oldest first; stop at the first failure."""
+    def _flush(self) -> bool:
+        """Write the actions kept in memory, oldest first, so the history stays in order.
+        False (and the failure counted) when the store still refuses."""
         with self._lock:
             for temp_id, action in list(self._unwritten.items()):
                 try:
                     self.inner.record_intent(replace(action, id=None))
                 except StoreError as exc:
-                    self._failed("flush", exc)
-                    return
+                    self._failed("record_intent", exc)
+                    return False
                 del self._unwritten[temp_id]
+            return True
+
+    def _keep(self, action: RemediationAction) -> int:
+        temp_id, self._next_id = self._next_id, self._next_id - 1
+        self._unwritten[temp_id] = action
+        return temp_id
 
     # -- writes -----------------------------------------------------------------------------
 
     def save_incident(self, change: IncidentChange) -> Incident:
-        try:
-            saved = self.inner.save_incident(change)
-        except StoreError as exc:
-            self._failed("save_incident", exc)
-            return change.incident  # unsaved: recorded at the next detection once writable
+        with self._lock:
+            if not self._flush():
+                return change.incident  # unsaved: recorded at the next detection once writable
+            try:
+                saved = self.inner.save_incident(change)
+            except StoreError as exc:
+                self._failed("save_incident", exc)
+                return change.incident
         self._recovered()
         return saved
 
     def record_intent(self, action: RemediationAction) -> int:
         with self._lock:
+            if not self._flush():
+                return self._keep(action)
             try:
                 action_id = self.inner.record_intent(action)
             except StoreError as exc:
                 self._failed("record_intent", exc)
-                temp_id, self._next_id = self._next_id, self._next_id - 1
-                self._unwritten[temp_id] = action
-                return temp_id
+                return self._keep(action)
         self._recovered()
         return action_id
 
@@ -110,13 +117,14 @@ class ResilientStore:
                     detail=detail,
                     finished_at=finished_at,
                 )
-                self._flush()
+                if self._flush():
+                    self._recovered()
                 return
-        try:
-            self.inner.record_outcome(action_id, outcome, detail, finished_at)
-        except StoreError as exc:
-            self._failed("record_outcome", exc)
-            return
+            try:
+                self.inner.record_outcome(action_id, outcome, detail, finished_at)
+            except StoreError as exc:
+                self._failed("record_outcome", exc)
+                return
         self._recovered()
 
     def record_reset(self, host: str, container: str, at: datetime) -> None:
