@@ -288,3 +288,18 @@ def test_vanished_container_incident_is_closed(w: World) -> None:
     del w.engine.containers[snap.id]
     w.healer.sweep()
     assert w.store.open_incidents("h") == []
+
+
+def test_a_restart_refused_with_403_is_policy_denied_recorded_once_and_not_retried(
+    w: World,
+) -> None:
+    w.engine.add("app", health="unhealthy")
+    w.engine.restart_outcomes = [ActionOutcome(Outcome.POLICY_DENIED, "engine refused (403)")]
+    for _ in range(5):
+        w.healer.sweep()
+        w.clock.advance(60)  # far past the cooldown
+    assert len(w.engine.restarts) == 1
+    assert [(a.kind, a.outcome) for a in w.store.actions("h")] == [
+        ("restart", Outcome.POLICY_DENIED)
+    ]
+    assert w.metric("guardian_restarts_total", container="app", outcome="policy_denied") == 1
