@@ -131,6 +131,8 @@ def _assert_one_line(message: str) -> None:
 
 @EXAMPLES
 @given(raw=raw_configs, env=env_overrides)
+@example(raw=b'"\\U01000000', env={})  # found by the soak: PyYAML raised ValueError
+@example(raw=b'"\\Ua0000000', env={})  # ... and OverflowError
 def test_any_config_loads_or_fails_with_one_line(raw: bytes, env: dict[str, str]) -> None:
     _tried("configs")
     _CONFIG.write_bytes(raw)
@@ -146,6 +148,8 @@ def test_any_config_loads_or_fails_with_one_line(raw: bytes, env: dict[str, str]
 
 @EXAMPLES
 @given(raw=raw_configs)
+@example(raw=b'"\\U01000000')
+@example(raw=b'"\\Ua0000000')
 def test_cli_config_validate_prints_one_line_and_exits_2_on_any_bad_config(raw: bytes) -> None:
     _tried("configs_through_cli")
     _CONFIG.write_bytes(raw)
