@@ -11,6 +11,7 @@ import contextlib
 import io
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
@@ -114,13 +115,14 @@ def _tried(name: str) -> None:
     TRIED[name] = TRIED.get(name, 0) + 1
 
 
+_TMP = Path(tempfile.mkdtemp(prefix="gdt-fuzz-"))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _report_tried() -> Iterator[None]:
     yield
     report_figures("fuzz", dict(TRIED))
-
-
-_TMP = Path(tempfile.mkdtemp(prefix="gdt-fuzz-"))
+    shutil.rmtree(_TMP, ignore_errors=True)
 _CONFIG = _TMP / "config.yaml"
 
 
