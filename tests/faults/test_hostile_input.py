@@ -123,6 +123,8 @@ def _report_tried() -> Iterator[None]:
     yield
     report_figures("fuzz", dict(TRIED))
     shutil.rmtree(_TMP, ignore_errors=True)
+
+
 _CONFIG = _TMP / "config.yaml"
 
 
