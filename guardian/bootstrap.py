@@ -21,6 +21,7 @@ from guardian.adapters.notify.slack_bot import SlackBotNotifier
 from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
 from guardian.adapters.notify.webhook import WebhookNotifier
 from guardian.adapters.notify.worker import DeliveryWorker, WorkerSettings
+from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.adapters.sqlite_store import SqliteStore
 from guardian.adapters.systemd import SystemdNotifier
@@ -114,14 +115,17 @@ def healer_settings(settings: Settings, self_id: str | None) -> HealerSettings:
 def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
     """Build every adapter from settings. Raises StoreError when the store cannot be opened."""
     clock = SystemClock()
-    store = SqliteStore(store_path(settings))
-    engine = DockerEngine(settings["docker.url"], settings["docker.timeout"])
     metrics = Metrics(registry if registry is not None else CollectorRegistry())
+    # A full disk must not stop healing: write failures are logged and counted, not fatal.
+    # The outbox writes through the SQLite store itself (same transaction as the change).
+    sqlite = SqliteStore(store_path(settings))
+    store = ResilientStore(sqlite, metrics)
+    engine = DockerEngine(settings["docker.url"], settings["docker.timeout"])
     hs = healer_settings(settings, detect_self_id())
     healer = Healer(engine, store, clock, hs, metrics)
     prober = extend(healer, settings)
     try:
-        worker = build_notify(settings, store, clock, metrics, hs.host)
+        worker = build_notify(settings, sqlite, clock, metrics, hs.host)
     except ConfigError:
         store.close()
         raise

@@ -333,6 +333,9 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    except (ValueError, OverflowError):
+        # PyYAML's scanner lets these escape, e.g. for an escape "\U01000000" out of range.
+        raise ConfigError(f"{path}: invalid YAML: an escape sequence is out of range") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

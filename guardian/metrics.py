@@ -97,7 +97,7 @@ class Metrics:
         )
         self.store_errors = Counter(
             "guardian_store_errors",
-            "Store operations that failed (the job was abandoned; the next one retries).",
+            "Store operations that failed (a failed write is logged and healing continues).",
             registry=registry,
         )
         self.notifications_total = Counter(

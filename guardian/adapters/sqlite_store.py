@@ -7,6 +7,7 @@ partial unique index makes "one open incident per (host, container, type)" a dat
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -28,6 +29,8 @@ from guardian.core.model import (
 )
 from guardian.core.notifications import Notification, with_incident
 from guardian.ports import StoreError
+
+_LEFT_ALONE = "; the file was left untouched for inspection (move it away to start afresh)"
 
 # Each entry moves the schema one version up; never edit a released entry, append a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -178,6 +181,12 @@ class SqliteStore:
         self._lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not os.access(self.path.parent, os.W_OK):
+                # SQLite would only say "unable to open database file" (WAL needs the directory).
+                raise StoreError(
+                    f"store {self.path}: state directory {self.path.parent} is not writable"
+                    " (read-only file system or missing permission)"
+                )
             self._db = sqlite3.connect(
                 self.path,
                 timeout=busy_timeout_ms / 1000,
@@ -186,14 +195,27 @@ class SqliteStore:
             )
             self._db.row_factory = sqlite3.Row
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._check_intact()
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"store {self.path}: {exc}") from None
+            raise StoreError(f"store {self.path}: {exc}{_LEFT_ALONE}") from None
         except OSError as exc:
-            raise StoreError(f"store {self.path}: {exc.strerror or exc}") from None
+            raise StoreError(
+                f"store {self.path}: cannot create state directory {self.path.parent}: "
+                f"{exc.strerror or exc}"
+            ) from None
+
+    def _check_intact(self) -> None:
+        """Refuse a damaged file before writing anything to it; never replace it silently."""
+        problems = [str(r[0]) for r in self._db.execute("PRAGMA quick_check(3)")]
+        if problems != ["ok"]:
+            self._db.close()
+            raise StoreError(
+                f"store {self.path}: database is corrupt ({'; '.join(problems)[:200]}){_LEFT_ALONE}"
+            )
 
     # -- plumbing ---------------------------------------------------------------------------
 

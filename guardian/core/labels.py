@@ -72,7 +72,8 @@ def rules_for(
     policy = base
     if MAX_ATTEMPTS in labels:
         raw = labels[MAX_ATTEMPTS].strip()
-        if raw.isdigit() and 1 <= int(raw) <= 1000:
+        # isascii: str.isdigit() accepts "²", which int() refuses.
+        if raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 1000:
             policy = replace(policy, max_attempts=int(raw))
         else:
             warnings.append(

@@ -94,10 +94,11 @@ def decide(
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
     Guards in order: never Guardian itself; never a container that is not opted in; not while a
-    maintenance silence is active (wait until it ends); one restart at a time per container; a
-    host storm holds every restart; an unhealthy dependency holds its dependents; max_attempts
-    within the window (give up); cooldown since the last attempt (exponential with a cap); the
-    host budget (per minute, then concurrent); dry run.
+    maintenance silence is active (wait until it ends); never again after the engine refused
+    this problem's restart (403); one restart at a time per container; a host storm holds every
+    restart; an unhealthy dependency holds its dependents; max_attempts within the window (give
+    up); cooldown since the last attempt (exponential with a cap); the host budget (per minute,
+    then concurrent); dry run.
     """
     if target.is_self:
         return Decision(Verdict.DENY, Reason.SELF)

@@ -80,6 +80,7 @@ class Containers:
         tmpfs_run: bool = True,
         start: bool = True,
         stop_signal: str = "SIGKILL",
+        environment: dict[str, str] | None = None,
         **host_config: Any,
     ) -> str:
         """Create and start a container; returns its full name. `enable` sets guardian.enable."""
@@ -109,6 +110,7 @@ class Containers:
             labels=all_labels,
             healthcheck=healthcheck,
             host_config=hc,
+            environment=environment,
             # PID 1 ignores SIGTERM: SIGKILL makes stops instant unless a test wants them slow.
             stop_signal=stop_signal,
         )

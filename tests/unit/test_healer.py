@@ -154,6 +154,7 @@ def test_policy_denied_by_the_engine_is_not_retried(w: World) -> None:
     assert w.restarts()[0].outcome is Outcome.POLICY_DENIED
     held = [a.reason for a in w.store.actions("h") if a.kind == "decision"]
     assert held == ["engine_denied"]  # reported once, not on every sweep
+    assert w.metric("guardian_restarts_total", container="app", outcome="policy_denied") == 1
 
 
 def test_transient_failure_is_retried_once_on_the_same_attempt(w: World) -> None:

@@ -1,0 +1,224 @@
+"""ResilientStore: keeps healing going when the store cannot be written (disk full, I/O error).
+
+Reads go straight to the wrapped store. A failed write is logged and counted
+(guardian_store_errors_total) instead of stopping the loop; restart intents that could not be
+written are kept in memory, still count against the restart budget (restart_times), and are
+written as soon as the store accepts writes again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from guardian.core.incidents import IncidentChange
+from guardian.core.model import (
+    Incident,
+    IncidentState,
+    Outcome,
+    ProblemType,
+    RemediationAction,
+    Silence,
+    Transition,
+)
+from guardian.core.notifications import Notification
+from guardian.logs import kv
+from guardian.metrics import Metrics
+from guardian.ports import Store, StoreError
+
+log = logging.getLogger("guardian.store")
+
+
+class ResilientStore:
+    """The Store port over another Store; write failures degrade to "healing without a record"."""
+
+    def __init__(self, inner: Store, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self._lock = threading.RLock()
+        self._next_id = -1
+        # Actions not yet written, by their temporary (negative) id, in order.
+        self._unwritten: dict[int, RemediationAction] = {}
+        self.failing = False
+
+    @property
+    def path(self) -> object:
+        return getattr(self.inner, "path", "")
+
+    # -- failure handling -------------------------------------------------------------------
+
+    def _failed(self, op: str, exc: StoreError) -> None:
+        self.metrics.store_errors.inc()
+        if not self.failing:
+            log.error(
+                "store write failed; healing continues, recording resumes when the store recovers",
+                extra=kv(op=op, reason=str(exc)),
+            )
+        else:
+            log.warning("store write failed", extra=kv(op=op, reason=str(exc)))
+        self.failing = True
+
+    def _recovered(self) -> None:
+        if self.failing:
+            self.failing = False
+            log.info("store writable again; recording resumed")
+
+    def _flush(self) -> bool:
+        """Write the actions kept in memory, oldest first, so the history stays in order.
+        False (and the failure counted) when the store still refuses."""
+        with self._lock:
+            for temp_id, action in list(self._unwritten.items()):
+                try:
+                    self.inner.record_intent(replace(action, id=None))
+                except StoreError as exc:
+                    self._failed("record_intent", exc)
+                    return False
+                del self._unwritten[temp_id]
+            return True
+
+    def _keep(self, action: RemediationAction) -> int:
+        temp_id, self._next_id = self._next_id, self._next_id - 1
+        self._unwritten[temp_id] = action
+        return temp_id
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def save_incident(
+        self, change: IncidentChange, notifications: Sequence[Notification] = ()
+    ) -> Incident:
+        with self._lock:
+            if not self._flush():
+                return change.incident  # unsaved: recorded at the next detection once writable
+            try:
+                saved = self.inner.save_incident(change, notifications)
+            except StoreError as exc:
+                self._failed("save_incident", exc)
+                return change.incident
+        self._recovered()
+        return saved
+
+    def record_intent(
+        self, action: RemediationAction, notifications: Sequence[Notification] = ()
+    ) -> int:
+        # While the store refuses writes, the notifications of a kept action are dropped with
+        # it (logged and counted as store errors): the restart itself matters more.
+        with self._lock:
+            if not self._flush():
+                return self._keep(action)
+            try:
+                action_id = self.inner.record_intent(action, notifications)
+            except StoreError as exc:
+                self._failed("record_intent", exc)
+                return self._keep(action)
+        self._recovered()
+        return action_id
+
+    def record_outcome(
+        self,
+        action_id: int,
+        outcome: Outcome,
+        detail: str,
+        finished_at: datetime,
+        notifications: Sequence[Notification] = (),
+    ) -> None:
+        with self._lock:
+            if action_id in self._unwritten:
+                self._unwritten[action_id] = replace(
+                    self._unwritten[action_id],
+                    outcome=outcome,
+                    detail=detail,
+                    finished_at=finished_at,
+                )
+                if self._flush():
+                    self._recovered()
+                return
+            try:
+                self.inner.record_outcome(action_id, outcome, detail, finished_at, notifications)
+            except StoreError as exc:
+                self._failed("record_outcome", exc)
+                return
+        self._recovered()
+
+    def record_reset(self, host: str, container: str, at: datetime) -> None:
+        try:
+            self.inner.record_reset(host, container, at)
+        except StoreError as exc:
+            self._failed("record_reset", exc)
+            return
+        self._recovered()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def restart_times(
+        self, host: str, since: datetime, container: str | None = None
+    ) -> tuple[datetime, ...]:
+        recorded = self.inner.restart_times(host, since, container)
+        with self._lock:
+            kept = tuple(
+                a.requested_at
+                for a in self._unwritten.values()
+                if a.kind == "restart"
+                and a.host == host
+                and a.requested_at > since
+                and (container is None or a.container == container)
+            )
+        return recorded + kept
+
+    def current_incident(self, host: str, container: str, kind: ProblemType) -> Incident | None:
+        return self.inner.current_incident(host, container, kind)
+
+    def open_incidents(self, host: str, container: str | None = None) -> list[Incident]:
+        return self.inner.open_incidents(host, container)
+
+    def get_incident(self, incident_id: int) -> Incident | None:
+        return self.inner.get_incident(incident_id)
+
+    def transitions(self, incident_id: int) -> list[Transition]:
+        return self.inner.transitions(incident_id)
+
+    def actions(
+        self, host: str, container: str | None = None, since: datetime | None = None
+    ) -> list[RemediationAction]:
+        return self.inner.actions(host, container, since)
+
+    def last_action(self, incident_id: int) -> RemediationAction | None:
+        return self.inner.last_action(incident_id)
+
+    def unfinished_actions(self, host: str) -> list[RemediationAction]:
+        return self.inner.unfinished_actions(host)
+
+    def last_reset(self, host: str, container: str) -> datetime | None:
+        return self.inner.last_reset(host, container)
+
+    # -- operator reads and writes go straight through (a person sees errors at once) ---------
+
+    def list_incidents(self, *args: Any, **kwargs: Any) -> list[Incident]:
+        return self.inner.list_incidents(*args, **kwargs)
+
+    def save_state_change(
+        self,
+        change: IncidentChange,
+        expected: IncidentState,
+        notifications: Sequence[Notification] = (),
+    ) -> Incident | None:
+        return self.inner.save_state_change(change, expected, notifications)
+
+    def add_silence(self, silence: Silence) -> Silence:
+        return self.inner.add_silence(silence)
+
+    def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
+        return self.inner.end_silence(host, container, by, at)
+
+    def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
+        return self.inner.active_silence(host, container, now)
+
+    def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:
+        return self.inner.silences(host, now, include_ended)
+
+    def close(self) -> None:
+        self._flush()
+        self.inner.close()

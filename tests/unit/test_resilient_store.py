@@ -1,0 +1,58 @@
+"""ResilientStore: a store that cannot be written never stops healing, and catches up later."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from guardian.adapters.resilient_store import ResilientStore
+from guardian.adapters.sqlite_store import SqliteStore
+from guardian.core.model import Outcome, RemediationAction
+from guardian.metrics import Metrics
+from guardian.ports import StoreError
+from tests.fakes import T0
+
+
+class FullDisk(SqliteStore):
+    """A real SQLite store whose writes fail while `full` is set, as on a full disk."""
+
+    full = False
+
+    def record_intent(self, action: RemediationAction, notifications=()) -> int:  # type: ignore[no-untyped-def]
+        if self.full:
+            raise StoreError(f"store {self.path}: database or disk is full")
+        return super().record_intent(action, notifications)
+
+
+def restart(at_seconds: float) -> RemediationAction:
+    return RemediationAction(
+        None, None, "h", "web", "id", "restart", T0 + timedelta(seconds=at_seconds), "allowed"
+    )
+
+
+def test_unwritable_restarts_still_count_are_counted_as_errors_and_written_later(
+    tmp_path: Path,
+) -> None:
+    inner = FullDisk(tmp_path / "g.db")
+    registry = CollectorRegistry()
+    store = ResilientStore(inner, Metrics(registry))
+    inner.full = True
+    temp_id = store.record_intent(restart(1))
+    assert temp_id < 0
+    store.record_outcome(temp_id, Outcome.SUCCEEDED, "observed healthy", T0)
+    # The budget still sees the attempt that could not be written.
+    assert store.restart_times("h", T0) == (T0 + timedelta(seconds=1),)
+    assert registry.get_sample_value("guardian_store_errors_total") == 2  # intent, flush
+    assert inner.actions("h") == []
+
+    inner.full = False
+    store.record_intent(restart(5))
+    written = inner.actions("h")
+    assert [(a.requested_at, a.outcome) for a in written] == [
+        (T0 + timedelta(seconds=1), Outcome.SUCCEEDED),
+        (T0 + timedelta(seconds=5), None),
+    ]
+    assert store.restart_times("h", T0) == tuple(a.requested_at for a in written)
+    store.close()
