@@ -6,6 +6,7 @@ environment and `config show` all go through it. Per-container label overrides l
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -310,6 +311,15 @@ class Settings:
         )
 
 
+def _allowed(key: object, keys: Mapping[str, Key]) -> str:
+    """What to say about an unknown key: every allowed key when few, else the closest ones."""
+    if len(keys) <= 12:
+        return "allowed: " + ", ".join(keys)
+    close = difflib.get_close_matches(str(key), list(keys), n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return f"{hint}config.yaml lists all {len(keys)} allowed keys"
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -362,9 +372,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
         given = data.get(section) or {}
         for key in given:
             if key not in keys:
-                raise ConfigError(
-                    f"unknown key {section}.{_shown(key)}; allowed: {', '.join(keys)}"
-                )
+                raise ConfigError(f"unknown key {section}.{_shown(key)}; {_allowed(key, keys)}")
         values[section] = {}
         for key, spec in keys.items():
             env_name = f"GUARDIAN_{section}_{key}".upper()
