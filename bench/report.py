@@ -109,7 +109,8 @@ def _sweeps(r: Results) -> list[str]:
         "inspect. Requests are counted through a counting proxy on a Unix socket; times are "
         "taken on the engine's socket directly: `Healer.sweep()` in-process (bootstrap.build, "
         "a SQLite store, every step a sweep does) against one raw `GET /containers/json` "
-        "with the same filters, interleaved in the same run.",
+        "with the same filters, in back-to-back pairs; the ratio is the median of the pairs' "
+        "ratios, so load from other work on the machine hits both sides alike.",
         "",
         "| running | candidates | requests per sweep (list + inspect + other) | exactly 1 list "
         "+ 1 inspect per candidate | sweep | raw list | sweep / raw | floor ≤ 1.5× at 500 |",

@@ -45,10 +45,7 @@ class SweepResult:
     other: int
     sweep_s: float
     raw_list_s: float
-
-    @property
-    def ratio(self) -> float:
-        return self.sweep_s / self.raw_list_s
+    ratio: float  # the median of sweep / raw list over back-to-back pairs
 
     @property
     def exact(self) -> bool:
@@ -130,6 +127,7 @@ def _at_size(
             other=other,
             sweep_s=median(sweeps),
             raw_list_s=median(raws),
+            ratio=median([s / r for s, r in zip(sweeps, raws, strict=True)]),
         )
     finally:
         conn.close()
