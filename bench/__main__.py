@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, command: str) -> Results:
     fleet = Fleet(url)
     tmp = Path(tempfile.mkdtemp(prefix=f"gbench-{fleet.run_id}-"))
     kind = "a private dockerd started by the benchmark" if engine else f"the engine at {url}"
-    results = Results(command, engine_versions(url), kind, args.trials)
+    results = Results(command, engine_versions(url), kind, args.trials, fleet.run_id)
     try:
         if "latency" in phases:
             _say("latency: events on")
@@ -83,14 +83,15 @@ def _say(text: str) -> None:
     print(f"bench: {text}", file=sys.stderr, flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> Results:
+    """Run, write the results file, and return the results (for the CI smoke test)."""
     args = parse_args(argv)
     command = "python -m bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     results = run(args, os.environ.get("BENCH_COMMAND", command.strip()))
     args.out.write_text(render(results))
     _say(f"wrote {args.out}")
-    return 0
+    return results
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -24,6 +24,7 @@ class Results:
     engine: dict[str, str]
     engine_kind: str
     trials: int
+    run_id: str = ""
     latency: list[LatencyResult] = field(default_factory=list)
     sweeps: list[SweepResult] = field(default_factory=list)
     overhead: OverheadResult | None = None
