@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -71,6 +72,11 @@ def run(args: argparse.Namespace, command: str) -> Results:
         if "storm" in phases:
             _say(f"storm of {args.storm_containers}")
             results.storm = storm.measure(fleet, tmp, args.storm_containers)
+    except BaseException:
+        _say(f"failed; logs of the Guardian runs are kept in {tmp}")
+        raise
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     finally:
         fleet.remove()
         fleet.close()
