@@ -150,6 +150,7 @@ def _storm(r: Results) -> list[str]:
     s = r.storm
     if s is None:
         return []
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(s.outcomes.items())) or "none"
     healed = "not within the time limit" if s.all_healthy_s is None else f"{s.all_healthy_s:.0f} s"
     return [
         "## 4. Storm",
@@ -158,8 +159,8 @@ def _storm(r: Results) -> list[str]:
         f"health check every 5 s). Default host budget: {s.budget}. Time from the flip until "
         "the last container, restarted, reports healthy.",
         "",
-        "| containers | time until all healthy | restarts | notifications sent |",
+        "| containers | time until all healthy | restarts (by outcome) | notifications sent |",
         "|---|---|---|---|",
-        f"| {s.containers} | {healed} | {s.restarts} | {s.notifications} |",
+        f"| {s.containers} | {healed} | {s.restarts} ({outcomes}) | {s.notifications} |",
         "",
     ]

@@ -25,6 +25,7 @@ class StormResult:
     budget: str
     all_healthy_s: float | None
     restarts: int
+    outcomes: dict[str, int]
     notifications: str
 
 
@@ -58,14 +59,17 @@ def measure(fleet: Fleet, tmp: Path, containers: int, timeout: float | None = No
             (flag / "sick").touch()
             healed = _wait_healed(log, names, t0, limit)
             samples = g.scrape()
-            restarts = int(
-                sum(v for k, v in samples.items() if k.startswith("guardian_restarts_total{"))
-            )
+            outcomes: dict[str, int] = {}
+            for k, v in samples.items():
+                if k.startswith("guardian_restarts_total{") and v:
+                    outcome = k.split('outcome="')[1].split('"')[0]
+                    outcomes[outcome] = outcomes.get(outcome, 0) + int(v)
             return StormResult(
                 containers=containers,
                 budget=budget(),
                 all_healthy_s=None if healed is None else healed - t0,
-                restarts=restarts,
+                restarts=sum(outcomes.values()),
+                outcomes=outcomes,
                 notifications=_notifications(samples),
             )
     finally:

@@ -6,12 +6,14 @@ request plus one inspect per candidate, and that the benchmark removed what it c
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import docker
 
 from bench.__main__ import main
 from bench.engine import BENCH_LABEL
+from guardian.adapters.docker_engine import DockerEngine
 
 
 def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
@@ -44,3 +46,17 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
         all=True, filters={"label": f"{BENCH_LABEL}={results.run_id}"}
     )
     assert leftovers == []
+
+
+def test_the_engine_client_skips_proxy_lookups_on_a_unix_socket(
+    docker_api: docker.APIClient,
+) -> None:
+    # requests reads the proxy variables on every request; no proxy applies to a Unix socket,
+    # and the sweep benchmark at 500 containers showed the lookup (bench/RESULTS.md).
+    engine = DockerEngine("unix:///var/run/docker.sock", timedelta(seconds=30))
+    try:
+        engine.ping()
+        assert engine._client().trust_env is False
+        assert engine.list_containers("guardian.enable", "guardian.bench=none") == []
+    finally:
+        engine.close()
