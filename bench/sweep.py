@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.engine import Fleet
-from bench.probes import median
+from bench.probes import median, wait_for
 from guardian.adapters.docker_engine import summary_snapshot
 from guardian.bootstrap import App, build
 from guardian.checks import needs_inspect
@@ -46,6 +46,7 @@ class SweepResult:
     sweep_s: float
     raw_list_s: float
     ratio: float  # the median of sweep / raw list over back-to-back pairs
+    with_candidates_s: float  # a sweep once the 2 exited candidates joined
 
     @property
     def exact(self) -> bool:
@@ -79,7 +80,6 @@ def measure(fleet: Fleet, tmp: Path, sizes: list[int], trials: int) -> list[Swee
     """Grow one fleet of running `sleep` containers through `sizes`; measure at each size."""
     socket_path = fleet.url.removeprefix("unix://")
     api_version = str(fleet.api.version().get("ApiVersion", "1.41"))
-    fleet.create(EXITED, "sweep", command=["true"])
     results: list[SweepResult] = []
     running = 0
     try:
@@ -101,9 +101,16 @@ def _at_size(
     counted = app_for(proxy.url, fleet.scope, tmp / f"counted-{size}.db")
     conn = UnixHTTPConnection(socket_path)
     try:
-        for a in (app, counted):  # warm up: API version negotiation, first incidents, caches
-            a.healer.sweep()
+        # Timed on `size` running containers, as the floor states them.
+        app.healer.sweep()  # warm up: API version negotiation, first sweep's store writes
         raw_list(conn, api_version, fleet.scope)
+        sweeps, raws = _pairs(app, conn, api_version, fleet.scope, trials)
+        # Then 2 exited containers join: candidates, each worth exactly one inspect.
+        fleet.create(EXITED, "sweep-exited", command=["true"])
+        wait_for(
+            lambda: _candidates(conn, api_version, fleet.scope) == EXITED, 30, "exited containers"
+        )
+        counted.healer.sweep()
         proxy.requests.clear()
         report = counted.healer.sweep()
         if report.engine_error:
@@ -113,12 +120,8 @@ def _at_size(
         lists = sum(1 for m, p in seen if m == "GET" and p == "/containers/json")
         inspects = sum(1 for m, p in seen if m == "GET" and INSPECT.fullmatch(p))
         other = len(seen) - lists - inspects
-        sweeps, raws = [], []
-        for _ in range(trials):
-            raws.append(raw_list(conn, api_version, fleet.scope))
-            t0 = time.perf_counter()
-            app.healer.sweep()
-            sweeps.append(time.perf_counter() - t0)
+        app.healer.sweep()
+        with_candidates, _ = _pairs(app, conn, api_version, fleet.scope, max(1, trials // 2))
         return SweepResult(
             size=size,
             candidates=candidates,
@@ -128,12 +131,27 @@ def _at_size(
             sweep_s=median(sweeps),
             raw_list_s=median(raws),
             ratio=median([s / r for s, r in zip(sweeps, raws, strict=True)]),
+            with_candidates_s=median(with_candidates),
         )
     finally:
+        fleet.remove("sweep-exited")
         conn.close()
         app.close()
         counted.close()
         proxy.stop()
+
+
+def _pairs(
+    app: App, conn: UnixHTTPConnection, api_version: str, scope: str, trials: int
+) -> tuple[list[float], list[float]]:
+    """`trials` back-to-back (sweep, raw list) timings."""
+    sweeps, raws = [], []
+    for _ in range(trials):
+        raws.append(raw_list(conn, api_version, scope))
+        t0 = time.perf_counter()
+        app.healer.sweep()
+        sweeps.append(time.perf_counter() - t0)
+    return sweeps, raws
 
 
 def _candidates(conn: UnixHTTPConnection, api_version: str, scope: str) -> int:
