@@ -101,6 +101,8 @@ class Healer:
         self._restarting: set[str] = set()  # restart call running, by container name
         self.pending: dict[str, PendingVerify] = {}  # restarted, awaiting verification
         self._healthy_since: dict[str, datetime] = {}
+        self._reset_checked: dict[str, datetime] = {}  # healthy streaks already reset or checked
+        self._rules: dict[str, tuple[dict[str, str], ContainerRules]] = {}  # by container id
         self._stopped_by_person: set[str] = set()  # container ids
         self._warned: set[tuple[str, str]] = set()
         self._muted: set[str] = set()  # containers labelled guardian.notify=false
@@ -110,8 +112,13 @@ class Healer:
     # -- observe ----------------------------------------------------------------------------
 
     def rules(self, snap: ContainerSnapshot) -> ContainerRules:
+        # Labels are fixed at creation, so a container's rules are worked out once, not per sweep.
+        cached = self._rules.get(snap.id)
+        if cached is not None and cached[0] == snap.labels:
+            return cached[1]
         s = self.settings
         rules = rules_for(snap.labels, s.policy, s.stop_timeout, s.watch_label, s.self_id, snap.id)
+        self._rules[snap.id] = (dict(snap.labels), rules)
         for warning in rules.warnings:
             if (snap.name, warning) not in self._warned:
                 self._warned.add((snap.name, warning))
@@ -214,6 +221,8 @@ class Healer:
         watched = [s for s in summaries if self.settings.watches(s.labels)]
         for listed in self.hooks.listed:
             listed(watched)
+        # One query for the whole sweep instead of one per healthy container (bench/RESULTS.md).
+        open_names = {i.container for i in self.store.open_incidents(self.settings.host)}
         for snap in watched:
             try:
                 assessment = self.assess(snap, "sweep")
@@ -227,9 +236,12 @@ class Healer:
             for assessed in self.hooks.assessed:
                 assessed(report.rows)
             for assessment in report.rows:
-                self.apply(assessment)
+                self.apply(assessment, open_names)
         if apply and report.engine_error is None:
             self._forget_vanished({s.name for s in watched})
+        if report.engine_error is None:
+            listed = {s.id for s in summaries}
+            self._rules = {k: v for k, v in self._rules.items() if k in listed}
         self.metrics.containers_watched.set(len(watched))
         self.metrics.containers_unhealthy.set(
             sum(1 for r in report.rows if r.result.problem is not None)
@@ -273,8 +285,11 @@ class Healer:
 
     # -- incidents and actions --------------------------------------------------------------
 
-    def apply(self, a: Assessment) -> None:
-        """Record what an assessment found and act on its decision."""
+    def apply(self, a: Assessment, open_names: set[str] | None = None) -> None:
+        """Record what an assessment found and act on its decision.
+
+        `open_names`: the containers with an open incident, when the caller (a sweep) already
+        read them; None reads the store for this container."""
         result, name = a.result, a.snapshot.name
         if result.skipped is not None:
             return
@@ -282,7 +297,7 @@ class Healer:
         if result.problem is None:
             for recovered in self.hooks.recovered:
                 recovered(name)
-            self._observed_healthy(name, now)
+            self._observed_healthy(name, now, open_names)
             return
         self._healthy_since.pop(name, None)
         for detected in self.hooks.detected:
@@ -326,15 +341,23 @@ class Healer:
             case Verdict.WAIT | Verdict.DENY:
                 self._note_decision(incident, a.snapshot, decision)
 
-    def _observed_healthy(self, name: str, now: datetime) -> None:
+    def _observed_healthy(
+        self, name: str, now: datetime, open_names: set[str] | None = None
+    ) -> None:
         host = self.settings.host
         since = self._healthy_since.setdefault(name, now)
-        for incident in self.store.open_incidents(host, name):
-            if incident.is_open and name not in self.pending:
-                change = incidents.record_recovery(incident, "observed healthy", now)
-                note = notifications.resolved(change.incident, "observed healthy", now)
-                self._save(change, self.notes(name, note))
+        if open_names is None or name in open_names:
+            for incident in self.store.open_incidents(host, name):
+                if incident.is_open and name not in self.pending:
+                    change = incidents.record_recovery(incident, "observed healthy", now)
+                    note = notifications.resolved(change.incident, "observed healthy", now)
+                    self._save(change, self.notes(name, note))
         policy = self.settings.policy
+        # Reset marks only move forward: once one is at or after this healthy streak's start,
+        # no reset is due until the streak ends, so the store is not asked again each sweep.
+        if now - since < policy.reset_after or self._reset_checked.get(name) == since:
+            return
+        self._reset_checked[name] = since
         if reset_due(since, self.store.last_reset(host, name), policy, now):
             self.store.record_reset(host, name, now)
             log.info(
@@ -554,6 +577,9 @@ class Healer:
         for name in list(self._healthy_since):
             if name not in present:
                 del self._healthy_since[name]
+        for name in list(self._reset_checked):
+            if name not in present:
+                del self._reset_checked[name]
 
     def refresh_incident_gauge(self) -> None:
         """Recount open incidents, and the containers Guardian gave up on, from the store."""

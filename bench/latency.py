@@ -1,0 +1,93 @@
+"""Detection -> restart request: Docker's `health_status: unhealthy` event to the engine's `kill`
+event of Guardian's restart, with events on, and with events off and a 5 s sweep (polling)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.engine import Fleet
+from bench.probes import EventLog, GuardianRun, histogram, median, percentile, wait_for
+
+# A restart budget that never holds a trial back: latency is measured, not the policy.
+OPEN_BUDGET = {
+    "cooldown": "0s",
+    "max_attempts": 1000,
+    "max_per_minute": 10000,
+    "max_concurrent": 10,
+    "stop_timeout": "1s",
+    "verify_timeout": "30s",
+}
+
+
+@dataclass
+class LatencyResult:
+    mode: str
+    interval: float
+    samples: list[float] = field(default_factory=list)
+    guardian_hist: dict[str, Any] = field(default_factory=dict)
+
+    def p(self, q: float) -> float:
+        return percentile(self.samples, q)
+
+    @property
+    def p50(self) -> float:
+        return median(self.samples)
+
+    @property
+    def p95(self) -> float:
+        return self.p(0.95)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+
+def measure(
+    fleet: Fleet, tmp: Path, trials: int, events: bool, interval: float, parallel: int = 4
+) -> LatencyResult:
+    """`trials` unhealthy flips, one at a time, over a few containers taking turns."""
+    mode = "events" if events else "polling"
+    names = fleet.create(min(parallel, trials), f"lat-{mode}", health=True)
+    log = EventLog(fleet.url, fleet.scope)
+    result = LatencyResult(mode, interval)
+    try:
+        for n in names:
+            wait_for(lambda n=n: fleet.health(n) == "healthy", 30, f"{n} healthy")
+        watch = {"events": events, "interval": f"{interval}s"}
+        with GuardianRun(tmp / mode, fleet.url, fleet.scope, watch=watch, restart=OPEN_BUDGET) as g:
+            for i in range(trials):
+                name = names[i % len(names)]
+                result.samples.append(_trial(fleet, g, log, name, i // len(names)))
+            result.guardian_hist = histogram(g.scrape(), "guardian_detection_to_restart_seconds")
+    finally:
+        log.close()
+        fleet.remove(f"lat-{mode}")
+    return result
+
+
+def _succeeded(g: GuardianRun, name: str) -> float:
+    key = f'guardian_restarts_total{{container="{name}",outcome="succeeded"}}'
+    return g.scrape().get(key, 0.0)
+
+
+def _trial(fleet: Fleet, g: GuardianRun, log: EventLog, name: str, done_before: int) -> float:
+    # The previous restart of this container must be verified first, or Guardian would judge
+    # the new flip as a failed verification rather than a fresh detection.
+    wait_for(lambda: _succeeded(g, name) >= done_before, 60, f"{name} verified", every=0.25)
+    wait_for(lambda: fleet.health(name) == "healthy", 30, f"{name} healthy", every=0.25)
+    since = time.time() - 0.05
+    fleet.exec_all([name], ["touch", "/run/sick"])
+    unhealthy = wait_for(
+        lambda: _health_event(log, name, "unhealthy", since), 30, f"{name} unhealthy event"
+    )
+    restart = wait_for(
+        lambda: log.first(name, ("kill", "die", "restart"), unhealthy), 60, f"{name} restart"
+    )
+    return float(restart - unhealthy)
+
+
+def _health_event(log: EventLog, name: str, status: str, since: float) -> float | None:
+    return log.first(name, (f"health_status: {status}",), since)
