@@ -240,8 +240,8 @@ class Healer:
         if apply and report.engine_error is None:
             self._forget_vanished({s.name for s in watched})
         if report.engine_error is None:
-            listed = {s.id for s in summaries}
-            self._rules = {k: v for k, v in self._rules.items() if k in listed}
+            listed_ids = {s.id for s in summaries}
+            self._rules = {k: v for k, v in self._rules.items() if k in listed_ids}
         self.metrics.containers_watched.set(len(watched))
         self.metrics.containers_unhealthy.set(
             sum(1 for r in report.rows if r.result.problem is not None)
