@@ -57,6 +57,7 @@ class NotifyFigures:
     webhook_messages: int = 0
     slack_duplicates: int = 0
     duplicates_at_kills: int = 0
+    lost: int = 0  # (notification, channel) pairs not delivered or not received
     problems: list[str] = field(default_factory=list)
 
 
@@ -86,9 +87,11 @@ def check_notifications(
         by_channel.setdefault(channel, {})[oid] = state
     for channel, states in by_channel.items():
         missing = sorted(set(outbox) - set(states))
+        fig.lost += len(missing)
         if missing:
             fig.problems.append(f"{channel}: no delivery row for outbox ids {missing[:10]}")
         open_rows = sorted(oid for oid, s in states.items() if s not in ("delivered", "dead"))
+        fig.lost += len(open_rows)
         if open_rows:
             fig.problems.append(f"{channel}: neither delivered nor dead: ids {open_rows[:10]}")
 
@@ -103,6 +106,7 @@ def check_notifications(
     lost = sorted(
         oid for oid, s in by_channel["webhook"].items() if s == "delivered" and oid not in got_ids
     )
+    fig.lost += len(lost)
     if lost:
         fig.problems.append(f"webhook: recorded delivered but never received: ids {lost[:10]}")
 
@@ -114,6 +118,7 @@ def check_notifications(
     )
     received = Counter(h for r in slack for h in slack_headlines(r.body))
     short = expected - received
+    fig.lost += sum(short.values())
     if short:
         fig.problems.append(f"slack: recorded delivered but never received: {dict(short)}")
     surplus = received - expected
@@ -143,5 +148,5 @@ def as_report(fig: NotifyFigures) -> dict[str, Any]:
         "webhook_messages": fig.webhook_messages,
         "slack_duplicates": fig.slack_duplicates,
         "slack_duplicates_in_kill_window": fig.duplicates_at_kills,
-        "notifications_lost": len(fig.problems),
+        "notifications_lost": fig.lost,
     }

@@ -90,6 +90,7 @@ def test_a_lost_notification_fails(tmp_path: Path, rx: FakeReceiver) -> None:
         "slack: recorded delivered but never received: {'Incident opened: storm1 on h:"
         " unhealthy': 1}",
     ]
+    assert fig.lost == 2
     rx.requests = [slack(N1, 1), slack(N2, 1), hook([N1], 2)]
     fig = check_notifications(store(tmp_path / "second", ALL_DELIVERED), rx, [0], killed_runs=0)
     assert fig.problems == ["webhook: recorded delivered but never received: ids [2]"]
