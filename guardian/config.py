@@ -6,6 +6,7 @@ environment and `config show` all go through it. Per-container label overrides l
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -310,6 +311,18 @@ class Settings:
         )
 
 
+def _unknown_key(section: str, key: Any, keys: list[str]) -> str:
+    """The one-line error for an unknown key: every allowed key while that stays short (the
+    notify section has too many to read in one line: the closest ones, and where the rest are)."""
+    listed = ", ".join(keys)
+    if len(listed) <= 300:
+        return f"unknown key {section}.{_shown(key)}; allowed: {listed}"
+    close = difflib.get_close_matches(str(key), keys, n=3)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    where = f"the {len(keys)} keys of {section} are listed in the README"
+    return f"unknown key {section}.{_shown(key)}; {hint}{where}"
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -362,9 +375,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
         given = data.get(section) or {}
         for key in given:
             if key not in keys:
-                raise ConfigError(
-                    f"unknown key {section}.{_shown(key)}; allowed: {', '.join(keys)}"
-                )
+                raise ConfigError(_unknown_key(section, key, list(keys)))
         values[section] = {}
         for key, spec in keys.items():
             env_name = f"GUARDIAN_{section}_{key}".upper()
