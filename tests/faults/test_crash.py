@@ -12,6 +12,7 @@ import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,23 +85,25 @@ def notify_channels(rx: FakeReceiver) -> tuple[dict[str, str], dict[str, Any]]:
     return env, notify
 
 
-_quiet_since: dict[Path, tuple[int, float]] = {}
+def drained(store: Path) -> Callable[[], bool]:
+    """A wait_until condition: nothing pending or undispatched in the outbox, and no new
+    notification for 3 s (the resolve notifications of the healed containers may still come)."""
+    last = (-1, time.monotonic())  # (outbox rows, since when)
 
+    def check() -> bool:
+        nonlocal last
+        rows, depth = query(
+            store,
+            "SELECT (SELECT count(*) FROM outbox), (SELECT count(*) FROM deliveries"
+            " WHERE state = 'pending') + (SELECT count(*) FROM outbox WHERE dispatched = 0)",
+        )[0]
+        now = time.monotonic()
+        if rows != last[0]:
+            last = (rows, now)
+            return False
+        return depth == 0 and now - last[1] >= 3.0
 
-def drained(store: Path) -> bool:
-    """Nothing pending or undispatched in the outbox, and no new notification for 3 s (the
-    resolve notifications of the healed containers may still be on their way)."""
-    rows, depth = query(
-        store,
-        "SELECT (SELECT count(*) FROM outbox), (SELECT count(*) FROM deliveries"
-        " WHERE state = 'pending') + (SELECT count(*) FROM outbox WHERE dispatched = 0)",
-    )[0]
-    now = time.monotonic()
-    seen, since = _quiet_since.get(store, (-1, now))
-    if rows != seen:
-        _quiet_since[store] = (rows, now)
-        return False
-    return depth == 0 and now - since >= 3.0
+    return check
 
 
 def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
@@ -173,7 +176,7 @@ def storm_and_check(
     g.start()
     unfinished = "SELECT count(*) FROM actions WHERE outcome IS NULL OR outcome = 'restarted'"
     wait_until(lambda: query(g.store_path, unfinished)[0][0] == 0, 60, message="reconciled")
-    wait_until(lambda: drained(g.store_path), 90, message="notification outbox drained")
+    wait_until(drained(g.store_path), 90, message="notification outbox drained")
     assert g.stop() == 0
 
     # Notifications: none lost, none sent twice to Slack but in the window of a kill.
