@@ -311,13 +311,16 @@ class Settings:
         )
 
 
-def _allowed(key: object, keys: Mapping[str, Key]) -> str:
-    """What to say about an unknown key: every allowed key when few, else the closest ones."""
-    if len(keys) <= 12:
-        return "allowed: " + ", ".join(keys)
-    close = difflib.get_close_matches(str(key), list(keys), n=3, cutoff=0.5)
+def _unknown_key(section: str, key: Any, keys: list[str]) -> str:
+    """The one-line error for an unknown key: every allowed key while that stays short (the
+    notify section has too many to read in one line: the closest ones, and where the rest are)."""
+    listed = ", ".join(keys)
+    if len(listed) <= 300:
+        return f"unknown key {section}.{_shown(key)}; allowed: {listed}"
+    close = difflib.get_close_matches(str(key), keys, n=3)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
-    return f"{hint}config.yaml lists all {len(keys)} allowed keys"
+    where = f"the {len(keys)} keys of {section} are listed in the README"
+    return f"unknown key {section}.{_shown(key)}; {hint}{where}"
 
 
 def _shown(value: Any) -> str:
@@ -372,7 +375,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
         given = data.get(section) or {}
         for key in given:
             if key not in keys:
-                raise ConfigError(f"unknown key {section}.{_shown(key)}; {_allowed(key, keys)}")
+                raise ConfigError(_unknown_key(section, key, list(keys)))
         values[section] = {}
         for key, spec in keys.items():
             env_name = f"GUARDIAN_{section}_{key}".upper()

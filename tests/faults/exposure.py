@@ -4,9 +4,9 @@ Each fault test hands what a person or a scraper could see (every log line of ev
 run, /metrics scrapes, CLI output) to an `Exposure`; at the end of the test no configured secret
 may appear in any of it.
 
-Issue 3 (notifications) adds its secrets to `SECRET_SOURCES` (webhook URLs, SMTP passwords,
-tokens: whatever its fixtures configure) and passes each delivered notification body to
-`Exposure.add("notification ...", body)`: the check itself needs no change.
+The notification secrets the crash test configures (the Slack webhook URL, the generic webhook
+URL and its HMAC secret) are in `SECRET_SOURCES` too, and every notification its fake receiver got
+is handed to `Exposure.add` (notify_check.expose_received): no notification may carry them.
 """
 
 from __future__ import annotations
@@ -22,9 +22,14 @@ def _canary(kind: str) -> str:
 # name -> value of every secret the fault suite configures. Today: a secret in Guardian's own
 # environment (GUARDIAN_TEST_SECRET, as a webhook URL would be) and a password in the environment
 # of every watched container (Guardian inspects them, so it sees Config.Env).
+# The notification channels' secrets: the secret part of each webhook URL (the path, as in
+# Slack's https://hooks.slack.com/services/T.../B.../<secret>) and the webhook's HMAC key.
 SECRET_SOURCES: dict[str, str] = {
     "guardian environment": _canary("env"),
     "container environment": _canary("container"),
+    "slack webhook url": _canary("slack"),
+    "webhook url": _canary("hook"),
+    "webhook hmac": _canary("hmac"),
 }
 
 

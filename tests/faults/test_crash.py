@@ -12,12 +12,22 @@ import os
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tests.faults.conftest import Factory, container_env, report_figures
+from tests.faults.exposure import SECRET_SOURCES, Exposure
+from tests.faults.notify_check import (
+    HOOK_PATH,
+    SLACK_PATH,
+    as_report,
+    check_notifications,
+    expose_received,
+)
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers, EventRecorder
+from tests.receiver import FakeReceiver
 
 CONTAINERS = int(os.environ.get("GUARDIAN_FAULT_CONTAINERS", "10"))
 KILLS = int(os.environ.get("GUARDIAN_FAULT_KILLS", "20"))
@@ -54,8 +64,68 @@ def query(store: Path, sql: str) -> list[Any]:
         db.close()
 
 
+def notify_channels(rx: FakeReceiver) -> tuple[dict[str, str], dict[str, Any]]:
+    """(environment, notify section): a Slack webhook (not idempotent) and the generic webhook
+    (idempotent, HMAC-signed), both on `rx`, retried fast and never grouped for long."""
+    env = {
+        "GDT_SLACK_URL": rx.url(SLACK_PATH + SECRET_SOURCES["slack webhook url"]),
+        "GDT_HOOK_URL": rx.url(HOOK_PATH + SECRET_SOURCES["webhook url"]),
+        "GDT_HOOK_HMAC": SECRET_SOURCES["webhook hmac"],
+    }
+    notify = {
+        "slack_webhook_url_env": "GDT_SLACK_URL",
+        "webhook_url_env": "GDT_HOOK_URL",
+        "webhook_secret_env": "GDT_HOOK_HMAC",
+        "group_wait": "0s",
+        "pacing": "0s",
+        "retry_backoff": "200ms",
+        "max_backoff": "1s",
+        "max_attempts": 100,
+    }
+    return env, notify
+
+
+def drained(store: Path) -> Callable[[], bool]:
+    """A wait_until condition: nothing pending or undispatched in the outbox, and no new
+    notification for 3 s (the resolve notifications of the healed containers may still come)."""
+    last = (-1, time.monotonic())  # (outbox rows, since when)
+
+    def check() -> bool:
+        nonlocal last
+        rows, depth = query(
+            store,
+            "SELECT (SELECT count(*) FROM outbox), (SELECT count(*) FROM deliveries"
+            " WHERE state = 'pending') + (SELECT count(*) FROM outbox WHERE dispatched = 0)",
+        )[0]
+        now = time.monotonic()
+        if rows != last[0]:
+            last = (rows, now)
+            return False
+        return depth == 0 and now - last[1] >= 3.0
+
+    return check
+
+
 def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
-    guardian: Factory, containers: Containers, engine_events: EventRecorder
+    guardian: Factory,
+    containers: Containers,
+    engine_events: EventRecorder,
+    exposure: Exposure,
+) -> None:
+    rx = FakeReceiver()
+    try:
+        storm_and_check(guardian, containers, engine_events, exposure, rx)
+    finally:
+        rx.stop()
+        expose_received(exposure, rx)
+
+
+def storm_and_check(
+    guardian: Factory,
+    containers: Containers,
+    engine_events: EventRecorder,
+    exposure: Exposure,
+    rx: FakeReceiver,
 ) -> None:
     seed = int(os.environ.get("GUARDIAN_FAULT_SEED") or random.randrange(1 << 30))
     rng = random.Random(seed)
@@ -71,8 +141,14 @@ def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
         )
         containers.api.exec_start(containers.api.exec_create(name, ["touch", "/sick"]))
         names.append(name)
+    env, notify = notify_channels(rx)
     g = guardian(
+        env=env,
         start=False,
+        notify=notify,
+        # Every container here fails at once, on purpose: the storm breaker (which would rightly
+        # hold them all) is off, so the restart cap is what is tested.
+        storm={"threshold": "100%"},
         watch={"interval": "1s"},
         restart={
             "cooldown": "1s",
@@ -83,7 +159,9 @@ def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
         },
     )
     started = time.monotonic()
+    starts: list[float] = []  # time.monotonic() before each run, to place what rx received
     for _ in range(KILLS):
+        starts.append(time.monotonic())
         g.start()
         time.sleep(rng.uniform(0.2, 4.0))  # a random moment of the storm
         g.kill9()
@@ -94,13 +172,18 @@ def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
         containers.api.exec_start(containers.api.exec_create(name, ["rm", "-f", "/sick"]))
     for name in names:
         containers.wait_health(name, "healthy", timeout=60)
+    starts.append(time.monotonic())
     g.start()
     unfinished = "SELECT count(*) FROM actions WHERE outcome IS NULL OR outcome = 'restarted'"
     wait_until(lambda: query(g.store_path, unfinished)[0][0] == 0, 60, message="reconciled")
+    wait_until(drained(g.store_path), 90, message="notification outbox drained")
     assert g.stop() == 0
 
-    # NOTIFICATIONS (issue 3): assert here that every notification queued in the store was
-    # delivered exactly once to the fake non-idempotent receiver (none lost, none sent twice).
+    # Notifications: none lost, none sent twice to Slack but in the window of a kill.
+    notified = check_notifications(g.store_path, rx, starts, killed_runs=KILLS)
+    assert notified.notifications > 0, "no notification at all"
+    assert not notified.problems, "; ".join(notified.problems)
+    assert notified.slack_duplicates <= KILLS
 
     restarts = {name: [t for a, t in engine_events.of(name) if a == "restart"] for name in names}
     total = sum(len(t) for t in restarts.values())
@@ -142,5 +225,6 @@ def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
             "incidents": query(g.store_path, "SELECT count(*) FROM incidents")[0][0],
             "duplicate_open_incidents": len(duplicates),
             "outcomes": outcomes,
+            **as_report(notified),
         },
     )

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
+
 from tests.faults.exposure import SECRET_SOURCES, Exposure
+from tests.faults.notify_check import SLACK_PATH, expose_received
+from tests.receiver import FakeReceiver
 
 
 def test_the_check_finds_each_configured_secret_in_any_exposed_text() -> None:
@@ -17,3 +22,29 @@ def test_every_configured_secret_is_a_fresh_unguessable_value() -> None:
     values = list(SECRET_SOURCES.values())
     assert len(set(values)) == len(values)
     assert all(len(v) >= 24 for v in values)
+
+
+def test_the_check_finds_a_secret_in_a_notification_the_receiver_got() -> None:
+    # A real request to the fake receiver, carrying the HMAC key in its body and the Slack URL
+    # in a header: both must be reported, the path (where a webhook URL's secret lives) not.
+    rx = FakeReceiver()
+    try:
+        path = SLACK_PATH + SECRET_SOURCES["slack webhook url"]
+        body = json.dumps({"text": f"key {SECRET_SOURCES['webhook hmac']}"}).encode()
+        request = urllib.request.Request(
+            rx.url(path), body, {"X-Leak": rx.url(path)}, method="POST"
+        )
+        urllib.request.urlopen(request, timeout=5).close()
+    finally:
+        rx.stop()
+    exposure = Exposure()
+    expose_received(exposure, rx)
+    leaks = exposure.leaks()
+    assert len(leaks) == 2
+    assert leaks[0].startswith("slack webhook url secret appears in notification 0 received")
+    assert leaks[1].startswith("webhook hmac secret appears in notification 0 received")
+    exposure = Exposure()
+    rx.requests[0].body = b'{"text": "Incident opened"}'
+    rx.requests[0].headers = {}
+    expose_received(exposure, rx)
+    assert exposure.leaks() == []

@@ -242,3 +242,19 @@ def test_bad_scope_is_refused() -> None:
     assert "watch.scope (from GUARDIAN_WATCH_SCOPE) = 'a b': expected empty, or one" in str(
         err.value
     )
+
+
+def test_an_unknown_key_of_a_long_section_names_the_closest_keys_in_one_short_line(
+    tmp_path: Path,
+) -> None:
+    for key, hint in (
+        ("slack_webhok_url_env", "did you mean slack_webhook_url_env"),
+        ("", f"the {len(SCHEMA['notify'])} keys of notify are listed"),
+    ):
+        path = tmp_path / "guardian.yaml"
+        path.write_text(f"notify:\n  '{key}': x\n")
+        with pytest.raises(ConfigError) as err:
+            load_settings(path, env={})
+        message = str(err.value)
+        assert hint in message and "README" in message
+        assert len(message) < 200 and "\\n" not in message

@@ -1,0 +1,152 @@
+"""The crash test's notification check: the store's outbox compared with what a fake receiver got.
+
+Two channels point at one FakeReceiver: a Slack incoming webhook (not idempotent: Slack does not
+deduplicate) and the generic webhook (idempotent: receivers deduplicate on Idempotency-Key).
+
+- None lost: every outbox row has, on each channel, a delivery row that is delivered or
+  dead-lettered; every row delivered to the webhook arrived there (by notification id), and every
+  row delivered to Slack arrived there (by headline: Slack messages carry no id).
+- Never twice to Slack, except the one documented window: Guardian records a send's outcome after
+  the channel answered, so a kill -9 between the answer and the record leaves the row pending and
+  the next run sends it again. A duplicate is therefore allowed only if it was carried by the last
+  Slack message a run received before that run was killed: at most one message per kill.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from guardian.core.notifications import from_dict
+from tests.faults.exposure import Exposure
+from tests.receiver import FakeReceiver, Recorded
+
+SLACK_PATH = "/slack/"
+HOOK_PATH = "/hook/"
+_BATCH = re.compile(r"^\d+ Guardian events on ")
+
+
+def slack_headlines(body: bytes) -> list[str]:
+    """The headline of every notification one Slack webhook message carries."""
+    doc = json.loads(body)
+    if not _BATCH.match(doc["text"]):
+        return [doc["text"].split("\n", 1)[0]]  # one notification: its text() starts so
+    # A batch: one section per notification, "<emoji> *<headline>*\n<next step>".
+    sections = [b["text"]["text"] for b in doc["blocks"] if b["type"] == "section"]
+    return [s.split(" *", 1)[1].split("*\n", 1)[0] for s in sections]
+
+
+def expose_received(exposure: Exposure, rx: FakeReceiver) -> None:
+    """Hand every notification the receiver got (headers and body) to the secrets check. The
+    request path is where the channel URL's secret lives by design, so it is not scanned."""
+    for i, r in enumerate(rx.requests):
+        headers = "\n".join(f"{k}: {v}" for k, v in r.headers.items())
+        exposure.add(f"notification {i} received ({r.path[:6]}...)", f"{headers}\n\n{r.body!r}")
+
+
+@dataclass
+class NotifyFigures:
+    notifications: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    slack_messages: int = 0
+    webhook_messages: int = 0
+    slack_duplicates: int = 0
+    duplicates_at_kills: int = 0
+    lost: int = 0  # (notification, channel) pairs not delivered or not received
+    problems: list[str] = field(default_factory=list)
+
+
+def _run_of(at: float, starts: list[float]) -> int:
+    """Index of the Guardian run a request arrived in (the last start before it)."""
+    return max(i for i, s in enumerate(starts) if s <= at)
+
+
+def check_notifications(
+    store: Path, rx: FakeReceiver, starts: list[float], killed_runs: int
+) -> NotifyFigures:
+    """Compare the store with the receiver; `starts` are time.monotonic() before each start,
+    runs 0..killed_runs-1 ended with a kill -9."""
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        outbox = {i: json.loads(p) for i, p in db.execute("SELECT id, payload FROM outbox")}
+        undispatched = db.execute("SELECT count(*) FROM outbox WHERE dispatched=0").fetchone()[0]
+        deliveries = list(db.execute("SELECT outbox_id, channel, state FROM deliveries"))
+    finally:
+        db.close()
+    fig = NotifyFigures(notifications=len(outbox))
+    fig.states = dict(Counter(f"{channel}:{state}" for _, channel, state in deliveries))
+    if undispatched:
+        fig.problems.append(f"{undispatched} outbox rows never fanned out to the channels")
+    by_channel: dict[str, dict[int, str]] = {"slack": {}, "webhook": {}}
+    for oid, channel, state in deliveries:
+        by_channel.setdefault(channel, {})[oid] = state
+    for channel, states in by_channel.items():
+        missing = sorted(set(outbox) - set(states))
+        fig.lost += len(missing)
+        if missing:
+            fig.problems.append(f"{channel}: no delivery row for outbox ids {missing[:10]}")
+        open_rows = sorted(oid for oid, s in states.items() if s not in ("delivered", "dead"))
+        fig.lost += len(open_rows)
+        if open_rows:
+            fig.problems.append(f"{channel}: neither delivered nor dead: ids {open_rows[:10]}")
+
+    # Every request counts, answered or not: a real Slack posts what it got even if the sender
+    # died before reading the answer.
+    hook = [r for r in rx.requests if r.path.startswith(HOOK_PATH)]
+    slack = [r for r in rx.requests if r.path.startswith(SLACK_PATH)]
+    fig.webhook_messages, fig.slack_messages = len(hook), len(slack)
+
+    # The webhook: exact, by notification id.
+    got_ids = {n["id"] for r in hook for n in r.json["notifications"]}
+    lost = sorted(
+        oid for oid, s in by_channel["webhook"].items() if s == "delivered" and oid not in got_ids
+    )
+    fig.lost += len(lost)
+    if lost:
+        fig.problems.append(f"webhook: recorded delivered but never received: ids {lost[:10]}")
+
+    # Slack: by headline, as a multiset.
+    expected = Counter(
+        from_dict(outbox[oid]).headline
+        for oid, s in by_channel["slack"].items()
+        if s == "delivered"
+    )
+    received = Counter(h for r in slack for h in slack_headlines(r.body))
+    short = expected - received
+    fig.lost += sum(short.values())
+    if short:
+        fig.problems.append(f"slack: recorded delivered but never received: {dict(short)}")
+    surplus = received - expected
+    fig.slack_duplicates = sum(surplus.values())
+    # The window: the last Slack message of each killed run.
+    last_of_run: dict[int, Recorded] = {}
+    for r in sorted(slack, key=lambda r: r.at):
+        last_of_run[_run_of(r.at, starts)] = r
+    in_flight = Counter(
+        h for run, r in last_of_run.items() if run < killed_runs for h in slack_headlines(r.body)
+    )
+    fig.duplicates_at_kills = sum((surplus & in_flight).values())
+    outside = surplus - in_flight
+    if outside:
+        fig.problems.append(
+            f"slack: sent twice outside the kill window (not the last send of a killed run):"
+            f" {dict(outside)}"
+        )
+    return fig
+
+
+def as_report(fig: NotifyFigures) -> dict[str, Any]:
+    return {
+        "notifications": fig.notifications,
+        "delivery_states": fig.states,
+        "slack_messages": fig.slack_messages,
+        "webhook_messages": fig.webhook_messages,
+        "slack_duplicates": fig.slack_duplicates,
+        "slack_duplicates_in_kill_window": fig.duplicates_at_kills,
+        "notifications_lost": fig.lost,
+    }
