@@ -20,8 +20,9 @@ from guardian.core.model import (
     RemediationAction,
     Verdict,
 )
-from guardian.healer import Assessment, Healer, PendingVerify
+from guardian.healer import Assessment, Healer
 from guardian.logs import kv
+from guardian.remediation import PendingVerify
 
 log = logging.getLogger("guardian.dependencies")
 

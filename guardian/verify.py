@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
 from guardian.core.model import ContainerSnapshot, IncidentState, Outcome
-from guardian.healer import Healer, PendingVerify
+from guardian.healer import Healer
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
+from guardian.remediation import PendingVerify
 
 log = logging.getLogger("guardian.verify")
 

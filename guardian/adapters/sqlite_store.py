@@ -17,6 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from guardian.adapters.sqlite_outbox import insert_notifications
+from guardian.adapters.sqlite_schema import (
+    MIGRATIONS,
+    action_row,
+    incident_row,
+    silence_row,
+    to_text,
+)
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     Incident,
@@ -31,146 +38,6 @@ from guardian.core.notifications import Notification, with_incident
 from guardian.ports import StoreError
 
 _LEFT_ALONE = "; the file was left untouched for inspection (move it away to start afresh)"
-
-# Each entry moves the schema one version up; never edit a released entry, append a new one.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE incidents (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        host TEXT NOT NULL, container TEXT NOT NULL, container_id TEXT NOT NULL,
-        type TEXT NOT NULL, state TEXT NOT NULL,
-        opened_at TEXT NOT NULL, last_seen TEXT NOT NULL,
-        occurrences INTEGER NOT NULL DEFAULT 1, detail TEXT NOT NULL DEFAULT '',
-        escalated INTEGER NOT NULL DEFAULT 0,
-        resolved_by TEXT, resolved_at TEXT, closed_at TEXT, close_reason TEXT
-    );
-    CREATE UNIQUE INDEX incidents_one_open ON incidents(host, container, type)
-        WHERE state != 'closed';
-    CREATE TABLE transitions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        incident_id INTEGER NOT NULL REFERENCES incidents(id),
-        from_state TEXT, to_state TEXT NOT NULL,
-        actor TEXT NOT NULL, at TEXT NOT NULL, reason TEXT NOT NULL DEFAULT ''
-    );
-    CREATE INDEX transitions_incident ON transitions(incident_id);
-    CREATE TABLE actions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        incident_id INTEGER REFERENCES incidents(id),
-        host TEXT NOT NULL, container TEXT NOT NULL, container_id TEXT NOT NULL,
-        kind TEXT NOT NULL, requested_at TEXT NOT NULL, reason TEXT NOT NULL,
-        attempt INTEGER NOT NULL DEFAULT 0,
-        outcome TEXT, detail TEXT NOT NULL DEFAULT '', finished_at TEXT,
-        extra TEXT NOT NULL DEFAULT '{}'
-    );
-    CREATE INDEX actions_container ON actions(host, container, requested_at);
-    CREATE INDEX actions_incident ON actions(incident_id);
-    CREATE TABLE counter_resets (
-        host TEXT NOT NULL, container TEXT NOT NULL, reset_at TEXT NOT NULL,
-        PRIMARY KEY (host, container)
-    );
-    """,
-    # 2: maintenance silences (guardian silence / unsilence, POST /api/v1/silences).
-    """
-    CREATE TABLE silences (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        host TEXT NOT NULL, container TEXT NOT NULL,
-        created_at TEXT NOT NULL, until TEXT NOT NULL,
-        reason TEXT NOT NULL, created_by TEXT NOT NULL,
-        ended_at TEXT, ended_by TEXT
-    );
-    CREATE INDEX silences_container ON silences(host, container, until);
-    """,
-    # 3: the notification outbox (written with the event that causes it), per-channel delivery
-    # state, dead letters, and per-channel references (Slack thread ts, firing alerts).
-    """
-    CREATE TABLE outbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        incident_id INTEGER REFERENCES incidents(id),
-        kind TEXT NOT NULL, payload TEXT NOT NULL, created_at TEXT NOT NULL,
-        dispatched INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE INDEX outbox_undispatched ON outbox(dispatched) WHERE dispatched = 0;
-    CREATE INDEX outbox_incident ON outbox(incident_id, kind);
-    CREATE TABLE deliveries (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        outbox_id INTEGER NOT NULL REFERENCES outbox(id),
-        channel TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
-        attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at TEXT NOT NULL,
-        last_error TEXT NOT NULL DEFAULT '', finished_at TEXT,
-        UNIQUE (outbox_id, channel)
-    );
-    CREATE INDEX deliveries_pending ON deliveries(channel, state);
-    CREATE VIEW dead_letters AS
-        SELECT d.id, d.channel, d.attempts, d.last_error, d.finished_at,
-               o.id AS outbox_id, o.incident_id, o.kind, o.payload, o.created_at
-        FROM deliveries d JOIN outbox o ON o.id = d.outbox_id WHERE d.state = 'dead';
-    CREATE TABLE notify_refs (
-        channel TEXT NOT NULL, incident_id INTEGER NOT NULL, ref TEXT NOT NULL,
-        data TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (channel, incident_id)
-    );
-    """,
-)
-
-
-def _ts(value: datetime | None) -> str | None:
-    return value.isoformat(timespec="microseconds") if value is not None else None
-
-
-def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-def _incident(row: sqlite3.Row) -> Incident:
-    return Incident(
-        id=row["id"],
-        host=row["host"],
-        container=row["container"],
-        container_id=row["container_id"],
-        type=ProblemType(row["type"]),
-        state=IncidentState(row["state"]),
-        opened_at=datetime.fromisoformat(row["opened_at"]),
-        last_seen=datetime.fromisoformat(row["last_seen"]),
-        occurrences=row["occurrences"],
-        detail=row["detail"],
-        escalated=bool(row["escalated"]),
-        resolved_by=row["resolved_by"],
-        resolved_at=_dt(row["resolved_at"]),
-        closed_at=_dt(row["closed_at"]),
-        close_reason=row["close_reason"],
-    )
-
-
-def _action(row: sqlite3.Row) -> RemediationAction:
-    return RemediationAction(
-        id=row["id"],
-        incident_id=row["incident_id"],
-        host=row["host"],
-        container=row["container"],
-        container_id=row["container_id"],
-        kind=row["kind"],
-        requested_at=datetime.fromisoformat(row["requested_at"]),
-        reason=row["reason"],
-        outcome=Outcome(row["outcome"]) if row["outcome"] else None,
-        detail=row["detail"],
-        finished_at=_dt(row["finished_at"]),
-        attempt=row["attempt"],
-        extra=json.loads(row["extra"]),
-    )
-
-
-def _silence(row: sqlite3.Row) -> Silence:
-    return Silence(
-        id=row["id"],
-        host=row["host"],
-        container=row["container"],
-        created_at=datetime.fromisoformat(row["created_at"]),
-        until=datetime.fromisoformat(row["until"]),
-        reason=row["reason"],
-        created_by=row["created_by"],
-        ended_at=_dt(row["ended_at"]),
-        ended_by=row["ended_by"],
-    )
 
 
 class SqliteStore:
@@ -271,18 +138,18 @@ class SqliteStore:
             "SELECT * FROM incidents WHERE host=? AND container=? AND type=? AND state!='closed'",
             (host, container, str(kind)),
         )
-        return _incident(rows[0]) if rows else None
+        return incident_row(rows[0]) if rows else None
 
     def open_incidents(self, host: str, container: str | None = None) -> list[Incident]:
         sql = "SELECT * FROM incidents WHERE host=? AND state!='closed'"
         params: tuple[Any, ...] = (host,)
         if container is not None:
             sql, params = sql + " AND container=?", (host, container)
-        return [_incident(r) for r in self._query(sql + " ORDER BY id", params)]
+        return [incident_row(r) for r in self._query(sql + " ORDER BY id", params)]
 
     def get_incident(self, incident_id: int) -> Incident | None:
         rows = self._query("SELECT * FROM incidents WHERE id=?", (incident_id,))
-        return _incident(rows[0]) if rows else None
+        return incident_row(rows[0]) if rows else None
 
     def save_incident(
         self, change: IncidentChange, notifications: Sequence[Notification] = ()
@@ -296,14 +163,14 @@ class SqliteStore:
             i.container_id,
             str(i.type),
             str(i.state),
-            _ts(i.opened_at),
-            _ts(i.last_seen),
+            to_text(i.opened_at),
+            to_text(i.last_seen),
             i.occurrences,
             i.detail,
             int(i.escalated),
             i.resolved_by,
-            _ts(i.resolved_at),
-            _ts(i.closed_at),
+            to_text(i.resolved_at),
+            to_text(i.closed_at),
             i.close_reason,
         )
         with self._tx() as db:
@@ -324,7 +191,7 @@ class SqliteStore:
                     " escalated=? WHERE id=?",
                     (
                         i.container_id,
-                        _ts(i.last_seen),
+                        to_text(i.last_seen),
                         i.occurrences,
                         i.detail,
                         int(i.escalated),
@@ -348,11 +215,11 @@ class SqliteStore:
                         t.from_state and str(t.from_state),
                         str(t.to_state),
                         t.actor,
-                        _ts(t.at),
+                        to_text(t.at),
                         t.reason,
                     ),
                 )
-            saved = _incident(
+            saved = incident_row(
                 db.execute("SELECT * FROM incidents WHERE id=?", (incident_id,)).fetchone()
             )
             insert_notifications(db, [with_incident(n, saved) for n in notifications])
@@ -390,12 +257,12 @@ class SqliteStore:
                     action.container,
                     action.container_id,
                     action.kind,
-                    _ts(action.requested_at),
+                    to_text(action.requested_at),
                     action.reason,
                     action.attempt,
                     action.outcome and str(action.outcome),
                     action.detail,
-                    _ts(action.finished_at),
+                    to_text(action.finished_at),
                     json.dumps(action.extra),
                 ),
             )
@@ -413,7 +280,7 @@ class SqliteStore:
             insert_notifications(db, notifications)
             db.execute(
                 "UPDATE actions SET outcome=?, detail=?, finished_at=? WHERE id=?",
-                (str(outcome), detail, _ts(finished_at), action_id),
+                (str(outcome), detail, to_text(finished_at), action_id),
             )
 
     def actions(
@@ -425,14 +292,14 @@ class SqliteStore:
             params.append(container)
         if since is not None:
             sql += " AND requested_at>=?"
-            params.append(_ts(since) or "")
-        return [_action(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
+            params.append(to_text(since) or "")
+        return [action_row(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
 
     def last_action(self, incident_id: int) -> RemediationAction | None:
         rows = self._query(
             "SELECT * FROM actions WHERE incident_id=? ORDER BY id DESC LIMIT 1", (incident_id,)
         )
-        return _action(rows[0]) if rows else None
+        return action_row(rows[0]) if rows else None
 
     def unfinished_actions(self, host: str) -> list[RemediationAction]:
         rows = self._query(
@@ -440,13 +307,13 @@ class SqliteStore:
             " ORDER BY id",
             (host,),
         )
-        return [_action(r) for r in rows]
+        return [action_row(r) for r in rows]
 
     def restart_times(
         self, host: str, since: datetime, container: str | None = None
     ) -> tuple[datetime, ...]:
         sql = "SELECT requested_at FROM actions WHERE host=? AND kind='restart' AND requested_at>?"
-        params: tuple[Any, ...] = (host, _ts(since))
+        params: tuple[Any, ...] = (host, to_text(since))
         if container is not None:
             sql, params = sql + " AND container=?", (*params, container)
         return tuple(datetime.fromisoformat(r[0]) for r in self._query(sql, params))
@@ -462,7 +329,7 @@ class SqliteStore:
             db.execute(
                 "INSERT INTO counter_resets (host, container, reset_at) VALUES (?,?,?)"
                 " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
-                (host, container, _ts(at)),
+                (host, container, to_text(at)),
             )
 
     # -- operator queries and changes (CLI and HTTP API) ------------------------------------
@@ -477,7 +344,7 @@ class SqliteStore:
         if container is not None:
             sql += " AND container=?"
             params.append(container)
-        return [_incident(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
+        return [incident_row(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
 
     def save_state_change(
         self,
@@ -500,8 +367,8 @@ class SqliteStore:
                 (
                     str(i.state),
                     i.resolved_by,
-                    _ts(i.resolved_at),
-                    _ts(i.closed_at),
+                    to_text(i.resolved_at),
+                    to_text(i.closed_at),
                     i.close_reason,
                     i.id,
                     str(expected),
@@ -518,7 +385,7 @@ class SqliteStore:
                         t.from_state and str(t.from_state),
                         str(t.to_state),
                         t.actor,
-                        _ts(t.at),
+                        to_text(t.at),
                         t.reason,
                     ),
                 )
@@ -534,11 +401,11 @@ class SqliteStore:
                 "UPDATE silences SET ended_at=?, ended_by=? WHERE host=? AND container=?"
                 " AND ended_at IS NULL AND until>?",
                 (
-                    _ts(silence.created_at),
+                    to_text(silence.created_at),
                     silence.created_by,
                     silence.host,
                     silence.container,
-                    _ts(silence.created_at),
+                    to_text(silence.created_at),
                 ),
             )
             cur = db.execute(
@@ -547,14 +414,14 @@ class SqliteStore:
                 (
                     silence.host,
                     silence.container,
-                    _ts(silence.created_at),
-                    _ts(silence.until),
+                    to_text(silence.created_at),
+                    to_text(silence.until),
                     silence.reason,
                     silence.created_by,
                 ),
             )
             silence_id = int(cur.lastrowid or 0)
-        return _silence(self._query("SELECT * FROM silences WHERE id=?", (silence_id,))[0])
+        return silence_row(self._query("SELECT * FROM silences WHERE id=?", (silence_id,))[0])
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
         """Lift the silence of `container` in force at `at`; None when there is none."""
@@ -563,17 +430,18 @@ class SqliteStore:
             return None
         with self._tx() as db:
             db.execute(
-                "UPDATE silences SET ended_at=?, ended_by=? WHERE id=?", (_ts(at), by, current.id)
+                "UPDATE silences SET ended_at=?, ended_by=? WHERE id=?",
+                (to_text(at), by, current.id),
             )
-        return _silence(self._query("SELECT * FROM silences WHERE id=?", (current.id,))[0])
+        return silence_row(self._query("SELECT * FROM silences WHERE id=?", (current.id,))[0])
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
         rows = self._query(
             "SELECT * FROM silences WHERE host=? AND container=? AND ended_at IS NULL"
             " AND created_at<=? AND until>? ORDER BY until DESC LIMIT 1",
-            (host, container, _ts(now), _ts(now)),
+            (host, container, to_text(now), to_text(now)),
         )
-        return _silence(rows[0]) if rows else None
+        return silence_row(rows[0]) if rows else None
 
     def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:
         """Silences in force at `now`, or every silence ever set with `include_ended`."""
@@ -583,6 +451,6 @@ class SqliteStore:
             rows = self._query(
                 "SELECT * FROM silences WHERE host=? AND ended_at IS NULL AND created_at<=?"
                 " AND until>? ORDER BY id",
-                (host, _ts(now), _ts(now)),
+                (host, to_text(now), to_text(now)),
             )
-        return [_silence(r) for r in rows]
+        return [silence_row(r) for r in rows]

@@ -1,0 +1,159 @@
+"""The SQLite schema of Guardian's store (migrations) and the mapping of its rows to values.
+
+Append a new entry to MIGRATIONS for every schema change; never edit one that was released.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+from guardian.core.model import (
+    Incident,
+    IncidentState,
+    Outcome,
+    ProblemType,
+    RemediationAction,
+    Silence,
+)
+
+# Each entry moves the schema one version up; never edit a released entry, append a new one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE incidents (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL, container TEXT NOT NULL, container_id TEXT NOT NULL,
+        type TEXT NOT NULL, state TEXT NOT NULL,
+        opened_at TEXT NOT NULL, last_seen TEXT NOT NULL,
+        occurrences INTEGER NOT NULL DEFAULT 1, detail TEXT NOT NULL DEFAULT '',
+        escalated INTEGER NOT NULL DEFAULT 0,
+        resolved_by TEXT, resolved_at TEXT, closed_at TEXT, close_reason TEXT
+    );
+    CREATE UNIQUE INDEX incidents_one_open ON incidents(host, container, type)
+        WHERE state != 'closed';
+    CREATE TABLE transitions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id INTEGER NOT NULL REFERENCES incidents(id),
+        from_state TEXT, to_state TEXT NOT NULL,
+        actor TEXT NOT NULL, at TEXT NOT NULL, reason TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX transitions_incident ON transitions(incident_id);
+    CREATE TABLE actions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id INTEGER REFERENCES incidents(id),
+        host TEXT NOT NULL, container TEXT NOT NULL, container_id TEXT NOT NULL,
+        kind TEXT NOT NULL, requested_at TEXT NOT NULL, reason TEXT NOT NULL,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        outcome TEXT, detail TEXT NOT NULL DEFAULT '', finished_at TEXT,
+        extra TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX actions_container ON actions(host, container, requested_at);
+    CREATE INDEX actions_incident ON actions(incident_id);
+    CREATE TABLE counter_resets (
+        host TEXT NOT NULL, container TEXT NOT NULL, reset_at TEXT NOT NULL,
+        PRIMARY KEY (host, container)
+    );
+    """,
+    # 2: maintenance silences (guardian silence / unsilence, POST /api/v1/silences).
+    """
+    CREATE TABLE silences (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL, container TEXT NOT NULL,
+        created_at TEXT NOT NULL, until TEXT NOT NULL,
+        reason TEXT NOT NULL, created_by TEXT NOT NULL,
+        ended_at TEXT, ended_by TEXT
+    );
+    CREATE INDEX silences_container ON silences(host, container, until);
+    """,
+    # 3: the notification outbox (written with the event that causes it), per-channel delivery
+    # state, dead letters, and per-channel references (Slack thread ts, firing alerts).
+    """
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id INTEGER REFERENCES incidents(id),
+        kind TEXT NOT NULL, payload TEXT NOT NULL, created_at TEXT NOT NULL,
+        dispatched INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX outbox_undispatched ON outbox(dispatched) WHERE dispatched = 0;
+    CREATE INDEX outbox_incident ON outbox(incident_id, kind);
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        outbox_id INTEGER NOT NULL REFERENCES outbox(id),
+        channel TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+        attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at TEXT NOT NULL,
+        last_error TEXT NOT NULL DEFAULT '', finished_at TEXT,
+        UNIQUE (outbox_id, channel)
+    );
+    CREATE INDEX deliveries_pending ON deliveries(channel, state);
+    CREATE VIEW dead_letters AS
+        SELECT d.id, d.channel, d.attempts, d.last_error, d.finished_at,
+               o.id AS outbox_id, o.incident_id, o.kind, o.payload, o.created_at
+        FROM deliveries d JOIN outbox o ON o.id = d.outbox_id WHERE d.state = 'dead';
+    CREATE TABLE notify_refs (
+        channel TEXT NOT NULL, incident_id INTEGER NOT NULL, ref TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (channel, incident_id)
+    );
+    """,
+)
+
+
+def to_text(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="microseconds") if value is not None else None
+
+
+def from_text(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def incident_row(row: sqlite3.Row) -> Incident:
+    return Incident(
+        id=row["id"],
+        host=row["host"],
+        container=row["container"],
+        container_id=row["container_id"],
+        type=ProblemType(row["type"]),
+        state=IncidentState(row["state"]),
+        opened_at=datetime.fromisoformat(row["opened_at"]),
+        last_seen=datetime.fromisoformat(row["last_seen"]),
+        occurrences=row["occurrences"],
+        detail=row["detail"],
+        escalated=bool(row["escalated"]),
+        resolved_by=row["resolved_by"],
+        resolved_at=from_text(row["resolved_at"]),
+        closed_at=from_text(row["closed_at"]),
+        close_reason=row["close_reason"],
+    )
+
+
+def action_row(row: sqlite3.Row) -> RemediationAction:
+    return RemediationAction(
+        id=row["id"],
+        incident_id=row["incident_id"],
+        host=row["host"],
+        container=row["container"],
+        container_id=row["container_id"],
+        kind=row["kind"],
+        requested_at=datetime.fromisoformat(row["requested_at"]),
+        reason=row["reason"],
+        outcome=Outcome(row["outcome"]) if row["outcome"] else None,
+        detail=row["detail"],
+        finished_at=from_text(row["finished_at"]),
+        attempt=row["attempt"],
+        extra=json.loads(row["extra"]),
+    )
+
+
+def silence_row(row: sqlite3.Row) -> Silence:
+    return Silence(
+        id=row["id"],
+        host=row["host"],
+        container=row["container"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        until=datetime.fromisoformat(row["until"]),
+        reason=row["reason"],
+        created_by=row["created_by"],
+        ended_at=from_text(row["ended_at"]),
+        ended_by=row["ended_by"],
+    )
