@@ -2,7 +2,9 @@
 # Build guardian-test-busybox:latest from the machine's static busybox (no registry needed).
 set -euo pipefail
 IMAGE=${1:-guardian-test-busybox:latest}
-BUSYBOX=$(command -v busybox || echo /bin/busybox)
+# busybox-static installs /bin/busybox; a plain `busybox` package may be dynamically linked.
+BUSYBOX=/bin/busybox
+[ -x "$BUSYBOX" ] || BUSYBOX=$(command -v busybox)
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then exit 0; fi
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
