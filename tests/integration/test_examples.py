@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,8 @@ import yaml
 
 from guardian.config import load_settings
 from guardian.core import labels as guardian_labels
-from tests.integration.conftest import REPO, _docker_required
+from tests.helpers import require_tool
+from tests.integration.conftest import REPO
 
 EXAMPLES = REPO / "examples"
 SOCKET = "/var/run/docker.sock"
@@ -30,12 +30,8 @@ def compose_config(path: Path) -> subprocess.CompletedProcess[str]:
     """`docker compose config` (the plugin) or `docker-compose config` (Debian's package)."""
     if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
         cmd = ["docker", "compose"]
-    elif shutil.which("docker-compose"):
-        cmd = ["docker-compose"]
-    elif _docker_required():
-        pytest.fail("docker compose or docker-compose is required in CI")
     else:
-        pytest.skip("neither docker compose nor docker-compose installed")
+        cmd = [require_tool("docker-compose", "docker-compose")]
     return subprocess.run(
         [*cmd, "-f", str(path), "config", "-q"], capture_output=True, text=True, check=False
     )

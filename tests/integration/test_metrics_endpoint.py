@@ -4,7 +4,6 @@ counters and histograms, and /healthz follows the sweep when the engine blocks a
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import wait_until
+from tests.helpers import require_tool, wait_until
 from tests.integration.conftest import RUN_ID
 
 HEALTH = "test ! -f /run/sick"
@@ -49,11 +48,7 @@ def value(samples: dict, name: str, **labels: str) -> float | None:
 
 
 def promtool_check_metrics(text: str) -> subprocess.CompletedProcess[str]:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        if os.environ.get("CI") or os.environ.get("GUARDIAN_REQUIRE_DOCKER"):
-            pytest.fail("promtool is required (scripts/test.sh installs Debian's prometheus)")
-        pytest.skip("promtool not installed")
+    promtool = require_tool("promtool", "prometheus")
     return subprocess.run(
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
     )

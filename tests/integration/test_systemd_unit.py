@@ -7,19 +7,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from tests.integration.conftest import REPO, _docker_required
+from tests.helpers import require_tool
+from tests.integration.conftest import REPO
 
 UNIT = REPO / "systemd" / "guardian.service"
 MAX_EXPOSURE = 2.5
 
 
 def analyze(*args: str) -> subprocess.CompletedProcess[str]:
-    if shutil.which("systemd-analyze") is None:
-        if _docker_required():
-            pytest.fail("systemd-analyze is required in CI (Debian package: systemd)")
-        pytest.skip("systemd-analyze not installed")
+    require_tool("systemd-analyze", "systemd")
     return subprocess.run(
         ["systemd-analyze", *args], capture_output=True, text=True, timeout=60, check=False
     )
