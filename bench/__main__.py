@@ -31,6 +31,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--idle-containers", type=int, default=100)
     p.add_argument("--idle-seconds", type=float, default=60.0)
     p.add_argument("--storm-containers", type=int, default=100)
+    p.add_argument(
+        "--storm-hold",
+        type=float,
+        default=storm.HOLD,
+        help=f"seconds the storm breaker holds before the acknowledgement (default {storm.HOLD:g})",
+    )
     p.add_argument("--poll-interval", type=float, default=5.0, help="polling baseline sweep (s)")
     p.add_argument("--only", default=",".join(PHASES), help=f"phases to run, of {PHASES}")
     p.add_argument("--private-engine", action="store_true", help="start a dockerd of its own")
@@ -71,7 +77,7 @@ def run(args: argparse.Namespace, command: str) -> Results:
             results.overhead = overhead.measure(fleet, tmp, args.idle_containers, args.idle_seconds)
         if "storm" in phases:
             _say(f"storm of {args.storm_containers}")
-            results.storm = storm.measure(fleet, tmp, args.storm_containers)
+            results.storm = storm.measure(fleet, tmp, args.storm_containers, args.storm_hold)
     except BaseException:
         _say(f"failed; logs of the Guardian runs are kept in {tmp}")
         raise

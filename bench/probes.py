@@ -4,6 +4,7 @@ live event stream, /proc accounting, and small statistics helpers."""
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import statistics
@@ -38,9 +39,17 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: flo
 class GuardianRun:
     """A `guardian run` subprocess with a config of the benchmark's choosing."""
 
-    def __init__(self, tmp: Path, url: str, scope: str, **sections: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        url: str,
+        scope: str,
+        env: dict[str, str] | None = None,
+        **sections: dict[str, Any],
+    ) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
+        self.env = env or {}
         self.config: dict[str, Any] = {
             "docker": {"url": url},
             "watch": {"label": "guardian.enable", "scope": scope},
@@ -63,7 +72,7 @@ class GuardianRun:
                 [sys.executable, "-m", "guardian.cli", "run", "--config", str(cfg)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**env, "PYTHONUNBUFFERED": "1"},
+                env={**env, **self.env, "PYTHONUNBUFFERED": "1"},
                 cwd=REPO,
             )
         line = wait_for(self._listening, 30, "guardian to start")
@@ -104,6 +113,16 @@ class GuardianRun:
                 with contextlib.suppress(ValueError):
                     samples[key] = float(value)
         return samples
+
+    def api(self, method: str, path: str, body: Any = None, token: str = "") -> Any:
+        """One call to the HTTP API under /api/v1; the decoded JSON answer."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + "/api/v1" + path, data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
 
     def metric(self, name: str) -> float:
         """The sum of every series of one metric (0 when it has none)."""

@@ -21,12 +21,13 @@ from guardian.core.model import (
     ContainerSnapshot,
     Decision,
     HealthCheckResult,
+    Incident,
     IncidentState,
     Outcome,
     ProblemType,
     Verdict,
 )
-from guardian.core.notifications import Notification
+from guardian.core.notifications import Kind, Notification
 from guardian.core.policy import AttemptHistory, HostLoad, RestartPolicy, Target, decide, reset_due
 from guardian.hooks import Hooks
 from guardian.logs import kv
@@ -116,11 +117,14 @@ class Healer(Remediation):
             self._muted.add(snap.name)
         return rules
 
-    def notes(self, container: str, *notes: Notification) -> tuple[Notification, ...]:
-        """The notifications to queue for `container`: none when its label mutes it, and none
-        while a storm holds (the host incident's one notification speaks for all)."""
-        if container in self._muted or (self.hooks.storm is not None and self.hooks.storm()):
+    def notes(self, incident: Incident, *notes: Notification) -> tuple[Notification, ...]:
+        """The notifications to queue for `incident`: none when its container's label mutes it;
+        no opening while a storm incident is open (the storm's notification speaks for it; the
+        store then queues none of its later news but escalations, see insert_notifications)."""
+        if incident.container in self._muted:
             return ()
+        if self.hooks.storm_open is not None and self.hooks.storm_open():
+            return tuple(n for n in notes if n.kind is not Kind.OPENED)
         return notes
 
     def _engine_state(self, up: bool, error: str = "") -> None:
@@ -294,7 +298,9 @@ class Healer(Remediation):
         change = incidents.record_detection(existing, host, result, now)
         news = change.opened or change.reopened
         opened = notifications.opened(change.incident, a.decision, now)
-        incident = self.store.save_incident(change, self.notes(name, opened) if news else ())
+        incident = self.store.save_incident(
+            change, self.notes(change.incident, opened) if news else ()
+        )
         if news:
             self.metrics.incidents_total.labels(type=str(incident.type)).inc()
             log.warning(
@@ -338,7 +344,7 @@ class Healer(Remediation):
                 if incident.is_open and name not in self.pending:
                     change = incidents.record_recovery(incident, "observed healthy", now)
                     note = notifications.resolved(change.incident, "observed healthy", now)
-                    self._save(change, self.notes(name, note))
+                    self._save(change, self.notes(incident, note))
         policy = self.settings.policy
         # Reset marks only move forward: once one is at or after this healthy streak's start,
         # no reset is due until the streak ends, so the store is not asked again each sweep.

@@ -26,6 +26,7 @@ class Hooks:
     judges: list[Judge] = field(default_factory=list)
     unhealthy_dependencies: Callable[[str], tuple[str, ...]] | None = None
     storm: Callable[[], bool] | None = None
+    storm_open: Callable[[], bool] | None = None  # a storm incident open, acknowledged or not
     listed: list[Callable[[list[ContainerSnapshot]], None]] = field(default_factory=list)
     assessed: list[Callable[[list[Assessment]], None]] = field(default_factory=list)
     detected: list[Callable[[HealthCheckResult], None]] = field(default_factory=list)

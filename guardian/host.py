@@ -83,6 +83,7 @@ class HostWatch:
     def attach(self, healer: Healer) -> None:
         h = healer.hooks
         h.storm = self.storm_holds
+        h.storm_open = self.storm_open
         h.listed.append(lambda snaps: self.set_watched({s.name for s in snaps}))
         h.assessed.append(self.assessed)
         h.detected.append(lambda result: self.detected(result.container_name, result.observed_at))
@@ -95,6 +96,12 @@ class HostWatch:
         """True while a storm incident is open and nobody acknowledged it (an input to decide)."""
         incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
         return incident is not None and incident.state is IncidentState.ACTIVE
+
+    def storm_open(self) -> bool:
+        """True while a storm incident is open, acknowledged or not: its notifications speak
+        for the container incidents that open meanwhile."""
+        incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
+        return incident is not None and incident.is_open
 
     def set_watched(self, names: set[str]) -> None:
         with self._lock:

@@ -65,7 +65,7 @@ class Remediation:
 
     if TYPE_CHECKING:
 
-        def notes(self, container: str, *notes: Notification) -> tuple[Notification, ...]: ...
+        def notes(self, incident: Incident, *notes: Notification) -> tuple[Notification, ...]: ...
 
     def _restart(self, a: Assessment, incident: Incident, decision: Decision) -> None:
         snap, host = a.snapshot, self.settings.host
@@ -121,7 +121,7 @@ class Remediation:
             incident, decision.attempt, decision.max_attempts, outcome.outcome, outcome.detail, done
         )
         self.store.record_outcome(
-            action_id, outcome.outcome, outcome.detail, done, self.notes(snap.name, note)
+            action_id, outcome.outcome, outcome.detail, done, self.notes(incident, note)
         )
         match outcome.outcome:
             case Outcome.RESTARTED | Outcome.UNKNOWN:
@@ -154,7 +154,7 @@ class Remediation:
         now = self.clock.now()
         change = incidents.escalate(incident)
         note = notifications.gave_up(change.incident, decision, now)
-        incident = self._save(change, self.notes(incident.container, note))
+        incident = self._save(change, self.notes(incident, note))
         self.store.record_intent(
             RemediationAction(
                 None,
@@ -232,7 +232,7 @@ class Remediation:
         if incident.is_open:
             change = incidents.record_recovery(incident, f"container removed: {reason}", now)
             note = notifications.resolved(change.incident, f"container removed: {reason}", now)
-            incident = self._save(change, self.notes(incident.container, note))
+            incident = self._save(change, self.notes(incident, note))
         self._close(incident, "container_gone", now)
 
     def _close(self, incident: Incident, reason: str, now: datetime) -> None:

@@ -87,7 +87,7 @@ def finish(healer: Healer, p: PendingVerify, outcome: Outcome, detail: str, now:
     notes: tuple[notifications.Notification, ...] = ()
     if incident is not None and outcome is Outcome.UNHEALTHY_AFTER_RESTART:
         note = notifications.attempt(incident, p.attempt, p.max_attempts, outcome, detail, now)
-        notes = healer.notes(p.container, note)
+        notes = healer.notes(incident, note)
     healer.store.record_outcome(p.action_id, outcome, detail, now, notes)
     healer.metrics.restarts_total.labels(container=p.container, outcome=str(outcome)).inc()
     level = logging.INFO if outcome is Outcome.SUCCEEDED else logging.WARNING
@@ -100,7 +100,7 @@ def finish(healer: Healer, p: PendingVerify, outcome: Outcome, detail: str, now:
         reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
         change = incidents.record_recovery(incident, reason, now)
         note = notifications.resolved(change.incident, reason, now)
-        healer._save(change, healer.notes(p.container, note))
+        healer._save(change, healer.notes(incident, note))
         healer._healthy_since.setdefault(p.container, now)
         if outcome is Outcome.SUCCEEDED:
             for healed in healer.hooks.healed:

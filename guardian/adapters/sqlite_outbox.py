@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from guardian.core.delivery import Next, Pending, RowState
 from guardian.core.model import Incident
-from guardian.core.notifications import Kind, Notification, from_dict, to_dict
+from guardian.core.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
 
 if TYPE_CHECKING:
     from guardian.adapters.sqlite_store import SqliteStore
@@ -27,8 +27,18 @@ def _ts(value: datetime) -> str:
 
 
 def insert_notifications(db: sqlite3.Connection, notifications: Sequence[Notification]) -> None:
-    """Queue notifications inside the caller's transaction."""
+    """Queue notifications inside the caller's transaction.
+
+    Later news of an incident (an attempt, its resolution, an acknowledgement) is queued only
+    when people were told of the incident (its opening or an escalation is in the outbox): a
+    container muted by guardian.notify=false, or one a storm incident spoke for, never was, and
+    nobody should hear of a recovery they were not told of.
+    """
     for n in notifications:
+        if n.kind not in FIRST_NEWS and n.incident_id is not None:
+            told = db.execute("SELECT 1 FROM outbox WHERE incident_id=? LIMIT 1", (n.incident_id,))
+            if told.fetchone() is None:
+                continue
         db.execute(
             "INSERT INTO outbox (incident_id, kind, payload, created_at) VALUES (?,?,?,?)",
             (n.incident_id, str(n.kind), json.dumps(to_dict(n)), _ts(n.at)),

@@ -356,8 +356,8 @@ class SqliteStore:
 
         Only the state columns are written, so a concurrent detection update by the daemon
         (occurrences, last_seen) is not lost. Returns None when the state moved meanwhile.
-        `notifications` are queued in the same transaction, but only for an incident people were
-        already told about (a container muted by guardian.notify=false never was).
+        `notifications` are queued in the same transaction (see insert_notifications: only
+        for an incident people were told about).
         """
         i = change.incident
         with self._tx() as db:
@@ -389,9 +389,7 @@ class SqliteStore:
                         t.reason,
                     ),
                 )
-            told = db.execute("SELECT 1 FROM outbox WHERE incident_id=? LIMIT 1", (i.id,))
-            if told.fetchone() is not None:
-                insert_notifications(db, notifications)
+            insert_notifications(db, notifications)
         return self.get_incident(i.id or 0)
 
     def add_silence(self, silence: Silence) -> Silence:

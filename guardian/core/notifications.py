@@ -25,6 +25,11 @@ class Kind(StrEnum):
     REMINDER = "reminder"
 
 
+# What may be the first a receiver hears of an incident; any other kind is news of an incident
+# the receiver was already told of, and is only sent then.
+FIRST_NEWS = frozenset({Kind.OPENED, Kind.GAVE_UP, Kind.REMINDER})
+
+
 @dataclass(frozen=True)
 class Notification:
     """One event of one incident, as every channel renders it."""

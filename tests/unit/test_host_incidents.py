@@ -7,6 +7,7 @@ import logging
 from guardian.core import incidents
 from guardian.core.model import HOST_SUBJECT, IncidentState, ProblemType
 from guardian.host import StormSettings, storm_size
+from guardian.verify import verify_pending
 from tests.unit.loop import make_loop
 
 
@@ -116,3 +117,54 @@ def test_engine_unreachable_longer_than_timeout_is_a_host_incident(tmp_path):
     assert incident.state is IncidentState.RESOLVED
     # A container sweep never closes a host incident as "container gone".
     assert incident.close_reason is None
+
+
+def test_incidents_opened_during_a_storm_are_spoken_for_by_the_storm_alone(tmp_path):
+    # c0 fails alone and is told of; then four more fail at once: a storm. After the storm is
+    # acknowledged and everything restarted and healthy, the receiver has heard the whole of
+    # c0's incident and of the storm, and nothing of the four the storm spoke for.
+    loop = make_loop(tmp_path, restart={"max_concurrent": 5})
+    for i in range(6):
+        loop.engine.add(f"c{i}", health="unhealthy" if i == 0 else "healthy")
+    loop.engine.set("c0", health="unhealthy")
+    loop.healer.sweep()
+    [first] = loop.store.open_incidents(loop.host, "c0")
+    for i in range(1, 5):
+        loop.engine.set(f"c{i}", health="unhealthy")
+    loop.clock.advance(10)
+    loop.healer.sweep()
+    held = storm(loop)
+    acked, t = incidents.transition(
+        held, IncidentState.ACKNOWLEDGED, "alice", "NFS server down", loop.clock.now()
+    )
+    loop.store.save_incident(incidents.IncidentChange(acked, (t,)))
+    loop.clock.advance(1)
+    loop.healer.sweep()
+    loop.clock.advance(2)
+    verify_pending(loop.healer)
+    loop.clock.advance(10)
+    loop.healer.sweep()
+
+    assert sorted(loop.restarted()) == ["c0", "c1", "c2", "c3", "c4"]
+    assert {i.state for i in loop.store.list_incidents(loop.host)} == {IncidentState.RESOLVED}
+    queued = outbox(loop)
+    assert {i for i, _ in queued} == {first.id, held.id}
+    told = [k for i, k in queued if i == first.id]
+    assert (told[0], told[-1]) == ("opened", "resolved")
+    assert [k for i, k in queued if i == held.id] == ["opened", "resolved"]
+
+
+def test_an_escalation_is_sent_even_for_an_incident_the_storm_spoke_for(tmp_path):
+    loop = make_loop(tmp_path, restart={"max_attempts": 1})
+    six_with_five_unhealthy(loop)
+    loop.healer.sweep()
+    held = storm(loop)
+    acked, t = incidents.transition(held, IncidentState.ACKNOWLEDGED, "alice", "", loop.clock.now())
+    loop.store.save_incident(incidents.IncidentChange(acked, (t,)))
+    loop.engine.after_restart_health = "unhealthy"  # restarts do not help: attempts run out
+    for _ in range(4):
+        loop.clock.advance(61)
+        loop.healer.sweep()
+        verify_pending(loop.healer)
+    kinds = [k for i, k in outbox(loop) if i != held.id]
+    assert kinds and set(kinds) == {"gave_up"}
