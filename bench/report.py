@@ -159,8 +159,8 @@ def _storm(r: Results) -> list[str]:
     else:
         acked = "never" if s.acked_s is None else f"after {s.acked_s:.0f} s"
         breaker = (
-            f"tripped after {s.storm_opened_s:.0f} s; {s.held_restarts} restarts while it held; "
-            f"acknowledged {acked}"
+            f"tripped after {s.storm_opened_s:.0f} s ({s.restarts_before_storm} restarts "
+            f"before); {s.held_restarts} restarts while it held; acknowledged {acked}"
         )
     sent = sum(s.notifications.values())
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.notifications.items())) or "none"

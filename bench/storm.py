@@ -11,9 +11,11 @@ nothing is acknowledged and the time is that of the budget alone.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,8 @@ class StormResult:
     outcomes: dict[str, int]
     notifications: dict[str, int] = field(default_factory=dict)  # received, by kind
     storm_opened_s: float | None = None  # flip -> storm incident (None: the breaker held off)
-    held_restarts: int = 0  # restarts while the storm held, before the acknowledgement
+    restarts_before_storm: int = 0  # restarts Guardian decided on before the storm opened
+    held_restarts: int = 0  # restarts Guardian decided on while the storm held (before the ack)
     acked_s: float | None = None  # flip -> acknowledgement
 
 
@@ -59,11 +62,10 @@ def budget() -> str:
 class _Operator:
     """Watches for the storm incident and acknowledges it once it has held for `hold` s."""
 
-    def __init__(self, g: GuardianRun, token: str, t0: float, hold: float) -> None:
-        self.g, self.token, self.t0, self.hold = g, token, t0, hold
+    def __init__(self, g: GuardianRun, token: str, hold: float) -> None:
+        self.g, self.token, self.hold = g, token, hold
         self.opened: float | None = None
         self.acked: float | None = None
-        self.held_restarts = 0
 
     def step(self) -> None:
         if self.acked is not None:
@@ -79,11 +81,23 @@ class _Operator:
         if storm is None:
             return
         if self.opened is None:
-            self.opened = time.time()
+            self.opened = self._opened_at(storm["id"])
         if time.time() - self.opened >= self.hold:
-            self.held_restarts = int(self.g.metric("guardian_restarts_total"))
             self.g.api("POST", f"/incidents/{storm['id']}/ack", {"by": "bench"}, self.token)
             self.acked = time.time()
+
+    def _opened_at(self, incident_id: int) -> float:
+        [(at,)] = _query(self.g, "SELECT opened_at FROM incidents WHERE id=?", incident_id)
+        return datetime.fromisoformat(at).timestamp()
+
+
+def _query(g: GuardianRun, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Rows from the run's store, read-only (the API shows whole seconds; the store has more)."""
+    db = sqlite3.connect(f"file:{g.config['store']['path']}?mode=ro", uri=True)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
 
 
 def measure(
@@ -119,10 +133,16 @@ def measure(
         ):
             t0 = time.time()
             (flag / "sick").touch()
-            operator = _Operator(g, token, t0, hold)
+            operator = _Operator(g, token, hold)
             healed = _wait_healed(log, names, t0, limit, operator.step)
             _wait_notified(g)
             samples = g.scrape()
+            opened = operator.opened
+            held = operator.acked or time.time()
+            decided = [
+                datetime.fromisoformat(at).timestamp()
+                for (at,) in _query(g, "SELECT requested_at FROM actions WHERE kind='restart'")
+            ]
             outcomes: dict[str, int] = {}
             for k, v in samples.items():
                 if k.startswith("guardian_restarts_total{") and v:
@@ -139,8 +159,9 @@ def measure(
                 restarts=sum(outcomes.values()),
                 outcomes=outcomes,
                 notifications=kinds,
-                storm_opened_s=None if operator.opened is None else operator.opened - t0,
-                held_restarts=operator.held_restarts,
+                storm_opened_s=None if opened is None else opened - t0,
+                restarts_before_storm=sum(1 for t in decided if opened is None or t < opened),
+                held_restarts=sum(1 for t in decided if opened is not None and opened <= t < held),
                 acked_s=None if operator.acked is None else operator.acked - t0,
             )
     finally:

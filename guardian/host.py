@@ -142,6 +142,9 @@ class HostWatch:
                 n for n, t in self._unhealthy.items() if now - t <= self.settings.window
             )
         need = storm_size(watched, self.settings)
+        # The window is judged at the detection's time; the incident records when it was judged
+        # (a storm is in force from then on, whatever the detection's own timestamp).
+        now = self.clock.now()
         current = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
         if current is not None and current.is_open:
             if len(unhealthy) < need:
