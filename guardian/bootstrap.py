@@ -6,7 +6,9 @@ import logging
 import os
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -23,6 +25,7 @@ from guardian.adapters.notify.webhook import WebhookNotifier
 from guardian.adapters.notify.worker import DeliveryWorker, WorkerSettings
 from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite_outbox import SqliteOutbox
+from guardian.adapters.sqlite_retention import Pruned
 from guardian.adapters.sqlite_store import SqliteStore
 from guardian.adapters.systemd import SystemdNotifier
 from guardian.checks import CheckSettings
@@ -55,6 +58,7 @@ class App:
     sd_notify: SystemdNotifier = field(default_factory=SystemdNotifier)
     notify: DeliveryWorker | None = None  # started and stopped by the daemon
     prober: Prober | None = None
+    prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
 
     def close(self) -> None:
         self.engine.close()
@@ -130,7 +134,9 @@ def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
         store.close()
         raise
     sd_notify = SystemdNotifier.from_env()
-    return App(settings, engine, store, clock, metrics, healer, sd_notify, worker, prober)
+    return App(
+        settings, engine, store, clock, metrics, healer, sd_notify, worker, prober, sqlite.prune
+    )
 
 
 def extend(healer: Healer, settings: Settings) -> Prober:

@@ -230,7 +230,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "window": _with(_duration(S, DAY), M),
         "min_containers": _with(_int(1, 10_000), 3),
     },
-    "store": {"path": _with(_text(), DEFAULT_STORE_PATH)},
+    "store": {
+        "path": _with(_text(), DEFAULT_STORE_PATH),
+        # Incidents closed longer ago than this are deleted with their history, once a day.
+        "retention": _with(_duration(DAY, 10 * YEAR), 90 * DAY),
+    },
     "http": {"listen": _with(_listen(), "127.0.0.1:9321")},
     "notify": {
         # Delivery: the outbox worker's pacing, grouping, reminders and retries.

@@ -28,6 +28,7 @@ log = logging.getLogger("guardian.daemon")
 
 VERIFY_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
+RETENTION_TICK = timedelta(days=1)
 MAX_BACKOFF = 30.0
 
 
@@ -100,6 +101,26 @@ class Daemon:
             self._store_failed("verify", exc)
         except Exception:
             log.exception("verification failed")
+
+    def prune(self) -> None:
+        """Forget incidents that ended longer than store.retention ago (daily, and at start)."""
+        if self.app.prune is None:
+            return
+        before = self.app.clock.now() - self.app.settings["store.retention"]
+        try:
+            pruned = self.app.prune(before)
+        except StoreError as exc:
+            self._store_failed("retention", exc)
+            return
+        if pruned:
+            log.info(
+                "store pruned",
+                extra=kv(
+                    incidents=pruned.incidents,
+                    silences=pruned.silences,
+                    ended_before=before.isoformat(timespec="seconds"),
+                ),
+            )
 
     def _store_failed(self, job: str, exc: StoreError) -> None:
         self.app.metrics.store_errors.inc()
@@ -214,6 +235,13 @@ class Daemon:
             self.scheduler.add_job(
                 self.probe, "interval", id="probes", seconds=PROBE_TICK.total_seconds()
             )
+        self.scheduler.add_job(
+            self.prune,
+            "interval",
+            id="retention",
+            seconds=RETENTION_TICK.total_seconds(),
+            next_run_time=datetime.now(UTC),
+        )
         self.http = HttpServer(settings["http.listen"], self.routes())
         self.http.start()
         self.scheduler.start()

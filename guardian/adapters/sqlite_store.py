@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from guardian.adapters.sqlite_outbox import insert_notifications
+from guardian.adapters.sqlite_retention import Pruned, prune
 from guardian.adapters.sqlite_schema import (
     MIGRATIONS,
     action_row,
@@ -130,6 +131,10 @@ class SqliteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def prune(self, before: datetime) -> Pruned:
+        """Forget incidents that ended before `before`, with their history (sqlite_retention)."""
+        return prune(self, before)
 
     # -- incidents --------------------------------------------------------------------------
 

@@ -1,0 +1,75 @@
+"""Retention: the store keeps what is open and what is recent, and forgets the rest.
+
+An incident closed (or, for a host-level incident, resolved) before the cut-off is deleted with
+everything that hangs off it: its transitions, remediation actions, queued notifications and
+their delivery rows, and channel references (Slack threads, firing alerts). Silences that ended
+or ran out before the cut-off go too, and actions of no incident requested before it. Open
+incidents are never deleted, whatever their age, nor anything of theirs. Each batch of
+incidents is one transaction: a crash mid-way leaves whole incidents behind, never part of one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from guardian.adapters.sqlite_schema import to_text
+from guardian.core.model import HOST_SUBJECT
+
+if TYPE_CHECKING:
+    from guardian.adapters.sqlite_store import SqliteStore
+
+BATCH = 500  # incidents per transaction: short write locks while the daemon runs
+
+# (table, the rows of the incidents `ids`), in the order they must go (references first).
+_DEPENDENTS = (
+    ("deliveries", "outbox_id IN (SELECT id FROM outbox WHERE incident_id IN ({ids}))"),
+    ("outbox", "incident_id IN ({ids})"),
+    ("notify_refs", "incident_id IN ({ids})"),
+    ("transitions", "incident_id IN ({ids})"),
+    ("actions", "incident_id IN ({ids})"),
+    ("incidents", "id IN ({ids})"),
+)
+
+
+@dataclass(frozen=True)
+class Pruned:
+    incidents: int = 0
+    silences: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.incidents or self.silences)
+
+
+def prune(store: SqliteStore, before: datetime, batch: int = BATCH) -> Pruned:
+    """Delete what ended before `before` (see the module's docstring); returns the counts."""
+    cutoff = to_text(before)
+    incidents = 0
+    while True:
+        with store._tx() as db:
+            done = _prune_batch(db, cutoff, batch)
+        incidents += done
+        if done < batch:
+            break
+    with store._tx() as db:
+        db.execute("DELETE FROM actions WHERE incident_id IS NULL AND requested_at < ?", (cutoff,))
+        silences = db.execute(
+            "DELETE FROM silences WHERE COALESCE(ended_at, until) < ?", (cutoff,)
+        ).rowcount
+    return Pruned(incidents, silences)
+
+
+def _prune_batch(db: sqlite3.Connection, cutoff: str | None, batch: int) -> int:
+    rows = db.execute(
+        "SELECT id FROM incidents WHERE (state = 'closed' AND closed_at < ?)"
+        " OR (container = ? AND state = 'resolved' AND resolved_at < ?) ORDER BY id LIMIT ?",
+        (cutoff, HOST_SUBJECT, cutoff, batch),
+    )
+    ids = [int(r[0]) for r in rows]
+    if ids:
+        marks = ",".join("?" * len(ids))
+        for table, where in _DEPENDENTS:
+            db.execute(f"DELETE FROM {table} WHERE {where.format(ids=marks)}", ids)
+    return len(ids)
