@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from guardian.adapters.notify.discord import DiscordNotifier
-from guardian.adapters.notify.email import EmailNotifier
 from guardian.adapters.notify.pagerduty import PagerDutyNotifier
 from guardian.adapters.notify.slack_bot import SlackBotNotifier
 from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
@@ -146,66 +144,6 @@ def test_slack_bot_threads_replies_and_types_api_errors(rx, tmp_path):
     rx.respond = lambda rec: Answer.json({"ok": False, "error": "ratelimited"})
     assert bot.send([attempt]).status is Status.RATE_LIMITED
     store.close()
-
-
-class FakeSmtp:
-    """A minimal SMTP server on 127.0.0.1 recording one message per connection."""
-
-    def __init__(self, reply_to_data: str = "250 ok") -> None:
-        import socket
-
-        self.messages: list[str] = []
-        self.reply_to_data = reply_to_data
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn, conn.makefile("rwb") as f:
-                f.write(b"220 fake\r\n")
-                f.flush()
-                data: list[str] | None = None
-                for raw in f:
-                    line = raw.decode().rstrip("\r\n")
-                    if data is not None:
-                        if line == ".":
-                            self.messages.append("\n".join(data))
-                            data = None
-                            f.write(self.reply_to_data.encode() + b"\r\n")
-                        else:
-                            data.append(line)
-                    elif line.upper().startswith("DATA"):
-                        data = []
-                        f.write(b"354 go\r\n")
-                    elif line.upper().startswith("QUIT"):
-                        f.write(b"221 bye\r\n")
-                        f.flush()
-                        break
-                    else:
-                        f.write(b"250 ok\r\n")
-                    f.flush()
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def test_email_is_sent_over_smtp_and_a_refusal_is_permanent():
-    smtp = FakeSmtp()
-    mail = EmailNotifier("127.0.0.1", smtp.port, "none", "g@x", ["ops@x"], 2 * S)
-    assert mail.send([opened()]).ok
-    assert "Subject: [guardian] Incident opened: web on vm1: unhealthy" in smtp.messages[0]
-    smtp.reply_to_data = "554 rejected"
-    assert mail.send([opened()]).status is Status.PERMANENT
-    smtp.close()
-    down = EmailNotifier("127.0.0.1", free_port(), "none", "g@x", ["ops@x"], 2 * S)
-    assert down.send([opened()]).status is Status.TRANSIENT
 
 
 def test_alertmanager_keeps_firing_alerts_alive_and_ends_closed_ones(rx, tmp_path):
