@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-import requests
-
-from guardian.adapters.notify.http import Reply, classify, post
+from guardian.adapters.notify.http import JsonWebhook, Reply, classify
 from guardian.core.delivery import Result, Status
 from guardian.core.notifications import Kind, Notification
 
@@ -56,27 +53,12 @@ def message(batch: Sequence[Notification]) -> dict[str, Any]:
     return {"content": title[:2000], "embeds": [summary]}
 
 
-class DiscordNotifier:
-    idempotent = False
+class DiscordNotifier(JsonWebhook):
     max_batch = 50
-
-    def __init__(
-        self,
-        url: str,
-        timeout: timedelta,
-        pacing: timedelta,
-        session: requests.Session | None = None,
-        name: str = "discord",
-    ) -> None:
-        self.name = name
-        self.min_interval = pacing
-        self._url = url
-        self._timeout = timeout
-        self._session = session or requests.Session()
+    default_name = "discord"
 
     def send(self, batch: Sequence[Notification]) -> Result:
-        body = json.dumps(message(batch))
-        reply = post(self._session, self._url, self._timeout, body=body.encode())
+        reply = self._post(message(batch))
         if not isinstance(reply, Reply):
             return reply
         result = classify(reply)

@@ -65,6 +65,31 @@ def post(
     return Reply(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.text[:2000])
 
 
+class JsonWebhook:
+    """The shared half of the channels that POST one JSON document to a secret URL (Slack
+    incoming webhooks, Discord): no deduplication there, so an unknown outcome is not resent."""
+
+    idempotent = False
+    default_name = "webhook"
+
+    def __init__(
+        self,
+        url: str,
+        timeout: timedelta,
+        pacing: timedelta,
+        session: requests.Session | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.name = name or self.default_name
+        self.min_interval = pacing
+        self._url = url
+        self._timeout = timeout
+        self._session = session or requests.Session()
+
+    def _post(self, doc: Any) -> Reply | Result:
+        return post(self._session, self._url, self._timeout, body=json.dumps(doc).encode())
+
+
 def retry_after(value: str | None, now: datetime | None = None) -> timedelta | None:
     """Retry-After as seconds or an HTTP date."""
     if not value:
