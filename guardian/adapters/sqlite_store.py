@@ -16,13 +16,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from guardian.adapters.sqlite_operator import OperatorQueries
 from guardian.adapters.sqlite_outbox import insert_notifications
 from guardian.adapters.sqlite_retention import Pruned, prune
 from guardian.adapters.sqlite_schema import (
     MIGRATIONS,
     action_row,
     incident_row,
-    silence_row,
     to_text,
 )
 from guardian.core.incidents import IncidentChange
@@ -32,7 +32,6 @@ from guardian.core.model import (
     Outcome,
     ProblemType,
     RemediationAction,
-    Silence,
     Transition,
 )
 from guardian.core.notifications import Notification, with_incident
@@ -41,7 +40,7 @@ from guardian.ports import StoreError
 _LEFT_ALONE = "; the file was left untouched for inspection (move it away to start afresh)"
 
 
-class SqliteStore:
+class SqliteStore(OperatorQueries):
     """The Store port over one SQLite file; safe to share between the daemon's threads."""
 
     def __init__(self, path: str | Path, busy_timeout_ms: int = 10_000) -> None:
@@ -336,124 +335,3 @@ class SqliteStore:
                 " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
                 (host, container, to_text(at)),
             )
-
-    # -- operator queries and changes (CLI and HTTP API) ------------------------------------
-
-    def list_incidents(
-        self, host: str, state: IncidentState | None = None, container: str | None = None
-    ) -> list[Incident]:
-        sql, params = "SELECT * FROM incidents WHERE host=?", [host]
-        if state is not None:
-            sql += " AND state=?"
-            params.append(str(state))
-        if container is not None:
-            sql += " AND container=?"
-            params.append(container)
-        return [incident_row(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
-
-    def save_state_change(
-        self,
-        change: IncidentChange,
-        expected: IncidentState,
-        notifications: Sequence[Notification] = (),
-    ) -> Incident | None:
-        """Write a person's transition only if the incident is still in `expected` state.
-
-        Only the state columns are written, so a concurrent detection update by the daemon
-        (occurrences, last_seen) is not lost. Returns None when the state moved meanwhile.
-        `notifications` are queued in the same transaction (see insert_notifications: only
-        for an incident people were told about).
-        """
-        i = change.incident
-        with self._tx() as db:
-            cur = db.execute(
-                "UPDATE incidents SET state=?, resolved_by=?, resolved_at=?, closed_at=?,"
-                " close_reason=? WHERE id=? AND state=?",
-                (
-                    str(i.state),
-                    i.resolved_by,
-                    to_text(i.resolved_at),
-                    to_text(i.closed_at),
-                    i.close_reason,
-                    i.id,
-                    str(expected),
-                ),
-            )
-            if cur.rowcount != 1:
-                return None
-            for t in change.transitions:
-                db.execute(
-                    "INSERT INTO transitions (incident_id, from_state, to_state, actor, at, reason)"
-                    " VALUES (?,?,?,?,?,?)",
-                    (
-                        i.id,
-                        t.from_state and str(t.from_state),
-                        str(t.to_state),
-                        t.actor,
-                        to_text(t.at),
-                        t.reason,
-                    ),
-                )
-            insert_notifications(db, notifications)
-        return self.get_incident(i.id or 0)
-
-    def add_silence(self, silence: Silence) -> Silence:
-        """Store a silence; it replaces any silence of that container still in force."""
-        with self._tx() as db:
-            db.execute(
-                "UPDATE silences SET ended_at=?, ended_by=? WHERE host=? AND container=?"
-                " AND ended_at IS NULL AND until>?",
-                (
-                    to_text(silence.created_at),
-                    silence.created_by,
-                    silence.host,
-                    silence.container,
-                    to_text(silence.created_at),
-                ),
-            )
-            cur = db.execute(
-                "INSERT INTO silences (host, container, created_at, until, reason, created_by)"
-                " VALUES (?,?,?,?,?,?)",
-                (
-                    silence.host,
-                    silence.container,
-                    to_text(silence.created_at),
-                    to_text(silence.until),
-                    silence.reason,
-                    silence.created_by,
-                ),
-            )
-            silence_id = int(cur.lastrowid or 0)
-        return silence_row(self._query("SELECT * FROM silences WHERE id=?", (silence_id,))[0])
-
-    def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
-        """Lift the silence of `container` in force at `at`; None when there is none."""
-        current = self.active_silence(host, container, at)
-        if current is None:
-            return None
-        with self._tx() as db:
-            db.execute(
-                "UPDATE silences SET ended_at=?, ended_by=? WHERE id=?",
-                (to_text(at), by, current.id),
-            )
-        return silence_row(self._query("SELECT * FROM silences WHERE id=?", (current.id,))[0])
-
-    def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
-        rows = self._query(
-            "SELECT * FROM silences WHERE host=? AND container=? AND ended_at IS NULL"
-            " AND created_at<=? AND until>? ORDER BY until DESC LIMIT 1",
-            (host, container, to_text(now), to_text(now)),
-        )
-        return silence_row(rows[0]) if rows else None
-
-    def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:
-        """Silences in force at `now`, or every silence ever set with `include_ended`."""
-        if include_ended:
-            rows = self._query("SELECT * FROM silences WHERE host=? ORDER BY id", (host,))
-        else:
-            rows = self._query(
-                "SELECT * FROM silences WHERE host=? AND ended_at IS NULL AND created_at<=?"
-                " AND until>? ORDER BY id",
-                (host, to_text(now), to_text(now)),
-            )
-        return [silence_row(r) for r in rows]
