@@ -166,9 +166,14 @@ class HostWatch:
         change = incidents.record_detection(current, self.host, result, now)
         note = replace(notifications.opened(change.incident, None, now), next_step=STORM_NEXT)
         incident = self._save(change, note)
+        # Openings still waiting in the outbox (notify.group_wait) are withdrawn: the storm's
+        # one notification names those containers.
+        withdrawn = self.store.withdraw_unsent(self.host)
         log.error(
             "storm: holding per-container restarts",
-            extra=kv(incident=incident.id, unhealthy=len(recent), watched=watched),
+            extra=kv(
+                incident=incident.id, unhealthy=len(recent), watched=watched, withdrawn=withdrawn
+            ),
         )
         self.notify("storm_opened", incident)
 

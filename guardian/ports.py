@@ -97,6 +97,11 @@ class Store(Protocol):
 
     def transitions(self, incident_id: int) -> list[Transition]: ...
 
+    def withdraw_unsent(self, host: str) -> int:
+        """Withdraw the queued notifications of open container incidents no channel has tried
+        to send yet (escalations excepted), so their receivers are told nothing of them; returns
+        how many incidents. A storm's notification speaks for them instead."""
+
     def record_intent(
         self, action: RemediationAction, notifications: Sequence[Notification] = ()
     ) -> int:

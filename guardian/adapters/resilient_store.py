@@ -143,6 +143,15 @@ class ResilientStore:
                 return
         self._recovered()
 
+    def withdraw_unsent(self, host: str) -> int:
+        try:
+            count = self.inner.withdraw_unsent(host)
+        except StoreError as exc:
+            self._failed("withdraw_unsent", exc)
+            return 0
+        self._recovered()
+        return count
+
     def record_reset(self, host: str, container: str, at: datetime) -> None:
         try:
             self.inner.record_reset(host, container, at)

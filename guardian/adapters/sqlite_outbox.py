@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from guardian.core.delivery import Next, Pending, RowState
-from guardian.core.model import Incident
+from guardian.core.model import HOST_SUBJECT, Incident
 from guardian.core.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
 
 if TYPE_CHECKING:
@@ -43,6 +43,33 @@ def insert_notifications(db: sqlite3.Connection, notifications: Sequence[Notific
             "INSERT INTO outbox (incident_id, kind, payload, created_at) VALUES (?,?,?,?)",
             (n.incident_id, str(n.kind), json.dumps(to_dict(n)), _ts(n.at)),
         )
+
+
+def withdraw_unsent(db: sqlite3.Connection, host: str) -> int:
+    """Delete the outbox rows (and delivery rows) of open container incidents of which no
+    channel has tried to send anything and that hold no escalation; returns how many incidents.
+
+    A delivery the worker picked just before this runs is sent all the same (its outcome then
+    updates no row): the receiver hears of that incident's opening, not of its later news.
+    """
+    rows = db.execute(
+        "SELECT i.id FROM incidents i WHERE i.host=? AND i.container!=? AND i.state!='closed'"
+        " AND EXISTS (SELECT 1 FROM outbox o WHERE o.incident_id=i.id)"
+        " AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.incident_id=i.id AND o.kind IN (?,?))"
+        " AND NOT EXISTS (SELECT 1 FROM outbox o JOIN deliveries d ON d.outbox_id=o.id"
+        "  WHERE o.incident_id=i.id AND (d.attempts>0 OR d.state!='pending'))",
+        (host, HOST_SUBJECT, str(Kind.GAVE_UP), str(Kind.REMINDER)),
+    )
+    ids = [int(r[0]) for r in rows]
+    if ids:
+        marks = ",".join("?" * len(ids))
+        db.execute(
+            f"DELETE FROM deliveries WHERE outbox_id IN"
+            f" (SELECT id FROM outbox WHERE incident_id IN ({marks}))",
+            ids,
+        )
+        db.execute(f"DELETE FROM outbox WHERE incident_id IN ({marks})", ids)
+    return len(ids)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from guardian.adapters.sqlite_operator import OperatorQueries
-from guardian.adapters.sqlite_outbox import insert_notifications
+from guardian.adapters.sqlite_outbox import insert_notifications, withdraw_unsent
 from guardian.adapters.sqlite_retention import Pruned, prune
 from guardian.adapters.sqlite_schema import (
     MIGRATIONS,
@@ -130,6 +130,10 @@ class SqliteStore(OperatorQueries):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def withdraw_unsent(self, host: str) -> int:
+        with self._tx() as db:
+            return withdraw_unsent(db, host)
 
     def prune(self, before: datetime) -> Pruned:
         """Forget incidents that ended before `before`, with their history (sqlite_retention)."""
