@@ -102,6 +102,10 @@ def finish(healer: Healer, p: PendingVerify, outcome: Outcome, detail: str, now:
         note = notifications.resolved(change.incident, reason, now)
         healer._save(change, healer.notes(incident, note))
         healer._healthy_since.setdefault(p.container, now)
+        # Seen healthy: the storm breaker and dependencies stop counting it as unhealthy now,
+        # not at the next sweep (a few quick, separate failures are no storm).
+        for recovered in healer.hooks.recovered:
+            recovered(p.container)
         if outcome is Outcome.SUCCEEDED:
             for healed in healer.hooks.healed:
                 healed(p.container)

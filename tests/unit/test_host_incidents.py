@@ -182,3 +182,22 @@ def test_an_escalation_is_sent_even_for_an_incident_the_storm_spoke_for(tmp_path
         verify_pending(loop.healer)
     kinds = [k for i, k in outbox(loop) if i != held.id]
     assert kinds and set(kinds) == {"gave_up"}
+
+
+def test_quick_separate_failures_each_healed_before_the_next_are_no_storm(tmp_path):
+    # Four containers fail one after another within a second each, driven by engine events;
+    # each restart is verified healthy before the next fails. Never were three unhealthy at
+    # once: no storm, and every one of them restarted at once, not at the next sweep.
+    loop = make_loop(tmp_path, restart={"cooldown": "0s"})
+    names = [f"c{i}" for i in range(4)]
+    for name in names:
+        loop.engine.add(name, health="healthy")
+    loop.healer.sweep()
+    for name in names:
+        snap = loop.engine.set(name, health="unhealthy")
+        loop.healer.check_container(snap.id, loop.clock.now())
+        loop.clock.advance(0.5)
+        verify_pending(loop.healer, only=name)  # the `healthy` event after the restart
+        loop.clock.advance(0.5)
+    assert storm(loop) is None
+    assert loop.restarted() == names
