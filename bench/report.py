@@ -72,7 +72,9 @@ def _latency(r: Results) -> list[str]:
         "## 1. Detection → restart request",
         "",
         "From Docker's `health_status: unhealthy` event to the engine's `kill` event of Guardian's "
-        "restart (health check every 1 s, retries 1), one flip at a time. Guardian's own "
+        "restart (health check every 1 s, retries 1), one flip at a time over 4 containers, "
+        "with a restart budget that never holds a trial back and the storm breaker off (the "
+        "detection path is measured, not the policy). Guardian's own "
         "`guardian_detection_to_restart_seconds` (from the failing probe's end) is shown beside "
         "it: its mean, and the histogram bucket holding p95.",
         "",
