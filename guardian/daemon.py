@@ -57,6 +57,19 @@ class Daemon:
             self.sweep()
         finally:
             self.systemd.sweep_finished(status_line(self.app), self.first_sweep_done.is_set())
+            self.follow_probes()
+
+    def follow_probes(self) -> None:
+        """Run the probe tick only while a container has a probe: targets come from sweeps only,
+        and an idle tick twice a second was a third of Guardian's idle CPU (bench/RESULTS.md)."""
+        job = self.scheduler.get_job("probes")
+        if job is None or self.app.prober is None:
+            return
+        wanted, running = self.app.prober.has_targets(), job.next_run_time is not None
+        if wanted and not running:
+            job.resume()
+        elif running and not wanted:
+            job.pause()
 
     def sweep(self) -> None:
         healer = self.app.healer
@@ -219,13 +232,13 @@ class Daemon:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def start(self) -> None:
-        settings = self.app.settings
+    def schedule(self) -> None:
+        """Add the jobs: the sweep, verification, probes (paused until needed), retention."""
         self.scheduler.add_job(
             self.sweep_job,
             "interval",
             id="sweep",
-            seconds=settings["watch.interval"].total_seconds(),
+            seconds=self.app.settings["watch.interval"].total_seconds(),
             next_run_time=datetime.now(UTC),
         )
         self.scheduler.add_job(
@@ -233,7 +246,11 @@ class Daemon:
         )
         if self.app.prober is not None:
             self.scheduler.add_job(
-                self.probe, "interval", id="probes", seconds=PROBE_TICK.total_seconds()
+                self.probe,
+                "interval",
+                id="probes",
+                seconds=PROBE_TICK.total_seconds(),
+                next_run_time=None,  # paused until a sweep finds a container with a probe
             )
         self.scheduler.add_job(
             self.prune,
@@ -242,6 +259,10 @@ class Daemon:
             seconds=RETENTION_TICK.total_seconds(),
             next_run_time=datetime.now(UTC),
         )
+
+    def start(self) -> None:
+        settings = self.app.settings
+        self.schedule()
         self.http = HttpServer(settings["http.listen"], self.routes())
         self.http.start()
         self.scheduler.start()

@@ -180,6 +180,10 @@ class Prober:
         self.healer.hooks.listed.append(self.update)
         self.healer.hooks.judges.append(self.judge)
 
+    def has_targets(self) -> bool:
+        with self._lock:
+            return bool(self._targets)
+
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
         """Follow the containers of the last sweep: running ones with a probe label are probed."""
         now = self.healer.clock.now()

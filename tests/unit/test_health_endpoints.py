@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.sqlite_store import SqliteStore
-from guardian.bootstrap import App, healer_settings
+from guardian.bootstrap import App, extend, healer_settings
 from guardian.config import load_settings
 from guardian.daemon import Daemon
 from guardian.healer import Healer
@@ -125,3 +125,31 @@ def test_a_failing_store_is_counted_and_stalls_the_sweep(daemon):
     daemon.sweep()
     assert daemon.app.metrics.registry.get_sample_value("guardian_store_errors_total") == 1
     assert get(daemon.routes(), "/healthz").status == 503
+
+
+def test_the_probe_tick_runs_only_while_a_container_has_a_probe(tmp_path):
+    settings = load_settings(None, env={})
+    clock = FakeClock()
+    engine = FakeEngine(clock)
+    store = SqliteStore(tmp_path / "guardian.db")
+    metrics = Metrics(CollectorRegistry())
+    healer = Healer(engine, store, clock, healer_settings(settings, None), metrics)
+    d = Daemon(
+        App(settings, engine, store, clock, metrics, healer, prober=extend(healer, settings))
+    )
+    d.schedule()
+    d.scheduler.start(paused=True)  # jobs are kept and judged, none runs
+    try:
+        probes = lambda: d.scheduler.get_job("probes").next_run_time  # noqa: E731
+        engine.add("web")
+        d.sweep_job()
+        assert probes() is None  # nothing to probe: no tick
+        engine.add("db", labels={"guardian.enable": "true", "guardian.probe.tcp": ":5432"})
+        d.sweep_job()
+        assert probes() is not None
+        engine.set("db", state="exited", exit_code=0)  # stopped: nothing to probe
+        d.sweep_job()
+        assert probes() is None
+    finally:
+        d.scheduler.shutdown(wait=False)
+        store.close()

@@ -31,7 +31,8 @@ class WorkerSettings:
     group_wait: timedelta = timedelta(seconds=10)
     repeat_interval: timedelta = timedelta(hours=4)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    poll: timedelta = timedelta(milliseconds=250)
+    poll: timedelta = timedelta(milliseconds=250)  # while anything waits in the outbox
+    idle_poll: timedelta = timedelta(seconds=1)  # while it is empty (idle CPU, bench/RESULTS.md)
 
 
 def _outcome(result: Result, state: RowState) -> str:
@@ -65,6 +66,7 @@ class DeliveryWorker:
         self.redact = redact or Redactor()
         self._next_send: dict[str, datetime] = {}
         self._reminders_checked: datetime | None = None
+        self._depth = 0
         for channel in self.channels:
             metrics.add_notification_channel(channel.name)
         self._stopping = threading.Event()
@@ -85,7 +87,8 @@ class DeliveryWorker:
             refresh = getattr(channel, "refresh", None)
             if refresh is not None:
                 refresh()
-        self.metrics.notification_queue_depth.set(self.outbox.queue_depth())
+        self._depth = self.outbox.queue_depth()
+        self.metrics.notification_queue_depth.set(self._depth)
         return sent
 
     def _remind(self, now: datetime) -> None:
@@ -165,7 +168,8 @@ class DeliveryWorker:
                 self.tick()
             except Exception:
                 log.exception("notification delivery failed")
-            self._stopping.wait(self.settings.poll.total_seconds())
+            poll = self.settings.poll if self._depth else self.settings.idle_poll
+            self._stopping.wait(poll.total_seconds())
 
     def start(self) -> None:
         if self._thread is None:
