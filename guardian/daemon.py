@@ -57,11 +57,14 @@ class Daemon:
             self.sweep()
         finally:
             self.systemd.sweep_finished(status_line(self.app), self.first_sweep_done.is_set())
-            self.follow_probes()
 
     def follow_probes(self) -> None:
         """Run the probe tick only while a container has a probe: targets come from sweeps only,
-        and an idle tick twice a second was a third of Guardian's idle CPU (bench/RESULTS.md)."""
+        and an idle tick twice a second was a third of Guardian's idle CPU (bench/RESULTS.md).
+
+        Called from the main loop, never from a job: scheduler.shutdown() holds the job store
+        lock while it waits for running jobs, so a job touching the scheduler would deadlock
+        a stop."""
         job = self.scheduler.get_job("probes")
         if job is None or self.app.prober is None:
             return
@@ -309,5 +312,6 @@ class Daemon:
         try:
             while not self.stopping.wait(self.systemd.tick_interval):
                 self.systemd.tick()
+                self.follow_probes()
         finally:
             self.stop()
