@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from tests.integration.conftest import RUN_ID
@@ -13,12 +12,3 @@ WATCH = f"gdt.notify.{RUN_ID}"
 
 def run(containers: Any, short: str, **kw: Any) -> str:
     return str(containers.run(short, labels={WATCH: "true"}, **kw))
-
-
-def rows(db: Any, sql: str, *params: Any) -> list[dict[str, Any]]:
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute(sql, params)]
-    finally:
-        con.close()

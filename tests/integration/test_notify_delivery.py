@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 
 from tests.helpers import wait_until
-from tests.integration.notify_helpers import WATCH, rows, run
+from tests.integration.notify_helpers import WATCH, run
+from tests.integration.see_more import rows
 from tests.receiver import Answer, FakeReceiver, Recorded, free_port, receiver
 
 HOOK_SECRET = "gdtSecretHookPath0123456789"

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from tests.helpers import wait_until
-from tests.integration.notify_helpers import WATCH, rows, run
+from tests.integration.notify_helpers import WATCH, run
+from tests.integration.see_more import rows
 from tests.receiver import HANG, Answer, FakeReceiver
 
 # The health output carries a marker so the message's "last health output" can be checked.

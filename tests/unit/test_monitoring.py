@@ -4,17 +4,15 @@ metrics that Guardian exports (names taken from a real Metrics instance)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
 from guardian.metrics import Metrics
+from tests.helpers import require_tool
 
 MONITORING = Path(__file__).resolve().parents[2] / "monitoring"
 SUFFIXES = {
@@ -27,12 +25,7 @@ PROMQL_WORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", 
 
 
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI") or os.environ.get("GUARDIAN_REQUIRE_DOCKER"):
-            pytest.fail("promtool is required (scripts/test.sh installs Debian's prometheus)")
-        pytest.skip("promtool not installed")
-    return path
+    return require_tool("promtool", "prometheus")
 
 
 def exported_names() -> set[str]:
