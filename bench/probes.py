@@ -69,7 +69,7 @@ class GuardianRun:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_")}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "guardian.cli", "run", "--config", str(cfg)],
+                [sys.executable, "-m", "guardian.entrypoints.cli", "run", "--config", str(cfg)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**env, **self.env, "PYTHONUNBUFFERED": "1"},

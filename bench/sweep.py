@@ -16,9 +16,9 @@ from pathlib import Path
 from bench.engine import Fleet
 from bench.probes import median, wait_for
 from guardian.adapters.docker_engine import summary_snapshot
-from guardian.bootstrap import App, build
-from guardian.checks import needs_inspect
+from guardian.bootstrap import App, build_status
 from guardian.config import load_settings
+from guardian.core.checks import needs_inspect
 from tests.proxy import DockerProxy
 
 INSPECT = re.compile(r"/containers/[0-9a-f]{12,64}/json")
@@ -59,7 +59,7 @@ def app_for(url: str, scope: str, store: Path) -> App:
         "GUARDIAN_WATCH_SCOPE": scope,
         "GUARDIAN_STORE_PATH": str(store),
     }
-    return build(load_settings(None, env))
+    return build_status(load_settings(None, env))
 
 
 def raw_list(conn: UnixHTTPConnection, api_version: str, scope: str) -> float:

@@ -1,4 +1,9 @@
-"""The composition root: the only place that builds adapters and wires them to the healer."""
+"""The composition root: the only place that builds adapters and wires the loop.
+
+build_daemon, build_status and build_operator take only what their command needs, and accept
+replacements (engine=, clock=, store=, metrics=) so tests build Guardian exactly as production
+does. The loop's pipeline is the one literal table in build_loop().
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,26 +27,38 @@ from guardian.adapters.notify.pagerduty import PagerDutyNotifier
 from guardian.adapters.notify.slack_bot import SlackBotNotifier
 from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
 from guardian.adapters.notify.webhook import WebhookNotifier
-from guardian.adapters.notify.worker import DeliveryWorker, WorkerSettings
+from guardian.adapters.probe_runner import SocketProbeRunner
+from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.adapters.sqlite_retention import Pruned
 from guardian.adapters.sqlite_store import SqliteStore
-from guardian.adapters.systemd import SystemdNotifier
-from guardian.checks import CheckSettings
+from guardian.adapters.systemd import SystemdSupervisor
 from guardian.config import DEFAULT_STORE_PATH, ConfigError, Settings
+from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
-from guardian.crashloop import CrashLoops, CrashLoopSettings
-from guardian.dependencies import Dependencies
-from guardian.healer import Healer, HealerSettings
-from guardian.host import HostWatch, StormSettings
-from guardian.logs import kv
-from guardian.metrics import Metrics
-from guardian.oom import OomEvents
-from guardian.operations import Operator
-from guardian.ports import Clock, Engine, Notifier, Store, StoreError
-from guardian.probes import Prober, ProbeSpec
-from guardian.secrets import Redactor, install_redaction, resolve_secret
+from guardian.core.probes import ProbeSpec
+from guardian.core.redaction import Redactor
+from guardian.core.storm import StormSettings
+from guardian.credentials import load_token, resolve_secret
+from guardian.logs import install_redaction, kv
+from guardian.ports import Clock, Engine, Metrics, Notifier, ProbeRunner, Store, StoreError
+from guardian.service.context import LoopContext
+from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
+from guardian.service.delivery import DeliveryWorker, WorkerSettings
+from guardian.service.dependencies import Dependencies
+from guardian.service.healer import Healer
+from guardian.service.host import HostWatch
+from guardian.service.oom import OomEvents
+from guardian.service.operator import Operator
+from guardian.service.pipeline import Pipeline
+from guardian.service.prober import Prober
+from guardian.service.recorder import Recorder
+from guardian.service.remediator import Remediator
+from guardian.service.rules import RuleBook
+from guardian.service.settings import HealerSettings
+from guardian.service.state import LoopState
+from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian")
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
@@ -49,16 +66,29 @@ _CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
 
 @dataclass
 class App:
+    """A built Guardian: what the daemon and the commands drive. close() releases the edges."""
+
     settings: Settings
     engine: Engine
     store: Store
     clock: Clock
-    metrics: Metrics
+    metrics: PrometheusMetrics
     healer: Healer
-    sd_notify: SystemdNotifier = field(default_factory=SystemdNotifier)
-    notify: DeliveryWorker | None = None  # started and stopped by the daemon
-    prober: Prober | None = None
+    prober: Prober
+    operator: Operator
+    supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
+    delivery: DeliveryWorker | None = None  # started and stopped by the daemon
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
+    api_token: str | None = None
+
+    @property
+    def verifier(self) -> Verifier:
+        return self.healer.verifier
+
+    def probe_tick(self) -> None:
+        """Run the probes that are due; a container whose verdict flipped is judged at once."""
+        for container_id in self.prober.tick():
+            self.healer.react(container_id, source="probe")
 
     def close(self) -> None:
         self.engine.close()
@@ -78,7 +108,7 @@ def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
     return None
 
 
-def store_path(settings: Settings, env: dict[str, str] | None = None) -> Path:
+def store_path(settings: Settings, env: Mapping[str, str] | None = None) -> Path:
     """The configured store path; the default falls back to the XDG state dir when unwritable."""
     path = Path(settings["store.path"])
     if settings.store_path_explicit or settings["store.path"] != DEFAULT_STORE_PATH:
@@ -88,7 +118,7 @@ def store_path(settings: Settings, env: dict[str, str] | None = None) -> Path:
         not parent.exists() and os.access(parent.parent, os.W_OK)
     ):
         return path
-    env = dict(os.environ) if env is None else env
+    env = os.environ if env is None else env
     base = Path(
         env.get("XDG_STATE_HOME") or Path(env.get("HOME", "~")).expanduser() / ".local/state"
     )
@@ -100,9 +130,19 @@ def store_path(settings: Settings, env: dict[str, str] | None = None) -> Path:
     return fallback
 
 
-def healer_settings(settings: Settings, self_id: str | None) -> HealerSettings:
+def existing_store_path(settings: Settings) -> Path:
+    """The store path for commands that read what a daemon wrote: it must exist already."""
+    path = store_path(settings)
+    if not path.exists():
+        raise StoreError(
+            f"store {path}: no such file; is `guardian run` using this config? (pass --config)"
+        )
+    return path
+
+
+def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> HealerSettings:
     return HealerSettings(
-        host=socket.gethostname(),
+        host=host or socket.gethostname(),
         watch_label=settings["watch.label"],
         policy=settings.restart_policy(),
         checks=CheckSettings(
@@ -116,42 +156,29 @@ def healer_settings(settings: Settings, self_id: str | None) -> HealerSettings:
     )
 
 
-def build(settings: Settings, registry: CollectorRegistry | None = None) -> App:
-    """Build every adapter from settings. Raises StoreError when the store cannot be opened."""
-    clock = SystemClock()
-    metrics = Metrics(registry if registry is not None else CollectorRegistry())
-    # A full disk must not stop healing: write failures are logged and counted, not fatal.
-    # The outbox writes through the SQLite store itself (same transaction as the change).
-    sqlite = SqliteStore(store_path(settings))
-    store = ResilientStore(sqlite, metrics)
-    engine = DockerEngine(settings["docker.url"], settings["docker.timeout"])
-    hs = healer_settings(settings, detect_self_id())
-    healer = Healer(engine, store, clock, hs, metrics)
-    prober = extend(healer, settings)
-    try:
-        worker = build_notify(settings, sqlite, clock, metrics, hs.host)
-    except ConfigError:
-        store.close()
-        raise
-    sd_notify = SystemdNotifier.from_env()
-    return App(
-        settings, engine, store, clock, metrics, healer, sd_notify, worker, prober, sqlite.prune
-    )
-
-
-def extend(healer: Healer, settings: Settings) -> Prober:
-    """Wire crash loops, probes, dependencies and host incidents into the healer's hooks."""
-    CrashLoops(
-        healer.engine,
+def build_loop(
+    settings: Settings,
+    hs: HealerSettings,
+    engine: Engine,
+    store: Store,
+    clock: Clock,
+    metrics: Metrics,
+    runner: ProbeRunner | None = None,
+) -> tuple[Healer, Prober]:
+    """The healing loop over its ports: the extensions, the pipeline table, the parts."""
+    state = LoopState()
+    crash_loops = CrashLoops(
+        engine,
         CrashLoopSettings(
             settings["crash_loop.restarts"],
             settings["crash_loop.window"],
             settings["crash_loop.log_lines"],
         ),
-    ).attach(healer)
-    OomEvents().attach(healer)
+    )
+    oom = OomEvents()
     prober = Prober(
-        healer,
+        clock,
+        runner or SocketProbeRunner(),
         ProbeSpec(
             "http",
             "",
@@ -162,38 +189,107 @@ def extend(healer: Healer, settings: Settings) -> Prober:
             success_threshold=settings["probe.success_threshold"],
         ),
     )
-    prober.attach()
-    Dependencies(healer).attach()
-    HostWatch(
-        healer.store,
-        healer.clock,
-        healer.settings.host,
+    dependencies = Dependencies(store, state, hs.host)
+    host = HostWatch(
+        store,
+        clock,
+        hs.host,
         StormSettings(
             settings["storm.threshold"], settings["storm.window"], settings["storm.min_containers"]
         ),
         settings["docker.timeout"],
-    ).attach(healer)
-    return prober
+    )
+    # The order of each row is the order things run in.
+    pipeline = Pipeline(
+        judges=(crash_loops.judge, oom.judge, prober.judge),
+        listed=(crash_loops.follow, prober.update, dependencies.follow, host.follow),
+        assessed=(dependencies.assessed, host.assessed),
+        act_order=dependencies.act_order,
+        detected=(dependencies.detected, host.detected),
+        recovered=(dependencies.recovered, host.recovered),
+        engine_state=(host.engine_state,),
+        events=(oom.on_event,),
+        storm_holds=host.storm_holds,
+        storm_open=host.storm_open,
+        unhealthy_dependencies=dependencies.unhealthy,
+        followers=dependencies.followers,
+    )
+    ctx = LoopContext(engine, store, clock, metrics, hs, state, pipeline, RuleBook(hs, state))
+    recorder = Recorder(ctx)
+    remediator = Remediator(ctx, recorder)
+    verifier = Verifier(ctx, recorder, remediator)
+    return Healer(ctx, recorder, remediator, verifier), prober
 
 
-def existing_store_path(settings: Settings) -> Path:
-    """The store path for commands that read what a daemon wrote: it must exist already."""
-    path = store_path(settings)
-    if not path.exists():
-        raise StoreError(
-            f"store {path}: no such file; is `guardian run` using this config? (pass --config)"
+def build_status(
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    clock: Clock | None = None,
+    store: SqliteStore | None = None,
+    metrics: PrometheusMetrics | None = None,
+    host: str = "",
+) -> App:
+    """The loop without delivery, systemd or the API: for `guardian status` and `guardian
+    check`, which need no notification secrets. Raises StoreError when the store cannot open."""
+    clock = clock or SystemClock()
+    metrics = metrics or PrometheusMetrics(CollectorRegistry())
+    sqlite = store or SqliteStore(store_path(settings))
+    # A full disk must not stop healing: write failures are logged and counted, not fatal.
+    resilient = ResilientStore(sqlite, metrics)
+    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"])
+    hs = healer_settings(settings, detect_self_id(), host)
+    healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics)
+    operator = Operator(resilient, clock, hs.host)
+    return App(
+        settings, engine, resilient, clock, metrics, healer, prober, operator, prune=sqlite.prune
+    )
+
+
+def build_daemon(
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    clock: Clock | None = None,
+    store: SqliteStore | None = None,
+    metrics: PrometheusMetrics | None = None,
+    supervisor: SystemdSupervisor | None = None,
+    env: Mapping[str, str] | None = None,
+    host: str = "",
+) -> App:
+    """Everything `guardian run` needs: the loop, the notification channels (secrets read from
+    `env`), the API token and systemd. Raises StoreError or ConfigError."""
+    sqlite = store or SqliteStore(store_path(settings))
+    app = build_status(
+        settings, engine=engine, clock=clock, store=sqlite, metrics=metrics, host=host
+    )
+    try:
+        app.delivery = build_delivery(
+            settings, sqlite, app.clock, app.metrics, app.healer.ctx.settings.host, env
         )
-    return path
+        app.api_token = load_token(settings, env)
+    except ConfigError:
+        app.close()
+        raise
+    app.supervisor = supervisor or SystemdSupervisor.from_env(env)
+    return app
 
 
-def build_operator(settings: Settings) -> Operator:
+def build_operator(
+    settings: Settings, *, store: Store | None = None, clock: Clock | None = None, host: str = ""
+) -> Operator:
     """The store and clock alone, for CLI commands that do not need the engine."""
-    store = SqliteStore(existing_store_path(settings))
-    return Operator(store, SystemClock(), socket.gethostname())
+    store = store or SqliteStore(existing_store_path(settings))
+    return Operator(store, clock or SystemClock(), host or socket.gethostname())
 
 
-def build_notify(
-    settings: Settings, store: SqliteStore, clock: Clock, metrics: Metrics, host: str
+def build_delivery(
+    settings: Settings,
+    store: SqliteStore,
+    clock: Clock,
+    metrics: Metrics,
+    host: str,
+    env: Mapping[str, str] | None = None,
 ) -> DeliveryWorker:
     """The outbox worker and the channels configured in `notify:`; secrets are read here, from
     the environment or files, and registered for redaction in every log line."""
@@ -203,9 +299,9 @@ def build_notify(
     outbox = SqliteOutbox(store)
     timeout, pacing = n["timeout"], n["pacing"]
     channels: list[Notifier] = []
-    if url := resolve_secret(settings, "slack_webhook_url", redact):
+    if url := resolve_secret(settings, "slack_webhook_url", redact, env):
         channels.append(SlackWebhookNotifier(url, timeout, pacing))
-    if token := resolve_secret(settings, "slack_bot_token", redact):
+    if token := resolve_secret(settings, "slack_bot_token", redact, env):
         if not n["slack_bot_channel"]:
             raise ConfigError("notify.slack_bot_channel: required with a Slack bot token")
         channels.append(
@@ -213,9 +309,9 @@ def build_notify(
                 token, n["slack_bot_channel"], n["slack_api_url"], outbox, timeout, pacing
             )
         )
-    if url := resolve_secret(settings, "discord_webhook_url", redact):
+    if url := resolve_secret(settings, "discord_webhook_url", redact, env):
         channels.append(DiscordNotifier(url, timeout, pacing))
-    password = resolve_secret(settings, "email_password", redact)
+    password = resolve_secret(settings, "email_password", redact, env)
     if n["email_smtp_host"]:
         to = [a.strip() for a in (n["email_to"] or "").split(",") if a.strip()]
         if not to or not n["email_from"]:
@@ -234,8 +330,8 @@ def build_notify(
                 password,
             )
         )
-    if url := resolve_secret(settings, "webhook_url", redact):
-        secret = resolve_secret(settings, "webhook_secret", redact)
+    if url := resolve_secret(settings, "webhook_url", redact, env):
+        secret = resolve_secret(settings, "webhook_secret", redact, env)
         channels.append(WebhookNotifier(url, secret, timeout))
     if n["alertmanager_url"]:
         channels.append(
@@ -243,7 +339,7 @@ def build_notify(
                 n["alertmanager_url"], outbox, clock, timeout, n["alertmanager_resend_interval"]
             )
         )
-    if key := resolve_secret(settings, "pagerduty_routing_key", redact):
+    if key := resolve_secret(settings, "pagerduty_routing_key", redact, env):
         channels.append(PagerDutyNotifier(key, n["pagerduty_url"], timeout, n["pagerduty_events"]))
     retry = RetryPolicy(
         max_attempts=n["max_attempts"],

@@ -11,6 +11,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from guardian.core.redaction import Redactor
+
 FIELDS = "guardian_fields"
 
 
@@ -79,3 +81,35 @@ def setup_logging(level: str = "info", fmt: str = "text") -> None:
     root.propagate = False
     # The scheduler's own chatter ("Running job ...") is noise at info level.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+class RedactingFilter(logging.Filter):
+    """Applied to Guardian's log handlers: no secret reaches a log line, whoever logs it."""
+
+    def __init__(self, redact: Redactor) -> None:
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            record.msg, record.args = record.getMessage(), None
+        record.msg = self.redact(str(record.msg))
+        fields: dict[str, Any] | None = getattr(record, FIELDS, None)
+        if fields:
+            setattr(
+                record,
+                FIELDS,
+                {k: self.redact(v) if isinstance(v, str) else v for k, v in fields.items()},
+            )
+        if record.exc_info and record.exc_info[1] is not None:
+            # Tracebacks of HTTP libraries quote URLs; keep only the redacted one-line summary.
+            exc = record.exc_info[1]
+            record.msg = f"{record.msg}: {self.redact(type(exc).__name__ + ': ' + str(exc))}"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def install_redaction(redact: Redactor, logger: str = "guardian") -> None:
+    for handler in logging.getLogger(logger).handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter(redact))

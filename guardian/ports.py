@@ -1,6 +1,5 @@
-"""The small protocols the loop needs from the outside world: Engine, Store, Clock.
-
-Adapters implement them (adapters/), tests use the fakes in tests/fakes.py.
+"""The small protocols the loop needs from the outside world: Engine, Store, Outbox, Clock,
+Notifier, Metrics, ProbeRunner. Adapters implement them (adapters/), tests use tests/fakes.py.
 """
 
 from __future__ import annotations
@@ -10,11 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from guardian.core.delivery import Result
+from guardian.core.delivery import Next, Pending, Result
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionOutcome,
     ContainerSnapshot,
+    Decision,
     Incident,
     IncidentState,
     Outcome,
@@ -24,6 +24,7 @@ from guardian.core.model import (
     Transition,
 )
 from guardian.core.notifications import Notification
+from guardian.core.probes import ProbeSpec
 
 
 class EngineUnavailable(Exception):
@@ -169,3 +170,76 @@ class Notifier(Protocol):
 
     def send(self, batch: Sequence[Notification]) -> Result:
         """Deliver one message carrying `batch`; never raises, classifies every failure."""
+
+
+@dataclass(frozen=True)
+class QueuedDelivery:
+    """One notification waiting for one channel, as the outbox hands it to the worker."""
+
+    pending: Pending
+    notification: Notification
+    attempts: int
+
+
+class Outbox(Protocol):
+    """The delivery worker's view of the durable outbox (written with each change, see Store)."""
+
+    def enqueue(self, notifications: Sequence[Notification]) -> None: ...
+
+    def fan_out(self, channels: Sequence[str]) -> int:
+        """One delivery per channel for every event not yet dispatched; returns how many."""
+
+    def pending(self, channel: str) -> list[QueuedDelivery]: ...
+
+    def record(self, row_ids: Sequence[int], nxt: Next, reason: str, now: datetime) -> None:
+        """Store the outcome of one send for every row it carried."""
+
+    def queue_depth(self) -> int: ...
+
+    def reminders_due(
+        self, host: str, repeat_interval: timedelta, now: datetime
+    ) -> list[tuple[Incident, datetime]]:
+        """Escalated open incidents whose last reminder is older than `repeat_interval`."""
+
+
+class ProbeRunner(Protocol):
+    def run(self, spec: ProbeSpec, address: str) -> tuple[bool, str]:
+        """Run one probe: (passed, what was seen). Never raises for network errors."""
+
+
+class Metrics(Protocol):
+    """What the loop counts. adapters/prometheus.py exports it; every call is cheap and never
+    raises. Labels stay bounded: container names and fixed enums, never ids."""
+
+    def engine_reachable(self, up: bool) -> None: ...
+
+    def swept(self, watched: int, unhealthy: int) -> None:
+        """The containers the last sweep watched and found with a problem."""
+
+    def sweep_finished(self, seconds: float, completed_at: datetime | None) -> None:
+        """A sweep's duration; `completed_at` only when it saw the whole host."""
+
+    def incident_opened(self, kind: ProblemType) -> None: ...
+
+    def decided(self, decision: Decision) -> None: ...
+
+    def restart_requested(self, detected_at: datetime | None, at: datetime) -> None:
+        """A restart request leaves: the time since the engine reported the problem."""
+
+    def restart_returned(self, seconds: float) -> None:
+        """How long the engine's restart call took."""
+
+    def restart_ended(self, container: str, outcome: str) -> None:
+        """A restart's final outcome (an Outcome, or retry_exhausted when Guardian gave up)."""
+
+    def open_incidents(self, counts: dict[tuple[str, str], int], exhausted: set[str]) -> None:
+        """Replace the open incidents by (type, state), and the containers Guardian gave up on."""
+
+    def store_failed(self) -> None: ...
+
+    def notification_channel(self, channel: str) -> None:
+        """A channel is configured: its series exist from the start."""
+
+    def notification_sent(self, channel: str, outcome: str) -> None: ...
+
+    def notification_queue(self, depth: int) -> None: ...

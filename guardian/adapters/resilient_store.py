@@ -27,8 +27,7 @@ from guardian.core.model import (
 )
 from guardian.core.notifications import Notification
 from guardian.logs import kv
-from guardian.metrics import Metrics
-from guardian.ports import Store, StoreError
+from guardian.ports import Metrics, Store, StoreError
 
 log = logging.getLogger("guardian.store")
 
@@ -52,7 +51,7 @@ class ResilientStore:
     # -- failure handling -------------------------------------------------------------------
 
     def _failed(self, op: str, exc: StoreError) -> None:
-        self.metrics.store_errors.inc()
+        self.metrics.store_failed()
         if not self.failing:
             log.error(
                 "store write failed; healing continues, recording resumes when the store recovers",

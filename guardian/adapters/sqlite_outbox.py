@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from guardian.core.delivery import Next, Pending, RowState
 from guardian.core.model import HOST_SUBJECT, Incident
 from guardian.core.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
+from guardian.ports import QueuedDelivery
 
 if TYPE_CHECKING:
     from guardian.adapters.sqlite_store import SqliteStore
@@ -70,13 +71,6 @@ def withdraw_unsent(db: sqlite3.Connection, host: str) -> int:
         )
         db.execute(f"DELETE FROM outbox WHERE incident_id IN ({marks})", ids)
     return len(ids)
-
-
-@dataclass(frozen=True)
-class QueuedDelivery:
-    pending: Pending
-    notification: Notification
-    attempts: int
 
 
 class SqliteOutbox:

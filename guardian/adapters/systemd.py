@@ -37,8 +37,8 @@ def watchdog_interval(env: Mapping[str, str], pid: int) -> timedelta | None:
     return timedelta(microseconds=int(usec))
 
 
-class SystemdNotifier:
-    """Sends notifications to systemd. `address` None: systemd did not ask for any."""
+class SystemdSupervisor:
+    """Talks to the service manager over sd_notify. `address` None: systemd did not ask for it."""
 
     def __init__(
         self, address: str | bytes | None = None, watchdog: timedelta | None = None
@@ -48,7 +48,7 @@ class SystemdNotifier:
         self._failed = False
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> SystemdNotifier:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SystemdSupervisor:
         env = os.environ if env is None else env
         raw = env.get("NOTIFY_SOCKET", "")
         address = socket_address(raw) if raw else None

@@ -59,6 +59,11 @@ def in_scope(labels: Mapping[str, str], scope: str) -> bool:
     return key in labels and (not sep or labels[key] == value)
 
 
+def watched(labels: Mapping[str, str], watch_label: str, scope: str) -> bool:
+    """The one "does Guardian watch this container" predicate: in scope and opted in."""
+    return in_scope(labels, scope) and opted_in(labels, watch_label)
+
+
 def rules_for(
     labels: Mapping[str, str],
     base: RestartPolicy,

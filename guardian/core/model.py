@@ -217,6 +217,13 @@ class ActionOutcome:
     retryable: bool = False
 
 
+class ActionKind(StrEnum):
+    """What a row of the remediation history records."""
+
+    RESTART = "restart"  # a restart request, with its outcome
+    DECISION = "decision"  # a restart held back or given up on, with the reason
+
+
 @dataclass(frozen=True)
 class RemediationAction:
     """A row of the remediation history: intent first, outcome filled in afterwards."""
@@ -226,7 +233,7 @@ class RemediationAction:
     host: str
     container: str
     container_id: str
-    kind: str  # restart | decision
+    kind: str  # an ActionKind
     requested_at: datetime
     reason: str
     outcome: Outcome | None = None

@@ -114,7 +114,7 @@ def run_cli(
     """`guardian ARGS` as a user runs it; stdout and stderr go to the secrets check."""
     full_env = {**os.environ, SECRET_ENV: SECRET_SOURCES["guardian environment"], **(env or {})}
     proc = subprocess.run(
-        [sys.executable, "-m", "guardian.cli", *args],
+        [sys.executable, "-m", "guardian.entrypoints.cli", *args],
         capture_output=True,
         text=True,
         errors="replace",

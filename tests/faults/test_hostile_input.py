@@ -22,18 +22,15 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry
 
 from guardian.adapters.sqlite_store import SqliteStore
-from guardian.checks import CheckSettings
-from guardian.cli import main
 from guardian.config import SCHEMA, ConfigError, Settings, load_settings
 from guardian.core import labels as L
 from guardian.core.labels import rules_for
 from guardian.core.policy import RestartPolicy
-from guardian.healer import Healer, HealerSettings
+from guardian.entrypoints.cli import main
 from guardian.logs import FIELDS, LogfmtFormatter
-from guardian.metrics import Metrics
+from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
 from tests.faults.conftest import report_figures, run_cli
 from tests.faults.exposure import Exposure
@@ -241,18 +238,22 @@ def test_hostile_containers_never_stop_the_sweep_and_the_rest_keep_being_healed(
     good = engine.add("good-app", health="unhealthy")
     for i, (name, labels) in enumerate(hostile):
         engine.add(f"{name}#{i}", labels={"guardian.enable": "true", **labels}, health="unhealthy")
-    store = SqliteStore(":memory:")
-    settings_ = HealerSettings(
-        host="h",
-        watch_label="guardian.enable",
-        policy=RestartPolicy(
-            cooldown=timedelta(seconds=2), max_attempts=3, max_per_minute=100, max_concurrent=100
-        ),
-        checks=CheckSettings(),
-        stop_timeout=timedelta(seconds=1),
-        verify_timeout=timedelta(seconds=30),
-    )
-    healer = Healer(engine, store, clock, settings_, Metrics(CollectorRegistry()))
+    with tempfile.TemporaryDirectory() as tmp:
+        healer = make_app(
+            Path(tmp),
+            engine=engine,
+            clock=clock,
+            sqlite=SqliteStore(":memory:"),
+            restart={
+                "cooldown": "2s",
+                "max_attempts": 3,
+                "max_per_minute": 100,
+                "max_concurrent": 100,
+                "stop_timeout": "1s",
+                "verify_timeout": "30s",
+            },
+            storm={"threshold": 100},  # every container here is unhealthy: no storm hold
+        ).healer
     records = _Records()
     logger = logging.getLogger("guardian")
     logger.addHandler(records)
@@ -275,4 +276,3 @@ def test_hostile_containers_never_stop_the_sweep_and_the_rest_keep_being_healed(
     # Every opted-in hostile container was judged too (restarted under the global policy).
     watched = {a.snapshot.name for a in report.rows}
     assert "good-app" in watched
-    store.close()

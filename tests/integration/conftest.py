@@ -230,7 +230,14 @@ class GuardianProcess:
             log.write(f"--- run {self.runs} ---\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "guardian.cli", "run", "--config", str(self.config_path)],
+                [
+                    sys.executable,
+                    "-m",
+                    "guardian.entrypoints.cli",
+                    "run",
+                    "--config",
+                    str(self.config_path),
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

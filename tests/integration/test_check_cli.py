@@ -17,7 +17,7 @@ def check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(base_config(tmp_path, log={"level": "warning"})))
     return subprocess.run(
-        [sys.executable, "-m", "guardian.cli", "check", "--config", str(cfg), *args],
+        [sys.executable, "-m", "guardian.entrypoints.cli", "check", "--config", str(cfg), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -73,7 +73,7 @@ def test_check_without_an_engine_fails_with_one_line(tmp_path):
         )
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "guardian.cli", "check", "--config", str(cfg)],
+        [sys.executable, "-m", "guardian.entrypoints.cli", "check", "--config", str(cfg)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -183,7 +183,7 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path, bad: str):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(bad)
     proc = subprocess.run(
-        [sys.executable, "-m", "guardian.cli", "run", "--config", str(cfg)],
+        [sys.executable, "-m", "guardian.entrypoints.cli", "run", "--config", str(cfg)],
         capture_output=True,
         text=True,
         timeout=30,

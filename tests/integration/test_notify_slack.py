@@ -137,7 +137,15 @@ def test_404_no_service_is_dead_lettered_logged_once_and_not_retried(containers,
     [line] = g.lines('reason="404 no_service"')  # the store path also holds "no_service"
     assert "refused by the channel; not retried" in line
     listed = subprocess.run(
-        [sys.executable, "-m", "guardian.cli", "notifications", "--json", "-c", g.config_path],
+        [
+            sys.executable,
+            "-m",
+            "guardian.entrypoints.cli",
+            "notifications",
+            "--json",
+            "-c",
+            g.config_path,
+        ],
         capture_output=True,
         text=True,
         check=True,  # needs no secret: it only reads the store

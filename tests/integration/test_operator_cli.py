@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from guardian.cli_tables import cell
+from guardian.entrypoints.cli.tables import cell
 from tests.helpers import wait_until
 from tests.integration.conftest import REPO, RUN_ID
 
@@ -22,7 +22,7 @@ OPT_IN = {"enable": None, "labels": {WATCH["label"]: "true"}}
 def cli(g: Any, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `guardian ARGS --config <the daemon's config>` as a separate process."""
     return subprocess.run(
-        [sys.executable, "-m", "guardian.cli", *args, "--config", str(g.config_path)],
+        [sys.executable, "-m", "guardian.entrypoints.cli", *args, "--config", str(g.config_path)],
         capture_output=True,
         text=True,
         timeout=60,

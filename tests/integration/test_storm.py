@@ -89,7 +89,7 @@ def test_acknowledging_the_storm_lets_restarts_through(containers, guardian):
     assert [a for a in actions(db) if a["kind"] == "restart"] == []
 
     ack = subprocess.run(
-        [sys.executable, "-m", "guardian.cli", "incidents", "ack", str(storm["id"]),
+        [sys.executable, "-m", "guardian.entrypoints.cli", "incidents", "ack", str(storm["id"]),
          "--by", "alice", "--reason", "NFS server rebooted", "--config", str(g.config_path)],
         cwd=REPO, capture_output=True, text=True, timeout=30,
     )  # fmt: skip

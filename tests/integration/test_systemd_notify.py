@@ -11,18 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-from prometheus_client import CollectorRegistry
-
 from guardian.adapters.clock import SystemClock
-from guardian.adapters.sqlite_store import SqliteStore
-from guardian.adapters.systemd import SystemdNotifier
-from guardian.bootstrap import App, healer_settings
-from guardian.config import load_settings
+from guardian.adapters.systemd import SystemdSupervisor
 from guardian.core.model import ContainerSnapshot
-from guardian.daemon import Daemon
-from guardian.healer import Healer
-from guardian.metrics import Metrics
+from guardian.entrypoints.daemon import Daemon
+from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
 from tests.helpers import wait_until
 from tests.notify import NotifySocket
@@ -101,19 +94,16 @@ def test_watchdog_pings_stop_while_the_sweep_is_stalled_and_resume_after(tmp_pat
         "store": {"path": str(tmp_path / "guardian.db")},
         "http": {"listen": "127.0.0.1:0"},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    settings = load_settings(tmp_path / "config.yaml", env={})
     engine = GatedEngine(FakeClock(datetime.now(UTC)))
     engine.add("web")
     sock = NotifySocket()
-    notifier = SystemdNotifier.from_env({"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "1000000"})
-    store, clock, metrics = (
-        SqliteStore(tmp_path / "guardian.db"),
-        SystemClock(),
-        Metrics(CollectorRegistry()),
+    notifier = SystemdSupervisor.from_env(
+        {"NOTIFY_SOCKET": sock.address, "WATCHDOG_USEC": "1000000"}
     )
-    healer = Healer(engine, store, clock, healer_settings(settings, None), metrics)
-    daemon = Daemon(App(settings, engine, store, clock, metrics, healer, notifier))
+    app = make_app(
+        tmp_path, engine=engine, clock=SystemClock(), daemon=True, supervisor=notifier, **config
+    ).app
+    daemon = Daemon(app)
     seen: dict[str, Any] = {}
 
     def scenario() -> None:

@@ -8,37 +8,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from guardian.adapters.sqlite_store import SqliteStore
-from guardian.api import Api, load_token
-from guardian.checks import CheckSettings
 from guardian.config import ConfigError, load_settings
 from guardian.core import incidents
 from guardian.core.model import HealthCheckResult, ProblemType
-from guardian.core.policy import RestartPolicy
-from guardian.healer import Healer, HealerSettings
-from guardian.http import Request, Response, Routes
-from guardian.metrics import Metrics
-from tests.fakes import FakeClock, FakeEngine
+from guardian.credentials import load_token
+from guardian.entrypoints.api import Api
+from guardian.entrypoints.http_server import Request, Response, Routes
+from tests.app import TestApp, make_app
 
 TOKEN = "s3cret-token"
 HOST = "host"
 
 
 @pytest.fixture
-def healer(tmp_path: Path) -> Healer:
-    clock = FakeClock()
-    settings = HealerSettings(
-        host=HOST,
-        watch_label="guardian.enable",
-        policy=RestartPolicy(),
-        checks=CheckSettings(),
-        stop_timeout=timedelta(seconds=1),
-        verify_timeout=timedelta(seconds=30),
-    )
-    store = SqliteStore(tmp_path / "guardian.db")
-    return Healer(FakeEngine(clock), store, clock, settings, Metrics(CollectorRegistry()))
+def g(tmp_path: Path) -> TestApp:
+    return make_app(tmp_path, host=HOST)
+
+
+def make_api(g: TestApp, token: str | None = TOKEN) -> Api:
+    return Api(g.healer, g.app.operator, token)
 
 
 def call(
@@ -55,36 +44,36 @@ def call(
     return response.status, json.loads(response.body), response
 
 
-def open_incident(healer: Healer, container: str = "app") -> int:
-    now = healer.clock.now()
+def open_incident(g: TestApp, container: str = "app") -> int:
+    now = g.clock.now()
     result = HealthCheckResult("id", container, now, ProblemType.UNHEALTHY, "probe failed")
-    saved = healer.store.save_incident(incidents.record_detection(None, HOST, result, now))
+    saved = g.store.save_incident(incidents.record_detection(None, HOST, result, now))
     return saved.id or 0
 
 
-def test_mutations_need_the_right_bearer_token(healer: Healer) -> None:
-    api = Api(healer, TOKEN)
-    iid = open_incident(healer)
+def test_mutations_need_the_right_bearer_token(g: TestApp) -> None:
+    api = make_api(g)
+    iid = open_incident(g)
     path = f"/api/v1/incidents/{iid}/ack"
     status, doc, response = call(api, "POST", path, {"by": "alice"}, token=None)
     assert status == 401 and "Bearer" in doc["error"]
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
     status, doc, _ = call(api, "POST", path, {"by": "alice"}, token="wrong")
     assert (status, doc["error"]) == (403, "the bearer token is not valid")
-    assert healer.store.get_incident(iid).state == "active"  # type: ignore[union-attr]
+    assert g.store.get_incident(iid).state == "active"  # type: ignore[union-attr]
     status, doc, _ = call(api, "POST", path, {"by": "alice"})
     assert status == 200 and doc["incident"]["state"] == "acknowledged"
 
 
-def test_reads_need_no_token(healer: Healer) -> None:
-    open_incident(healer)
-    status, doc, _ = call(Api(healer, TOKEN), "GET", "/api/v1/incidents", token=None)
+def test_reads_need_no_token(g: TestApp) -> None:
+    open_incident(g)
+    status, doc, _ = call(make_api(g), "GET", "/api/v1/incidents", token=None)
     assert status == 200 and [i["container"] for i in doc["incidents"]] == ["app"]
 
 
-def test_without_a_configured_token_mutations_are_off(healer: Healer) -> None:
-    iid = open_incident(healer)
-    status, doc, _ = call(Api(healer, None), "POST", f"/api/v1/incidents/{iid}/ack", {"by": "a"})
+def test_without_a_configured_token_mutations_are_off(g: TestApp) -> None:
+    iid = open_incident(g)
+    status, doc, _ = call(make_api(g, None), "POST", f"/api/v1/incidents/{iid}/ack", {"by": "a"})
     assert status == 403 and "no API token is configured" in doc["error"]
 
 
@@ -100,15 +89,15 @@ def test_without_a_configured_token_mutations_are_off(healer: Healer) -> None:
         ({"by": "a" * 101}, "longer than 100"),
     ],
 )
-def test_bad_bodies_are_400_with_a_message(healer: Healer, body: Any, message: str) -> None:
-    iid = open_incident(healer)
-    status, doc, _ = call(Api(healer, TOKEN), "POST", f"/api/v1/incidents/{iid}/ack", body)
+def test_bad_bodies_are_400_with_a_message(g: TestApp, body: Any, message: str) -> None:
+    iid = open_incident(g)
+    status, doc, _ = call(make_api(g), "POST", f"/api/v1/incidents/{iid}/ack", body)
     assert status == 400 and message in doc["error"]
 
 
-def test_refused_transitions_are_409_with_the_state_machine_message(healer: Healer) -> None:
-    iid = open_incident(healer)
-    api = Api(healer, TOKEN)
+def test_refused_transitions_are_409_with_the_state_machine_message(g: TestApp) -> None:
+    iid = open_incident(g)
+    api = make_api(g)
     status, doc, _ = call(api, "POST", f"/api/v1/incidents/{iid}/close", {"by": "alice"})
     assert status == 409
     assert doc["error"] == f"cannot close incident {iid}: it is active; resolve it first"
@@ -122,9 +111,9 @@ def test_refused_transitions_are_409_with_the_state_machine_message(healer: Heal
     assert status == 200 and doc["incident"]["state"] == "closed"
 
 
-def test_incident_with_timeline_and_not_found(healer: Healer) -> None:
-    iid = open_incident(healer)
-    api = Api(healer, TOKEN)
+def test_incident_with_timeline_and_not_found(g: TestApp) -> None:
+    iid = open_incident(g)
+    api = make_api(g)
     call(api, "POST", f"/api/v1/incidents/{iid}/ack", {"by": "alice", "reason": "looking"})
     status, doc, _ = call(api, "GET", f"/api/v1/incidents/{iid}")
     assert status == 200
@@ -138,10 +127,10 @@ def test_incident_with_timeline_and_not_found(healer: Healer) -> None:
     assert call(api, "PUT", "/api/v1/incidents")[0] == 404
 
 
-def test_incident_filters(healer: Healer) -> None:
-    open_incident(healer, "a")
-    open_incident(healer, "b")
-    api = Api(healer, TOKEN)
+def test_incident_filters(g: TestApp) -> None:
+    open_incident(g, "a")
+    open_incident(g, "b")
+    api = make_api(g)
     _, doc, _ = call(api, "GET", "/api/v1/incidents", container="b")
     assert [i["container"] for i in doc["incidents"]] == ["b"]
     _, doc, _ = call(api, "GET", "/api/v1/incidents", state="closed")
@@ -150,9 +139,9 @@ def test_incident_filters(healer: Healer) -> None:
     assert status == 400 and "expected one of" in doc["error"]
 
 
-def test_silence_endpoints_and_the_decision_they_cause(healer: Healer) -> None:
-    api = Api(healer, TOKEN)
-    engine: FakeEngine = healer.engine  # type: ignore[assignment]
+def test_silence_endpoints_and_the_decision_they_cause(g: TestApp) -> None:
+    api = make_api(g)
+    engine = g.engine
     engine.add("app", health="unhealthy")
     body = {"container": "app", "for": "2h", "reason": "upgrade", "by": "alice"}
     assert call(api, "POST", "/api/v1/silences", body, token=None)[0] == 401
@@ -161,9 +150,7 @@ def test_silence_endpoints_and_the_decision_they_cause(healer: Healer) -> None:
     _, doc, _ = call(api, "GET", "/api/v1/containers")
     [row] = doc["containers"]
     assert row["held_back"] == "silenced"
-    assert row["next_restart"] == (healer.clock.now() + timedelta(hours=2)).isoformat(
-        "T", "seconds"
-    )
+    assert row["next_restart"] == (g.clock.now() + timedelta(hours=2)).isoformat("T", "seconds")
     status, doc, _ = call(api, "POST", "/api/v1/silences", {**body, "for": "forever"})
     assert status == 400 and "for 'forever'" in doc["error"]
 
@@ -175,14 +162,14 @@ def test_silence_endpoints_and_the_decision_they_cause(healer: Healer) -> None:
     assert call(api, "DELETE", "/api/v1/silences/app", {"by": "bob"})[0] == 404
 
 
-def test_actions_endpoint(healer: Healer) -> None:
-    engine: FakeEngine = healer.engine  # type: ignore[assignment]
+def test_actions_endpoint(g: TestApp) -> None:
+    engine = g.engine
     engine.add("app", health="unhealthy")
-    healer.sweep()
-    api = Api(healer, TOKEN)
+    g.healer.sweep()
+    api = make_api(g)
     _, doc, _ = call(api, "GET", "/api/v1/actions", container="app")
     assert [(a["kind"], a["reason"]) for a in doc["actions"]] == [("restart", "allowed")]
-    healer.clock.advance(hours=2)  # type: ignore[attr-defined]
+    g.clock.advance(hours=2)
     _, doc, _ = call(api, "GET", "/api/v1/actions", since="1h")
     assert doc["actions"] == []
     assert call(api, "GET", "/api/v1/actions", since="soon")[0] == 400

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.checks import CheckSettings, evaluate, needs_inspect
+from guardian.core.checks import CheckSettings, evaluate, needs_inspect
 from guardian.core.model import ContainerSnapshot, ProblemType
 from tests.fakes import T0
 

@@ -123,7 +123,7 @@ def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, argv, stderr_start
         for a in argv
     ]
     proc = subprocess.run(
-        [sys.executable, "-m", "guardian.cli", *argv],
+        [sys.executable, "-m", "guardian.entrypoints.cli", *argv],
         capture_output=True,
         text=True,
         timeout=60,

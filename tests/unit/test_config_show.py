@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from guardian.cli import main
-from guardian.cli_ops import REDACTED, effective_config
 from guardian.config import Settings
+from guardian.entrypoints.cli import main
+from guardian.entrypoints.cli.status import REDACTED, effective_config
 
 
 def test_shows_every_key_with_file_and_environment_applied(

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.checks import CheckSettings, evaluate
+from guardian.core.checks import CheckSettings, evaluate
 from guardian.core.model import ProblemType
-from guardian.probes import ProbeSpec, parse_probe
+from guardian.core.probes import ProbeSpec, parse_probe
+from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
-from tests.unit.loop import make_loop
 
 ON = {"guardian.enable": "true"}
 
@@ -21,7 +21,9 @@ def incidents_of(loop, kind):
 
 
 def test_a_crash_loop_is_one_incident_with_exit_codes_and_log_tail_and_no_restart(tmp_path):
-    loop = make_loop(tmp_path, crash_loop={"restarts": 3, "window": "5m"})
+    loop = make_app(
+        tmp_path, crash_loop={"restarts": 3, "window": "5m"}, restart={"cooldown": "60s"}
+    )
     snap = loop.engine.add("worker", health=None, restart_policy="always", state="restarting")
     loop.engine.output[snap.id] = "starting\nerror: cannot open /data\nstarting\nerror: again\n"
     for count in range(6):
@@ -39,7 +41,9 @@ def test_a_crash_loop_is_one_incident_with_exit_codes_and_log_tail_and_no_restar
 
 
 def test_two_restarts_are_not_a_crash_loop_and_a_quiet_window_resolves_it(tmp_path):
-    loop = make_loop(tmp_path, crash_loop={"restarts": 3, "window": "60s"})
+    loop = make_app(
+        tmp_path, crash_loop={"restarts": 3, "window": "60s"}, restart={"cooldown": "60s"}
+    )
     loop.engine.add("worker", health=None, restart_policy="always", state="restarting")
     for count in range(3):
         loop.engine.set("worker", restart_count=count)
@@ -106,15 +110,17 @@ def test_probe_thresholds_and_periods_from_labels():
 
 def tick(loop, times, seconds=1.0):
     for _ in range(times):
-        loop.prober.tick()
+        loop.app.probe_tick()
         loop.clock.advance(seconds)
 
 
 def test_a_tcp_probe_failing_threshold_times_restarts_and_success_resolves(tmp_path):
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
-    loop = make_loop(
-        tmp_path, probe={"period": "1s", "failure_threshold": 3, "success_threshold": 2}
+    loop = make_app(
+        tmp_path,
+        probe={"period": "1s", "failure_threshold": 3, "success_threshold": 2},
+        restart={"cooldown": "60s"},
     )
     loop.engine.add("db", health=None, labels={**ON, "guardian.probe.tcp": f"127.0.0.1:{port}"})
     loop.healer.sweep()
@@ -129,7 +135,9 @@ def test_a_tcp_probe_failing_threshold_times_restarts_and_success_resolves(tmp_p
 
     server = socket.create_server(("127.0.0.1", port))
     try:
-        loop.healer.pending.clear()  # verification is not what this test is about
+        state = loop.healer.ctx.state  # verification is not what this test is about
+        for pending in state.pending():
+            state.settle(pending)
         tick(loop, 1)
         assert loop.store.get_incident(incident.id).state == "in_progress"
         tick(loop, 1)
@@ -141,7 +149,7 @@ def test_a_tcp_probe_failing_threshold_times_restarts_and_success_resolves(tmp_p
 def test_an_oom_event_turns_an_unflagged_exit_137_into_oom_killed(tmp_path):
     from guardian.ports import EngineEvent
 
-    loop = make_loop(tmp_path)
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
     hog = loop.engine.add("hog", health=None, state="exited", exit_code=137, memory_limit=8 << 20)
     loop.engine.add("killed", health=None, state="exited", exit_code=137)
     loop.healer.on_event(EngineEvent("oom", hog.id, "hog", loop.clock.now(), {}))

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from guardian.dependencies import _names
-from guardian.verify import verify_pending
-from tests.unit.loop import make_loop
+from guardian.core.dependencies import names
+from tests.app import make_app
 
 ON = {"guardian.enable": "true"}
 
 
 def test_label_lists_accept_compose_syntax():
-    assert _names("db, cache") == ["db", "cache"]
-    assert _names("db:service_healthy:false,cache:service_started:true") == ["db", "cache"]
-    assert _names("") == []
+    assert names("db, cache") == ["db", "cache"]
+    assert names("db:service_healthy:false,cache:service_started:true") == ["db", "cache"]
+    assert names("") == []
 
 
 def test_dependent_waits_while_its_dependency_is_unhealthy(tmp_path):
-    loop = make_loop(tmp_path)
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
     # app is listed first: the sweep must still see that db is unhealthy before deciding for app.
     loop.engine.add("app", health="unhealthy", labels={**ON, "guardian.depends_on": "db"})
     loop.engine.add("db", health="unhealthy")
@@ -28,14 +27,14 @@ def test_dependent_waits_while_its_dependency_is_unhealthy(tmp_path):
     assert f"db (incident {db_incident.id}" in held.detail
 
     # db is verified healthy; app, still unhealthy, now gets its own restart.
-    verify_pending(loop.healer)
+    loop.healer.verifier.verify()
     loop.clock.advance(5)
     loop.healer.sweep()
     assert loop.restarted() == ["db", "app"]
 
 
 def test_compose_depends_on_names_a_service_of_the_same_project(tmp_path):
-    loop = make_loop(tmp_path)
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
     compose = {**ON, "com.docker.compose.project": "shop"}
     loop.engine.add(
         "shop-web-1",
@@ -58,12 +57,12 @@ def test_compose_depends_on_names_a_service_of_the_same_project(tmp_path):
 
 
 def test_restart_with_restarts_the_follower_after_the_dependency_is_healthy(tmp_path):
-    loop = make_loop(tmp_path)
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
     loop.engine.add("db", health="unhealthy")
     loop.engine.add("app", labels={**ON, "guardian.restart_with": "db"})
     loop.healer.sweep()
     assert loop.restarted() == ["db"]
-    verify_pending(loop.healer)
+    loop.healer.verifier.verify()
     assert loop.restarted() == ["db", "app"]
     [follow] = [a for a in loop.actions("app") if a.kind == "restart"]
     assert follow.reason == "restart_with"
@@ -72,14 +71,14 @@ def test_restart_with_restarts_the_follower_after_the_dependency_is_healthy(tmp_
 
 
 def test_restart_with_goes_through_decide_with_its_own_budget(tmp_path):
-    loop = make_loop(tmp_path, restart={"max_attempts": 1, "cooldown": "0s"})
+    loop = make_app(tmp_path, restart={"max_attempts": 1, "cooldown": "0s"})
     loop.engine.add("db", health="unhealthy")
     loop.engine.add("app", labels={**ON, "guardian.restart_with": "db"})
     for _ in range(2):
         loop.engine.set("db", health="unhealthy")
         loop.clock.advance(1)
         loop.healer.sweep()
-        verify_pending(loop.healer)
-        verify_pending(loop.healer)
+        loop.healer.verifier.verify()
+        loop.healer.verifier.verify()
     # db's budget of one attempt is spent on the first round; app's single attempt as well.
     assert loop.restarted() == ["db", "app"]

@@ -2,76 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 
-import pytest
-from prometheus_client import CollectorRegistry
-
-from guardian.adapters.sqlite_store import SqliteStore
-from guardian.checks import CheckSettings, evaluate
+from guardian.core.checks import CheckSettings, evaluate
 from guardian.core.incidents import record_detection
 from guardian.core.model import (
+    ActionKind,
     ActionOutcome,
     IncidentState,
     Outcome,
     RemediationAction,
 )
-from guardian.core.policy import RestartPolicy
-from guardian.healer import Healer, HealerSettings
-from guardian.metrics import Metrics
 from guardian.ports import EngineEvent
-from guardian.verify import reconcile, verify_pending
-from tests.fakes import FakeClock, FakeEngine
-
-POLICY = RestartPolicy(
-    cooldown=timedelta(seconds=2),
-    max_attempts=3,
-    window=timedelta(hours=1),
-    reset_after=timedelta(seconds=600),
-)
+from tests.app import TestApp, make_world
 
 
-class World:
-    def __init__(self, tmp: Path, policy: RestartPolicy = POLICY, label: str = "guardian.enable"):
-        self.tmp = tmp
-        self.clock = FakeClock()
-        self.engine = FakeEngine(self.clock)
-        self.store = SqliteStore(tmp / "g.db")
-        self.settings = HealerSettings(
-            host="h",
-            watch_label=label,
-            policy=policy,
-            checks=CheckSettings(),
-            stop_timeout=timedelta(seconds=1),
-            verify_timeout=timedelta(seconds=30),
-        )
-        self.healer = self.new_healer()
-
-    def new_healer(self) -> Healer:
-        """A fresh Healer over the same store: what a Guardian restart looks like."""
-        self.registry = CollectorRegistry()
-        return Healer(self.engine, self.store, self.clock, self.settings, Metrics(self.registry))
-
-    def restarts(self) -> list[RemediationAction]:
-        return [a for a in self.store.actions("h") if a.kind == "restart"]
-
-    def metric(self, name: str, **labels: str) -> float:
-        return self.registry.get_sample_value(name, labels) or 0.0
-
-
-@pytest.fixture
-def w(tmp_path: Path) -> World:
-    return World(tmp_path)
-
-
-def test_heals_an_unhealthy_container_and_resolves_its_incident(w: World) -> None:
+def test_heals_an_unhealthy_container_and_resolves_its_incident(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy", health_output="probe failed")
     w.healer.sweep()
     assert len(w.engine.restarts) == 1
     w.clock.advance(2)
-    verify_pending(w.healer)
+    w.healer.verifier.verify()
     [incident] = w.store.open_incidents("h")
     assert incident.state is IncidentState.RESOLVED and incident.resolved_by == "guardian"
     assert [a.outcome for a in w.restarts()] == [Outcome.SUCCEEDED]
@@ -80,7 +31,7 @@ def test_heals_an_unhealthy_container_and_resolves_its_incident(w: World) -> Non
     assert w.metric("guardian_restarts_total", container="app", outcome="succeeded") == 1
 
 
-def test_a_sweep_makes_one_list_call_and_inspects_only_candidates(w: World) -> None:
+def test_a_sweep_makes_one_list_call_and_inspects_only_candidates(w: TestApp) -> None:
     for i in range(20):
         w.engine.add(f"ok{i}")
     w.engine.add("sick", health="unhealthy")
@@ -90,7 +41,7 @@ def test_a_sweep_makes_one_list_call_and_inspects_only_candidates(w: World) -> N
     assert len(report.rows) == 22
 
 
-def test_nothing_wrong_is_an_honest_empty_result(w: World) -> None:
+def test_nothing_wrong_is_an_honest_empty_result(w: TestApp) -> None:
     w.engine.add("a")
     w.healer.sweep()
     assert w.store.open_incidents("h") == [] and w.store.actions("h") == []
@@ -98,13 +49,13 @@ def test_nothing_wrong_is_an_honest_empty_result(w: World) -> None:
     assert w.metric("guardian_containers_unhealthy") == 0
 
 
-def test_gives_up_after_max_attempts_and_a_restarted_guardian_does_not_retry(w: World) -> None:
+def test_gives_up_after_max_attempts_and_a_restarted_guardian_does_not_retry(w: TestApp) -> None:
     w.engine.add("bad", health="unhealthy")
     w.engine.after_restart_health = "unhealthy"
     for _ in range(20):
         w.healer.sweep()
         w.clock.advance(1)
-        verify_pending(w.healer)
+        w.healer.verifier.verify()
         w.clock.advance(2)
     assert len(w.engine.restarts) == 3
     assert [a.outcome for a in w.restarts()] == [Outcome.UNHEALTHY_AFTER_RESTART] * 3
@@ -113,25 +64,25 @@ def test_gives_up_after_max_attempts_and_a_restarted_guardian_does_not_retry(w: 
     exhausted = [a for a in w.store.actions("h") if a.outcome is Outcome.RETRY_EXHAUSTED]
     assert len(exhausted) == 1  # escalated once, not on every sweep
 
-    w.healer = w.new_healer()  # Guardian restarted: history comes from the store
-    reconcile(w.healer)
+    w = w.restart_guardian()  # Guardian restarted: history comes from the store
+    w.healer.verifier.reconcile()
     for _ in range(5):
         w.healer.sweep()
         w.clock.advance(60)
     assert len(w.engine.restarts) == 3
 
 
-def test_event_and_sweep_detections_make_one_incident(w: World) -> None:
+def test_event_and_sweep_detections_make_one_incident(w: TestApp) -> None:
     snap = w.engine.add("app", health="unhealthy")
     w.engine.after_restart_health = "unhealthy"
-    w.healer.check_container(snap.id)
+    w.healer.react(snap.id)
     w.clock.advance(1)
     w.healer.sweep()
     incidents = w.store.open_incidents("h")
     assert len(incidents) == 1 and incidents[0].occurrences == 2
 
 
-def test_container_removed_before_restart_closes_the_incident(w: World) -> None:
+def test_container_removed_before_restart_closes_the_incident(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy")
     w.engine.restart_outcomes = [
         ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists (404)")
@@ -144,7 +95,7 @@ def test_container_removed_before_restart_closes_the_incident(w: World) -> None:
     assert incident.close_reason == "container_gone"
 
 
-def test_policy_denied_by_the_engine_is_not_retried(w: World) -> None:
+def test_policy_denied_by_the_engine_is_not_retried(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy")
     w.engine.restart_outcomes = [ActionOutcome(Outcome.POLICY_DENIED, "403 from socket proxy")]
     for _ in range(5):
@@ -152,12 +103,12 @@ def test_policy_denied_by_the_engine_is_not_retried(w: World) -> None:
         w.clock.advance(60)
     assert len(w.engine.restarts) == 1
     assert w.restarts()[0].outcome is Outcome.POLICY_DENIED
-    held = [a.reason for a in w.store.actions("h") if a.kind == "decision"]
+    held = [a.reason for a in w.store.actions("h") if a.kind == ActionKind.DECISION]
     assert held == ["engine_denied"]  # reported once, not on every sweep
     assert w.metric("guardian_restarts_total", container="app", outcome="policy_denied") == 1
 
 
-def test_transient_failure_is_retried_once_on_the_same_attempt(w: World) -> None:
+def test_transient_failure_is_retried_once_on_the_same_attempt(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy")
     refused = ActionOutcome(Outcome.TRANSIENT_FAILURE, "connection refused", True)
     w.engine.restart_outcomes = [refused, refused]
@@ -166,7 +117,7 @@ def test_transient_failure_is_retried_once_on_the_same_attempt(w: World) -> None
     assert [a.outcome for a in w.restarts()] == [Outcome.TRANSIENT_FAILURE]
 
 
-def test_unknown_outcome_is_settled_by_observation_not_by_restarting(w: World) -> None:
+def test_unknown_outcome_is_settled_by_observation_not_by_restarting(w: TestApp) -> None:
     snap = w.engine.add("app", health="unhealthy")
     w.engine.restart_outcomes = [ActionOutcome(Outcome.UNKNOWN, "timed out after sending")]
     w.healer.sweep()
@@ -174,34 +125,34 @@ def test_unknown_outcome_is_settled_by_observation_not_by_restarting(w: World) -
     w.healer.sweep()
     assert len(w.engine.restarts) == 1  # not repeated blindly
     w.engine.set("app", health="healthy", started_at=w.clock.now())
-    verify_pending(w.healer)
+    w.healer.verifier.verify()
     [action] = w.restarts()
     assert action.outcome is Outcome.SUCCEEDED
     assert snap.id == action.container_id
 
 
 def test_dry_run_decides_and_records_but_never_restarts(tmp_path: Path) -> None:
-    w = World(tmp_path, replace(POLICY, dry_run=True))
+    w = make_world(tmp_path, dry_run=True)
     w.engine.add("app", health="unhealthy")
     w.healer.sweep()
     w.healer.sweep()
     assert w.engine.restarts == []
-    decisions = [a for a in w.store.actions("h") if a.kind == "decision"]
+    decisions = [a for a in w.store.actions("h") if a.kind == ActionKind.DECISION]
     assert [a.reason for a in decisions] == ["dry_run"]  # recorded once, not per sweep
 
 
-def test_cooldown_hold_is_recorded_once_with_its_retry_time(w: World) -> None:
+def test_cooldown_hold_is_recorded_once_with_its_retry_time(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy")
     w.engine.after_restart_health = "unhealthy"
     w.healer.sweep()
-    verify_pending(w.healer)  # still unhealthy right after the restart: counted as failed
+    w.healer.verifier.verify()  # still unhealthy right after the restart: counted as failed
     w.healer.sweep()
     w.healer.sweep()
     holds = [a for a in w.store.actions("h") if a.reason == "cooldown"]
     assert len(holds) == 1 and "retry at" in holds[0].detail
 
 
-def test_not_opted_in_containers_are_never_touched(w: World) -> None:
+def test_not_opted_in_containers_are_never_touched(w: TestApp) -> None:
     w.engine.add("other", health="unhealthy", labels={})
     w.engine.add("optout", health="unhealthy", labels={"guardian.enable": "false"})
     w.healer.sweep()
@@ -209,14 +160,14 @@ def test_not_opted_in_containers_are_never_touched(w: World) -> None:
 
 
 def test_label_all_watches_everything_but_opt_outs(tmp_path: Path) -> None:
-    w = World(tmp_path, label="all")
+    w = make_world(tmp_path, label="all")
     w.engine.add("plain", health="unhealthy", labels={})
     w.engine.add("optout", health="unhealthy", labels={"guardian.enable": "false"})
     w.healer.sweep()
     assert [w.engine.containers[c].name for c in w.engine.restarts] == ["plain"]
 
 
-def test_guardian_never_restarts_itself(w: World) -> None:
+def test_guardian_never_restarts_itself(w: TestApp) -> None:
     w.engine.add(
         "guardian", health="unhealthy", labels={"guardian.enable": "true", "guardian.self": "true"}
     )
@@ -225,7 +176,7 @@ def test_guardian_never_restarts_itself(w: World) -> None:
     assert [a.reason for a in w.store.actions("h")] == ["self"]
 
 
-def test_engine_unreachable_then_back(w: World) -> None:
+def test_engine_unreachable_then_back(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy")
     w.engine.reachable = False
     report = w.healer.sweep()
@@ -235,10 +186,10 @@ def test_engine_unreachable_then_back(w: World) -> None:
     assert w.metric("guardian_docker_up") == 1 and len(w.engine.restarts) == 1
 
 
-def test_counter_resets_only_after_continuous_health_and_closes_resolved(w: World) -> None:
+def test_counter_resets_only_after_continuous_health_and_closes_resolved(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy")
     w.healer.sweep()
-    verify_pending(w.healer)
+    w.healer.verifier.verify()
     w.clock.advance(300)
     w.healer.sweep()
     assert w.store.last_reset("h", "app") is None
@@ -250,7 +201,7 @@ def test_counter_resets_only_after_continuous_health_and_closes_resolved(w: Worl
     assert w.store.open_incidents("h") == []  # resolved -> closed after reset_after
 
 
-def test_recovery_without_restart_resolves_with_a_reason(w: World) -> None:
+def test_recovery_without_restart_resolves_with_a_reason(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy")
     w.engine.restart_outcomes = [ActionOutcome(Outcome.POLICY_DENIED, "403")]
     w.healer.sweep()
@@ -261,32 +212,40 @@ def test_recovery_without_restart_resolves_with_a_reason(w: World) -> None:
     assert w.store.transitions(incident.id or 0)[-1].reason == "observed healthy"
 
 
-def test_a_person_stopping_a_container_is_respected(w: World) -> None:
+def test_a_person_stopping_a_container_is_respected(w: TestApp) -> None:
     snap = w.engine.add("app", state="exited", exit_code=1, health=None)
     w.healer.on_event(EngineEvent("stop", snap.id, "app", w.clock.now(), {}))
     w.healer.sweep()
     assert w.engine.restarts == []
 
 
-def test_crash_between_intent_and_outcome_is_reconciled(w: World) -> None:
+def test_crash_between_intent_and_outcome_is_reconciled(w: TestApp) -> None:
     snap = w.engine.add("app", health="unhealthy")
     result = evaluate(snap, w.clock.now(), CheckSettings())
     incident = w.store.save_incident(record_detection(None, "h", result, w.clock.now()))
     w.store.record_intent(
         RemediationAction(
-            None, incident.id, "h", "app", snap.id, "restart", w.clock.now(), "allowed", attempt=1
+            None,
+            incident.id,
+            "h",
+            "app",
+            snap.id,
+            ActionKind.RESTART,
+            w.clock.now(),
+            "allowed",
+            attempt=1,
         )
     )
     w.clock.advance(5)
-    healer = w.new_healer()
-    assert reconcile(healer) == 1
+    healer = w.restart_guardian().healer
+    assert healer.verifier.reconcile() == 1
     [action] = w.restarts()
     assert action.outcome is Outcome.INTERRUPTED and "did not restart" in action.detail
     # The interrupted attempt still counts: the next one waits for the cooldown like any other.
-    assert healer.store.unfinished_actions("h") == []
+    assert w.store.unfinished_actions("h") == []
 
 
-def test_vanished_container_incident_is_closed(w: World) -> None:
+def test_vanished_container_incident_is_closed(w: TestApp) -> None:
     snap = w.engine.add("app", health="unhealthy")
     w.engine.restart_outcomes = [ActionOutcome(Outcome.POLICY_DENIED, "403")]
     w.healer.sweep()

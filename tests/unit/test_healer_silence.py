@@ -5,30 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
-from guardian.adapters.sqlite_store import SqliteStore
-from guardian.checks import CheckSettings
-from guardian.core.policy import RestartPolicy
-from guardian.healer import Healer, HealerSettings
-from guardian.metrics import Metrics
-from guardian.operations import Operator
-from tests.fakes import FakeClock, FakeEngine
+from guardian.service.operator import Operator
+from tests.app import make_app
 
 
 def test_silenced_container_is_not_restarted_until_the_silence_ends(tmp_path: Path) -> None:
-    clock = FakeClock()
-    engine = FakeEngine(clock)
-    store = SqliteStore(tmp_path / "guardian.db")
-    settings = HealerSettings(
-        "host",
-        "guardian.enable",
-        RestartPolicy(),
-        CheckSettings(),
-        timedelta(seconds=1),
-        timedelta(seconds=30),
-    )
-    healer = Healer(engine, store, clock, settings, Metrics(CollectorRegistry()))
+    t = make_app(tmp_path, host="host", restart={"stop_timeout": "1s", "verify_timeout": "30s"})
+    clock, engine, store, healer = t.clock, t.engine, t.store, t.healer
     Operator(store, clock, "host").silence("app", timedelta(minutes=30), "upgrade", "alice")
     engine.add("app", health="unhealthy")
 

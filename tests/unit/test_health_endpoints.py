@@ -5,31 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from guardian.adapters.sqlite_store import SqliteStore
-from guardian.bootstrap import App, extend, healer_settings
-from guardian.config import load_settings
-from guardian.daemon import Daemon
-from guardian.healer import Healer
-from guardian.http import Request, Response, Routes
-from guardian.metrics import Metrics
-from tests.fakes import FakeClock, FakeEngine
+from guardian.entrypoints.daemon import Daemon
+from guardian.entrypoints.http_server import Request, Response, Routes
+from tests.app import make_app
 
 
 @pytest.fixture
 def daemon(tmp_path: Path) -> Daemon:
     """A daemon over a fake engine, a real store in tmp and a fake clock; interval 10s."""
-    settings = load_settings(None, env={"GUARDIAN_WATCH_INTERVAL": "10s"})
-    clock = FakeClock()
-    engine = FakeEngine(clock)
-    engine.add("web")
-    store = SqliteStore(tmp_path / "guardian.db")
-    metrics = Metrics(CollectorRegistry())
-    healer = Healer(engine, store, clock, healer_settings(settings, None), metrics)
-    d = Daemon(App(settings, engine, store, clock, metrics, healer))
-    yield d
-    store.close()
+    t = make_app(tmp_path, daemon=True, watch={"interval": "10s"})
+    t.engine.add("web")
+    yield Daemon(t.app)
+    t.store.close()
 
 
 def get(routes: Routes, path: str, method: str = "GET") -> Response:
@@ -128,15 +116,9 @@ def test_a_failing_store_is_counted_and_stalls_the_sweep(daemon):
 
 
 def test_the_probe_tick_runs_only_while_a_container_has_a_probe(tmp_path):
-    settings = load_settings(None, env={})
-    clock = FakeClock()
-    engine = FakeEngine(clock)
-    store = SqliteStore(tmp_path / "guardian.db")
-    metrics = Metrics(CollectorRegistry())
-    healer = Healer(engine, store, clock, healer_settings(settings, None), metrics)
-    d = Daemon(
-        App(settings, engine, store, clock, metrics, healer, prober=extend(healer, settings))
-    )
+    t = make_app(tmp_path, daemon=True)
+    engine, store = t.engine, t.store
+    d = Daemon(t.app)
     d.schedule()
     d.scheduler.start(paused=True)  # jobs are kept and judged, none runs
     try:

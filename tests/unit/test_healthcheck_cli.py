@@ -6,9 +6,9 @@ import socket
 
 import pytest
 
-from guardian.cli import main
-from guardian.healthcheck import healthz_url
-from guardian.http import HttpServer, Routes, check_handler
+from guardian.entrypoints.cli import main
+from guardian.entrypoints.cli.healthz import healthz_url
+from guardian.entrypoints.http_server import HttpServer, Routes, check_handler
 
 
 @pytest.fixture

@@ -8,9 +8,8 @@ from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.core import incidents
 from guardian.core.delivery import Next, RowState
 from guardian.core.model import HOST_SUBJECT, IncidentState, ProblemType
-from guardian.host import StormSettings, storm_size
-from guardian.verify import verify_pending
-from tests.unit.loop import make_loop
+from guardian.core.storm import StormSettings, storm_size
+from tests.app import make_app
 
 
 def six_with_five_unhealthy(loop):
@@ -42,7 +41,7 @@ def test_storm_size_is_more_than_threshold_and_at_least_min():
 
 def test_five_of_six_unhealthy_open_one_host_incident_and_hold_restarts(tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    loop = make_loop(tmp_path)
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
     six_with_five_unhealthy(loop)
     for _ in range(3):
         loop.healer.sweep()
@@ -60,7 +59,7 @@ def test_five_of_six_unhealthy_open_one_host_incident_and_hold_restarts(tmp_path
 
 
 def test_storm_resolves_when_the_host_recovers_and_restarts_resume(tmp_path):
-    loop = make_loop(tmp_path)
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
     six_with_five_unhealthy(loop)
     loop.healer.sweep()
     for i in range(4):
@@ -76,7 +75,7 @@ def test_storm_resolves_when_the_host_recovers_and_restarts_resume(tmp_path):
 
 
 def test_an_acknowledged_storm_lets_restarts_through(tmp_path):
-    loop = make_loop(tmp_path)
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
     six_with_five_unhealthy(loop)
     loop.healer.sweep()
     acked, t = incidents.transition(
@@ -89,7 +88,7 @@ def test_an_acknowledged_storm_lets_restarts_through(tmp_path):
 
 
 def test_two_of_six_unhealthy_is_no_storm(tmp_path):
-    loop = make_loop(tmp_path)
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
     for i in range(6):
         loop.engine.add(f"c{i}", health="unhealthy" if i < 2 else "healthy")
     loop.healer.sweep()
@@ -98,7 +97,7 @@ def test_two_of_six_unhealthy_is_no_storm(tmp_path):
 
 
 def test_engine_unreachable_longer_than_timeout_is_a_host_incident(tmp_path):
-    loop = make_loop(tmp_path, docker={"timeout": "30s"})
+    loop = make_app(tmp_path, docker={"timeout": "30s"}, restart={"cooldown": "60s"})
     loop.engine.add("web")
     loop.healer.sweep()
     loop.engine.reachable = False
@@ -126,7 +125,7 @@ def test_a_storm_speaks_for_the_incidents_nobody_was_told_of_yet(tmp_path):
     # outbox (notify.group_wait); then four more fail at once: a storm, which withdraws c5's
     # waiting news. After the storm is acknowledged and everything restarted and healthy, the
     # receiver has heard the whole of c0's incident and of the storm's, nothing of the others.
-    loop = make_loop(tmp_path, restart={"max_concurrent": 6})
+    loop = make_app(tmp_path, restart={"cooldown": "60s", "max_concurrent": 6})
     outbox_ = SqliteOutbox(loop.store)
     for i in range(8):
         loop.engine.add(f"c{i}", health="unhealthy" if i == 0 else "healthy")
@@ -157,7 +156,7 @@ def test_a_storm_speaks_for_the_incidents_nobody_was_told_of_yet(tmp_path):
     for _ in range(8):
         loop.clock.advance(30)
         loop.healer.sweep()
-        verify_pending(loop.healer)
+        loop.healer.verifier.verify()
 
     assert set(loop.restarted()) == {f"c{i}" for i in range(6)}
     assert {i.state for i in loop.store.list_incidents(loop.host)} == {IncidentState.RESOLVED}
@@ -169,7 +168,7 @@ def test_a_storm_speaks_for_the_incidents_nobody_was_told_of_yet(tmp_path):
 
 
 def test_an_escalation_is_sent_even_for_an_incident_the_storm_spoke_for(tmp_path):
-    loop = make_loop(tmp_path, restart={"max_attempts": 1})
+    loop = make_app(tmp_path, restart={"cooldown": "60s", "max_attempts": 1})
     six_with_five_unhealthy(loop)
     loop.healer.sweep()
     held = storm(loop)
@@ -179,7 +178,7 @@ def test_an_escalation_is_sent_even_for_an_incident_the_storm_spoke_for(tmp_path
     for _ in range(4):
         loop.clock.advance(61)
         loop.healer.sweep()
-        verify_pending(loop.healer)
+        loop.healer.verifier.verify()
     kinds = [k for i, k in outbox(loop) if i != held.id]
     assert kinds and set(kinds) == {"gave_up"}
 
@@ -188,16 +187,16 @@ def test_quick_separate_failures_each_healed_before_the_next_are_no_storm(tmp_pa
     # Four containers fail one after another within a second each, driven by engine events;
     # each restart is verified healthy before the next fails. Never were three unhealthy at
     # once: no storm, and every one of them restarted at once, not at the next sweep.
-    loop = make_loop(tmp_path, restart={"cooldown": "0s"})
+    loop = make_app(tmp_path, restart={"cooldown": "0s"})
     names = [f"c{i}" for i in range(4)]
     for name in names:
         loop.engine.add(name, health="healthy")
     loop.healer.sweep()
     for name in names:
         snap = loop.engine.set(name, health="unhealthy")
-        loop.healer.check_container(snap.id, loop.clock.now())
+        loop.healer.react(snap.id, loop.clock.now())
         loop.clock.advance(0.5)
-        verify_pending(loop.healer, only=name)  # the `healthy` event after the restart
+        loop.healer.verifier.verify(only=name)  # the `healthy` event after the restart
         loop.clock.advance(0.5)
     assert storm(loop) is None
     assert loop.restarted() == names

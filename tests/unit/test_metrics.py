@@ -10,14 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.docker_engine import inspect_snapshot
-from guardian.adapters.sqlite_store import SqliteStore
-from guardian.bootstrap import healer_settings
-from guardian.config import load_settings
+from guardian.adapters.prometheus import NOTIFICATION_OUTCOMES, PrometheusMetrics
 from guardian.core.model import RemediationAction
-from guardian.healer import Healer
-from guardian.metrics import NOTIFICATION_OUTCOMES, Metrics
-from guardian.verify import reconcile, verify_pending
-from tests.fakes import T0, FakeClock, FakeEngine
+from tests.app import make_app
+from tests.fakes import T0
 
 # name, type, label names: the list, plus what the alerts need.
 EXPORTED = [
@@ -41,7 +37,7 @@ EXPORTED = [
 
 
 def test_every_metric_has_its_documented_name_type_and_labels():
-    metrics = Metrics(CollectorRegistry())
+    metrics = PrometheusMetrics(CollectorRegistry())
     collectors = [c for c in vars(metrics).values() if hasattr(c, "describe")]
     found = {}
     for collector in collectors:
@@ -56,13 +52,13 @@ def test_build_info_carries_the_version():
     from guardian import __version__
 
     registry = CollectorRegistry()
-    Metrics(registry)
+    PrometheusMetrics(registry)
     assert registry.get_sample_value("guardian_build_info", {"version": __version__}) == 1
 
 
 def test_alerted_counters_exist_at_zero_before_anything_happens():
     registry = CollectorRegistry()
-    Metrics(registry)
+    PrometheusMetrics(registry)
     for kind in ("unhealthy", "exited", "oom_killed"):
         assert registry.get_sample_value("guardian_incidents_total", {"type": kind}) == 0
     restart = {"decision": "restart", "reason": "allowed"}
@@ -71,7 +67,7 @@ def test_alerted_counters_exist_at_zero_before_anything_happens():
 
 def test_notification_channels_start_at_zero_and_unknown_outcomes_are_refused():
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
+    metrics = PrometheusMetrics(registry)
     metrics.add_notification_channel("slack")
     for outcome in NOTIFICATION_OUTCOMES:
         labels = {"channel": "slack", "outcome": outcome}
@@ -88,19 +84,9 @@ def test_notification_channels_start_at_zero_and_unknown_outcomes_are_refused():
 
 @pytest.fixture
 def loop(tmp_path: Path):
-    env = {
-        "GUARDIAN_RESTART_COOLDOWN": "10s",
-        "GUARDIAN_RESTART_MAX_ATTEMPTS": "2",
-        "GUARDIAN_RESTART_VERIFY_TIMEOUT": "30s",
-    }
-    settings = load_settings(None, env=env)
-    clock = FakeClock()
-    engine = FakeEngine(clock)
-    store = SqliteStore(tmp_path / "guardian.db")
-    registry = CollectorRegistry()
-    healer = Healer(engine, store, clock, healer_settings(settings, None), Metrics(registry))
-    yield healer, engine, clock, registry
-    store.close()
+    t = make_app(tmp_path, restart={"cooldown": "10s", "max_attempts": 2, "verify_timeout": "30s"})
+    yield t.healer, t.engine, t.clock, t.registry
+    t.store.close()
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -129,7 +115,7 @@ def test_a_heal_shows_in_counters_gauges_and_histograms(loop):
     assert sample(registry, "guardian_restarts_total", container="web", outcome="succeeded") is None
 
     clock.advance(1)
-    verify_pending(healer)
+    healer.verifier.verify()
     assert sample(registry, "guardian_restarts_total", container="web", outcome="succeeded") == 1
     assert sample(registry, "guardian_incidents_open", type="unhealthy", state="resolved") == 1
     in_progress = {"type": "unhealthy", "state": "in_progress"}
@@ -156,7 +142,7 @@ def test_giving_up_raises_the_exhausted_gauge_until_the_container_recovers(loop)
     for _ in range(2):  # max_attempts=2, each restart fails verification
         healer.sweep()
         clock.advance(1)
-        verify_pending(healer)
+        healer.verifier.verify()
         clock.advance(10)
     failed = {"container": "web", "outcome": "unhealthy_after_restart"}
     assert sample(registry, "guardian_restarts_total", **failed) == 2
@@ -177,10 +163,10 @@ def test_a_restart_cut_short_by_a_crash_is_counted_as_interrupted(loop):
     healer, engine, clock, registry = loop
     web = engine.add("web", health="unhealthy")  # started an hour ago: never restarted
     intent = RemediationAction(
-        None, None, healer.settings.host, "web", web.id, "restart", clock.now(), "allowed"
+        None, None, healer.ctx.settings.host, "web", web.id, "restart", clock.now(), "allowed"
     )
-    healer.store.record_intent(intent)
-    assert reconcile(healer) == 1
+    healer.ctx.store.record_intent(intent)
+    assert healer.verifier.reconcile() == 1
     interrupted = {"container": "web", "outcome": "interrupted"}
     assert sample(registry, "guardian_restarts_total", **interrupted) == 1
 

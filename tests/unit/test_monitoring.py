@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from guardian.metrics import Metrics
+from guardian.adapters.prometheus import PrometheusMetrics
 from tests.helpers import require_tool
 
 MONITORING = Path(__file__).resolve().parents[2] / "monitoring"
@@ -28,17 +28,17 @@ def promtool() -> str:
     return require_tool("promtool", "prometheus")
 
 
-def exported_names() -> set[str]:
+def exportednames() -> set[str]:
     """Every series name a Guardian /metrics page can carry, from the families it registers."""
     registry = CollectorRegistry()
-    Metrics(registry)
+    PrometheusMetrics(registry)
     names = set()
     for family in registry.collect():
         names.update(family.name + suffix for suffix in SUFFIXES[family.type])
     return names
 
 
-def metric_names(expr: str) -> set[str]:
+def metricnames(expr: str) -> set[str]:
     """The metric names a PromQL expression selects (no full parser: enough for our queries)."""
     expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # strings
     expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
@@ -68,7 +68,7 @@ def dashboard_queries(dash: dict) -> list[str]:
 
 def test_metric_names_are_found_in_promql():
     expr = 'sum by (le) (rate(guardian_x_bucket{instance=~"$host", a="b c"}[5m])) / up or vector(0)'
-    assert metric_names(expr) == {"guardian_x_bucket", "up"}
+    assert metricnames(expr) == {"guardian_x_bucket", "up"}
 
 
 def test_alert_rules_pass_promtool_check():
@@ -102,10 +102,10 @@ def test_every_alert_rule_has_a_firing_and_a_quiet_test_case():
 
 
 def test_alert_rules_use_only_exported_metrics():
-    exported = exported_names() | {"up"}  # `up` is Prometheus's own, for the scrape itself
+    exported = exportednames() | {"up"}  # `up` is Prometheus's own, for the scrape itself
     rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())["groups"][0]["rules"]
     for rule in rules:
-        unknown = metric_names(rule["expr"]) - exported
+        unknown = metricnames(rule["expr"]) - exported
         assert not unknown, f"{rule['alert']} queries {unknown}"
 
 
@@ -113,9 +113,9 @@ def test_dashboard_queries_name_only_exported_metrics():
     dash = dashboard()
     queries = dashboard_queries(dash)
     assert len(queries) >= 15
-    exported = exported_names()
+    exported = exportednames()
     for expr in queries:
-        names = metric_names(expr)
+        names = metricnames(expr)
         assert names, f"no metric in {expr!r}"
         assert names <= exported, f"{expr!r} queries {names - exported}"
     for variable in dash["templating"]["list"]:

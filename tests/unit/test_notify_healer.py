@@ -4,35 +4,34 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.config import ConfigError, load_settings
-from guardian.logs import LogfmtFormatter, kv
-from guardian.operations import Operator
-from guardian.secrets import RedactingFilter, Redactor, resolve_secret
-from guardian.verify import verify_pending
-from tests.unit.test_healer import World
+from guardian.core.redaction import Redactor
+from guardian.credentials import resolve_secret
+from guardian.logs import LogfmtFormatter, RedactingFilter, kv
+from guardian.service.operator import Operator
+from tests.app import TestApp, make_world
 
 
 @pytest.fixture
-def w(tmp_path: Path) -> World:
-    return World(tmp_path)
+def w(tmp_path: Path) -> TestApp:
+    return make_world(tmp_path)
 
 
-def queued(w: World) -> list[dict]:
+def queued(w: TestApp) -> list[dict]:
     rows = w.store._query("SELECT payload FROM outbox ORDER BY id")
     return [json.loads(r["payload"]) for r in rows]
 
 
-def test_a_healed_incident_queues_opened_attempt_resolved(w: World) -> None:
+def test_a_healed_incident_queues_opened_attempt_resolved(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy", health_output="probe failed")
     w.healer.sweep()
     w.clock.advance(2)
-    verify_pending(w.healer)
+    w.healer.verifier.verify()
     for _ in range(3):
         w.healer.sweep()  # healthy sweeps queue nothing more
         w.clock.advance(1)
@@ -46,37 +45,38 @@ def test_a_healed_incident_queues_opened_attempt_resolved(w: World) -> None:
     assert {n["incident_id"] for n in notes} == {w.store.open_incidents("h")[0].id}
 
 
-def test_an_incident_that_is_given_up_queues_one_opened_and_one_gave_up(w: World) -> None:
+def test_an_incident_that_is_given_up_queues_one_opened_and_one_gave_up(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy", labels={"guardian.enable": "true"})
     w.engine.after_restart_health = "unhealthy"
     for _ in range(30):
         w.healer.sweep()
         w.clock.advance(1)
-        verify_pending(w.healer)
+        w.healer.verifier.verify()
     kinds = [n["kind"] for n in queued(w)]
     assert kinds.count("opened") == 1
     assert kinds.count("gave_up") == 1  # escalated once, not per sweep
     assert kinds.count("attempt") == 6  # per attempt: restarted, then unhealthy_after_restart
 
 
-def test_guardian_notify_false_mutes_a_container(w: World) -> None:
+def test_guardian_notify_false_mutes_a_container(w: TestApp) -> None:
     w.engine.add(
         "quiet", health="unhealthy", labels={"guardian.enable": "true", "guardian.notify": "false"}
     )
     w.engine.add("loud", health="unhealthy")
     w.healer.sweep()
     w.clock.advance(2)
-    verify_pending(w.healer)
+    w.healer.verifier.verify()
     assert {n["container"] for n in queued(w)} == {"loud"}
 
 
-def test_a_person_acknowledging_or_resolving_queues_it_with_the_transition(w: World) -> None:
+def test_a_person_acknowledging_or_resolving_queues_it_with_the_transition(
+    tmp_path: Path,
+) -> None:
+    w = make_world(tmp_path, dry_run=True)  # the incidents stay active: nothing restarts them
     w.engine.add("app", health="unhealthy", labels={"guardian.enable": "true"})
     w.engine.add(
         "quiet", health="unhealthy", labels={"guardian.enable": "true", "guardian.notify": "false"}
     )
-    dry = replace(w.settings, policy=replace(w.settings.policy, dry_run=True))
-    w.healer.settings = dry  # the incidents stay active: nothing restarts them
     w.healer.sweep()
     op = Operator(w.store, w.clock, "h")
     app, quiet = sorted(w.store.open_incidents("h"), key=lambda i: i.container)

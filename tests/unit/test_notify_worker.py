@@ -7,13 +7,13 @@ from datetime import timedelta
 import pytest
 from prometheus_client import CollectorRegistry
 
-from guardian.adapters.notify.worker import DeliveryWorker, WorkerSettings
+from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.adapters.sqlite_store import SqliteStore
 from guardian.core import incidents, notifications
 from guardian.core.delivery import Result, RetryPolicy, Status
 from guardian.core.model import Decision, HealthCheckResult, ProblemType, Reason, Verdict
-from guardian.metrics import Metrics
+from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from tests.fakes import FakeClock, FakeNotifier
 
 S = timedelta(seconds=1)
@@ -33,7 +33,7 @@ def store(tmp_path):
 
 
 def make_worker(store, clock, *channels, group_wait=0 * S, max_attempts=5, repeat=4 * 3600 * S):
-    metrics = Metrics(CollectorRegistry())
+    metrics = PrometheusMetrics(CollectorRegistry())
     settings = WorkerSettings(
         HOST, group_wait, repeat, RetryPolicy(max_attempts, 1 * S, 60 * S, 30 * S)
     )

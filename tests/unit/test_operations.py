@@ -12,7 +12,8 @@ from guardian.adapters.sqlite_store import SqliteStore
 from guardian.core import incidents
 from guardian.core.incidents import InvalidTransition
 from guardian.core.model import HealthCheckResult, IncidentState, ProblemType
-from guardian.operations import BadRequest, NotFound, Operator, incident_view
+from guardian.entrypoints.views import incident_view
+from guardian.service.operator import BadRequest, NotFound, Operator
 from tests.fakes import FakeClock
 
 HOST = "host"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite_store import SqliteStore
 from guardian.core.model import Outcome, RemediationAction
-from guardian.metrics import Metrics
 from guardian.ports import StoreError
 from tests.fakes import T0
 
@@ -37,7 +37,7 @@ def test_unwritable_restarts_still_count_are_counted_as_errors_and_written_later
 ) -> None:
     inner = FullDisk(tmp_path / "g.db")
     registry = CollectorRegistry()
-    store = ResilientStore(inner, Metrics(registry))
+    store = ResilientStore(inner, PrometheusMetrics(registry))
     inner.full = True
     temp_id = store.record_intent(restart(1))
     assert temp_id < 0

@@ -7,12 +7,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.adapters.sqlite_retention import Pruned, prune
 from guardian.adapters.sqlite_store import SqliteStore
-from guardian.bootstrap import App, healer_settings
 from guardian.config import ConfigError, load_settings
 from guardian.core import incidents, notifications
 from guardian.core.model import (
@@ -24,11 +22,9 @@ from guardian.core.model import (
     RemediationAction,
     Silence,
 )
-from guardian.daemon import Daemon
-from guardian.healer import Healer
+from guardian.entrypoints.daemon import Daemon
 from guardian.logs import FIELDS
-from guardian.metrics import Metrics
-from tests.fakes import FakeClock, FakeEngine
+from tests.app import make_app
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -100,17 +96,13 @@ def test_incidents_that_ended_before_the_cutoff_go_with_every_row_of_theirs(
 
 
 def test_the_daemon_job_prunes_with_store_retention_and_logs_it(tmp_path, caplog) -> None:
-    settings = load_settings(None, env={"GUARDIAN_STORE_RETENTION": "30d"})
-    clock = FakeClock()
-    engine = FakeEngine(clock)
-    store = SqliteStore(tmp_path / "guardian.db")
-    metrics = Metrics(CollectorRegistry())
-    healer = Healer(engine, store, clock, healer_settings(settings, None), metrics)
+    t = make_app(tmp_path, daemon=True, store={"retention": "30d"})
+    clock, store = t.clock, t.store
     now = clock.now()
     old = closed(store, resolved(store, opened(store, "a", now - 40 * DAY), now - 40 * DAY), now)
     clock.advance(31 * DAY.total_seconds())
     newer = opened(store, "b", clock.now() - DAY)
-    daemon = Daemon(App(settings, engine, store, clock, metrics, healer, prune=store.prune))
+    daemon = Daemon(t.app)
     caplog.set_level(logging.INFO)
 
     daemon.prune()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from guardian.adapters.systemd import SystemdNotifier, watchdog_interval
-from guardian.watchdog import SweepLiveness, SystemdLink
+from guardian.adapters.systemd import SystemdSupervisor, watchdog_interval
+from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness
 from tests.notify import NotifySocket
 
 
@@ -30,7 +30,7 @@ def notify_socket():
 
 
 def test_sends_to_an_abstract_namespace_socket(notify_socket):
-    notifier = SystemdNotifier.from_env({"NOTIFY_SOCKET": notify_socket.address})
+    notifier = SystemdSupervisor.from_env({"NOTIFY_SOCKET": notify_socket.address})
 
     assert notifier.ready("watching 2 containers")
 
@@ -41,20 +41,20 @@ def test_sends_to_an_abstract_namespace_socket(notify_socket):
 def test_sends_to_a_socket_path(tmp_path: Path):
     s = NotifySocket(tmp_path / "notify")
     try:
-        assert SystemdNotifier.from_env({"NOTIFY_SOCKET": s.address}).stopping()
+        assert SystemdSupervisor.from_env({"NOTIFY_SOCKET": s.address}).stopping()
         s.wait_for("STOPPING=1")
     finally:
         s.close()
 
 
 def test_is_a_no_op_outside_systemd():
-    notifier = SystemdNotifier.from_env({})
+    notifier = SystemdSupervisor.from_env({})
     assert not notifier.enabled and notifier.watchdog is None
     assert notifier.ping() is False
 
 
 def test_a_vanished_socket_is_reported_not_raised(tmp_path: Path):
-    notifier = SystemdNotifier.from_env({"NOTIFY_SOCKET": str(tmp_path / "gone")})
+    notifier = SystemdSupervisor.from_env({"NOTIFY_SOCKET": str(tmp_path / "gone")})
     assert notifier.ready("x") is False
 
 
@@ -73,7 +73,7 @@ def test_watchdog_interval_from_the_environment(env, expected):
     assert watchdog_interval(env, pid=42) == expected
 
 
-class RecordingNotifier(SystemdNotifier):
+class RecordingNotifier(SystemdSupervisor):
     """Records (tick time, fields) instead of sending: the test reads what was sent when."""
 
     def __init__(self, ticks: Ticks, watchdog_s: float) -> None:
@@ -89,10 +89,12 @@ class RecordingNotifier(SystemdNotifier):
         return [t - 1000 for t, fields in self.sent if field in fields]
 
 
-def link(ticks: Ticks, watchdog_s: float, limit_s: float) -> tuple[SystemdLink, RecordingNotifier]:
+def link(
+    ticks: Ticks, watchdog_s: float, limit_s: float
+) -> tuple[SupervisorLink, RecordingNotifier]:
     notifier = RecordingNotifier(ticks, watchdog_s)
     liveness = SweepLiveness(timedelta(seconds=limit_s), ticks)
-    return SystemdLink(notifier, liveness, ticks), notifier
+    return SupervisorLink(notifier, liveness, ticks), notifier
 
 
 def test_ready_only_once_the_first_sweep_completed():
@@ -149,6 +151,6 @@ def test_pings_resume_when_the_stalled_sweep_returns():
 def test_no_pings_without_a_watchdog():
     ticks = Ticks()
     s, sent = link(ticks, watchdog_s=0, limit_s=1)
-    s.notifier.watchdog = None
+    s.supervisor.watchdog = None
     s.tick()
     assert sent.sent == [] and s.tick_interval == 1.0

@@ -7,22 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from guardian.verify import verify_pending
-from tests.unit.test_healer import World
+from tests.app import TestApp, make_world
 
 
 @pytest.fixture
-def w(tmp_path: Path) -> World:
-    return World(tmp_path)
+def w(tmp_path: Path) -> TestApp:
+    return make_world(tmp_path)
 
 
 def statements_in_steady_sweep(tmp: Path, healthy: int) -> int:
-    w = World(tmp)
+    w = make_world(tmp)
     for i in range(healthy):
         w.engine.add(f"app{i}")
     w.engine.add("sick", health="unhealthy")
     w.healer.sweep()  # the first sweep opens the incident and restarts
-    verify_pending(w.healer)
+    w.healer.verifier.verify()
     w.clock.advance(5)
     w.healer.sweep()
     statements: list[str] = []
@@ -40,10 +39,10 @@ def test_a_steady_sweep_reads_the_store_as_often_for_50_healthy_containers_as_fo
     assert few == many
 
 
-def test_the_counter_resets_again_after_a_new_healthy_streak(w: World) -> None:
+def test_the_counter_resets_again_after_a_new_healthy_streak(w: TestApp) -> None:
     w.engine.add("app", health="unhealthy")
     w.healer.sweep()
-    verify_pending(w.healer)
+    w.healer.verifier.verify()
     w.clock.advance(601)
     w.healer.sweep()
     first = w.store.last_reset("h", "app")
@@ -54,14 +53,14 @@ def test_the_counter_resets_again_after_a_new_healthy_streak(w: World) -> None:
     w.engine.set("app", health="unhealthy")
     w.clock.advance(10)
     w.healer.sweep()
-    verify_pending(w.healer)
+    w.healer.verifier.verify()
     w.clock.advance(601)
     w.healer.sweep()
     assert w.store.last_reset("h", "app") == w.clock.now()  # a new streak: reset again
     assert w.store.open_incidents("h") == []
 
 
-def test_changed_labels_of_the_same_container_take_effect(w: World) -> None:
+def test_changed_labels_of_the_same_container_take_effect(w: TestApp) -> None:
     w.engine.add("app")
     w.healer.sweep()
     w.engine.set(

@@ -16,7 +16,7 @@ from typing import Any
 
 import requests
 
-from guardian.adapters.notify.http import Reply, classify, post
+from guardian.adapters.notify.transport import Reply, classify, post
 from guardian.adapters.sqlite_outbox import SqliteOutbox
 from guardian.core.delivery import Result
 from guardian.core.notifications import Notification

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from guardian.adapters.notify.http import JsonWebhook, Reply, classify
+from guardian.adapters.notify.transport import JsonWebhook, Reply, classify
 from guardian.core.delivery import Result, Status
 from guardian.core.notifications import Kind, Notification
 

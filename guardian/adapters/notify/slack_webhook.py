@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from guardian.adapters.notify.http import JsonWebhook, Reply, classify
 from guardian.adapters.notify.slack_blocks import MAX_BLOCKS, message
+from guardian.adapters.notify.transport import JsonWebhook, Reply, classify
 from guardian.core.delivery import Result
 from guardian.core.notifications import Notification
 

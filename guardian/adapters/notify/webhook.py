@@ -17,7 +17,7 @@ from datetime import timedelta
 
 import requests
 
-from guardian.adapters.notify.http import Reply, classify, post
+from guardian.adapters.notify.transport import Reply, classify, post
 from guardian.core.delivery import Result
 from guardian.core.notifications import Notification, to_dict
 

@@ -1,0 +1,117 @@
+"""The health checks: turn a container snapshot into a HealthCheckResult.
+
+Pure functions over snapshots. What is never judged: paused containers, containers Docker is
+restarting itself, containers a person stopped, and anything inside its grace period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.core.text import trim
+
+# Exit codes of a container ended by a signal from outside (SIGINT, SIGKILL, SIGTERM): what
+# `docker stop` and `docker kill` leave behind. Without an OOM kill, that is a person's doing.
+SIGNAL_EXIT_CODES = frozenset({130, 137, 143})
+DOCKER_OWNED_POLICIES = frozenset({"always", "unless-stopped"})
+MAX_OUTPUT = 300
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    ignore_exit_codes: frozenset[int] = frozenset({0})
+    start_grace: timedelta = timedelta(0)
+
+
+def needs_inspect(summary: ContainerSnapshot) -> bool:
+    """Whether a container from the list call is a candidate worth one inspect."""
+    # "restarting": the inspect shows RestartCount, which reveals crash loops.
+    return summary.health == "unhealthy" or summary.state in ("exited", "dead", "restarting")
+
+
+def reported_at(snap: ContainerSnapshot) -> datetime | None:
+    """When Docker reported the problem of an inspected candidate: the container's exit, or the
+    health probe that turned it unhealthy. The start of guardian_detection_to_restart_seconds."""
+    if snap.state in ("exited", "dead"):
+        return snap.finished_at
+    return snap.unhealthy_since or snap.health_log_at
+
+
+def mebibytes(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB"
+
+
+def memory_detail(snap: ContainerSnapshot) -> str:
+    """Memory limit and usage of an OOM-killed container. The kernel kills inside a cgroup only
+    when usage reaches its limit; without a limit the whole host ran out of memory."""
+    if snap.memory_limit > 0:
+        limit = mebibytes(snap.memory_limit)
+        return f"memory limit {limit}, usage reached the limit ({limit})"
+    return "no memory limit: the host ran out of memory"
+
+
+def _skip(snap: ContainerSnapshot, now: datetime, why: str, source: str) -> HealthCheckResult:
+    return HealthCheckResult(snap.id, snap.name, now, skipped=why, source=source)
+
+
+def _problem(
+    snap: ContainerSnapshot, now: datetime, kind: ProblemType, detail: str, source: str
+) -> HealthCheckResult:
+    return HealthCheckResult(snap.id, snap.name, now, kind, trim(detail, MAX_OUTPUT), source=source)
+
+
+def evaluate(
+    snap: ContainerSnapshot,
+    now: datetime,
+    settings: CheckSettings,
+    stopped_by_person: bool = False,
+    source: str = "sweep",
+) -> HealthCheckResult:
+    """Judge one container. Candidates must be inspected snapshots (see needs_inspect)."""
+
+    state = snap.state
+    if state == "paused":
+        return _skip(snap, now, "paused", source)
+    if state == "restarting":
+        return _skip(snap, now, "restarting_by_docker", source)
+    if state in ("exited", "dead"):
+        return _judge_stopped(snap, now, settings, stopped_by_person, source)
+    if state != "running":
+        return _skip(snap, now, state or "unknown_state", source)
+    if snap.health == "starting":
+        return _skip(snap, now, "starting", source)
+    if snap.health == "unhealthy":
+        grace = max(settings.start_grace, snap.health_start_period)
+        if snap.started_at is not None and grace and now - snap.started_at < grace:
+            return _skip(snap, now, "in_grace", source)
+        return _problem(
+            snap, now, ProblemType.UNHEALTHY, snap.health_output or "health check failing", source
+        )
+    return HealthCheckResult(snap.id, snap.name, now, source=source)
+
+
+def _judge_stopped(
+    snap: ContainerSnapshot,
+    now: datetime,
+    settings: CheckSettings,
+    stopped_by_person: bool,
+    source: str,
+) -> HealthCheckResult:
+    code = snap.exit_code
+    if snap.oom_killed:
+        detail = f"killed by the kernel OOM killer (exit {code}); {memory_detail(snap)}"
+        return _problem(snap, now, ProblemType.OOM_KILLED, detail, source)
+    if stopped_by_person:
+        return _skip(snap, now, "stopped_by_person", source)
+    docker_retries = snap.restart_policy == "on-failure" and (
+        snap.restart_policy_max_retries == 0 or snap.restart_count < snap.restart_policy_max_retries
+    )
+    if snap.restart_policy in DOCKER_OWNED_POLICIES or docker_retries:
+        return _skip(snap, now, "restart_policy_owned_by_docker", source)
+    if code is None or code in settings.ignore_exit_codes:
+        return _skip(snap, now, "exit_code_ignored", source)
+    if code in SIGNAL_EXIT_CODES:
+        return _skip(snap, now, "stopped_by_signal", source)
+    return _problem(snap, now, ProblemType.EXITED, f"{snap.state} with exit code {code}", source)

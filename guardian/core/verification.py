@@ -1,0 +1,70 @@
+"""Whether a restart healed: the judgement of one pending verification from a fresh snapshot.
+
+A restart is `succeeded` only when the container is observed healthy (or, without a healthcheck,
+running and stable) within verify_timeout. Nothing is reported healed otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from guardian.core.model import ContainerSnapshot, Outcome
+
+# Without a healthcheck, "healed" means running without a restart for this long.
+STABLE_FOR = timedelta(seconds=10)
+
+
+@dataclass(frozen=True)
+class PendingVerify:
+    """A restart Guardian requested (or found unfinished at start-up), awaiting its verdict."""
+
+    action_id: int
+    incident_id: int | None
+    container: str
+    container_id: str
+    restarted_at: datetime
+    deadline: datetime
+    previous_started_at: datetime | None
+    attempt: int = 0
+    max_attempts: int = 0
+
+
+def restarted(p: PendingVerify, snap: ContainerSnapshot) -> bool:
+    """Whether the snapshot shows a start after the restart was requested."""
+    if snap.started_at is None:
+        return False
+    if p.previous_started_at is not None:
+        return snap.started_at > p.previous_started_at
+    # Clocks of engine and Guardian may differ slightly; a second of slack is plenty.
+    return snap.started_at >= p.restarted_at - timedelta(seconds=1)
+
+
+def judge(
+    p: PendingVerify, snap: ContainerSnapshot, now: datetime, timeout: timedelta
+) -> Outcome | None:
+    """Outcome of a pending verification, or None to keep watching."""
+    did_restart = restarted(p, snap)
+    if snap.state in ("exited", "dead") and did_restart:
+        return Outcome.UNHEALTHY_AFTER_RESTART
+    if snap.state == "running":
+        if snap.health == "healthy":
+            return Outcome.SUCCEEDED if did_restart else Outcome.UNKNOWN
+        if snap.health == "unhealthy" and did_restart:
+            # Docker resets health to "starting" on restart: unhealthy now is a fresh failure.
+            return Outcome.UNHEALTHY_AFTER_RESTART
+        stable = snap.started_at is not None and now - snap.started_at >= min(STABLE_FOR, timeout)
+        if snap.health is None and did_restart and stable:
+            return Outcome.SUCCEEDED
+    if now >= p.deadline:
+        return Outcome.UNHEALTHY_AFTER_RESTART
+    return None
+
+
+def verdict_detail(outcome: Outcome, snap: ContainerSnapshot) -> str:
+    """What the verification saw, for the action's record."""
+    if outcome is Outcome.SUCCEEDED:
+        return f"observed {snap.health or 'running and stable'} after restart"
+    if outcome is Outcome.UNKNOWN:
+        return "observed healthy, but the restart was not confirmed"
+    return f"not healthy within verify_timeout (state={snap.state} health={snap.health or 'none'})"

@@ -1,0 +1,62 @@
+"""The one secret reader: notification credentials and the API token come from an environment
+variable or a file named in the config (never from the YAML itself), and are registered for
+redaction as soon as they are read. Used by bootstrap only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from guardian.config import ConfigError, Settings
+from guardian.core.redaction import Redactor
+
+
+def read_secret(
+    key: str, var: str, path: str, env: Mapping[str, str], var_optional: bool = False
+) -> str | None:
+    """The secret `key` from the file `path` if one is named, else from the variable `var`;
+    None when neither is configured (or the variable is unset and `var_optional`). Raises
+    ConfigError naming the key and where it looked, never the value."""
+    if path:
+        try:
+            value = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or "not readable text"
+            raise ConfigError(f"{key}_file = {path!r}: cannot read: {why}") from None
+        if not value:
+            raise ConfigError(f"{key}_file = {path!r}: the file is empty")
+        return value
+    if not var:
+        return None
+    value = env.get(var, "").strip()
+    if not value and not var_optional:
+        raise ConfigError(f"{key}_env = {var!r}: that environment variable is not set or empty")
+    return value or None
+
+
+def resolve_secret(
+    settings: Settings,
+    name: str,
+    redact: Redactor,
+    env: Mapping[str, str] | None = None,
+) -> str | None:
+    """The secret `notify.<name>` from the env var named by `<name>_env` or the file named by
+    `<name>_file` (set only one); None when neither is configured."""
+    var, path = settings[f"notify.{name}_env"], settings[f"notify.{name}_file"]
+    if var and path:
+        raise ConfigError(f"notify.{name}_env and notify.{name}_file: set only one of them")
+    value = read_secret(f"notify.{name}", var, path, os.environ if env is None else env)
+    if value:
+        redact.add(value)
+    return value
+
+
+def load_token(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
+    """The API token from api.token_file, else from the variable named by api.token_env (unset:
+    the endpoints that change state are off)."""
+    env = os.environ if env is None else env
+    return read_secret(
+        "api.token", settings["api.token_env"], settings["api.token_file"], env, var_optional=True
+    )

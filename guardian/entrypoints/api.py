@@ -1,0 +1,224 @@
+"""The HTTP API under /api/v1/: read incidents, actions, containers and silences; steer them.
+
+Reads are open like /metrics. Every request that changes state needs `Authorization: Bearer
+<token>` (compared in constant time); with no token configured those endpoints are off.
+Errors are JSON `{"error": "..."}` with a message for people; bodies are validated strictly.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import unquote
+
+from guardian.core.durations import parse_duration
+from guardian.core.incidents import InvalidTransition
+from guardian.core.model import IncidentState
+from guardian.entrypoints.http_server import Handler, Request, Response
+from guardian.entrypoints.views import (
+    action_view,
+    container_view,
+    incident_view,
+    silence_view,
+    timeline_view,
+)
+from guardian.ports import EngineUnavailable
+from guardian.service.healer import Healer
+from guardian.service.operator import BadRequest, NotFound, Operator
+from guardian.service.status import container_status
+
+PREFIX = "/api/v1"
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _json(status: int, doc: Any, headers: dict[str, str] | None = None) -> Response:
+    body = (json.dumps(doc, indent=2) + "\n").encode()
+    return Response(status, body, "application/json", headers or {})
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _json(status, {"error": message}, headers)
+
+
+class _Refused(Exception):
+    """Ends a request early with this response."""
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+def _body(request: Request, required: set[str], optional: set[str] | None = None) -> dict[str, str]:
+    """The request's JSON object, with exactly the fields allowed, all strings."""
+    if not request.body.strip():
+        doc: Any = {}
+    else:
+        try:
+            doc = json.loads(request.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _Refused(_error(400, f"malformed JSON body: {exc}")) from None
+    if not isinstance(doc, dict):
+        raise _Refused(_error(400, "the body must be a JSON object"))
+    allowed = required | (optional or set())
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise _Refused(
+            _error(
+                400, f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+            )
+        )
+    missing = sorted(required - set(doc))
+    if missing:
+        raise _Refused(_error(400, f"missing field(s): {', '.join(missing)}"))
+    for key, value in doc.items():
+        if not isinstance(value, str):
+            raise _Refused(_error(400, f"field {key} must be a string"))
+    return doc
+
+
+def _query(request: Request, name: str) -> str | None:
+    values = request.query.get(name)
+    return values[-1] if values else None
+
+
+def _duration(name: str, text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise _Refused(_error(400, f"{name} {text!r}: {exc}")) from None
+
+
+class Api:
+    """The /api/v1/ handler over the daemon's healer, the operator actions and the token."""
+
+    def __init__(self, healer: Healer, operator: Operator, token: str | None) -> None:
+        self.healer = healer
+        self.op = operator
+        self._token = token.encode() if token else None
+
+    def __call__(self, request: Request) -> Response:
+        parts = [unquote(p) for p in request.path[len(PREFIX) :].split("/") if p]
+        route = self._route(request.method, parts)
+        if route is None:
+            return _error(404, f"no such endpoint: {request.method} {request.path}")
+        try:
+            if request.method in MUTATING:
+                self._authorize(request)
+            return route(request)
+        except _Refused as refused:
+            return refused.response
+        except BadRequest as exc:
+            return _error(400, str(exc))
+        except NotFound as exc:
+            return _error(404, str(exc))
+        except InvalidTransition as exc:
+            return _error(409, str(exc))
+        except EngineUnavailable as exc:
+            return _error(503, str(exc))
+
+    def _authorize(self, request: Request) -> None:
+        if self._token is None:
+            raise _Refused(
+                _error(
+                    403,
+                    "endpoints that change state are off: no API token is configured "
+                    "(set api.token_env or api.token_file)",
+                )
+            )
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            raise _Refused(
+                _error(
+                    401,
+                    "this endpoint needs an `Authorization: Bearer <token>` header",
+                    {"WWW-Authenticate": 'Bearer realm="guardian"'},
+                )
+            )
+        if not hmac.compare_digest(given.strip().encode(), self._token):
+            raise _Refused(_error(403, "the bearer token is not valid"))
+
+    def _route(self, method: str, parts: list[str]) -> Callable[[Request], Response] | None:
+        match (method, parts):
+            case ("GET", ["incidents"]):
+                return self.list_incidents
+            case ("GET", ["incidents", incident_id]):
+                return lambda r: self.show_incident(incident_id)
+            case ("POST", ["incidents", incident_id, ("ack" | "resolve" | "close") as verb]):
+                return lambda r: self.change(r, incident_id, verb)
+            case ("GET", ["actions"]):
+                return self.list_actions
+            case ("GET", ["containers"]):
+                return lambda r: _json(
+                    200, {"containers": [container_view(c) for c in container_status(self.healer)]}
+                )
+            case ("GET", ["silences"]):
+                return self.list_silences
+            case ("POST", ["silences"]):
+                return self.silence
+            case ("DELETE", ["silences", container]):
+                return lambda r: self.unsilence(r, container)
+        return None
+
+    # -- endpoints --------------------------------------------------------------------------
+
+    def list_incidents(self, request: Request) -> Response:
+        state_text = _query(request, "state")
+        try:
+            state = IncidentState(state_text) if state_text else None
+        except ValueError:
+            allowed = ", ".join(str(s) for s in IncidentState)
+            return _error(400, f"state {state_text!r}: expected one of {allowed}")
+        incidents = self.op.store.list_incidents(self.op.host, state, _query(request, "container"))
+        return _json(200, {"incidents": [incident_view(i) for i in incidents]})
+
+    def _id(self, text: str) -> int:
+        if not text.isdigit() or len(text) > 18:
+            raise _Refused(_error(404, f"incident {text[:40]!r} not found"))
+        return int(text)
+
+    def show_incident(self, incident_id: str) -> Response:
+        incident = self.op.incident(self._id(incident_id))
+        return _json(
+            200,
+            {
+                "incident": incident_view(incident),
+                "timeline": timeline_view(self.op.timeline(incident)),
+            },
+        )
+
+    def change(self, request: Request, incident_id: str, verb: str) -> Response:
+        number = self._id(incident_id)
+        required = {"by", "reason"} if verb == "resolve" else {"by"}
+        body = _body(request, required, {"reason"})
+        incident = self.op.change(number, verb, body["by"], body.get("reason", ""))
+        return _json(200, {"incident": incident_view(incident)})
+
+    def list_actions(self, request: Request) -> Response:
+        since_text = _query(request, "since")
+        since = self.op.clock.now() - _duration("since", since_text) if since_text else None
+        actions = self.op.store.actions(self.op.host, _query(request, "container"), since)
+        return _json(200, {"actions": [action_view(a) for a in actions]})
+
+    def list_silences(self, request: Request) -> Response:
+        now = self.op.clock.now()
+        everything = _query(request, "all") in ("1", "true", "yes")
+        silences = self.op.store.silences(self.op.host, now, everything)
+        return _json(200, {"silences": [silence_view(s, now) for s in silences]})
+
+    def silence(self, request: Request) -> Response:
+        body = _body(request, {"container", "for", "reason", "by"})
+        duration = _duration("for", body["for"])
+        s = self.op.silence(body["container"], duration, body["reason"], body["by"])
+        return _json(201, {"silence": silence_view(s, self.op.clock.now())})
+
+    def unsilence(self, request: Request, container: str) -> Response:
+        body = _body(request, set(), {"by"})
+        s = self.op.unsilence(container, body.get("by", "api"))
+        return _json(200, {"silence": silence_view(s, self.op.clock.now())})
+
+
+def api_handler(healer: Healer, operator: Operator, token: str | None) -> Handler:
+    """The handler to mount at /api/v1."""
+    return Api(healer, operator, token)

@@ -1,0 +1,63 @@
+"""The `guardian` command line: one module per command group (run, status, incidents,
+notifications, healthz); this one parses and maps failures to exit codes.
+
+Exit codes: 0 success, 1 any other failure, 2 bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from guardian import __version__
+from guardian.config import ConfigError
+from guardian.entrypoints.cli import healthz, incidents, notifications, run, status
+from guardian.entrypoints.cli.tables import EXIT_FAILURE, CliError
+from guardian.ports import StoreError
+
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="guardian", description="Keeps the containers of a Docker host healthy."
+    )
+    p.add_argument("--version", action="version", version=f"guardian {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sp.add_argument(
+            "--config",
+            "-c",
+            metavar="PATH",
+            default=os.environ.get("GUARDIAN_CONFIG"),
+            help="YAML config file (default: $GUARDIAN_CONFIG, else built-in defaults)",
+        )
+        return sp
+
+    run.register(sub, with_config)
+    healthz.register(sub, with_config)
+    status.register(sub, with_config)
+    incidents.register(sub, with_config)
+    notifications.register(sub, with_config)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except ConfigError as exc:
+        print(f"guardian: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (CliError, StoreError) as exc:
+        print(f"guardian: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""`guardian incidents|actions|silence|unsilence|silences`: read and steer what the daemon records.
+
+These commands open the same SQLite store as a running daemon (WAL, busy timeout), so they work
+while it runs. Incident changes are judged by the core state machine; a refusal is one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+from collections.abc import Callable
+from datetime import timedelta
+
+from guardian.bootstrap import build_operator
+from guardian.core.durations import parse_duration
+from guardian.core.model import IncidentState
+from guardian.entrypoints.cli.tables import (
+    EXIT_OK,
+    add_json,
+    cell,
+    emit,
+    one_line_errors,
+    settings_for,
+    table,
+)
+from guardian.entrypoints.views import action_view, incident_view, silence_view, timeline_view
+from guardian.service.operator import BadRequest, Operator
+
+INCIDENT_COLUMNS = ("id", "container", "type", "state", "opened_at", "occurrences", "resolved_by")
+ACTION_COLUMNS = ("requested_at", "container", "kind", "attempt", "reason", "outcome", "incident")
+SILENCE_COLUMNS = ("container", "until", "by", "reason", "active")
+TIMELINE_COLUMNS = ("at", "actor", "event", "reason", "detail")
+
+WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
+
+
+def _duration(option: str, text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise BadRequest(f"{option} {text!r}: {exc}") from None
+
+
+def _operator(args: argparse.Namespace) -> Operator:
+    return build_operator(settings_for(args))
+
+
+@one_line_errors
+def cmd_list(args: argparse.Namespace) -> int:
+    op = _operator(args)
+    try:
+        state = IncidentState(args.state) if args.state else None
+        rows = [incident_view(i) for i in op.store.list_incidents(op.host, state, args.container)]
+    finally:
+        op.store.close()
+    emit(args, "incidents", rows, INCIDENT_COLUMNS)
+    return EXIT_OK
+
+
+@one_line_errors
+def cmd_show(args: argparse.Namespace) -> int:
+    op = _operator(args)
+    try:
+        incident = op.incident(args.id)
+        view, timeline = incident_view(incident), timeline_view(op.timeline(incident))
+    finally:
+        op.store.close()
+    if args.json:
+        print(json.dumps({"incident": view, "timeline": timeline}, indent=2))
+        return EXIT_OK
+    for key, value in view.items():
+        if value not in (None, ""):
+            print(f"{key + ':':14}{cell(value)}")
+    print()
+    table(timeline, TIMELINE_COLUMNS, "no timeline")
+    return EXIT_OK
+
+
+def _change(verb: str) -> Callable[[argparse.Namespace], int]:
+    @one_line_errors
+    def run(args: argparse.Namespace) -> int:
+        op = _operator(args)
+        try:
+            incident = op.change(args.id, verb, args.by, args.reason or "")
+        finally:
+            op.store.close()
+        print(f"incident {incident.id} ({incident.container}) is now {incident.state}")
+        return EXIT_OK
+
+    return run
+
+
+@one_line_errors
+def cmd_actions(args: argparse.Namespace) -> int:
+    op = _operator(args)
+    try:
+        since = op.clock.now() - _duration("--since", args.since) if args.since else None
+        rows = [action_view(a) for a in op.store.actions(op.host, args.container, since)]
+    finally:
+        op.store.close()
+    emit(args, "actions", rows, ACTION_COLUMNS)
+    return EXIT_OK
+
+
+@one_line_errors
+def cmd_silence(args: argparse.Namespace) -> int:
+    op = _operator(args)
+    try:
+        duration = _duration("--for", args.duration)
+        s = op.silence(args.container, duration, args.reason or "", args.by)
+    finally:
+        op.store.close()
+    print(f"{s.container} silenced until {s.until.isoformat(timespec='seconds')}: {s.reason}")
+    return EXIT_OK
+
+
+@one_line_errors
+def cmd_unsilence(args: argparse.Namespace) -> int:
+    op = _operator(args)
+    try:
+        s = op.unsilence(args.container, args.by)
+    finally:
+        op.store.close()
+    print(f"{s.container}: silence lifted")
+    return EXIT_OK
+
+
+@one_line_errors
+def cmd_silences(args: argparse.Namespace) -> int:
+    op = _operator(args)
+    try:
+        now = op.clock.now()
+        rows = [silence_view(s, now) for s in op.store.silences(op.host, now, args.all)]
+    finally:
+        op.store.close()
+    emit(args, "silences", rows, SILENCE_COLUMNS)
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], cfg: WithConfig) -> None:
+    """Add the incident, action and silence commands to the `guardian` parser."""
+    inc = sub.add_parser("incidents", help="list, show and steer incidents")
+    isub = inc.add_subparsers(dest="incidents_command", required=True, metavar="ACTION")
+    lst = add_json(cfg(isub.add_parser("list", help="incidents, oldest first")))
+    lst.add_argument("--state", choices=[str(s) for s in IncidentState])
+    lst.add_argument("--container", metavar="NAME")
+    lst.set_defaults(handler=cmd_list)
+    show = add_json(cfg(isub.add_parser("show", help="one incident with its timeline")))
+    show.add_argument("id", type=int)
+    show.set_defaults(handler=cmd_show)
+    for verb, text in (("ack", "acknowledge"), ("resolve", "resolve"), ("close", "close")):
+        p = cfg(isub.add_parser(verb, help=f"{text} an incident"))
+        p.add_argument("id", type=int)
+        p.add_argument("--by", required=True, metavar="NAME", help="who does it (audit trail)")
+        p.add_argument(
+            "--reason", metavar="TEXT", help="why" + (" (required)" if verb == "resolve" else "")
+        )
+        p.set_defaults(handler=_change(verb))
+
+    act = add_json(cfg(sub.add_parser("actions", help="remediation history with outcomes")))
+    act.add_argument("--container", metavar="NAME")
+    act.add_argument("--since", metavar="DURATION", help="e.g. 30m, 1h, 7d")
+    act.set_defaults(handler=cmd_actions)
+
+    sil = cfg(sub.add_parser("silence", help="hold back restarts of a container for a while"))
+    sil.add_argument("container")
+    sil.add_argument("--for", dest="duration", required=True, metavar="DURATION")
+    sil.add_argument("--reason", required=True, metavar="TEXT")
+    sil.add_argument("--by", default=_user(), metavar="NAME", help="default: the current user")
+    sil.set_defaults(handler=cmd_silence)
+    uns = cfg(sub.add_parser("unsilence", help="lift a container's silence"))
+    uns.add_argument("container")
+    uns.add_argument("--by", default=_user(), metavar="NAME", help="default: the current user")
+    uns.set_defaults(handler=cmd_unsilence)
+    sls = add_json(cfg(sub.add_parser("silences", help="silences in force")))
+    sls.add_argument("--all", action="store_true", help="also ended and expired ones")
+    sls.set_defaults(handler=cmd_silences)

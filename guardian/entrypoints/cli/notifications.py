@@ -1,0 +1,53 @@
+"""`guardian notifications`: the outbox as operators see it — dead letters and what is queued."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from guardian.bootstrap import build_outbox
+from guardian.entrypoints.cli.tables import EXIT_OK, add_json, one_line_errors, settings_for, table
+
+DEAD_COLUMNS = ("id", "channel", "kind", "incident", "container", "attempts", "error", "at")
+
+WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+
+
+def _dead_view(row: dict[str, Any]) -> dict[str, Any]:
+    payload = json.loads(row["payload"])
+    return {
+        "id": row["id"],
+        "channel": row["channel"],
+        "kind": row["kind"],
+        "incident": row["incident_id"],
+        "container": payload.get("container", ""),
+        "attempts": row["attempts"],
+        "error": row["last_error"],
+        "at": row["finished_at"],
+    }
+
+
+@one_line_errors
+def cmd_notifications(args: argparse.Namespace) -> int:
+    outbox = build_outbox(settings_for(args))
+    try:
+        dead = [_dead_view(r) for r in outbox.dead_letters()]
+        queued = outbox.queue_depth()
+    finally:
+        outbox.store.close()
+    if args.json:
+        print(json.dumps({"queued": queued, "dead_letters": dead}, indent=2))
+        return EXIT_OK
+    print(f"queued for delivery: {queued}")
+    print()
+    table(dead, DEAD_COLUMNS, "no dead letters")
+    return EXIT_OK
+
+
+def register(sub: Any, with_config: WithConfig) -> None:
+    p = sub.add_parser(
+        "notifications", help="dead letters (deliveries given up on) and the queue depth"
+    )
+    add_json(with_config(p)).set_defaults(handler=cmd_notifications)

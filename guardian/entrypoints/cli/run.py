@@ -1,0 +1,82 @@
+"""`guardian run` (the daemon) and `guardian check` (one sweep; a dry run unless --apply)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from guardian.bootstrap import build_daemon, build_status
+from guardian.core.assessment import Assessment
+from guardian.entrypoints.cli.tables import EXIT_OK, CliError, settings_for, table
+from guardian.ports import EngineUnavailable
+
+WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+CHECK_COLUMNS = ("container", "state", "health", "finding", "decision")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from guardian.entrypoints.daemon import Daemon
+
+    Daemon(build_daemon(settings_for(args))).run_forever()
+    return EXIT_OK
+
+
+def _row(a: Assessment) -> dict[str, Any]:
+    r, d = a.result, a.decision
+    finding = str(r.problem) if r.problem else (f"skipped: {r.skipped}" if r.skipped else "ok")
+    decision = "-"
+    if d is not None:
+        decision = (
+            "would restart (dry run)" if d.reason == "dry_run" else f"{d.verdict}: {d.reason}"
+        )
+    return {
+        "container": a.snapshot.name,
+        "state": a.snapshot.state,
+        "health": a.snapshot.health or "none",
+        "finding": finding,
+        "detail": r.detail,
+        "decision": decision,
+        "retry_at": d.retry_at.isoformat() if d is not None and d.retry_at else None,
+    }
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    settings = settings_for(args)
+    if not args.apply:
+        values = {k: dict(v) for k, v in settings.values.items()}
+        values["restart"]["dry_run"] = True
+        settings = dataclasses.replace(settings, values=values)
+    app = build_status(settings)
+    try:
+        app.engine.ping()
+        report = app.healer.sweep(apply=args.apply)
+        if report.engine_error:
+            raise CliError(report.engine_error)
+        deadline = time.monotonic() + settings["restart.verify_timeout"].total_seconds() + 5
+        while args.apply and app.healer.ctx.state.pending() and time.monotonic() < deadline:
+            time.sleep(1)
+            app.verifier.verify()
+    except EngineUnavailable as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        app.close()
+    rows = [_row(a) for a in report.rows]
+    if args.json:
+        print(json.dumps({"dry_run": not args.apply, "containers": rows}, indent=2))
+    else:
+        table(
+            rows, CHECK_COLUMNS, "no watched containers (label: {})".format(settings["watch.label"])
+        )
+    return EXIT_OK
+
+
+def register(sub: Any, cfg: WithConfig) -> None:
+    cfg(sub.add_parser("run", help="run the daemon")).set_defaults(handler=cmd_run)
+    check = cfg(sub.add_parser("check", help="one sweep; a table of findings and decisions"))
+    check.add_argument("--apply", action="store_true", help="really restart (default: dry run)")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.set_defaults(handler=cmd_check)

@@ -1,0 +1,140 @@
+"""`guardian status` and `guardian config validate|show`: what Guardian sees now, and how it is
+configured.
+
+`status` asks the real decision point when the next restart is allowed and why it is held back,
+and lists the sweep's own containers, so it can never disagree with what the daemon would do.
+It needs no notification secrets: it builds no channel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from guardian.bootstrap import build_status, existing_store_path
+from guardian.config import Settings, load_settings
+from guardian.core.durations import format_duration
+from guardian.entrypoints.cli.tables import (
+    EXIT_OK,
+    add_json,
+    one_line_errors,
+    settings_for,
+    table,
+)
+from guardian.entrypoints.views import container_view, incident_view, silence_view
+from guardian.service.status import container_status
+
+STATUS_COLUMNS = ("container", "state", "health", "incidents", "next_restart", "held_back")
+OPEN_COLUMNS = ("id", "container", "type", "state", "opened_at", "occurrences")
+SILENCE_COLUMNS = ("container", "until", "by", "reason")
+REDACTED = "<redacted>"
+# Key names that hold a secret themselves; `*_env` and `*_file` only say where one is kept.
+_SECRET_WORDS = ("token", "password", "secret", "webhook", "api_key", "apikey", "credential")
+
+WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+
+
+@one_line_errors
+def cmd_status(args: argparse.Namespace) -> int:
+    settings = settings_for(args)
+    existing_store_path(settings)
+    app = build_status(settings)
+    try:
+        app.engine.ping()
+        host = app.healer.ctx.settings.host
+        now = app.clock.now()
+        containers = [container_view(c) for c in container_status(app.healer)]
+        open_incidents = [incident_view(i) for i in app.store.open_incidents(host) if i.is_open]
+        silences = [silence_view(s, now) for s in app.store.silences(host, now)]
+    finally:
+        app.close()
+    if args.json:
+        doc = {"containers": containers, "open_incidents": open_incidents, "silences": silences}
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    table(containers, STATUS_COLUMNS, f"no watched containers (label: {settings['watch.label']})")
+    print()
+    table(open_incidents, OPEN_COLUMNS, "no open incidents")
+    if silences:
+        print()
+        table(silences, SILENCE_COLUMNS, "no silences")
+    return EXIT_OK
+
+
+def is_secret(key: str) -> bool:
+    key = key.lower()
+    if key.endswith(("_env", "_file")):
+        return False
+    return any(word in key for word in _SECRET_WORDS)
+
+
+def _redact_url(value: str) -> str:
+    """Hide the password of a URL such as tcp://user:pass@host:2376."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return value
+    if parts.password is None:
+        return value
+    netloc = f"{parts.username}:{REDACTED}@{parts.hostname}"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _plain(key: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if is_secret(key):
+        return REDACTED
+    if isinstance(value, timedelta):
+        return format_duration(value) if value else "0s"
+    if isinstance(value, tuple | list):
+        return [_plain(key, v) for v in value]
+    if isinstance(value, str) and "@" in value and "://" in value:
+        return _redact_url(value)
+    return value
+
+
+def effective_config(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Every key with the value in force (file, environment or default), secrets redacted."""
+    return {
+        section: {key: _plain(key, value) for key, value in keys.items()}
+        for section, keys in settings.values.items()
+    }
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    settings = settings_for(args)
+    print(f"# effective configuration ({settings.source} + environment); secrets redacted")
+    print(yaml.safe_dump(effective_config(settings), sort_keys=False).rstrip())
+    return EXIT_OK
+
+
+def cmd_config_validate(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    r = settings.values["restart"]
+    print(
+        f"config ok ({settings.source}): watching label {settings['watch.label']!r} every "
+        f"{format_duration(settings['watch.interval'])}, "
+        f"cooldown {format_duration(r['cooldown'])}, max_attempts {r['max_attempts']}"
+    )
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], cfg: WithConfig) -> None:
+    """Add `status` and `config validate|show` to the `guardian` parser."""
+    status = add_json(cfg(sub.add_parser("status", help="containers, incidents, held restarts")))
+    status.set_defaults(handler=cmd_status)
+    config = sub.add_parser("config", help="configuration")
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    validate = cfg(config_sub.add_parser("validate", help="check the config and exit"))
+    validate.set_defaults(handler=cmd_config_validate)
+    show = cfg(config_sub.add_parser("show", help="the effective config, secrets redacted"))
+    show.set_defaults(handler=cmd_config_show)

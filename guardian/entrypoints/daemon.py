@@ -1,0 +1,310 @@
+"""The daemon: an APScheduler sweep, the engine event listener, verify ticks, clean shutdown.
+
+Events make Guardian react to one container at once; the interval sweep reconciles everything
+and catches whatever the event stream missed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from guardian.bootstrap import App
+from guardian.entrypoints.api import api_handler
+from guardian.entrypoints.http_server import HttpServer, Routes, check_handler, metrics_handler
+from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness, stall_limit, status_line
+from guardian.logs import kv
+from guardian.ports import EngineUnavailable, StoreError
+
+log = logging.getLogger("guardian.daemon")
+
+VERIFY_TICK = timedelta(seconds=1)
+PROBE_TICK = timedelta(milliseconds=500)
+RETENTION_TICK = timedelta(days=1)
+MAX_BACKOFF = 30.0
+
+
+class Daemon:
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.stopping = threading.Event()
+        self.first_sweep_done = threading.Event()
+        self.last_sweep_at: datetime | None = None
+        self._reconciled = False
+        self._listener: threading.Thread | None = None
+        self.http: HttpServer | None = None
+        self.systemd = SupervisorLink(app.supervisor, SweepLiveness(stall_limit(app.settings)))
+        self.scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=10)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone=UTC,
+        )
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def sweep_job(self) -> None:
+        """The scheduled sweep, reported to systemd (READY, STATUS, watchdog liveness)."""
+        self.systemd.sweep_started()
+        try:
+            self.sweep()
+        finally:
+            self.systemd.sweep_finished(status_line(self.app), self.first_sweep_done.is_set())
+
+    def follow_probes(self) -> None:
+        """Run the probe tick only while a container has a probe: targets come from sweeps only,
+        and an idle tick twice a second was a third of Guardian's idle CPU (bench/RESULTS.md).
+
+        Called from the main loop, never from a job: scheduler.shutdown() holds the job store
+        lock while it waits for running jobs, so a job touching the scheduler would deadlock
+        a stop."""
+        job = self.scheduler.get_job("probes")
+        if job is None:
+            return
+        wanted, running = self.app.prober.has_targets(), job.next_run_time is not None
+        if wanted and not running:
+            job.resume()
+        elif running and not wanted:
+            job.pause()
+
+    def sweep(self) -> None:
+        healer = self.app.healer
+        started = self.app.clock.now()
+        try:
+            if not self._reconciled:
+                self.app.engine.ping()
+                count = self.app.verifier.reconcile()
+                self._reconciled = True
+                if count:
+                    log.info("reconciled unfinished actions", extra=kv(count=count))
+            report = healer.sweep()
+        except EngineUnavailable as exc:
+            healer.engine_state(False, str(exc))
+            return
+        except StoreError as exc:
+            self._store_failed("sweep", exc)
+            return
+        except Exception:
+            log.exception("sweep failed")
+            return
+        finished = self.app.clock.now()
+        completed = report.engine_error is None
+        self.app.metrics.sweep_finished(
+            (finished - started).total_seconds(), finished if completed else None
+        )
+        if completed:
+            self.last_sweep_at = finished
+            self.first_sweep_done.set()
+            problems = [r for r in report.rows if r.result.problem is not None]
+            log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
+
+    def run_probes(self) -> None:
+        try:
+            if self.first_sweep_done.is_set():
+                self.app.probe_tick()
+        except Exception:
+            log.exception("probes failed")
+
+    def verify(self) -> None:
+        try:
+            self.app.verifier.verify()
+        except StoreError as exc:
+            self._store_failed("verify", exc)
+        except Exception:
+            log.exception("verification failed")
+
+    def prune(self) -> None:
+        """Forget incidents that ended longer than store.retention ago (daily, and at start)."""
+        if self.app.prune is None:
+            return
+        before = self.app.clock.now() - self.app.settings["store.retention"]
+        try:
+            pruned = self.app.prune(before)
+        except StoreError as exc:
+            self._store_failed("retention", exc)
+            return
+        if pruned:
+            log.info(
+                "store pruned",
+                extra=kv(
+                    incidents=pruned.incidents,
+                    silences=pruned.silences,
+                    ended_before=before.isoformat(timespec="seconds"),
+                ),
+            )
+
+    def _store_failed(self, job: str, exc: StoreError) -> None:
+        self.app.metrics.store_failed()
+        log.error("store error; job abandoned until its next run", extra=kv(job=job, reason=exc))
+
+    def react(self, container_id: str, detected_at: datetime | None) -> None:
+        try:
+            self.app.healer.react(container_id, detected_at)
+        except StoreError as exc:
+            self._store_failed("event check", exc)
+        except Exception:
+            log.exception("event check failed", extra=kv(container_id=container_id[:12]))
+
+    # -- the event listener -----------------------------------------------------------------
+
+    def listen(self) -> None:
+        engine, healer = self.app.engine, self.app.healer
+        backoff, since = 1.0, None
+        while not self.stopping.is_set():
+            try:
+                connected_at = self.app.clock.now()
+                for event in engine.events(since):
+                    if backoff > 1.0:
+                        log.info("event stream reconnected")
+                        self.kick_sweep()
+                    backoff = 1.0
+                    since = event.at
+                    if self.stopping.is_set():
+                        return
+                    if healer.on_event(event):
+                        self.scheduler.add_job(
+                            self.react,
+                            args=[event.container_id, event.at],
+                            misfire_grace_time=None,
+                        )
+                since = since or connected_at
+            except EngineUnavailable as exc:
+                if not self.stopping.is_set():
+                    log.debug("event stream lost", extra=kv(reason=str(exc), retry_in=backoff))
+            except Exception:
+                log.exception("event stream failed")
+            if self.stopping.wait(backoff):
+                return
+            backoff = min(backoff * 2, MAX_BACKOFF)
+
+    def kick_sweep(self) -> None:
+        """Run the sweep now (after a reconnect), instead of waiting for the interval."""
+        # JobLookupError or SchedulerNotRunningError: the scheduler is shutting down.
+        with contextlib.suppress(Exception):
+            self.scheduler.modify_job("sweep", next_run_time=datetime.now(UTC))
+
+    # -- health -----------------------------------------------------------------------------
+
+    def healthz(self) -> tuple[bool, str]:
+        """Healthy while a sweep has completed within 3 x interval."""
+        interval = self.app.settings["watch.interval"]
+        last = self.last_sweep_at
+        now = self.app.clock.now()
+        if last is None:
+            return False, "no sweep completed yet"
+        age = now - last
+        limit = (3 * interval).total_seconds()
+        if age.total_seconds() > limit:
+            return (
+                False,
+                f"last sweep completed {age.total_seconds():.0f}s ago (limit {limit:.0f}s)",
+            )
+        return True, f"ok: last sweep {age.total_seconds():.1f}s ago"
+
+    def readyz(self) -> tuple[bool, str]:
+        """Ready when the store answers and the engine is reachable."""
+        try:
+            self.app.store.open_incidents(self.app.healer.ctx.settings.host, "-")
+        except Exception as exc:  # noqa: BLE001 - any store failure means not ready
+            return False, f"store not usable: {exc}"
+        try:
+            self.app.engine.ping()
+        except EngineUnavailable as exc:
+            return False, str(exc)
+        return True, "ok"
+
+    def routes(self) -> Routes:
+        routes = Routes()
+        routes.add("/metrics", metrics_handler(self.app.metrics.registry))
+        routes.add("/healthz", check_handler(self.healthz))
+        routes.add("/readyz", check_handler(self.readyz))
+        routes.mount("/api/v1", api_handler(self.app.healer, self.app.operator, self.app.api_token))
+        return routes
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Add the jobs: the sweep, verification, probes (paused until needed), retention."""
+        self.scheduler.add_job(
+            self.sweep_job,
+            "interval",
+            id="sweep",
+            seconds=self.app.settings["watch.interval"].total_seconds(),
+            next_run_time=datetime.now(UTC),
+        )
+        self.scheduler.add_job(
+            self.verify, "interval", id="verify", seconds=VERIFY_TICK.total_seconds()
+        )
+        self.scheduler.add_job(
+            self.run_probes,
+            "interval",
+            id="probes",
+            seconds=PROBE_TICK.total_seconds(),
+            next_run_time=None,  # paused until a sweep finds a container with a probe
+        )
+        self.scheduler.add_job(
+            self.prune,
+            "interval",
+            id="retention",
+            seconds=RETENTION_TICK.total_seconds(),
+            next_run_time=datetime.now(UTC),
+        )
+
+    def start(self) -> None:
+        settings = self.app.settings
+        self.schedule()
+        self.http = HttpServer(settings["http.listen"], self.routes())
+        self.http.start()
+        self.scheduler.start()
+        if self.app.delivery is not None:
+            self.app.delivery.start()
+        if settings["watch.events"]:
+            self._listener = threading.Thread(target=self.listen, name="events", daemon=True)
+            self._listener.start()
+        log.info(
+            "guardian started",
+            extra=kv(
+                interval=settings["watch.interval"].total_seconds(),
+                label=settings["watch.label"],
+                events=settings["watch.events"],
+                dry_run=settings["restart.dry_run"],
+                store=str(getattr(self.app.store, "path", "")),
+            ),
+        )
+
+    def stop(self) -> None:
+        """Finish in-flight work, stop the jobs, close the store."""
+        self.stopping.set()
+        log.info("guardian stopping")
+        self.systemd.stopping()
+        self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
+        self.scheduler.shutdown(wait=True)
+        if self.http is not None:
+            self.http.stop()
+        if self._listener is not None:
+            self._listener.join(timeout=5)
+        if self.app.delivery is not None:
+            self.app.delivery.stop()
+        self.app.close()
+        log.info("guardian stopped")
+
+    def run_forever(self) -> None:
+        def on_signal(signum: int, _frame: Any) -> None:
+            log.info("signal received", extra=kv(signal=signal.Signals(signum).name))
+            self.stopping.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        self.start()
+        try:
+            while not self.stopping.wait(self.systemd.tick_interval):
+                self.systemd.tick()
+                self.follow_probes()
+        finally:
+            self.stop()

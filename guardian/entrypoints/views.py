@@ -1,0 +1,102 @@
+"""Views for people and scripts: flat dicts of strings, numbers and None, identical for the CLI's
+tables, its --json and the HTTP API.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from guardian.core import incidents
+from guardian.core.model import ActionKind, Incident, RemediationAction, Silence, Transition
+from guardian.service.status import ContainerStatus
+
+
+def when(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="seconds") if value is not None else None
+
+
+def incident_view(i: Incident) -> dict[str, Any]:
+    return {
+        "id": i.id,
+        "container": i.container,
+        "type": str(i.type),
+        "state": str(i.state),
+        "opened_at": when(i.opened_at),
+        "last_seen": when(i.last_seen),
+        "occurrences": i.occurrences,
+        "escalated": i.escalated,
+        "resolved_by": i.resolved_by,
+        "resolved_at": when(i.resolved_at),
+        "closed_at": when(i.closed_at),
+        "close_reason": i.close_reason,
+        "detail": i.detail,
+    }
+
+
+def action_view(a: RemediationAction) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "incident": a.incident_id,
+        "container": a.container,
+        "kind": a.kind,
+        "requested_at": when(a.requested_at),
+        "attempt": a.attempt,
+        "reason": a.reason,
+        "outcome": str(a.outcome) if a.outcome is not None else None,
+        "finished_at": when(a.finished_at),
+        "detail": a.detail,
+    }
+
+
+def silence_view(s: Silence, now: datetime) -> dict[str, Any]:
+    return {
+        "container": s.container,
+        "until": when(s.until),
+        "reason": s.reason,
+        "by": s.created_by,
+        "created_at": when(s.created_at),
+        "active": s.active(now),
+        "ended_at": when(s.ended_at),
+        "ended_by": s.ended_by,
+    }
+
+
+def transition_view(t: Transition) -> dict[str, Any]:
+    frm = str(t.from_state) if t.from_state is not None else "opened"
+    return {
+        "at": when(t.at),
+        "actor": t.actor,
+        "event": f"{frm} -> {t.to_state}",
+        "reason": t.reason,
+        "detail": "",
+    }
+
+
+def timeline_action(a: RemediationAction) -> dict[str, Any]:
+    outcome = str(a.outcome) if a.outcome is not None else "pending"
+    return {
+        "at": when(a.requested_at),
+        "actor": incidents.GUARDIAN,
+        "event": f"{a.kind} #{a.attempt}: {outcome}" if a.kind == ActionKind.RESTART else a.kind,
+        "reason": a.reason,
+        "detail": a.detail,
+    }
+
+
+def timeline_view(entries: list[Transition | RemediationAction]) -> list[dict[str, Any]]:
+    return [
+        transition_view(e) if isinstance(e, Transition) else timeline_action(e) for e in entries
+    ]
+
+
+def container_view(c: ContainerStatus) -> dict[str, Any]:
+    return {
+        "container": c.name,
+        "state": c.state,
+        "health": c.health or "none",
+        "incidents": " ".join(f"#{i.id}:{i.state}" for i in c.incidents) or None,
+        "next_restart": "now" if c.restart_now else when(c.retry_at),
+        "held_back": c.held_back,
+        "silenced_until": when(c.silence.until) if c.silence else None,
+    }

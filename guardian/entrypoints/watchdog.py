@@ -1,0 +1,153 @@
+"""What the daemon tells systemd: READY after the first sweep, STATUS, WATCHDOG, STOPPING.
+
+Watchdog pings come from the daemon's main loop, and only while the sweep job still turns: a
+sweep that hangs (or a scheduler that stopped starting them) withholds the pings, so systemd
+kills and restarts Guardian after `WatchdogSec`. An unreachable engine is not a hang: the sweep
+returns with an error, the loop turns, and restarting Guardian would not help.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from guardian.adapters.systemd import SystemdSupervisor
+from guardian.bootstrap import App
+from guardian.config import Settings
+from guardian.logs import kv
+
+log = logging.getLogger("guardian.systemd")
+
+MAX_TICK = 1.0  # the main loop wakes at least this often (seconds)
+
+
+def stall_limit(settings: Settings) -> timedelta:
+    """How long a sweep may run (or be missing) before it counts as stalled.
+
+    Three intervals, like /healthz, plus the longest single engine call a sweep can make (a
+    restart waits for the stop timeout, then the request timeout).
+    """
+    limit: timedelta = (
+        3 * settings["watch.interval"]
+        + settings["docker.timeout"]
+        + settings["restart.stop_timeout"]
+    )
+    return limit
+
+
+def status_line(app: App) -> str:
+    """One line for `systemctl status`: what Guardian watches and what is open."""
+    state = app.healer.ctx.state
+    if state.engine_up is False:
+        return "docker engine unreachable; retrying"
+    try:
+        incidents = app.store.open_incidents(app.healer.ctx.settings.host)
+    except Exception:  # noqa: BLE001 - a status line must never break the sweep job
+        return "store unavailable; retrying"
+    opened = sum(1 for i in incidents if i.is_open)
+    watched = state.watched
+    return f"watching {_count(watched, 'container')}, {_count(opened, 'open incident')}"
+
+
+def _count(n: float, noun: str) -> str:
+    return f"{n:.0f} {noun}" + ("" if n == 1 else "s")
+
+
+class SweepLiveness:
+    """Tracks the sweep job: alive while a sweep runs for less than `limit`, or ended within it."""
+
+    def __init__(self, limit: timedelta, now: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit.total_seconds()
+        self._now = now
+        self._lock = threading.Lock()
+        self._running_since: float | None = None
+        self._last_end = now()  # the first sweep starts at once; count from start-up
+
+    def started(self) -> None:
+        with self._lock:
+            self._running_since = self._now()
+
+    def finished(self) -> None:
+        with self._lock:
+            self._running_since = None
+            self._last_end = self._now()
+
+    def stalled_for(self) -> float:
+        """Seconds since the sweep job last showed progress; compare with `limit`."""
+        with self._lock:
+            since = self._running_since if self._running_since is not None else self._last_end
+        return self._now() - since
+
+    def alive(self) -> bool:
+        return self.stalled_for() <= self.limit
+
+
+class SupervisorLink:
+    """The daemon's side of the conversation with systemd (a no-op outside systemd)."""
+
+    def __init__(
+        self,
+        supervisor: SystemdSupervisor,
+        liveness: SweepLiveness,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.supervisor = supervisor
+        self.liveness = liveness
+        self._now = now
+        self._ready = False
+        self._status = ""
+        self._last_ping: float | None = None
+        self._withholding = False
+
+    @property
+    def tick_interval(self) -> float:
+        """How often the main loop should call tick(): half the watchdog timeout, at most 1 s."""
+        if self.supervisor.watchdog is None:
+            return MAX_TICK
+        return max(0.01, min(MAX_TICK, self.supervisor.watchdog.total_seconds() / 4))
+
+    def sweep_started(self) -> None:
+        self.liveness.started()
+
+    def sweep_finished(self, status: str, completed: bool) -> None:
+        """After each sweep: READY=1 once the first one completed, then STATUS when it changes."""
+        self.liveness.finished()
+        if completed and not self._ready:
+            self._ready = True
+            self._status = status
+            self.supervisor.ready(status)
+            log.debug("told systemd ready", extra=kv(status=status))
+        elif status != self._status:
+            self._status = status
+            self.supervisor.status(status)
+
+    def tick(self) -> None:
+        """From the main loop: ping the watchdog every half timeout while the sweep is alive."""
+        watchdog = self.supervisor.watchdog
+        if watchdog is None:
+            return
+        now = self._now()
+        if not self.liveness.alive():
+            if not self._withholding:
+                self._withholding = True
+                stalled = self.liveness.stalled_for()
+                log.error(
+                    "sweep stalled; withholding watchdog pings so systemd restarts Guardian",
+                    extra=kv(stalled_for=f"{stalled:.0f}s", limit=f"{self.liveness.limit:.0f}s"),
+                )
+                self.supervisor.status(f"sweep stalled for {stalled:.0f}s")
+            return
+        if self._withholding:
+            self._withholding = False
+            log.info("sweep alive again; watchdog pings resumed")
+        # Called every tick_interval: ping when the next tick would pass half the timeout.
+        due = watchdog.total_seconds() / 2 - self.tick_interval
+        if self._last_ping is None or now - self._last_ping >= due:
+            self._last_ping = now
+            self.supervisor.ping()
+
+    def stopping(self) -> None:
+        self.supervisor.stopping()

@@ -1,0 +1,23 @@
+"""What every part of the loop shares: the ports, the settings, the rules and the one LoopState."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from guardian.ports import Clock, Engine, Metrics, Store
+from guardian.service.pipeline import Pipeline
+from guardian.service.rules import RuleBook
+from guardian.service.settings import HealerSettings
+from guardian.service.state import LoopState
+
+
+@dataclass(frozen=True)
+class LoopContext:
+    engine: Engine
+    store: Store
+    clock: Clock
+    metrics: Metrics
+    settings: HealerSettings
+    state: LoopState
+    pipeline: Pipeline
+    rules: RuleBook

@@ -1,0 +1,105 @@
+"""Crash loops: Docker's restart policy keeps restarting a container that keeps dying.
+
+Seen as RestartCount rising `restarts` times within `window` (die events make Guardian inspect at
+once, sweeps inspect containers in state `restarting`). The result is a `crash_loop` problem that
+Guardian reports with the last exit codes and a log tail, and never restarts: Docker already does.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.ports import Engine, EngineUnavailable
+
+MAX_DETAIL = 1500
+
+
+@dataclass(frozen=True)
+class CrashLoopSettings:
+    restarts: int = 3
+    window: timedelta = timedelta(minutes=5)
+    log_lines: int = 20
+
+
+@dataclass
+class _Track:
+    seen: list[tuple[datetime, int]] = field(default_factory=list)  # (when, RestartCount)
+    exit_codes: list[int] = field(default_factory=list)
+    log_tail: str | None = None  # fetched once per loop
+
+
+class CrashLoops:
+    """A judge of the loop: turns a container's result into `crash_loop` while it loops."""
+
+    def __init__(self, engine: Engine, settings: CrashLoopSettings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._tracks: dict[str, _Track] = {}
+
+    def rises(self, track: _Track, now: datetime) -> int:
+        """Restarts within the window: the count now minus the count at the window's start."""
+        start = now - self.settings.window
+        before = [c for t, c in track.seen if t <= start]
+        inside = [c for t, c in track.seen if t > start]
+        if not inside:
+            return 0
+        base = before[-1] if before else inside[0]
+        return inside[-1] - base
+
+    def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
+        if not snap.inspected:
+            return result
+        now = result.observed_at
+        with self._lock:
+            track = self._tracks.setdefault(snap.id, _Track())
+            if not track.seen or track.seen[-1][1] != snap.restart_count:
+                track.seen.append((now, snap.restart_count))
+                if snap.exit_code is not None and len(track.seen) > 1:
+                    track.exit_codes = [*track.exit_codes, snap.exit_code][-5:]
+            # Keep one observation from before the window as the baseline.
+            start = now - self.settings.window
+            while len(track.seen) > 1 and track.seen[1][0] <= start:
+                track.seen.pop(0)
+            rises = self.rises(track, now)
+            if rises < self.settings.restarts:
+                track.log_tail = None
+                return result
+            need_logs = track.log_tail is None
+        if need_logs:
+            tail = self._tail(snap.id)
+            with self._lock:
+                track.log_tail = tail
+        window = int(self.settings.window.total_seconds())
+        codes = ", ".join(str(c) for c in track.exit_codes) or "unknown"
+        detail = (
+            f"Docker restarted it {rises} times in {window}s (restart policy "
+            f"{snap.restart_policy or 'none'}, RestartCount {snap.restart_count}); "
+            f"last exit codes: {codes}"
+        )
+        if track.log_tail:
+            detail += f"; log tail: {track.log_tail}"
+        if len(detail) > MAX_DETAIL:
+            detail = detail[: MAX_DETAIL - 1] + "…"
+        return HealthCheckResult(
+            snap.id, snap.name, now, ProblemType.CRASH_LOOP, detail, source=result.source
+        )
+
+    def _tail(self, container_id: str) -> str:
+        if self.settings.log_lines <= 0:
+            return ""
+        try:
+            text = self.engine.logs(container_id, self.settings.log_lines)
+        except EngineUnavailable:
+            return ""
+        return " | ".join(line.strip() for line in text.splitlines() if line.strip())[-800:]
+
+    def follow(self, snapshots: list[ContainerSnapshot]) -> None:
+        """Forget the containers the last sweep no longer listed."""
+        present = {s.id for s in snapshots}
+        with self._lock:
+            for cid in set(self._tracks) - present:
+                del self._tracks[cid]

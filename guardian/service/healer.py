@@ -1,0 +1,239 @@
+"""One pass of the loop: observe -> judge -> incident -> (remediator: decide -> act -> record).
+
+The Healer holds no policy of its own: every restart goes through the Remediator and so through
+core.policy.decide(), every incident change through core.incidents. It is driven by the daemon
+(sweeps, engine events, probe verdicts) and by `guardian check`.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from guardian.core import incidents, notifications
+from guardian.core.assessment import Assessment, SweepReport
+from guardian.core.checks import evaluate, needs_inspect, reported_at
+from guardian.core.model import HOST_PROBLEMS, ContainerSnapshot, IncidentState, ProblemType
+from guardian.core.policy import reset_due
+from guardian.logs import kv
+from guardian.ports import EngineEvent, EngineUnavailable
+from guardian.service.context import LoopContext
+from guardian.service.recorder import Recorder
+from guardian.service.remediator import Remediator
+from guardian.service.verifier import Verifier
+
+log = logging.getLogger("guardian.healer")
+
+# Problems Guardian reports but never restarts for (Docker's restart policy is already at it).
+_REPORT_ONLY = frozenset({ProblemType.CRASH_LOOP})
+
+
+class Healer:
+    def __init__(
+        self, ctx: LoopContext, recorder: Recorder, remediator: Remediator, verifier: Verifier
+    ) -> None:
+        self.ctx = ctx
+        self.recorder = recorder
+        self.remediator = remediator
+        self.verifier = verifier
+
+    # -- observe ----------------------------------------------------------------------------
+
+    def watched(self) -> tuple[list[ContainerSnapshot], list[ContainerSnapshot]]:
+        """(every container listed, the watched ones): ONE list request, scoped server-side."""
+        s = self.ctx.settings
+        listed = self.ctx.engine.list_containers(s.watch_label, s.scope)
+        return listed, [c for c in listed if s.watches(c.labels)]
+
+    def engine_state(self, up: bool, error: str = "") -> None:
+        """Record whether the engine answered (log a change, update the gauge, host incidents)."""
+        before = self.ctx.state.engine_seen(up)
+        if up != before:
+            if up:
+                log.info(
+                    "docker engine reachable", extra=kv(url=getattr(self.ctx.engine, "url", None))
+                )
+            else:
+                log.error("docker engine unreachable; will retry", extra=kv(reason=error))
+        self.ctx.metrics.engine_reachable(up)
+        for follow in self.ctx.pipeline.engine_state:
+            follow(up, error)
+
+    def assess(
+        self, snap: ContainerSnapshot, source: str, detected_at: datetime | None = None
+    ) -> Assessment:
+        """Judge one container (inspecting it when it is a candidate) and decide, without acting."""
+        ctx = self.ctx
+        if needs_inspect(snap) and not snap.inspected:
+            full = ctx.engine.inspect(snap.id)
+            snap = full if full is not None else snap
+        rules = ctx.rules.of(snap)
+        now = ctx.clock.now()
+        result = evaluate(
+            snap, now, ctx.settings.checks, ctx.state.stopped_by_person(snap.id), source
+        )
+        for judge in ctx.pipeline.judges:
+            result = judge(snap, result)
+        a = Assessment(snap, rules, result, detected_at=detected_at or reported_at(snap))
+        if (
+            result.problem is not None
+            and result.problem not in _REPORT_ONLY
+            and not ctx.state.verifying(snap.name)
+        ):
+            a.decision = self.remediator.decision_for(snap.name, rules, now)
+        return a
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def sweep(self, apply: bool = True) -> SweepReport:
+        """Reconcile every watched container: one list request, one inspect per candidate."""
+        ctx = self.ctx
+        report = SweepReport()
+        try:
+            listed, watched = self.watched()
+            self.engine_state(True)
+        except EngineUnavailable as exc:
+            self.engine_state(False, str(exc))
+            report.engine_error = str(exc)
+            return report
+        for follow in ctx.pipeline.listed:
+            follow(watched)
+        # One query for the whole sweep instead of one per healthy container (bench/RESULTS.md).
+        open_names = {i.container for i in ctx.store.open_incidents(ctx.settings.host)}
+        for snap in watched:
+            try:
+                assessment = self.assess(snap, "sweep")
+            except EngineUnavailable as exc:
+                self.engine_state(False, str(exc))
+                report.engine_error = str(exc)
+                break
+            report.rows.append(assessment)
+        if apply:
+            # Judge the whole host before acting on any container: a storm holds every restart.
+            for assessed in ctx.pipeline.assessed:
+                assessed(report.rows)
+            # Dependencies first, so a held-back dependent can name the dependency's incident.
+            for assessment in sorted(
+                report.rows, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
+            ):
+                self.apply(assessment, open_names)
+        if apply and report.engine_error is None:
+            self._forget_vanished({s.name for s in watched})
+        if report.engine_error is None:
+            ctx.rules.keep_only({s.id for s in listed})
+        unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
+        ctx.state.swept(len(watched))
+        ctx.metrics.swept(len(watched), unhealthy)
+        self.recorder.refresh_gauges()
+        return report
+
+    def react(
+        self, container_id: str, detected_at: datetime | None = None, source: str = "event"
+    ) -> None:
+        """React to one container at once (an engine event or a probe verdict): verify a
+        restart that awaits it, or judge the container and act."""
+        name = self.ctx.state.verifying_id(container_id)
+        if name is not None:
+            self.verifier.verify(only=name)
+            return
+        try:
+            snap = self.ctx.engine.inspect(container_id)
+        except EngineUnavailable as exc:
+            self.engine_state(False, str(exc))
+            return
+        if snap is None or not self.ctx.settings.watches(snap.labels):
+            return
+        self.apply(self.assess(snap, source, detected_at))
+        self.recorder.refresh_gauges()
+
+    def on_event(self, event: EngineEvent) -> bool:
+        """Book-keeping for one engine event; True when the container should be checked now."""
+        state, cid, action = self.ctx.state, event.container_id, event.action
+        if action in ("stop", "kill") and not state.ours(cid, event.container_name):
+            # `docker stop`/`docker kill` by a person: never undo it.
+            state.person_stopped(cid)
+        elif action in ("start", "destroy"):
+            state.started(cid)
+        for follow in self.ctx.pipeline.events:
+            follow(event)
+        # Event attributes carry the container's labels: skip containers Guardian does not watch
+        # without spending an inspect on them.
+        if not self.ctx.settings.watches(event.attributes):
+            return False
+        if action == "health_status":
+            return event.attributes.get("health_status") in ("unhealthy", "healthy")
+        return action in ("die", "oom")
+
+    # -- incidents --------------------------------------------------------------------------
+
+    def apply(self, a: Assessment, open_names: set[str] | None = None) -> None:
+        """Record what an assessment found and act on its decision.
+
+        `open_names`: the containers with an open incident, when the caller (a sweep) already
+        read them; None reads the store for this container."""
+        ctx = self.ctx
+        result, name = a.result, a.snapshot.name
+        if result.skipped is not None:
+            return
+        now = result.observed_at
+        if result.problem is None:
+            for recovered in ctx.pipeline.recovered:
+                recovered(name)
+            self._observed_healthy(name, now, open_names)
+            return
+        ctx.state.streak_ended(name)
+        for detected in ctx.pipeline.detected:
+            detected(result)
+        host = ctx.settings.host
+        existing = ctx.store.current_incident(host, name, result.problem)
+        change = incidents.record_detection(existing, host, result, now)
+        news = change.opened or change.reopened
+        opened = notifications.opened(change.incident, a.decision, now)
+        incident = self.recorder.save(change, self.recorder.notes(name, opened) if news else ())
+        if news:
+            ctx.metrics.incident_opened(incident.type)
+            log.warning(
+                "problem detected",
+                extra=kv(
+                    container=name,
+                    incident=incident.id,
+                    type=incident.type,
+                    source=result.source,
+                    detail=result.detail,
+                ),
+            )
+        if ctx.state.verifying(name) or a.decision is None:
+            return
+        self.remediator.remediate(a, incident)
+
+    def _observed_healthy(
+        self, name: str, now: datetime, open_names: set[str] | None = None
+    ) -> None:
+        ctx, host = self.ctx, self.ctx.settings.host
+        since = ctx.state.healthy_since(name, now)
+        if open_names is None or name in open_names:
+            for incident in ctx.store.open_incidents(host, name):
+                if incident.is_open and not ctx.state.verifying(name):
+                    self.recorder.recovered(incident, "observed healthy", now)
+        policy = ctx.settings.policy
+        if now - since < policy.reset_after or not ctx.state.first_reset_check(name, since):
+            return
+        if reset_due(since, ctx.store.last_reset(host, name), policy, now):
+            ctx.store.record_reset(host, name, now)
+            log.info(
+                "attempt counter reset", extra=kv(container=name, healthy_since=since.isoformat())
+            )
+            for incident in ctx.store.open_incidents(host, name):
+                if incident.state is IncidentState.RESOLVED:
+                    reason = f"healthy for {int(policy.reset_after.total_seconds())}s"
+                    self.recorder.close(incident, reason, now)
+
+    def _forget_vanished(self, present: set[str]) -> None:
+        """Close incidents of containers that are no longer there (removed or no longer watched)."""
+        ctx, now = self.ctx, self.ctx.clock.now()
+        for incident in ctx.store.open_incidents(ctx.settings.host):
+            if incident.type in HOST_PROBLEMS:
+                continue  # host-level incidents are not about a container
+            if incident.container not in present and not ctx.state.busy(incident.container):
+                self.recorder.gone(incident, "no longer listed by the engine", now)
+        ctx.state.forget_absent(present)

@@ -1,0 +1,206 @@
+"""Host-level incidents: the storm breaker and an unreachable engine.
+
+A storm is many watched containers turning unhealthy within a short window: a shared cause is
+likelier than many sick containers, so one host incident is opened, one notification is sent,
+and decide() holds every per-container restart (reason `storm`) until the host recovers or a
+person acknowledges the incident.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from guardian.core import incidents, notifications
+from guardian.core.assessment import Assessment
+from guardian.core.model import (
+    HOST_SUBJECT,
+    ContainerSnapshot,
+    HealthCheckResult,
+    Incident,
+    IncidentState,
+    ProblemType,
+)
+from guardian.core.storm import STORM_NEXT, StormSettings, storm_size
+from guardian.logs import kv
+from guardian.ports import Clock, Store
+from guardian.service.recorder import log_transition
+
+log = logging.getLogger("guardian.host")
+
+
+Announce = Callable[[str, Incident], None]
+
+
+def log_notification(event: str, incident: Incident) -> None:
+    """A log line for each notification queued (in the outbox) for a host incident."""
+    log.warning(
+        "notification",
+        extra=kv(event=event, incident=incident.id, type=incident.type, detail=incident.detail),
+    )
+
+
+class HostWatch:
+    """Opens and resolves host-level incidents from what the healer observes."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        host: str,
+        storm: StormSettings,
+        engine_timeout: timedelta,
+        announce: Announce = log_notification,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.host = host
+        self.settings = storm
+        self.engine_timeout = engine_timeout
+        self.announce = announce
+        self._lock = threading.Lock()
+        self._watched: set[str] = set()
+        self._unhealthy: dict[str, datetime] = {}  # container -> first detection of this episode
+        self._engine_down_since: datetime | None = None
+        # Event threads and the sweep may judge at once: one opening per incident.
+        self._judging = threading.Lock()
+
+    # -- storm ------------------------------------------------------------------------------
+
+    def storm_holds(self) -> bool:
+        """True while a storm incident is open and nobody acknowledged it (an input to decide)."""
+        incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
+        return incident is not None and incident.state is IncidentState.ACTIVE
+
+    def storm_open(self) -> bool:
+        """True while a storm incident is open, acknowledged or not: its notifications speak
+        for the container incidents that open meanwhile."""
+        incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
+        return incident is not None and incident.is_open
+
+    def follow(self, snapshots: list[ContainerSnapshot]) -> None:
+        """The containers of the last sweep are the ones a storm is measured against."""
+        with self._lock:
+            self._watched = {s.name for s in snapshots}
+            for gone in set(self._unhealthy) - self._watched:
+                del self._unhealthy[gone]
+
+    def assessed(self, rows: list[Assessment]) -> None:
+        """A whole sweep at once: count every problem before any container is acted on."""
+        for row in rows:
+            if row.result.problem is not None:
+                self._detected(row.snapshot.name, row.result.observed_at, check=False)
+            elif row.result.skipped is None:
+                self.recovered(row.snapshot.name, check=False)
+        self._check(self.clock.now())
+
+    def detected(self, result: HealthCheckResult) -> None:
+        self._detected(result.container_name, result.observed_at)
+
+    def _detected(self, container: str, at: datetime, check: bool = True) -> None:
+        with self._lock:
+            self._unhealthy.setdefault(container, at)
+        if check:
+            self._check(at)
+
+    def recovered(self, container: str, check: bool = True) -> None:
+        with self._lock:
+            was_unhealthy = self._unhealthy.pop(container, None) is not None
+        if check and was_unhealthy:
+            self._check(self.clock.now())
+
+    def _check(self, now: datetime) -> None:
+        with self._judging:
+            self._check_locked(now)
+
+    def _check_locked(self, now: datetime) -> None:
+        with self._lock:
+            watched = max(len(self._watched), len(self._unhealthy))
+            unhealthy = sorted(self._unhealthy)
+            recent = sorted(
+                n for n, t in self._unhealthy.items() if now - t <= self.settings.window
+            )
+        need = storm_size(watched, self.settings)
+        # The window is judged at the detection's time; the incident records when it was judged
+        # (a storm is in force from then on, whatever the detection's own timestamp).
+        now = self.clock.now()
+        current = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
+        if current is not None and current.is_open:
+            if len(unhealthy) < need:
+                reason = (
+                    f"host recovered: {len(unhealthy)} of {watched} watched containers unhealthy"
+                )
+                change = incidents.record_recovery(current, reason, now)
+                self._save(change, notifications.resolved(change.incident, reason, now))
+                log.warning("storm over", extra=kv(unhealthy=len(unhealthy), watched=watched))
+            return
+        if len(recent) < need:
+            return
+        window = int(self.settings.window.total_seconds())
+        detail = (
+            f"{len(recent)} of {watched} watched containers unhealthy within {window}s: "
+            + ", ".join(recent[:20])
+        )
+        result = HealthCheckResult("", HOST_SUBJECT, now, ProblemType.STORM, detail, source="host")
+        change = incidents.record_detection(current, self.host, result, now)
+        note = replace(notifications.opened(change.incident, None, now), next_step=STORM_NEXT)
+        incident = self._save(change, note)
+        # Openings still waiting in the outbox (notify.group_wait) are withdrawn: the storm's
+        # one notification names those containers.
+        withdrawn = self.store.withdraw_unsent(self.host)
+        log.error(
+            "storm: holding per-container restarts",
+            extra=kv(
+                incident=incident.id, unhealthy=len(recent), watched=watched, withdrawn=withdrawn
+            ),
+        )
+        self.announce("storm_opened", incident)
+
+    # -- engine -----------------------------------------------------------------------------
+
+    def engine_state(self, up: bool, error: str) -> None:
+        """Open `engine_unreachable` after docker.timeout without an answer; resolve on answer."""
+        with self._judging:
+            self._engine_state_locked(up, error)
+
+    def _engine_state_locked(self, up: bool, error: str) -> None:
+        now = self.clock.now()
+        current = self.store.current_incident(
+            self.host, HOST_SUBJECT, ProblemType.ENGINE_UNREACHABLE
+        )
+        if up:
+            self._engine_down_since = None
+            if current is not None and current.is_open:
+                reason = "docker engine answers again"
+                change = incidents.record_recovery(current, reason, now)
+                incident = self._save(change, notifications.resolved(change.incident, reason, now))
+                self.announce("engine_reachable", incident)
+            return
+        since = self._engine_down_since = self._engine_down_since or now
+        if now - since < self.engine_timeout or (current is not None and current.is_open):
+            return
+        seconds = int((now - since).total_seconds())
+        result = HealthCheckResult(
+            "",
+            HOST_SUBJECT,
+            now,
+            ProblemType.ENGINE_UNREACHABLE,
+            f"docker engine unreachable for {seconds}s: {error[:200]}",
+            source="host",
+        )
+        change = incidents.record_detection(current, self.host, result, now)
+        incident = self._save(change, notifications.opened(change.incident, None, now))
+        log.error("docker engine unreachable: host incident opened", extra=kv(incident=incident.id))
+        self.announce("engine_unreachable", incident)
+
+    def _save(
+        self, change: incidents.IncidentChange, note: notifications.Notification | None = None
+    ) -> Incident:
+        """Write the incident and its notification (into the outbox) in one transaction."""
+        saved = self.store.save_incident(change, (note,) if note is not None else ())
+        for t in change.transitions:
+            log_transition(saved, t)
+        return saved

@@ -1,0 +1,147 @@
+"""What operators can do, shared by the CLI and the HTTP API: steer incidents, silence containers.
+
+Every incident change is judged by core.incidents; this module reads the store and writes with a
+compare-and-set so a concurrent daemon update is never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from guardian.core import incidents, notifications
+from guardian.core.model import Incident, IncidentState, RemediationAction, Silence, Transition
+from guardian.logs import kv
+from guardian.ports import Clock, Store
+from guardian.service.recorder import log_transition
+
+log = logging.getLogger("guardian.operations")
+
+MAX_NAME = 100
+MAX_REASON = 1000
+MAX_CONTAINER = 255
+MAX_SILENCE = timedelta(days=30)
+
+# The incident changes people may ask for, by the verb the CLI and the API use.
+HUMAN_CHANGES = {
+    "ack": IncidentState.ACKNOWLEDGED,
+    "resolve": IncidentState.RESOLVED,
+    "close": IncidentState.CLOSED,
+}
+
+
+class NotFound(Exception):
+    """The incident or silence asked for does not exist; the message is meant for people."""
+
+
+class BadRequest(Exception):
+    """Input that cannot be used (empty name, overlong reason, ...); the message is for people."""
+
+
+def on_acknowledged(store: Store, incident: Incident, actor: str, now: datetime) -> None:
+    """The single place an acknowledgement is announced, whoever made it (CLI or API).
+
+    The "acknowledged" notification itself is queued with the transition (see _announce).
+    """
+    log.info(
+        "incident acknowledged",
+        extra=kv(incident=incident.id, container=incident.container, by=actor),
+    )
+
+
+def _announce(
+    incident: Incident, actor: str, reason: str, now: datetime
+) -> tuple[notifications.Notification, ...]:
+    """What a person's change tells the notification channels (queued in its transaction)."""
+    if incident.state is IncidentState.ACKNOWLEDGED:
+        return (notifications.acknowledged(incident, actor, now),)
+    if incident.state is IncidentState.RESOLVED:
+        why = f"resolved by {actor}" + (f": {reason}" if reason else "")
+        return (notifications.resolved(incident, why, now),)
+    return ()
+
+
+def _text(what: str, value: str, limit: int, required: bool = True) -> str:
+    value = value.strip()
+    if required and not value:
+        raise BadRequest(f"{what} is required")
+    if len(value) > limit:
+        raise BadRequest(f"{what} is longer than {limit} characters")
+    if any(ord(c) < 32 for c in value):
+        raise BadRequest(f"{what} must not contain control characters")
+    return value
+
+
+@dataclass
+class Operator:
+    """Operator actions against one host's store, with the clock as a port."""
+
+    store: Store
+    clock: Clock
+    host: str
+
+    def incident(self, incident_id: int) -> Incident:
+        incident = self.store.get_incident(incident_id)
+        if incident is None or incident.host != self.host:
+            raise NotFound(f"incident {incident_id} not found")
+        return incident
+
+    def change(self, incident_id: int, verb: str, actor: str, reason: str = "") -> Incident:
+        """Acknowledge, resolve or close an incident; raises InvalidTransition when refused."""
+        to = HUMAN_CHANGES[verb]
+        actor = _text("the name of who does it (--by)", actor, MAX_NAME)
+        reason = _text("the reason", reason, MAX_REASON, required=False)
+        for _ in range(3):
+            incident = self.incident(incident_id)
+            now = self.clock.now()
+            change = incidents.by_person(incident, to, actor, reason, now)
+            saved = self.store.save_state_change(
+                change, incident.state, _announce(change.incident, actor, reason, now)
+            )
+            if saved is None:
+                continue  # the daemon changed it meanwhile: judge again on the fresh state
+            log_transition(saved, change.transitions[0])
+            if to is IncidentState.ACKNOWLEDGED:
+                on_acknowledged(self.store, saved, actor, now)
+            return saved
+        raise BadRequest(f"incident {incident_id} keeps changing; try again")
+
+    def silence(self, container: str, duration: timedelta, reason: str, by: str) -> Silence:
+        container = _text("the container name", container, MAX_CONTAINER)
+        reason = _text("the reason (--reason)", reason, MAX_REASON)
+        by = _text("the name of who does it (--by)", by, MAX_NAME)
+        if not timedelta(0) < duration <= MAX_SILENCE:
+            raise BadRequest("a silence lasts more than 0s and at most 30d")
+        now = self.clock.now()
+        silence = self.store.add_silence(
+            Silence(None, self.host, container, now, now + duration, reason, by)
+        )
+        log.info(
+            "container silenced",
+            extra=kv(container=container, until=silence.until.isoformat(), by=by, reason=reason),
+        )
+        return silence
+
+    def unsilence(self, container: str, by: str) -> Silence:
+        container = _text("the container name", container, MAX_CONTAINER)
+        by = _text("the name of who does it (--by)", by, MAX_NAME)
+        ended = self.store.end_silence(self.host, container, by, self.clock.now())
+        if ended is None:
+            raise NotFound(f"no silence in force for {container}")
+        log.info("silence lifted", extra=kv(container=container, by=by))
+        return ended
+
+    def timeline(self, incident: Incident) -> list[Transition | RemediationAction]:
+        """Every transition and action of an incident, oldest first."""
+        assert incident.id is not None
+        timed: list[tuple[datetime, Transition | RemediationAction]] = [
+            (t.at, t) for t in self.store.transitions(incident.id)
+        ]
+        timed += [
+            (a.requested_at, a)
+            for a in self.store.actions(self.host, incident.container)
+            if a.incident_id == incident.id
+        ]
+        # Stable on the full timestamps: the views show whole seconds only.
+        return [entry for _, entry in sorted(timed, key=lambda pair: pair[0])]

@@ -1,0 +1,45 @@
+"""The extension points of one pass of the loop, filled by bootstrap as one literal table.
+
+Judges turn a result into another (crash loops, OOM events, probes); the storm breaker and the
+dependency graph feed inputs to decide(); the rest follow what the loop saw. An empty Pipeline is
+the bare loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from guardian.core.assessment import Assessment
+from guardian.core.model import ContainerSnapshot, HealthCheckResult
+from guardian.ports import EngineEvent
+
+Judge = Callable[[ContainerSnapshot, HealthCheckResult], HealthCheckResult]
+
+
+def _never() -> bool:
+    return False
+
+
+def _none(_container: str) -> tuple[str, ...]:
+    return ()
+
+
+def _first(_container: str) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    judges: tuple[Judge, ...] = ()  # in order, after the health check
+    listed: tuple[Callable[[list[ContainerSnapshot]], None], ...] = ()  # the sweep's containers
+    assessed: tuple[Callable[[list[Assessment]], None], ...] = ()  # a whole sweep, before acting
+    act_order: Callable[[str], int] = _first  # a sweep acts on lower keys first (dependencies)
+    detected: tuple[Callable[[HealthCheckResult], None], ...] = ()
+    recovered: tuple[Callable[[str], None], ...] = ()  # a container seen without a problem
+    engine_state: tuple[Callable[[bool, str], None], ...] = ()
+    events: tuple[Callable[[EngineEvent], None], ...] = ()
+    storm_holds: Callable[[], bool] = _never  # an unacknowledged storm holds every restart
+    storm_open: Callable[[], bool] = _never  # a storm speaks for the openings meanwhile
+    unhealthy_dependencies: Callable[[str], tuple[str, ...]] = _none
+    followers: Callable[[str], tuple[str, ...]] = _none  # guardian.restart_with

@@ -1,0 +1,87 @@
+"""Writing incident changes: the one transition writer, the one transition log line, and who
+hears of a change (a label can mute a container; an open storm speaks for new openings).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from guardian.core import incidents, notifications
+from guardian.core.model import Incident, IncidentState, Transition
+from guardian.core.notifications import Kind, Notification
+from guardian.logs import kv
+from guardian.service.context import LoopContext
+
+log = logging.getLogger("guardian.incidents")
+
+
+def log_transition(incident: Incident, t: Transition) -> None:
+    """The log line of every incident transition, whoever made it."""
+    log.info(
+        "incident transition",
+        extra=kv(
+            incident=incident.id,
+            container=incident.container,
+            type=incident.type,
+            from_state=t.from_state,
+            to_state=t.to_state,
+            by=t.actor,
+            reason=t.reason,
+        ),
+    )
+
+
+class Recorder:
+    """Saves the loop's incident changes with the notifications they cause (one transaction)."""
+
+    def __init__(self, ctx: LoopContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+
+    def notes(self, container: str, *notes: Notification) -> tuple[Notification, ...]:
+        """The notifications to queue about `container`: none when its label mutes it; no
+        opening while a storm incident is open (the storm's notification speaks for it; the
+        store then queues none of its later news but escalations, see insert_notifications)."""
+        if self.ctx.state.muted(container):
+            return ()
+        if self.ctx.pipeline.storm_open():
+            return tuple(n for n in notes if n.kind is not Kind.OPENED)
+        return notes
+
+    def save(
+        self, change: incidents.IncidentChange, notes: tuple[Notification, ...] = ()
+    ) -> Incident:
+        saved = self.store.save_incident(change, notes)
+        for t in change.transitions:
+            log_transition(saved, t)
+        return saved
+
+    def recovered(self, incident: Incident, reason: str, now: datetime) -> Incident:
+        """Resolve an open incident whose container was seen well, telling who was told."""
+        change = incidents.record_recovery(incident, reason, now)
+        note = notifications.resolved(change.incident, reason, now)
+        return self.save(change, self.notes(incident.container, note))
+
+    def gone(self, incident: Incident, reason: str, now: datetime) -> None:
+        """The container no longer exists: resolve and close its incident with that reason."""
+        if incident.is_open:
+            incident = self.recovered(incident, f"container removed: {reason}", now)
+        self.close(incident, "container_gone", now)
+
+    def close(self, incident: Incident, reason: str, now: datetime) -> None:
+        changed, t = incidents.transition(
+            incident, IncidentState.CLOSED, incidents.GUARDIAN, reason, now
+        )
+        self.save(incidents.IncidentChange(changed, (t,)))
+
+    def refresh_gauges(self) -> None:
+        """Recount open incidents, and the containers Guardian gave up on, from the store."""
+        counts: dict[tuple[str, str], int] = {}
+        exhausted: set[str] = set()
+        for incident in self.store.open_incidents(self.ctx.settings.host):
+            key = (str(incident.type), str(incident.state))
+            counts[key] = counts.get(key, 0) + 1
+            if incident.escalated and incident.is_open:
+                exhausted.add(incident.container)
+        self.ctx.metrics.open_incidents(counts, exhausted)

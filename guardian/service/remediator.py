@@ -1,0 +1,365 @@
+"""The only restart path: gather the history, ask decide(), then restart, give up or record why
+not. Container incidents, `guardian.restart_with` followers and `guardian check --apply` all
+restart through here, so every restart gets the same retry, record, metrics and notification.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from guardian.core import incidents, notifications
+from guardian.core.assessment import Assessment
+from guardian.core.labels import ContainerRules
+from guardian.core.model import (
+    ActionKind,
+    ActionOutcome,
+    ContainerSnapshot,
+    Decision,
+    Incident,
+    Outcome,
+    Reason,
+    RemediationAction,
+    Verdict,
+)
+from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
+from guardian.core.verification import PendingVerify
+from guardian.logs import kv
+from guardian.service.context import LoopContext
+from guardian.service.recorder import Recorder
+
+log = logging.getLogger("guardian.remediator")
+
+# Reasons that never change while the inputs stay the same: record them once per incident.
+_QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
+RESTART_WITH_REASON = "restart_with"
+
+
+class Remediator:
+    def __init__(self, ctx: LoopContext, recorder: Recorder) -> None:
+        self.ctx = ctx
+        self.recorder = recorder
+
+    # -- deciding -------------------------------------------------------------------------
+
+    def decision_for(self, container: str, rules: ContainerRules, now: datetime) -> Decision:
+        """Gather the history from the store and the loop's state, and ask decide()."""
+        ctx, host, policy = self.ctx, self.ctx.settings.host, rules.policy
+        horizon = now - max(
+            policy.window, policy.max_cooldown, policy.cooldown, timedelta(minutes=1)
+        )
+        with ctx.state.lock:
+            history = AttemptHistory(
+                attempts=ctx.store.restart_times(host, horizon, container),
+                reset_at=ctx.store.last_reset(host, container),
+                in_flight=ctx.state.busy(container),
+                engine_denied=self._engine_denied(container, now - policy.window),
+            )
+            load = HostLoad(
+                recent_restarts=ctx.store.restart_times(host, now - timedelta(minutes=1)),
+                in_flight=ctx.state.restarts_in_flight(),
+                storm=ctx.pipeline.storm_holds(),
+            )
+        silence = ctx.store.active_silence(host, container, now)
+        deps = ctx.pipeline.unhealthy_dependencies(container)
+        return decide(
+            Target(container, rules.opted_in, rules.is_self, deps),
+            history,
+            load,
+            policy,
+            now,
+            silence,
+        )
+
+    def _engine_denied(self, container: str, since: datetime) -> bool:
+        """Whether the engine refused the last restart of a problem that is still open."""
+        store = self.ctx.store
+        restarts = [
+            a
+            for a in store.actions(self.ctx.settings.host, container, since)
+            if a.kind == ActionKind.RESTART
+        ]
+        if not restarts or restarts[-1].outcome is not Outcome.POLICY_DENIED:
+            return False
+        incident = store.get_incident(restarts[-1].incident_id or 0)
+        return incident is not None and incident.is_open
+
+    def _decide_and_claim(self, container: str, rules: ContainerRules) -> Decision:
+        """Decide under the lock and claim the restart, so no other thread acts meanwhile."""
+        with self.ctx.state.lock:
+            decision = self.decision_for(container, rules, self.ctx.clock.now())
+            if decision.restart:
+                self.ctx.state.claim(container)
+        self.ctx.metrics.decided(decision)
+        return decision
+
+    # -- acting -----------------------------------------------------------------------------
+
+    def remediate(self, a: Assessment, incident: Incident) -> None:
+        """Act on an open incident: decide again (another thread may have acted since the
+        assessment), then restart, give up, or record why not."""
+        decision = self._decide_and_claim(a.snapshot.name, a.rules)
+        a.decision = decision
+        match decision.verdict:
+            case Verdict.RESTART:
+                self._restart_incident(a, incident, decision)
+            case Verdict.GIVE_UP:
+                self._give_up(incident, decision)
+            case Verdict.WAIT | Verdict.DENY:
+                self._note_decision(incident, a.snapshot, decision)
+
+    def _restart_incident(self, a: Assessment, incident: Incident, decision: Decision) -> None:
+        snap = a.snapshot
+        now = self.ctx.clock.now()
+        try:
+            incident = self.recorder.save(incidents.start_remediation(incident, "restarting", now))
+        except Exception:
+            self.ctx.state.release(snap.name)
+            raise
+        action = self._action(
+            incident.id, snap, ActionKind.RESTART, now, str(decision.reason), decision
+        )
+        result = self._restart(snap, a.rules, decision, action, incident, a.detected_at)
+        if result.outcome is Outcome.PERMANENT_FAILURE:
+            self.recorder.gone(incident, result.detail, self.ctx.clock.now())
+
+    def restart_followers(self, leader: str) -> None:
+        """`leader` was restarted by Guardian and is healthy: restart the containers that
+        declared `guardian.restart_with=<leader>`, each through decide() with its own budget."""
+        for container_id in self.ctx.pipeline.followers(leader):
+            try:
+                self._follow(container_id, leader)
+            except Exception:
+                log.exception(
+                    "restart_with failed", extra=kv(container_id=container_id[:12], after=leader)
+                )
+
+    def _follow(self, container_id: str, leader: str) -> None:
+        ctx, host = self.ctx, self.ctx.settings.host
+        snap = ctx.engine.inspect(container_id)
+        if snap is None:
+            return
+        name, rules = snap.name, ctx.rules.of(snap)
+        leader_incident = next((i for i in reversed(ctx.store.open_incidents(host, leader))), None)
+        incident_id = leader_incident.id if leader_incident is not None else None
+        decision = self._decide_and_claim(name, rules)
+        now = ctx.clock.now()
+        detail = f"after {leader} was restarted and healthy"
+        extra = {"restart_with": leader}
+        if not decision.restart:
+            outcome = (
+                Outcome.RETRY_EXHAUSTED
+                if decision.verdict is Verdict.GIVE_UP
+                else Outcome.POLICY_DENIED
+            )
+            ctx.store.record_intent(
+                self._action(
+                    incident_id,
+                    snap,
+                    ActionKind.DECISION,
+                    now,
+                    str(decision.reason),
+                    decision,
+                    outcome=outcome,
+                    finished_at=now,
+                    extra=extra,
+                    detail=f"{RESTART_WITH_REASON} {detail}: {decision.verdict}"
+                    + (f"; {decision.detail}" if decision.detail else ""),
+                )
+            )
+            log.info(
+                "restart_with held back",
+                extra=kv(container=name, after=leader, reason=decision.reason),
+            )
+            return
+        action = self._action(
+            incident_id,
+            snap,
+            ActionKind.RESTART,
+            now,
+            RESTART_WITH_REASON,
+            decision,
+            detail=detail,
+            extra=extra,
+        )
+        # The follower has no incident of its own: its news is told under the leader's.
+        told = replace(leader_incident, container=name) if leader_incident is not None else None
+        self._restart(snap, rules, decision, action, told, None, verify_incident=False)
+
+    def _restart(
+        self,
+        snap: ContainerSnapshot,
+        rules: ContainerRules,
+        decision: Decision,
+        action: RemediationAction,
+        incident: Incident | None,
+        detected_at: datetime | None,
+        verify_incident: bool = True,
+    ) -> ActionOutcome:
+        """Write the intent, restart (one retry when the request never reached the engine),
+        record the outcome with its notification, and hand a restart to verification.
+        The caller has claimed the restart (`_decide_and_claim`); it is released here."""
+        ctx, now = self.ctx, action.requested_at
+        try:
+            action_id = ctx.store.record_intent(action)
+        except Exception:
+            ctx.state.release(snap.name)
+            raise
+        ctx.metrics.restart_requested(detected_at, now)
+        log.warning(
+            "restarting container",
+            extra=kv(
+                container=snap.name,
+                incident=action.incident_id,
+                reason=action.reason,
+                attempt=decision.attempt,
+                max_attempts=decision.max_attempts,
+                stop_timeout=int(rules.stop_timeout.total_seconds()),
+            ),
+        )
+        try:
+            result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
+            if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
+                # One retry on identical input: the request never reached the engine.
+                result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
+        finally:
+            ctx.state.release(snap.name)
+        done = ctx.clock.now()
+        ctx.metrics.restart_returned((done - now).total_seconds())
+        log.info(
+            "restart finished",
+            extra=kv(container=snap.name, outcome=result.outcome, detail=result.detail),
+        )
+        notes: tuple[notifications.Notification, ...] = ()
+        if incident is not None:
+            note = notifications.attempt(
+                incident,
+                decision.attempt,
+                decision.max_attempts,
+                result.outcome,
+                result.detail,
+                done,
+            )
+            notes = self.recorder.notes(snap.name, note)
+        ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
+        if result.outcome in (Outcome.RESTARTED, Outcome.UNKNOWN):
+            # UNKNOWN is never repeated blindly: verification observes what really happened.
+            ctx.state.await_verification(
+                PendingVerify(
+                    action_id,
+                    incident.id if incident is not None and verify_incident else None,
+                    snap.name,
+                    snap.id,
+                    now,
+                    done + ctx.settings.verify_timeout,
+                    snap.started_at,
+                    decision.attempt,
+                    decision.max_attempts,
+                )
+            )
+        else:
+            ctx.metrics.restart_ended(snap.name, str(result.outcome))
+        return result
+
+    def _action(
+        self,
+        incident_id: int | None,
+        snap: ContainerSnapshot,
+        kind: ActionKind,
+        now: datetime,
+        reason: str,
+        decision: Decision,
+        **fields: object,
+    ) -> RemediationAction:
+        return RemediationAction(
+            None,
+            incident_id,
+            self.ctx.settings.host,
+            snap.name,
+            snap.id,
+            kind,
+            now,
+            reason,
+            attempt=decision.attempt,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    def _give_up(self, incident: Incident, decision: Decision) -> None:
+        if incident.escalated:
+            return
+        ctx, now = self.ctx, self.ctx.clock.now()
+        change = incidents.escalate(incident)
+        note = notifications.gave_up(change.incident, decision, now)
+        incident = self.recorder.save(change, self.recorder.notes(incident.container, note))
+        ctx.store.record_intent(
+            RemediationAction(
+                None,
+                incident.id,
+                incident.host,
+                incident.container,
+                incident.container_id,
+                ActionKind.DECISION,
+                now,
+                str(decision.reason),
+                outcome=Outcome.RETRY_EXHAUSTED,
+                detail=f"{decision.max_attempts} attempts used; next allowed at "
+                f"{decision.retry_at.isoformat() if decision.retry_at else 'never'}",
+                finished_at=now,
+                attempt=decision.attempt,
+            )
+        )
+        ctx.metrics.restart_ended(incident.container, str(Outcome.RETRY_EXHAUSTED))
+        log.error(
+            "giving up: attempts exhausted, incident escalated",
+            extra=kv(
+                container=incident.container,
+                incident=incident.id,
+                attempts=decision.attempt,
+                retry_at=decision.retry_at,
+            ),
+        )
+
+    def _note_decision(
+        self, incident: Incident, snap: ContainerSnapshot, decision: Decision
+    ) -> None:
+        """Record a held-back restart once per incident and reason, not on every sweep."""
+        if decision.reason in _QUIET_WAITS or incident.id is None:
+            return
+        store = self.ctx.store
+        last = store.last_action(incident.id)
+        if (
+            last is not None
+            and last.kind == ActionKind.DECISION
+            and last.reason == str(decision.reason)
+        ):
+            return
+        now = self.ctx.clock.now()
+        detail = (
+            f"{decision.verdict}; retry at {decision.retry_at.isoformat()}"
+            if decision.retry_at
+            else str(decision.verdict)
+        ) + (f"; {decision.detail}" if decision.detail else "")
+        store.record_intent(
+            self._action(
+                incident.id,
+                snap,
+                ActionKind.DECISION,
+                now,
+                str(decision.reason),
+                decision,
+                outcome=Outcome.POLICY_DENIED,
+                detail=detail,
+                finished_at=now,
+            )
+        )
+        log.info(
+            "restart held back",
+            extra=kv(
+                container=snap.name,
+                incident=incident.id,
+                verdict=decision.verdict,
+                reason=decision.reason,
+                retry_at=decision.retry_at,
+            ),
+        )

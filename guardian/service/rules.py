@@ -1,0 +1,46 @@
+"""Per-container rules from labels, worked out once per container: labels are fixed when a
+container is created, so a sweep does not parse them again, and a bad label is reported once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from guardian.core.labels import ContainerRules, rules_for
+from guardian.core.model import ContainerSnapshot
+from guardian.logs import kv
+from guardian.service.settings import HealerSettings
+from guardian.service.state import LoopState
+
+log = logging.getLogger("guardian.labels")
+
+
+class RuleBook:
+    def __init__(self, settings: HealerSettings, state: LoopState) -> None:
+        self.settings = settings
+        self.state = state
+        self._lock = threading.Lock()
+        self._rules: dict[str, tuple[dict[str, str], ContainerRules]] = {}  # by container id
+        self._warned: set[tuple[str, str]] = set()
+
+    def of(self, snap: ContainerSnapshot) -> ContainerRules:
+        with self._lock:
+            cached = self._rules.get(snap.id)
+        if cached is not None and cached[0] == snap.labels:
+            return cached[1]
+        s = self.settings
+        rules = rules_for(snap.labels, s.policy, s.stop_timeout, s.watch_label, s.self_id, snap.id)
+        with self._lock:
+            self._rules[snap.id] = (dict(snap.labels), rules)
+            fresh = [w for w in rules.warnings if (snap.name, w) not in self._warned]
+            self._warned.update((snap.name, w) for w in fresh)
+        for warning in fresh:
+            log.warning("bad label ignored", extra=kv(container=snap.name, problem=warning))
+        self.state.mute(snap.name, not rules.notify)
+        return rules
+
+    def keep_only(self, container_ids: set[str]) -> None:
+        """Forget the rules of containers the engine no longer lists."""
+        with self._lock:
+            self._rules = {k: v for k, v in self._rules.items() if k in container_ids}

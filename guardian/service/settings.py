@@ -1,0 +1,26 @@
+"""The loop's settings, read from config by bootstrap (the service never reads config itself)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from guardian.core.checks import CheckSettings
+from guardian.core.labels import watched
+from guardian.core.policy import RestartPolicy
+
+
+@dataclass(frozen=True)
+class HealerSettings:
+    host: str
+    watch_label: str
+    policy: RestartPolicy
+    checks: CheckSettings
+    stop_timeout: timedelta
+    verify_timeout: timedelta
+    self_id: str | None = None
+    scope: str = ""  # watch.scope label selector; empty: the whole host
+
+    def watches(self, labels: dict[str, str]) -> bool:
+        """The one "is this container watched" predicate (sweep, events, status, API)."""
+        return watched(labels, self.watch_label, self.scope)

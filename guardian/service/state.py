@@ -1,0 +1,157 @@
+"""LoopState: the healing loop's mutable state and its one lock, owned here and nowhere else.
+
+Event threads, the sweep, verification and probes all read and change it; every method takes the
+lock, and `lock` is public for the few sequences that must be atomic (decide, then claim).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+
+from guardian.core.verification import PendingVerify
+
+
+class LoopState:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._restarting: set[str] = set()  # restart call running, by container name
+        self._pending: dict[str, PendingVerify] = {}  # restarted, awaiting verification
+        self._healthy_since: dict[str, datetime] = {}
+        self._reset_checked: dict[str, datetime] = {}  # healthy streaks already reset or checked
+        self._stopped_by_person: set[str] = set()  # container ids
+        self._muted: set[str] = set()  # containers labelled guardian.notify=false
+        self._engine_up: bool | None = None
+        self._watched = 0
+
+    # -- restarts in flight and awaiting verification ----------------------------------------
+
+    def claim(self, container: str) -> None:
+        """A restart call for `container` starts (call under `lock`, after deciding)."""
+        with self.lock:
+            self._restarting.add(container)
+
+    def release(self, container: str) -> None:
+        with self.lock:
+            self._restarting.discard(container)
+
+    def restarting(self, container: str) -> bool:
+        with self.lock:
+            return container in self._restarting
+
+    def restarts_in_flight(self) -> int:
+        with self.lock:
+            return len(self._restarting)
+
+    def busy(self, container: str) -> bool:
+        """A restart of `container` is running or awaits its verification."""
+        with self.lock:
+            return container in self._restarting or container in self._pending
+
+    def await_verification(self, p: PendingVerify) -> None:
+        with self.lock:
+            self._pending[p.container] = p
+
+    def verifying(self, container: str) -> bool:
+        with self.lock:
+            return container in self._pending
+
+    def pending(self, only: str | None = None) -> list[PendingVerify]:
+        """The verifications awaiting a verdict (or the one of container `only`)."""
+        with self.lock:
+            return [p for name, p in self._pending.items() if only is None or name == only]
+
+    def verifying_id(self, container_id: str) -> str | None:
+        """The name of the container with this id whose restart awaits verification."""
+        with self.lock:
+            return next(
+                (n for n, p in self._pending.items() if p.container_id == container_id), None
+            )
+
+    def settle(self, p: PendingVerify) -> bool:
+        """Take `p` off the pending list; False when another thread already settled it."""
+        with self.lock:
+            if self._pending.get(p.container) is not p:
+                return False
+            del self._pending[p.container]
+            return True
+
+    def ours(self, container_id: str, container: str) -> bool:
+        """Whether an engine event about this container comes from a restart Guardian made."""
+        with self.lock:
+            return container in self._restarting or any(
+                p.container_id == container_id for p in self._pending.values()
+            )
+
+    # -- healthy streaks (the attempt counter resets after reset_after) ----------------------
+
+    def healthy_since(self, container: str, now: datetime) -> datetime:
+        """When the current healthy streak began (now, if it begins now)."""
+        with self.lock:
+            return self._healthy_since.setdefault(container, now)
+
+    def streak_ended(self, container: str) -> None:
+        with self.lock:
+            self._healthy_since.pop(container, None)
+
+    def first_reset_check(self, container: str, since: datetime) -> bool:
+        """True once per healthy streak: reset marks only move forward, so a streak that was
+        checked (or reset) needs no second look at the store."""
+        with self.lock:
+            if self._reset_checked.get(container) == since:
+                return False
+            self._reset_checked[container] = since
+            return True
+
+    def forget_absent(self, present: set[str]) -> None:
+        with self.lock:
+            for streaks in (self._healthy_since, self._reset_checked):
+                for name in [n for n in streaks if n not in present]:
+                    del streaks[name]
+
+    # -- what people and labels said ----------------------------------------------------------
+
+    def person_stopped(self, container_id: str) -> None:
+        with self.lock:
+            self._stopped_by_person.add(container_id)
+
+    def started(self, container_id: str) -> None:
+        with self.lock:
+            self._stopped_by_person.discard(container_id)
+
+    def stopped_by_person(self, container_id: str) -> bool:
+        with self.lock:
+            return container_id in self._stopped_by_person
+
+    def mute(self, container: str, muted: bool) -> None:
+        with self.lock:
+            if muted:
+                self._muted.add(container)
+            else:
+                self._muted.discard(container)
+
+    def muted(self, container: str) -> bool:
+        with self.lock:
+            return container in self._muted
+
+    # -- what the last sweep saw ---------------------------------------------------------------
+
+    def engine_seen(self, up: bool) -> bool | None:
+        """Record whether the engine answered; returns what was known before."""
+        with self.lock:
+            before, self._engine_up = self._engine_up, up
+            return before
+
+    @property
+    def engine_up(self) -> bool | None:
+        with self.lock:
+            return self._engine_up
+
+    def swept(self, watched: int) -> None:
+        with self.lock:
+            self._watched = watched
+
+    @property
+    def watched(self) -> int:
+        with self.lock:
+            return self._watched

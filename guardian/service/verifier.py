@@ -1,0 +1,138 @@
+"""Verification after a restart, and reconciliation of actions a crash left unfinished.
+
+A restart is `succeeded` only when the container is observed healthy (or, without a
+healthcheck, running and stable) within verify_timeout (core.verification judges). Nothing is
+reported healed otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from guardian.core import notifications
+from guardian.core.model import ActionKind, ContainerSnapshot, IncidentState, Outcome
+from guardian.core.verification import PendingVerify, judge, verdict_detail
+from guardian.logs import kv
+from guardian.ports import EngineUnavailable
+from guardian.service.context import LoopContext
+from guardian.service.recorder import Recorder
+from guardian.service.remediator import Remediator
+
+log = logging.getLogger("guardian.verify")
+
+
+class Verifier:
+    def __init__(self, ctx: LoopContext, recorder: Recorder, remediator: Remediator) -> None:
+        self.ctx = ctx
+        self.recorder = recorder
+        self.remediator = remediator
+
+    def verify(self, only: str | None = None) -> None:
+        """Check every pending verification (or the one for container `only`)."""
+        ctx = self.ctx
+        for p in ctx.state.pending(only):
+            try:
+                snap = ctx.engine.inspect(p.container_id)
+            except EngineUnavailable:
+                return  # judged when the engine answers again
+            now = ctx.clock.now()
+            if snap is None:
+                self.finish(
+                    p, Outcome.PERMANENT_FAILURE, "container removed during verification", now
+                )
+                continue
+            outcome = judge(p, snap, now, ctx.settings.verify_timeout)
+            if outcome is not None:
+                self.finish(p, outcome, verdict_detail(outcome, snap), now)
+
+    def finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
+        ctx = self.ctx
+        if not ctx.state.settle(p):
+            return
+        incident = ctx.store.get_incident(p.incident_id) if p.incident_id is not None else None
+        notes: tuple[notifications.Notification, ...] = ()
+        if incident is not None and outcome is Outcome.UNHEALTHY_AFTER_RESTART:
+            note = notifications.attempt(incident, p.attempt, p.max_attempts, outcome, detail, now)
+            notes = self.recorder.notes(incident.container, note)
+        ctx.store.record_outcome(p.action_id, outcome, detail, now, notes)
+        ctx.metrics.restart_ended(p.container, str(outcome))
+        level = logging.INFO if outcome is Outcome.SUCCEEDED else logging.WARNING
+        log.log(
+            level,
+            "restart verified",
+            extra=kv(container=p.container, outcome=outcome, detail=detail),
+        )
+        if incident is None:
+            return  # a restart_with follower: no incident of its own
+        if outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN) and incident.is_open:
+            reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
+            self.recorder.recovered(incident, reason, now)
+            ctx.state.healthy_since(p.container, now)
+            # Seen healthy: the storm breaker and dependencies stop counting it as unhealthy
+            # now, not at the next sweep (a few quick, separate failures are no storm).
+            for recovered in ctx.pipeline.recovered:
+                recovered(p.container)
+            if outcome is Outcome.SUCCEEDED:
+                self.remediator.restart_followers(p.container)
+        elif outcome is Outcome.PERMANENT_FAILURE:
+            self.recorder.gone(incident, detail, now)
+        self.recorder.refresh_gauges()
+
+    def reconcile(self) -> int:
+        """On start-up: give every action a crash left without an outcome one, and resume
+        verifications that were pending. Returns how many actions were reconciled."""
+        ctx = self.ctx
+        now = ctx.clock.now()
+        count = 0
+        for action in ctx.store.unfinished_actions(ctx.settings.host):
+            count += 1
+            action_id = action.id or 0
+            if action.outcome is Outcome.RESTARTED:
+                # Restarted, but Guardian died before verifying: verify now, honestly.
+                snap = ctx.engine.inspect(action.container_id)
+                if snap is not None:
+                    self._resume(action_id, action.incident_id, snap, action.requested_at)
+                    continue
+            if action.kind != ActionKind.RESTART:
+                ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, "Guardian stopped", now)
+                continue
+            snap = ctx.engine.inspect(action.container_id)
+            if snap is None:
+                ctx.store.record_outcome(
+                    action_id, Outcome.PERMANENT_FAILURE, "container gone after restart", now
+                )
+                incident = ctx.store.get_incident(action.incident_id or 0)
+                if incident is not None and incident.state is not IncidentState.CLOSED:
+                    self.recorder.gone(incident, "container gone", now)
+                continue
+            restarted = snap.started_at is not None and snap.started_at >= action.requested_at
+            detail = (
+                "Guardian stopped mid-restart; State.StartedAt shows the container restarted"
+                if restarted
+                else "Guardian stopped before the restart completed; the container did not restart"
+            )
+            ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, detail, now)
+            if not restarted:
+                ctx.metrics.restart_ended(action.container, str(Outcome.INTERRUPTED))
+            log.warning(
+                "reconciled unfinished action", extra=kv(container=action.container, detail=detail)
+            )
+            if restarted:
+                self._resume(action_id, action.incident_id, snap, action.requested_at)
+        return count
+
+    def _resume(
+        self, action_id: int, incident_id: int | None, snap: ContainerSnapshot, at: datetime
+    ) -> None:
+        self.ctx.state.await_verification(
+            PendingVerify(
+                action_id,
+                incident_id,
+                snap.name,
+                snap.id,
+                at,
+                at + self.ctx.settings.verify_timeout,
+                None,
+            )
+        )
