@@ -24,9 +24,9 @@ from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
 from guardian.adapters.notify.webhook import WebhookNotifier
 from guardian.adapters.notify.worker import DeliveryWorker, WorkerSettings
 from guardian.adapters.resilient_store import ResilientStore
-from guardian.adapters.sqlite_outbox import SqliteOutbox
-from guardian.adapters.sqlite_retention import Pruned
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.outbox import SqliteOutbox
+from guardian.adapters.sqlite.retention import Pruned
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdNotifier
 from guardian.checks import CheckSettings
 from guardian.config import DEFAULT_STORE_PATH, ConfigError, Settings
@@ -200,7 +200,7 @@ def build_notify(
     n = settings.values["notify"]
     redact = Redactor()
     install_redaction(redact)
-    outbox = SqliteOutbox(store)
+    outbox = SqliteOutbox(store.db)
     timeout, pacing = n["timeout"], n["pacing"]
     channels: list[Notifier] = []
     if url := resolve_secret(settings, "slack_webhook_url", redact):
@@ -256,5 +256,5 @@ def build_notify(
 
 
 def build_outbox(settings: Settings) -> SqliteOutbox:
-    """The outbox of an existing store, for `guardian notifications` (close its .store)."""
-    return SqliteOutbox(SqliteStore(existing_store_path(settings)))
+    """The outbox of an existing store, for `guardian notifications` (close its .db)."""
+    return SqliteOutbox(SqliteStore(existing_store_path(settings)).db)

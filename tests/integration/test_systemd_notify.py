@@ -15,7 +15,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdNotifier
 from guardian.bootstrap import App, healer_settings
 from guardian.config import load_settings

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import extend, healer_settings
 from guardian.config import load_settings
 from guardian.core.model import RemediationAction

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.checks import CheckSettings, evaluate
 from guardian.core.incidents import record_detection
 from guardian.core.model import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.checks import CheckSettings
 from guardian.core.policy import RestartPolicy
 from guardian.healer import Healer, HealerSettings

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import App, extend, healer_settings
 from guardian.config import load_settings
 from guardian.daemon import Daemon

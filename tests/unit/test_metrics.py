@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.docker_engine import inspect_snapshot
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import healer_settings
 from guardian.config import load_settings
 from guardian.core.model import RemediationAction

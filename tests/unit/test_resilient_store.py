@@ -8,7 +8,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.resilient_store import ResilientStore
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import Outcome, RemediationAction
 from guardian.metrics import Metrics
 from guardian.ports import StoreError

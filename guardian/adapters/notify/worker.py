@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from guardian.adapters.sqlite_outbox import QueuedDelivery, SqliteOutbox
+from guardian.adapters.sqlite.outbox import QueuedDelivery, SqliteOutbox
 from guardian.core.delivery import Result, RetryPolicy, RowState, Status, next_state, pick_batch
 from guardian.core.notifications import reminder
 from guardian.logs import kv

@@ -7,24 +7,16 @@ partial unique index makes "one open incident per (host, container, type)" a dat
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from guardian.adapters.sqlite_operator import OperatorQueries
-from guardian.adapters.sqlite_outbox import insert_notifications, withdraw_unsent
-from guardian.adapters.sqlite_retention import Pruned, prune
-from guardian.adapters.sqlite_schema import (
-    MIGRATIONS,
-    action_row,
-    incident_row,
-    to_text,
-)
+from guardian.adapters.sqlite.db import Database
+from guardian.adapters.sqlite.operator import OperatorQueries
+from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
+from guardian.adapters.sqlite.retention import Pruned, prune
+from guardian.adapters.sqlite.schema import action_row, incident_row, to_text
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     Incident,
@@ -35,114 +27,34 @@ from guardian.core.model import (
     Transition,
 )
 from guardian.core.notifications import Notification, with_incident
-from guardian.ports import StoreError
-
-_LEFT_ALONE = "; the file was left untouched for inspection (move it away to start afresh)"
 
 
 class SqliteStore(OperatorQueries):
-    """The Store port over one SQLite file; safe to share between the daemon's threads."""
+    """The Store port over one SQLite Database; safe to share between the daemon's threads."""
 
-    def __init__(self, path: str | Path, busy_timeout_ms: int = 10_000) -> None:
-        self.path = Path(path)
-        self._lock = threading.RLock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not os.access(self.path.parent, os.W_OK):
-                # SQLite would only say "unable to open database file" (WAL needs the directory).
-                raise StoreError(
-                    f"store {self.path}: state directory {self.path.parent} is not writable"
-                    " (read-only file system or missing permission)"
-                )
-            self._db = sqlite3.connect(
-                self.path,
-                timeout=busy_timeout_ms / 1000,
-                check_same_thread=False,
-                isolation_level=None,
-            )
-            self._db.row_factory = sqlite3.Row
-            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            self._check_intact()
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"store {self.path}: {exc}{_LEFT_ALONE}") from None
-        except OSError as exc:
-            raise StoreError(
-                f"store {self.path}: cannot create state directory {self.path.parent}: "
-                f"{exc.strerror or exc}"
-            ) from None
-
-    def _check_intact(self) -> None:
-        """Refuse a damaged file before writing anything to it; never replace it silently."""
-        problems = [str(r[0]) for r in self._db.execute("PRAGMA quick_check(3)")]
-        if problems != ["ok"]:
-            self._db.close()
-            raise StoreError(
-                f"store {self.path}: database is corrupt ({'; '.join(problems)[:200]}){_LEFT_ALONE}"
-            )
-
-    # -- plumbing ---------------------------------------------------------------------------
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """sqlite3 errors at run time (disk full, locked, closed) become StoreError."""
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise StoreError(f"store {self.path}: {exc}") from None
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._translated():
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
-
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock, self._translated():
-            return list(self._db.execute(sql, params))
-
-    def _migrate(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version > len(MIGRATIONS):
-            raise StoreError(
-                f"store {self.path}: schema version {version} is newer than this Guardian "
-                f"understands ({len(MIGRATIONS)}); upgrade Guardian"
-            )
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            with self._tx() as db:
-                for statement in filter(str.strip, script.split(";")):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number}")
+    def __init__(self, db: Database | str | Path, busy_timeout_ms: int = 10_000) -> None:
+        """Over `db`, or over the Database opened at that path (raises StoreError)."""
+        super().__init__(db if isinstance(db, Database) else Database(db, busy_timeout_ms))
 
     @property
-    def schema_version(self) -> int:
-        return int(self._query("PRAGMA user_version")[0][0])
+    def path(self) -> Path:
+        return self.db.path
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self.db.close()
 
     def withdraw_unsent(self, host: str) -> int:
-        with self._tx() as db:
-            return withdraw_unsent(db, host)
+        with self.db.transaction() as conn:
+            return withdraw_unsent(conn, host)
 
     def prune(self, before: datetime) -> Pruned:
-        """Forget incidents that ended before `before`, with their history (sqlite_retention)."""
-        return prune(self, before)
+        """Forget incidents that ended before `before`, with their history (retention.py)."""
+        return prune(self.db, before)
 
     # -- incidents --------------------------------------------------------------------------
 
     def current_incident(self, host: str, container: str, kind: ProblemType) -> Incident | None:
-        rows = self._query(
+        rows = self.db.query(
             "SELECT * FROM incidents WHERE host=? AND container=? AND type=? AND state!='closed'",
             (host, container, str(kind)),
         )
@@ -153,11 +65,7 @@ class SqliteStore(OperatorQueries):
         params: tuple[Any, ...] = (host,)
         if container is not None:
             sql, params = sql + " AND container=?", (host, container)
-        return [incident_row(r) for r in self._query(sql + " ORDER BY id", params)]
-
-    def get_incident(self, incident_id: int) -> Incident | None:
-        rows = self._query("SELECT * FROM incidents WHERE id=?", (incident_id,))
-        return incident_row(rows[0]) if rows else None
+        return [incident_row(r) for r in self.db.query(sql + " ORDER BY id", params)]
 
     def save_incident(
         self, change: IncidentChange, notifications: Sequence[Notification] = ()
@@ -181,9 +89,9 @@ class SqliteStore(OperatorQueries):
             to_text(i.closed_at),
             i.close_reason,
         )
-        with self._tx() as db:
+        with self.db.transaction() as conn:
             if i.id is None:
-                cur = db.execute(
+                cur = conn.execute(
                     "INSERT INTO incidents (host, container, container_id, type, state, opened_at,"
                     " last_seen, occurrences, detail, escalated, resolved_by, resolved_at,"
                     " closed_at, close_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -194,7 +102,7 @@ class SqliteStore(OperatorQueries):
                 # A detection update (occurrences, last_seen, escalation) never touches the state:
                 # a person may have acknowledged or resolved the incident since it was read.
                 incident_id = i.id
-                db.execute(
+                conn.execute(
                     "UPDATE incidents SET container_id=?, last_seen=?, occurrences=?, detail=?,"
                     " escalated=? WHERE id=?",
                     (
@@ -208,14 +116,14 @@ class SqliteStore(OperatorQueries):
                 )
             else:
                 incident_id = i.id
-                db.execute(
+                conn.execute(
                     "UPDATE incidents SET host=?, container=?, container_id=?, type=?, state=?,"
                     " opened_at=?, last_seen=?, occurrences=?, detail=?, escalated=?,"
                     " resolved_by=?, resolved_at=?, closed_at=?, close_reason=? WHERE id=?",
                     (*fields, incident_id),
                 )
             for t in change.transitions:
-                db.execute(
+                conn.execute(
                     "INSERT INTO transitions (incident_id, from_state, to_state, actor, at, reason)"
                     " VALUES (?,?,?,?,?,?)",
                     (
@@ -228,13 +136,13 @@ class SqliteStore(OperatorQueries):
                     ),
                 )
             saved = incident_row(
-                db.execute("SELECT * FROM incidents WHERE id=?", (incident_id,)).fetchone()
+                conn.execute("SELECT * FROM incidents WHERE id=?", (incident_id,)).fetchone()
             )
-            insert_notifications(db, [with_incident(n, saved) for n in notifications])
+            insert_notifications(conn, [with_incident(n, saved) for n in notifications])
         return saved
 
     def transitions(self, incident_id: int) -> list[Transition]:
-        rows = self._query(
+        rows = self.db.query(
             "SELECT * FROM transitions WHERE incident_id=? ORDER BY id", (incident_id,)
         )
         return [
@@ -253,9 +161,9 @@ class SqliteStore(OperatorQueries):
     def record_intent(
         self, action: RemediationAction, notifications: Sequence[Notification] = ()
     ) -> int:
-        with self._tx() as db:
-            insert_notifications(db, notifications)
-            cur = db.execute(
+        with self.db.transaction() as conn:
+            insert_notifications(conn, notifications)
+            cur = conn.execute(
                 "INSERT INTO actions (incident_id, host, container, container_id, kind,"
                 " requested_at, reason, attempt, outcome, detail, finished_at, extra)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -284,9 +192,9 @@ class SqliteStore(OperatorQueries):
         finished_at: datetime,
         notifications: Sequence[Notification] = (),
     ) -> None:
-        with self._tx() as db:
-            insert_notifications(db, notifications)
-            db.execute(
+        with self.db.transaction() as conn:
+            insert_notifications(conn, notifications)
+            conn.execute(
                 "UPDATE actions SET outcome=?, detail=?, finished_at=? WHERE id=?",
                 (str(outcome), detail, to_text(finished_at), action_id),
             )
@@ -301,16 +209,16 @@ class SqliteStore(OperatorQueries):
         if since is not None:
             sql += " AND requested_at>=?"
             params.append(to_text(since) or "")
-        return [action_row(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
+        return [action_row(r) for r in self.db.query(sql + " ORDER BY id", tuple(params))]
 
     def last_action(self, incident_id: int) -> RemediationAction | None:
-        rows = self._query(
+        rows = self.db.query(
             "SELECT * FROM actions WHERE incident_id=? ORDER BY id DESC LIMIT 1", (incident_id,)
         )
         return action_row(rows[0]) if rows else None
 
     def unfinished_actions(self, host: str) -> list[RemediationAction]:
-        rows = self._query(
+        rows = self.db.query(
             "SELECT * FROM actions WHERE host=? AND (outcome IS NULL OR outcome='restarted')"
             " ORDER BY id",
             (host,),
@@ -324,17 +232,17 @@ class SqliteStore(OperatorQueries):
         params: tuple[Any, ...] = (host, to_text(since))
         if container is not None:
             sql, params = sql + " AND container=?", (*params, container)
-        return tuple(datetime.fromisoformat(r[0]) for r in self._query(sql, params))
+        return tuple(datetime.fromisoformat(r[0]) for r in self.db.query(sql, params))
 
     def last_reset(self, host: str, container: str) -> datetime | None:
-        rows = self._query(
+        rows = self.db.query(
             "SELECT reset_at FROM counter_resets WHERE host=? AND container=?", (host, container)
         )
         return datetime.fromisoformat(rows[0][0]) if rows else None
 
     def record_reset(self, host: str, container: str, at: datetime) -> None:
-        with self._tx() as db:
-            db.execute(
+        with self.db.transaction() as conn:
+            conn.execute(
                 "INSERT INTO counter_resets (host, container, reset_at) VALUES (?,?,?)"
                 " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
                 (host, container, to_text(at)),
