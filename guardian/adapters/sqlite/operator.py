@@ -11,7 +11,7 @@ from datetime import datetime
 
 from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.outbox import insert_notifications
-from guardian.adapters.sqlite.schema import incident_row, silence_row, to_text
+from guardian.adapters.sqlite.schema import incident_row, insert_transitions, silence_row, to_text
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import Incident, IncidentState, Silence
 from guardian.core.notifications import Notification
@@ -69,19 +69,7 @@ class OperatorQueries:
             )
             if cur.rowcount != 1:
                 return None
-            for t in change.transitions:
-                conn.execute(
-                    "INSERT INTO transitions (incident_id, from_state, to_state, actor, at, reason)"
-                    " VALUES (?,?,?,?,?,?)",
-                    (
-                        i.id,
-                        t.from_state and str(t.from_state),
-                        str(t.to_state),
-                        t.actor,
-                        to_text(t.at),
-                        t.reason,
-                    ),
-                )
+            insert_transitions(conn, i.id or 0, change.transitions)
             insert_notifications(conn, notifications)
         return self.get_incident(i.id or 0)
 

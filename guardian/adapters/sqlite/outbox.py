@@ -16,14 +16,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from guardian.adapters.sqlite.db import Database
-from guardian.adapters.sqlite.schema import incident_row
+from guardian.adapters.sqlite.schema import incident_row, to_text
 from guardian.core.delivery import Next, Pending, RowState
 from guardian.core.model import HOST_SUBJECT, Incident
 from guardian.core.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
-
-
-def _ts(value: datetime) -> str:
-    return value.isoformat(timespec="microseconds")
 
 
 def insert_notifications(conn: sqlite3.Connection, notifications: Sequence[Notification]) -> None:
@@ -43,7 +39,7 @@ def insert_notifications(conn: sqlite3.Connection, notifications: Sequence[Notif
                 continue
         conn.execute(
             "INSERT INTO outbox (incident_id, kind, payload, created_at) VALUES (?,?,?,?)",
-            (n.incident_id, str(n.kind), json.dumps(to_dict(n)), _ts(n.at)),
+            (n.incident_id, str(n.kind), json.dumps(to_dict(n)), to_text(n.at)),
         )
 
 
@@ -138,8 +134,8 @@ class SqliteOutbox:
                     (
                         str(nxt.state),
                         reason,
-                        _ts(nxt.at) if nxt.at else None,
-                        None if nxt.state is RowState.PENDING else _ts(now),
+                        to_text(nxt.at),
+                        None if nxt.state is RowState.PENDING else to_text(now),
                         row_id,
                     ),
                 )
@@ -199,7 +195,7 @@ class SqliteOutbox:
         """Escalated incidents still open whose last give-up or reminder message is older than
         `repeat_interval`, with when they were opened. Muted containers never had a give-up
         message, so they get no reminder either."""
-        cutoff = _ts(now - repeat_interval)
+        cutoff = to_text(now - repeat_interval)
         rows = self.db.query(
             "SELECT i.id, MAX(o.created_at) AS last FROM incidents i"
             " JOIN outbox o ON o.incident_id = i.id AND o.kind IN (?, ?)"

@@ -16,7 +16,7 @@ from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.operator import OperatorQueries
 from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
 from guardian.adapters.sqlite.retention import Pruned, prune
-from guardian.adapters.sqlite.schema import action_row, incident_row, to_text
+from guardian.adapters.sqlite.schema import action_row, incident_row, insert_transitions, to_text
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     Incident,
@@ -122,19 +122,7 @@ class SqliteStore(OperatorQueries):
                     " resolved_by=?, resolved_at=?, closed_at=?, close_reason=? WHERE id=?",
                     (*fields, incident_id),
                 )
-            for t in change.transitions:
-                conn.execute(
-                    "INSERT INTO transitions (incident_id, from_state, to_state, actor, at, reason)"
-                    " VALUES (?,?,?,?,?,?)",
-                    (
-                        incident_id,
-                        t.from_state and str(t.from_state),
-                        str(t.to_state),
-                        t.actor,
-                        to_text(t.at),
-                        t.reason,
-                    ),
-                )
+            insert_transitions(conn, incident_id, change.transitions)
             saved = incident_row(
                 conn.execute("SELECT * FROM incidents WHERE id=?", (incident_id,)).fetchone()
             )
