@@ -20,6 +20,13 @@ from guardian.ports import StoreError
 _LEFT_ALONE = "; the file was left untouched for inspection (move it away to start afresh)"
 
 
+def where(*conditions: tuple[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """The conditions whose value is not None, joined by AND, with their parameters: how a
+    query takes optional filters, e.g. `where(("host=?", host), ("container=?", None))`."""
+    kept = [(sql, value) for sql, value in conditions if value is not None]
+    return " AND ".join(sql for sql, _ in kept), tuple(value for _, value in kept)
+
+
 class Database:
     """One SQLite file in WAL mode; safe to share between the daemon's threads."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from guardian.adapters.sqlite.db import Database
+from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.outbox import insert_notifications
 from guardian.adapters.sqlite.schema import incident_row, insert_transitions, silence_row, to_text
 from guardian.core.incidents import IncidentChange
@@ -30,14 +30,13 @@ class OperatorQueries:
     def list_incidents(
         self, host: str, state: IncidentState | None = None, container: str | None = None
     ) -> list[Incident]:
-        sql, params = "SELECT * FROM incidents WHERE host=?", [host]
-        if state is not None:
-            sql += " AND state=?"
-            params.append(str(state))
-        if container is not None:
-            sql += " AND container=?"
-            params.append(container)
-        return [incident_row(r) for r in self.db.query(sql + " ORDER BY id", tuple(params))]
+        clause, params = where(
+            ("host=?", host),
+            ("state=?", None if state is None else str(state)),
+            ("container=?", container),
+        )
+        rows = self.db.query(f"SELECT * FROM incidents WHERE {clause} ORDER BY id", params)
+        return [incident_row(r) for r in rows]
 
     def save_state_change(
         self,

@@ -10,9 +10,8 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-from guardian.adapters.sqlite.db import Database
+from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.operator import OperatorQueries
 from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
 from guardian.adapters.sqlite.retention import Pruned, prune
@@ -61,11 +60,11 @@ class SqliteStore(OperatorQueries):
         return incident_row(rows[0]) if rows else None
 
     def open_incidents(self, host: str, container: str | None = None) -> list[Incident]:
-        sql = "SELECT * FROM incidents WHERE host=? AND state!='closed'"
-        params: tuple[Any, ...] = (host,)
-        if container is not None:
-            sql, params = sql + " AND container=?", (host, container)
-        return [incident_row(r) for r in self.db.query(sql + " ORDER BY id", params)]
+        clause, params = where(("host=?", host), ("container=?", container))
+        rows = self.db.query(
+            f"SELECT * FROM incidents WHERE {clause} AND state!='closed' ORDER BY id", params
+        )
+        return [incident_row(r) for r in rows]
 
     def save_incident(
         self, change: IncidentChange, notifications: Sequence[Notification] = ()
@@ -190,14 +189,11 @@ class SqliteStore(OperatorQueries):
     def actions(
         self, host: str, container: str | None = None, since: datetime | None = None
     ) -> list[RemediationAction]:
-        sql, params = "SELECT * FROM actions WHERE host=?", [host]
-        if container is not None:
-            sql += " AND container=?"
-            params.append(container)
-        if since is not None:
-            sql += " AND requested_at>=?"
-            params.append(to_text(since) or "")
-        return [action_row(r) for r in self.db.query(sql + " ORDER BY id", tuple(params))]
+        clause, params = where(
+            ("host=?", host), ("container=?", container), ("requested_at>=?", to_text(since))
+        )
+        rows = self.db.query(f"SELECT * FROM actions WHERE {clause} ORDER BY id", params)
+        return [action_row(r) for r in rows]
 
     def last_action(self, incident_id: int) -> RemediationAction | None:
         rows = self.db.query(
@@ -216,11 +212,13 @@ class SqliteStore(OperatorQueries):
     def restart_times(
         self, host: str, since: datetime, container: str | None = None
     ) -> tuple[datetime, ...]:
-        sql = "SELECT requested_at FROM actions WHERE host=? AND kind='restart' AND requested_at>?"
-        params: tuple[Any, ...] = (host, to_text(since))
-        if container is not None:
-            sql, params = sql + " AND container=?", (*params, container)
-        return tuple(datetime.fromisoformat(r[0]) for r in self.db.query(sql, params))
+        clause, params = where(
+            ("host=?", host), ("requested_at>?", to_text(since)), ("container=?", container)
+        )
+        rows = self.db.query(
+            f"SELECT requested_at FROM actions WHERE {clause} AND kind='restart'", params
+        )
+        return tuple(datetime.fromisoformat(r[0]) for r in rows)
 
     def last_reset(self, host: str, container: str) -> datetime | None:
         rows = self.db.query(
