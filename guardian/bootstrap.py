@@ -30,9 +30,9 @@ from guardian.adapters.notify.webhook import WebhookNotifier
 from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
-from guardian.adapters.sqlite_outbox import SqliteOutbox
-from guardian.adapters.sqlite_retention import Pruned
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.outbox import SqliteOutbox
+from guardian.adapters.sqlite.retention import Pruned
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdSupervisor
 from guardian.config import DEFAULT_STORE_PATH, ConfigError, Settings
 from guardian.core.checks import CheckSettings
@@ -296,7 +296,7 @@ def build_delivery(
     n = settings.values["notify"]
     redact = Redactor()
     install_redaction(redact)
-    outbox = SqliteOutbox(store)
+    outbox = SqliteOutbox(store.db)
     timeout, pacing = n["timeout"], n["pacing"]
     channels: list[Notifier] = []
     if url := resolve_secret(settings, "slack_webhook_url", redact, env):
@@ -353,4 +353,4 @@ def build_delivery(
 
 def build_outbox(settings: Settings) -> SqliteOutbox:
     """The outbox of an existing store, for `guardian notifications` (close its .store)."""
-    return SqliteOutbox(SqliteStore(existing_store_path(settings)))
+    return SqliteOutbox(SqliteStore(existing_store_path(settings)).db)

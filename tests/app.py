@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.prometheus import PrometheusMetrics
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdSupervisor
 from guardian.bootstrap import App, build_daemon, build_status
 from guardian.config import Settings, load_settings

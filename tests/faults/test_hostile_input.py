@@ -23,7 +23,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.config import SCHEMA, ConfigError, Settings, load_settings
 from guardian.core import labels as L
 from guardian.core.labels import rules_for

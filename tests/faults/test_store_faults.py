@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from tests.faults.conftest import Factory, container_env, run_cli, sample, scrape
 from tests.faults.exposure import Exposure
 from tests.helpers import wait_until

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from guardian.adapters.sqlite_outbox import SqliteOutbox
+from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.core import incidents
 from guardian.core.delivery import Next, RowState
 from guardian.core.model import HOST_SUBJECT, IncidentState, ProblemType
@@ -28,7 +28,7 @@ def notifications(caplog):
 def outbox(loop):
     return [
         (r["incident_id"], r["kind"])
-        for r in loop.store._query("SELECT incident_id, kind FROM outbox ORDER BY id")
+        for r in loop.store.db.query("SELECT incident_id, kind FROM outbox ORDER BY id")
     ]
 
 
@@ -126,7 +126,7 @@ def test_a_storm_speaks_for_the_incidents_nobody_was_told_of_yet(tmp_path):
     # waiting news. After the storm is acknowledged and everything restarted and healthy, the
     # receiver has heard the whole of c0's incident and of the storm's, nothing of the others.
     loop = make_app(tmp_path, restart={"cooldown": "60s", "max_concurrent": 6})
-    outbox_ = SqliteOutbox(loop.store)
+    outbox_ = SqliteOutbox(loop.store.db)
     for i in range(8):
         loop.engine.add(f"c{i}", health="unhealthy" if i == 0 else "healthy")
     loop.engine.after_restart_health = "unhealthy"  # until the shared cause is fixed

@@ -14,8 +14,8 @@ from guardian.adapters.notify.pagerduty import PagerDutyNotifier
 from guardian.adapters.notify.slack_bot import SlackBotNotifier
 from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
 from guardian.adapters.notify.webhook import WebhookNotifier, idempotency_key
-from guardian.adapters.sqlite_outbox import SqliteOutbox
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.outbox import SqliteOutbox
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import notifications
 from guardian.core.delivery import Status
 from guardian.core.model import Incident, IncidentState, Outcome, ProblemType
@@ -128,7 +128,7 @@ def test_pagerduty_pages_escalations_and_resolves_with_the_incident_as_dedup_key
 
 def test_slack_bot_threads_replies_and_types_api_errors(rx, tmp_path):
     store = SqliteStore(tmp_path / "g.db")
-    outbox = SqliteOutbox(store)
+    outbox = SqliteOutbox(store.db)
     from guardian.core.incidents import IncidentChange
 
     incident = store.save_incident(IncidentChange(replace(INCIDENT, id=None)))
@@ -155,7 +155,7 @@ def test_alertmanager_keeps_firing_alerts_alive_and_ends_closed_ones(rx, tmp_pat
     clock = FakeClock()
     store = SqliteStore(tmp_path / "g.db")
     incident = store.save_incident(IncidentChange(replace(INCIDENT, id=None)))
-    am = AlertmanagerNotifier(rx.url(), SqliteOutbox(store), clock, 2 * S, 60 * S)
+    am = AlertmanagerNotifier(rx.url(), SqliteOutbox(store.db), clock, 2 * S, 60 * S)
     assert am.send([opened(incident)]).ok
     [fired] = rx.requests[0].json
     assert fired["labels"]["container"] == "web" and fired["endsAt"] > clock.now().isoformat()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from guardian.adapters.sqlite_outbox import SqliteOutbox
+from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.config import ConfigError, load_settings
 from guardian.core.redaction import Redactor
 from guardian.credentials import resolve_secret
@@ -23,7 +23,7 @@ def w(tmp_path: Path) -> TestApp:
 
 
 def queued(w: TestApp) -> list[dict]:
-    rows = w.store._query("SELECT payload FROM outbox ORDER BY id")
+    rows = w.store.db.query("SELECT payload FROM outbox ORDER BY id")
     return [json.loads(r["payload"]) for r in rows]
 
 
@@ -89,7 +89,7 @@ def test_a_person_acknowledging_or_resolving_queues_it_with_the_transition(
     assert last["kind"] == "resolved" and last["detail"] == "resolved by alice: fixed the db"
     op.change(quiet.id or 0, "ack", "bob")  # muted: never told, so no ack message either
     assert {n["container"] for n in queued(w)} == {"app"}
-    assert SqliteOutbox(w.store).queue_depth() == 3
+    assert SqliteOutbox(w.store.db).queue_depth() == 3
 
 
 def test_secrets_come_from_env_or_file_and_errors_never_show_them(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
-from guardian.adapters.sqlite_outbox import SqliteOutbox
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.outbox import SqliteOutbox
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents, notifications
 from guardian.core.delivery import Result, RetryPolicy, Status
 from guardian.core.model import Decision, HealthCheckResult, ProblemType, Reason, Verdict
@@ -37,7 +37,7 @@ def make_worker(store, clock, *channels, group_wait=0 * S, max_attempts=5, repea
     settings = WorkerSettings(
         HOST, group_wait, repeat, RetryPolicy(max_attempts, 1 * S, 60 * S, 30 * S)
     )
-    return DeliveryWorker(SqliteOutbox(store), list(channels), clock, metrics, settings)
+    return DeliveryWorker(SqliteOutbox(store.db), list(channels), clock, metrics, settings)
 
 
 def open_incident(store, clock, container="web"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
 from guardian.core.incidents import InvalidTransition
 from guardian.core.model import HealthCheckResult, IncidentState, ProblemType

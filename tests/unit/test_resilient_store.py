@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import Outcome, RemediationAction
 from guardian.ports import StoreError
 from tests.fakes import T0

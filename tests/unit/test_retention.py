@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from guardian.adapters.sqlite_outbox import SqliteOutbox
-from guardian.adapters.sqlite_retention import Pruned, prune
-from guardian.adapters.sqlite_store import SqliteStore
+from guardian.adapters.sqlite.outbox import SqliteOutbox
+from guardian.adapters.sqlite.retention import Pruned, prune
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.config import ConfigError, load_settings
 from guardian.core import incidents, notifications
 from guardian.core.model import (
@@ -62,7 +62,7 @@ def rows_of(store: SqliteStore, incident_id: int) -> dict[str, int]:
         " WHERE o.incident_id=?",
         "notify_refs": "SELECT COUNT(*) FROM notify_refs WHERE incident_id=?",
     }
-    return {t: int(store._query(q[t], (incident_id,))[0][0]) for t in TABLES}
+    return {t: int(store.db.query(q[t], (incident_id,))[0][0]) for t in TABLES}
 
 
 @pytest.mark.parametrize("batch", [1, 500])
@@ -70,7 +70,7 @@ def test_incidents_that_ended_before_the_cutoff_go_with_every_row_of_theirs(
     tmp_path: Path, batch: int
 ) -> None:
     store = SqliteStore(tmp_path / "guardian.db")
-    outbox = SqliteOutbox(store)
+    outbox = SqliteOutbox(store.db)
     old = closed(store, resolved(store, opened(store, "old", T0), T0 + MIN), T0 + 2 * MIN)
     old_storm = resolved(store, opened(store, HOST_SUBJECT, T0, ProblemType.STORM), T0 + MIN)
     still_open = opened(store, "stuck", T0)  # opened long ago and never resolved
@@ -85,14 +85,14 @@ def test_incidents_that_ended_before_the_cutoff_go_with_every_row_of_theirs(
     kept_before = {i.id: rows_of(store, i.id or 0) for i in (still_open, recent)}
     assert all(n > 0 for n in rows_of(store, old.id or 0).values())
 
-    pruned = prune(store, T0 + DAY, batch)  # e.g. now = T0 + 91 days, retention 90 days
+    pruned = prune(store.db, T0 + DAY, batch)  # e.g. now = T0 + 91 days, retention 90 days
 
     assert pruned == Pruned(incidents=2, silences=1)
     for gone in (old, old_storm):
         assert set(rows_of(store, gone.id or 0).values()) == {0}
     assert {i.id: rows_of(store, i.id or 0) for i in (still_open, recent)} == kept_before
     assert [s.container for s in store.silences("h", T0)] == ["later"]
-    assert not prune(store, T0 + DAY, batch)  # nothing left to forget
+    assert not prune(store.db, T0 + DAY, batch)  # nothing left to forget
 
 
 def test_the_daemon_job_prunes_with_store_retention_and_logs_it(tmp_path, caplog) -> None:

@@ -25,7 +25,7 @@ def statements_in_steady_sweep(tmp: Path, healthy: int) -> int:
     w.clock.advance(5)
     w.healer.sweep()
     statements: list[str] = []
-    w.store._db.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+    w.store.db.trace(statements.append)
     w.clock.advance(5)
     w.healer.sweep()
     return len(statements)

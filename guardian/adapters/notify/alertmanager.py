@@ -17,7 +17,7 @@ from typing import Any
 import requests
 
 from guardian.adapters.notify.transport import Reply, classify, post
-from guardian.adapters.sqlite_outbox import SqliteOutbox
+from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.core.delivery import Result
 from guardian.core.notifications import Notification
 from guardian.logs import kv
@@ -110,7 +110,7 @@ class AlertmanagerNotifier:
         alerts, ended = [], []
         for incident_id, _starts, data in self._outbox.refs(self.name):
             alert = json.loads(data)
-            incident = self._outbox.store.get_incident(incident_id)
+            incident = self._outbox.incident(incident_id)
             if incident is None or not incident.is_open:
                 # Resolved without a message here (e.g. muted meanwhile): end it, do not
                 # keep it firing for ever.

@@ -16,7 +16,7 @@ import requests
 
 from guardian.adapters.notify.slack_blocks import message
 from guardian.adapters.notify.transport import Reply, classify, post
-from guardian.adapters.sqlite_outbox import SqliteOutbox
+from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.core.delivery import DELIVERED, Result, Status
 from guardian.core.notifications import Kind, Notification
 

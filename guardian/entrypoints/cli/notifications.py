@@ -36,7 +36,7 @@ def cmd_notifications(args: argparse.Namespace) -> int:
         dead = [_dead_view(r) for r in outbox.dead_letters()]
         queued = outbox.queue_depth()
     finally:
-        outbox.store.close()
+        outbox.db.close()
     if args.json:
         print(json.dumps({"queued": queued, "dead_letters": dead}, indent=2))
         return EXIT_OK

@@ -2,7 +2,8 @@
 dead letters and per-channel references (Slack thread roots, firing alerts).
 
 Events are inserted by SqliteStore in the transaction of the change that causes them; the
-delivery worker fans each one out to the configured channels and records every outcome here.
+delivery worker fans each one out to the configured channels and records every outcome here,
+through a SqliteOutbox over the store's Database.
 """
 
 from __future__ import annotations
@@ -12,22 +13,17 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from guardian.adapters.sqlite.db import Database
+from guardian.adapters.sqlite.schema import incident_row, to_text
 from guardian.core.delivery import Next, Pending, RowState
 from guardian.core.model import HOST_SUBJECT, Incident
 from guardian.core.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
 from guardian.ports import QueuedDelivery
 
-if TYPE_CHECKING:
-    from guardian.adapters.sqlite_store import SqliteStore
 
-
-def _ts(value: datetime) -> str:
-    return value.isoformat(timespec="microseconds")
-
-
-def insert_notifications(db: sqlite3.Connection, notifications: Sequence[Notification]) -> None:
+def insert_notifications(conn: sqlite3.Connection, notifications: Sequence[Notification]) -> None:
     """Queue notifications inside the caller's transaction.
 
     Later news of an incident (an attempt, its resolution, an acknowledgement) is queued only
@@ -37,23 +33,25 @@ def insert_notifications(db: sqlite3.Connection, notifications: Sequence[Notific
     """
     for n in notifications:
         if n.kind not in FIRST_NEWS and n.incident_id is not None:
-            told = db.execute("SELECT 1 FROM outbox WHERE incident_id=? LIMIT 1", (n.incident_id,))
+            told = conn.execute(
+                "SELECT 1 FROM outbox WHERE incident_id=? LIMIT 1", (n.incident_id,)
+            )
             if told.fetchone() is None:
                 continue
-        db.execute(
+        conn.execute(
             "INSERT INTO outbox (incident_id, kind, payload, created_at) VALUES (?,?,?,?)",
-            (n.incident_id, str(n.kind), json.dumps(to_dict(n)), _ts(n.at)),
+            (n.incident_id, str(n.kind), json.dumps(to_dict(n)), to_text(n.at)),
         )
 
 
-def withdraw_unsent(db: sqlite3.Connection, host: str) -> int:
+def withdraw_unsent(conn: sqlite3.Connection, host: str) -> int:
     """Delete the outbox rows (and delivery rows) of open container incidents of which no
     channel has tried to send anything and that hold no escalation; returns how many incidents.
 
     A delivery the worker picked just before this runs is sent all the same (its outcome then
     updates no row): the receiver hears of that incident's opening, not of its later news.
     """
-    rows = db.execute(
+    rows = conn.execute(
         "SELECT i.id FROM incidents i WHERE i.host=? AND i.container!=? AND i.state!='closed'"
         " AND EXISTS (SELECT 1 FROM outbox o WHERE o.incident_id=i.id)"
         " AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.incident_id=i.id AND o.kind IN (?,?))"
@@ -64,44 +62,44 @@ def withdraw_unsent(db: sqlite3.Connection, host: str) -> int:
     ids = [int(r[0]) for r in rows]
     if ids:
         marks = ",".join("?" * len(ids))
-        db.execute(
+        conn.execute(
             f"DELETE FROM deliveries WHERE outbox_id IN"
             f" (SELECT id FROM outbox WHERE incident_id IN ({marks}))",
             ids,
         )
-        db.execute(f"DELETE FROM outbox WHERE incident_id IN ({marks})", ids)
+        conn.execute(f"DELETE FROM outbox WHERE incident_id IN ({marks})", ids)
     return len(ids)
 
 
 class SqliteOutbox:
-    """The worker's view of the outbox; shares the store's connection and lock."""
+    """The worker's view of the outbox, over the store's Database (same connection and lock)."""
 
-    def __init__(self, store: SqliteStore) -> None:
-        self.store = store
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def enqueue(self, notifications: Sequence[Notification]) -> None:
-        with self.store._tx() as db:
-            insert_notifications(db, notifications)
+        with self.db.transaction() as conn:
+            insert_notifications(conn, notifications)
 
     def fan_out(self, channels: Sequence[str]) -> int:
         """One delivery row per channel for every event not yet dispatched; returns how many
         events were dispatched."""
-        if not self.store._query("SELECT 1 FROM outbox WHERE dispatched=0 LIMIT 1"):
+        if not self.db.query("SELECT 1 FROM outbox WHERE dispatched=0 LIMIT 1"):
             return 0  # the common case: no write transaction every poll
-        with self.store._tx() as db:
-            rows = list(db.execute("SELECT id, created_at FROM outbox WHERE dispatched=0"))
+        with self.db.transaction() as conn:
+            rows = list(conn.execute("SELECT id, created_at FROM outbox WHERE dispatched=0"))
             for row in rows:
                 for channel in channels:
-                    db.execute(
+                    conn.execute(
                         "INSERT OR IGNORE INTO deliveries (outbox_id, channel, next_attempt_at)"
                         " VALUES (?,?,?)",
                         (row["id"], channel, row["created_at"]),
                     )
-                db.execute("UPDATE outbox SET dispatched=1 WHERE id=?", (row["id"],))
+                conn.execute("UPDATE outbox SET dispatched=1 WHERE id=?", (row["id"],))
         return len(rows)
 
     def pending(self, channel: str) -> list[QueuedDelivery]:
-        rows = self.store._query(
+        rows = self.db.query(
             "SELECT d.id, d.attempts, d.next_attempt_at, o.incident_id, o.created_at, o.id AS oid,"
             " o.payload FROM deliveries d JOIN outbox o ON o.id = d.outbox_id"
             " WHERE d.channel=? AND d.state='pending' ORDER BY d.id",
@@ -122,22 +120,22 @@ class SqliteOutbox:
 
     def record(self, row_ids: Sequence[int], nxt: Next, reason: str, now: datetime) -> None:
         """Store the outcome of one send for every row it carried."""
-        with self.store._tx() as db:
+        with self.db.transaction() as conn:
             for row_id in row_ids:
-                db.execute(
+                conn.execute(
                     "UPDATE deliveries SET attempts=attempts+1, state=?, last_error=?,"
                     " next_attempt_at=COALESCE(?, next_attempt_at), finished_at=? WHERE id=?",
                     (
                         str(nxt.state),
                         reason,
-                        _ts(nxt.at) if nxt.at else None,
-                        None if nxt.state is RowState.PENDING else _ts(now),
+                        to_text(nxt.at),
+                        None if nxt.state is RowState.PENDING else to_text(now),
                         row_id,
                     ),
                 )
 
     def queue_depth(self) -> int:
-        rows = self.store._query(
+        rows = self.db.query(
             "SELECT (SELECT COUNT(*) FROM deliveries WHERE state='pending')"
             " + (SELECT COUNT(*) FROM outbox WHERE dispatched=0)"
         )
@@ -145,20 +143,25 @@ class SqliteOutbox:
 
     def dead_letters(self) -> list[dict[str, Any]]:
         """Deliveries given up on (permanent failure or retries exhausted), oldest first."""
-        return [dict(r) for r in self.store._query("SELECT * FROM dead_letters ORDER BY id")]
+        return [dict(r) for r in self.db.query("SELECT * FROM dead_letters ORDER BY id")]
+
+    def incident(self, incident_id: int) -> Incident | None:
+        """The incident as stored now (a channel asks whether it is still open)."""
+        rows = self.db.query("SELECT * FROM incidents WHERE id=?", (incident_id,))
+        return incident_row(rows[0]) if rows else None
 
     # -- per-channel references -------------------------------------------------------------
 
     def ref(self, channel: str, incident_id: int) -> tuple[str, str] | None:
-        rows = self.store._query(
+        rows = self.db.query(
             "SELECT ref, data FROM notify_refs WHERE channel=? AND incident_id=?",
             (channel, incident_id),
         )
         return (rows[0]["ref"], rows[0]["data"]) if rows else None
 
     def set_ref(self, channel: str, incident_id: int, ref: str, data: str = "") -> None:
-        with self.store._tx() as db:
-            db.execute(
+        with self.db.transaction() as conn:
+            conn.execute(
                 "INSERT INTO notify_refs (channel, incident_id, ref, data) VALUES (?,?,?,?)"
                 " ON CONFLICT(channel, incident_id) DO UPDATE SET ref=excluded.ref,"
                 " data=excluded.data",
@@ -166,13 +169,13 @@ class SqliteOutbox:
             )
 
     def drop_ref(self, channel: str, incident_id: int) -> None:
-        with self.store._tx() as db:
-            db.execute(
+        with self.db.transaction() as conn:
+            conn.execute(
                 "DELETE FROM notify_refs WHERE channel=? AND incident_id=?", (channel, incident_id)
             )
 
     def refs(self, channel: str) -> list[tuple[int, str, str]]:
-        rows = self.store._query(
+        rows = self.db.query(
             "SELECT incident_id, ref, data FROM notify_refs WHERE channel=? ORDER BY incident_id",
             (channel,),
         )
@@ -186,8 +189,8 @@ class SqliteOutbox:
         """Escalated incidents still open whose last give-up or reminder message is older than
         `repeat_interval`, with when they were opened. Muted containers never had a give-up
         message, so they get no reminder either."""
-        cutoff = _ts(now - repeat_interval)
-        rows = self.store._query(
+        cutoff = to_text(now - repeat_interval)
+        rows = self.db.query(
             "SELECT i.id, MAX(o.created_at) AS last FROM incidents i"
             " JOIN outbox o ON o.incident_id = i.id AND o.kind IN (?, ?)"
             " WHERE i.host=? AND i.escalated=1 AND i.state IN"
@@ -196,7 +199,7 @@ class SqliteOutbox:
         )
         out = []
         for r in rows:
-            incident = self.store.get_incident(r["id"])
+            incident = self.incident(r["id"])
             if incident is not None:
                 out.append((incident, incident.opened_at))
         return out

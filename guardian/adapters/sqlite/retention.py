@@ -13,13 +13,10 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-from guardian.adapters.sqlite_schema import to_text
+from guardian.adapters.sqlite.db import Database
+from guardian.adapters.sqlite.schema import to_text
 from guardian.core.model import HOST_SUBJECT
-
-if TYPE_CHECKING:
-    from guardian.adapters.sqlite_store import SqliteStore
 
 BATCH = 500  # incidents per transaction: short write locks while the daemon runs
 
@@ -43,26 +40,28 @@ class Pruned:
         return bool(self.incidents or self.silences)
 
 
-def prune(store: SqliteStore, before: datetime, batch: int = BATCH) -> Pruned:
+def prune(db: Database, before: datetime, batch: int = BATCH) -> Pruned:
     """Delete what ended before `before` (see the module's docstring); returns the counts."""
     cutoff = to_text(before)
     incidents = 0
     while True:
-        with store._tx() as db:
-            done = _prune_batch(db, cutoff, batch)
+        with db.transaction() as conn:
+            done = _prune_batch(conn, cutoff, batch)
         incidents += done
         if done < batch:
             break
-    with store._tx() as db:
-        db.execute("DELETE FROM actions WHERE incident_id IS NULL AND requested_at < ?", (cutoff,))
-        silences = db.execute(
+    with db.transaction() as conn:
+        conn.execute(
+            "DELETE FROM actions WHERE incident_id IS NULL AND requested_at < ?", (cutoff,)
+        )
+        silences = conn.execute(
             "DELETE FROM silences WHERE COALESCE(ended_at, until) < ?", (cutoff,)
         ).rowcount
     return Pruned(incidents, silences)
 
 
-def _prune_batch(db: sqlite3.Connection, cutoff: str | None, batch: int) -> int:
-    rows = db.execute(
+def _prune_batch(conn: sqlite3.Connection, cutoff: str | None, batch: int) -> int:
+    rows = conn.execute(
         "SELECT id FROM incidents WHERE (state = 'closed' AND closed_at < ?)"
         " OR (container = ? AND state = 'resolved' AND resolved_at < ?) ORDER BY id LIMIT ?",
         (cutoff, HOST_SUBJECT, cutoff, batch),
@@ -71,5 +70,5 @@ def _prune_batch(db: sqlite3.Connection, cutoff: str | None, batch: int) -> int:
     if ids:
         marks = ",".join("?" * len(ids))
         for table, where in _DEPENDENTS:
-            db.execute(f"DELETE FROM {table} WHERE {where.format(ids=marks)}", ids)
+            conn.execute(f"DELETE FROM {table} WHERE {where.format(ids=marks)}", ids)
     return len(ids)

@@ -1,4 +1,5 @@
-"""The SQLite schema of Guardian's store (migrations) and the mapping of its rows to values.
+"""The SQLite schema of Guardian's store (migrations), the mapping of its rows to values and
+the one writer of transitions (the daemon's and a person's changes both go through it).
 
 Append a new entry to MIGRATIONS for every schema change; never edit one that was released.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from datetime import datetime
 
 from guardian.core.model import (
@@ -16,6 +18,7 @@ from guardian.core.model import (
     ProblemType,
     RemediationAction,
     Silence,
+    Transition,
 )
 
 # Each entry moves the schema one version up; never edit a released entry, append a new one.
@@ -105,6 +108,25 @@ def to_text(value: datetime | None) -> str | None:
 
 def from_text(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
+
+
+def insert_transitions(
+    conn: sqlite3.Connection, incident_id: int, transitions: Iterable[Transition]
+) -> None:
+    """Append `transitions` to the history of an incident, inside the caller's transaction."""
+    for t in transitions:
+        conn.execute(
+            "INSERT INTO transitions (incident_id, from_state, to_state, actor, at, reason)"
+            " VALUES (?,?,?,?,?,?)",
+            (
+                incident_id,
+                t.from_state and str(t.from_state),
+                str(t.to_state),
+                t.actor,
+                to_text(t.at),
+                t.reason,
+            ),
+        )
 
 
 def incident_row(row: sqlite3.Row) -> Incident:

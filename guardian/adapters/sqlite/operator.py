@@ -1,44 +1,42 @@
 """The SQLite store's operator half: listing incidents, a person's state changes, silences.
 
-A mixin of SqliteStore (it uses the store's connection, lock and transactions); split out so
-the daemon's write path and what the CLI and HTTP API ask for read apart.
+The base class of SqliteStore, over the Database it receives; split out so the daemon's write
+path and what the CLI and HTTP API ask for read apart.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
-from guardian.adapters.sqlite_outbox import insert_notifications
-from guardian.adapters.sqlite_schema import incident_row, silence_row, to_text
+from guardian.adapters.sqlite.db import Database, where
+from guardian.adapters.sqlite.outbox import insert_notifications
+from guardian.adapters.sqlite.schema import incident_row, insert_transitions, silence_row, to_text
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import Incident, IncidentState, Silence
 from guardian.core.notifications import Notification
 
 
 class OperatorQueries:
-    if TYPE_CHECKING:
+    """What people ask of the store (CLI, HTTP API), over `db`."""
 
-        def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-        def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
-
-        def get_incident(self, incident_id: int) -> Incident | None: ...
+    def get_incident(self, incident_id: int) -> Incident | None:
+        rows = self.db.query("SELECT * FROM incidents WHERE id=?", (incident_id,))
+        return incident_row(rows[0]) if rows else None
 
     def list_incidents(
         self, host: str, state: IncidentState | None = None, container: str | None = None
     ) -> list[Incident]:
-        sql, params = "SELECT * FROM incidents WHERE host=?", [host]
-        if state is not None:
-            sql += " AND state=?"
-            params.append(str(state))
-        if container is not None:
-            sql += " AND container=?"
-            params.append(container)
-        return [incident_row(r) for r in self._query(sql + " ORDER BY id", tuple(params))]
+        clause, params = where(
+            ("host=?", host),
+            ("state=?", None if state is None else str(state)),
+            ("container=?", container),
+        )
+        rows = self.db.query(f"SELECT * FROM incidents WHERE {clause} ORDER BY id", params)
+        return [incident_row(r) for r in rows]
 
     def save_state_change(
         self,
@@ -54,8 +52,8 @@ class OperatorQueries:
         for an incident people were told about).
         """
         i = change.incident
-        with self._tx() as db:
-            cur = db.execute(
+        with self.db.transaction() as conn:
+            cur = conn.execute(
                 "UPDATE incidents SET state=?, resolved_by=?, resolved_at=?, closed_at=?,"
                 " close_reason=? WHERE id=? AND state=?",
                 (
@@ -70,26 +68,14 @@ class OperatorQueries:
             )
             if cur.rowcount != 1:
                 return None
-            for t in change.transitions:
-                db.execute(
-                    "INSERT INTO transitions (incident_id, from_state, to_state, actor, at, reason)"
-                    " VALUES (?,?,?,?,?,?)",
-                    (
-                        i.id,
-                        t.from_state and str(t.from_state),
-                        str(t.to_state),
-                        t.actor,
-                        to_text(t.at),
-                        t.reason,
-                    ),
-                )
-            insert_notifications(db, notifications)
+            insert_transitions(conn, i.id or 0, change.transitions)
+            insert_notifications(conn, notifications)
         return self.get_incident(i.id or 0)
 
     def add_silence(self, silence: Silence) -> Silence:
         """Store a silence; it replaces any silence of that container still in force."""
-        with self._tx() as db:
-            db.execute(
+        with self.db.transaction() as conn:
+            conn.execute(
                 "UPDATE silences SET ended_at=?, ended_by=? WHERE host=? AND container=?"
                 " AND ended_at IS NULL AND until>?",
                 (
@@ -100,7 +86,7 @@ class OperatorQueries:
                     to_text(silence.created_at),
                 ),
             )
-            cur = db.execute(
+            cur = conn.execute(
                 "INSERT INTO silences (host, container, created_at, until, reason, created_by)"
                 " VALUES (?,?,?,?,?,?)",
                 (
@@ -113,22 +99,22 @@ class OperatorQueries:
                 ),
             )
             silence_id = int(cur.lastrowid or 0)
-        return silence_row(self._query("SELECT * FROM silences WHERE id=?", (silence_id,))[0])
+        return silence_row(self.db.query("SELECT * FROM silences WHERE id=?", (silence_id,))[0])
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
         """Lift the silence of `container` in force at `at`; None when there is none."""
         current = self.active_silence(host, container, at)
         if current is None:
             return None
-        with self._tx() as db:
-            db.execute(
+        with self.db.transaction() as conn:
+            conn.execute(
                 "UPDATE silences SET ended_at=?, ended_by=? WHERE id=?",
                 (to_text(at), by, current.id),
             )
-        return silence_row(self._query("SELECT * FROM silences WHERE id=?", (current.id,))[0])
+        return silence_row(self.db.query("SELECT * FROM silences WHERE id=?", (current.id,))[0])
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
-        rows = self._query(
+        rows = self.db.query(
             "SELECT * FROM silences WHERE host=? AND container=? AND ended_at IS NULL"
             " AND created_at<=? AND until>? ORDER BY until DESC LIMIT 1",
             (host, container, to_text(now), to_text(now)),
@@ -138,9 +124,9 @@ class OperatorQueries:
     def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:
         """Silences in force at `now`, or every silence ever set with `include_ended`."""
         if include_ended:
-            rows = self._query("SELECT * FROM silences WHERE host=? ORDER BY id", (host,))
+            rows = self.db.query("SELECT * FROM silences WHERE host=? ORDER BY id", (host,))
         else:
-            rows = self._query(
+            rows = self.db.query(
                 "SELECT * FROM silences WHERE host=? AND ended_at IS NULL AND created_at<=?"
                 " AND until>? ORDER BY id",
                 (host, to_text(now), to_text(now)),

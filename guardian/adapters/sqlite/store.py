@@ -1,0 +1,235 @@
+"""SqliteStore: incidents, their transitions and remediation actions in SQLite (WAL).
+
+Survives kill -9: every write is one transaction, intent rows are written before acting, and a
+partial unique index makes "one open incident per (host, container, type)" a database fact.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from guardian.adapters.sqlite.db import Database, where
+from guardian.adapters.sqlite.operator import OperatorQueries
+from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
+from guardian.adapters.sqlite.retention import Pruned, prune
+from guardian.adapters.sqlite.schema import action_row, incident_row, insert_transitions, to_text
+from guardian.core.incidents import IncidentChange
+from guardian.core.model import (
+    Incident,
+    IncidentState,
+    Outcome,
+    ProblemType,
+    RemediationAction,
+    Transition,
+)
+from guardian.core.notifications import Notification, with_incident
+
+
+class SqliteStore(OperatorQueries):
+    """The Store port over one SQLite Database; safe to share between the daemon's threads."""
+
+    def __init__(self, db: Database | str | Path, busy_timeout_ms: int = 10_000) -> None:
+        """Over `db`, or over the Database opened at that path (raises StoreError)."""
+        super().__init__(db if isinstance(db, Database) else Database(db, busy_timeout_ms))
+
+    @property
+    def path(self) -> Path:
+        return self.db.path
+
+    def close(self) -> None:
+        self.db.close()
+
+    def withdraw_unsent(self, host: str) -> int:
+        with self.db.transaction() as conn:
+            return withdraw_unsent(conn, host)
+
+    def prune(self, before: datetime) -> Pruned:
+        """Forget incidents that ended before `before`, with their history (retention.py)."""
+        return prune(self.db, before)
+
+    # -- incidents --------------------------------------------------------------------------
+
+    def current_incident(self, host: str, container: str, kind: ProblemType) -> Incident | None:
+        rows = self.db.query(
+            "SELECT * FROM incidents WHERE host=? AND container=? AND type=? AND state!='closed'",
+            (host, container, str(kind)),
+        )
+        return incident_row(rows[0]) if rows else None
+
+    def open_incidents(self, host: str, container: str | None = None) -> list[Incident]:
+        clause, params = where(("host=?", host), ("container=?", container))
+        rows = self.db.query(
+            f"SELECT * FROM incidents WHERE {clause} AND state!='closed' ORDER BY id", params
+        )
+        return [incident_row(r) for r in rows]
+
+    def save_incident(
+        self, change: IncidentChange, notifications: Sequence[Notification] = ()
+    ) -> Incident:
+        """Write the incident, its transitions and the notifications it causes in ONE
+        transaction; the notifications get the incident's id."""
+        i = change.incident
+        fields = (
+            i.host,
+            i.container,
+            i.container_id,
+            str(i.type),
+            str(i.state),
+            to_text(i.opened_at),
+            to_text(i.last_seen),
+            i.occurrences,
+            i.detail,
+            int(i.escalated),
+            i.resolved_by,
+            to_text(i.resolved_at),
+            to_text(i.closed_at),
+            i.close_reason,
+        )
+        with self.db.transaction() as conn:
+            if i.id is None:
+                cur = conn.execute(
+                    "INSERT INTO incidents (host, container, container_id, type, state, opened_at,"
+                    " last_seen, occurrences, detail, escalated, resolved_by, resolved_at,"
+                    " closed_at, close_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    fields,
+                )
+                incident_id = int(cur.lastrowid or 0)
+            elif not change.transitions:
+                # A detection update (occurrences, last_seen, escalation) never touches the state:
+                # a person may have acknowledged or resolved the incident since it was read.
+                incident_id = i.id
+                conn.execute(
+                    "UPDATE incidents SET container_id=?, last_seen=?, occurrences=?, detail=?,"
+                    " escalated=? WHERE id=?",
+                    (
+                        i.container_id,
+                        to_text(i.last_seen),
+                        i.occurrences,
+                        i.detail,
+                        int(i.escalated),
+                        i.id,
+                    ),
+                )
+            else:
+                incident_id = i.id
+                conn.execute(
+                    "UPDATE incidents SET host=?, container=?, container_id=?, type=?, state=?,"
+                    " opened_at=?, last_seen=?, occurrences=?, detail=?, escalated=?,"
+                    " resolved_by=?, resolved_at=?, closed_at=?, close_reason=? WHERE id=?",
+                    (*fields, incident_id),
+                )
+            insert_transitions(conn, incident_id, change.transitions)
+            saved = incident_row(
+                conn.execute("SELECT * FROM incidents WHERE id=?", (incident_id,)).fetchone()
+            )
+            insert_notifications(conn, [with_incident(n, saved) for n in notifications])
+        return saved
+
+    def transitions(self, incident_id: int) -> list[Transition]:
+        rows = self.db.query(
+            "SELECT * FROM transitions WHERE incident_id=? ORDER BY id", (incident_id,)
+        )
+        return [
+            Transition(
+                IncidentState(r["from_state"]) if r["from_state"] else None,
+                IncidentState(r["to_state"]),
+                r["actor"],
+                datetime.fromisoformat(r["at"]),
+                r["reason"],
+            )
+            for r in rows
+        ]
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def record_intent(
+        self, action: RemediationAction, notifications: Sequence[Notification] = ()
+    ) -> int:
+        with self.db.transaction() as conn:
+            insert_notifications(conn, notifications)
+            cur = conn.execute(
+                "INSERT INTO actions (incident_id, host, container, container_id, kind,"
+                " requested_at, reason, attempt, outcome, detail, finished_at, extra)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    action.incident_id,
+                    action.host,
+                    action.container,
+                    action.container_id,
+                    action.kind,
+                    to_text(action.requested_at),
+                    action.reason,
+                    action.attempt,
+                    action.outcome and str(action.outcome),
+                    action.detail,
+                    to_text(action.finished_at),
+                    json.dumps(action.extra),
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def record_outcome(
+        self,
+        action_id: int,
+        outcome: Outcome,
+        detail: str,
+        finished_at: datetime,
+        notifications: Sequence[Notification] = (),
+    ) -> None:
+        with self.db.transaction() as conn:
+            insert_notifications(conn, notifications)
+            conn.execute(
+                "UPDATE actions SET outcome=?, detail=?, finished_at=? WHERE id=?",
+                (str(outcome), detail, to_text(finished_at), action_id),
+            )
+
+    def actions(
+        self, host: str, container: str | None = None, since: datetime | None = None
+    ) -> list[RemediationAction]:
+        clause, params = where(
+            ("host=?", host), ("container=?", container), ("requested_at>=?", to_text(since))
+        )
+        rows = self.db.query(f"SELECT * FROM actions WHERE {clause} ORDER BY id", params)
+        return [action_row(r) for r in rows]
+
+    def last_action(self, incident_id: int) -> RemediationAction | None:
+        rows = self.db.query(
+            "SELECT * FROM actions WHERE incident_id=? ORDER BY id DESC LIMIT 1", (incident_id,)
+        )
+        return action_row(rows[0]) if rows else None
+
+    def unfinished_actions(self, host: str) -> list[RemediationAction]:
+        rows = self.db.query(
+            "SELECT * FROM actions WHERE host=? AND (outcome IS NULL OR outcome='restarted')"
+            " ORDER BY id",
+            (host,),
+        )
+        return [action_row(r) for r in rows]
+
+    def restart_times(
+        self, host: str, since: datetime, container: str | None = None
+    ) -> tuple[datetime, ...]:
+        clause, params = where(
+            ("host=?", host), ("requested_at>?", to_text(since)), ("container=?", container)
+        )
+        rows = self.db.query(
+            f"SELECT requested_at FROM actions WHERE {clause} AND kind='restart'", params
+        )
+        return tuple(datetime.fromisoformat(r[0]) for r in rows)
+
+    def last_reset(self, host: str, container: str) -> datetime | None:
+        rows = self.db.query(
+            "SELECT reset_at FROM counter_resets WHERE host=? AND container=?", (host, container)
+        )
+        return datetime.fromisoformat(rows[0][0]) if rows else None
+
+    def record_reset(self, host: str, container: str, at: datetime) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO counter_resets (host, container, reset_at) VALUES (?,?,?)"
+                " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
+                (host, container, to_text(at)),
+            )
