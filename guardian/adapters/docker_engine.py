@@ -181,6 +181,16 @@ class DockerEngine:
         self._stream: Any = None
         self._lock = threading.Lock()
 
+    @property
+    def subscribed(self) -> bool:
+        """Whether an events() iteration holds an open stream."""
+        return self._stream is not None
+
+    @property
+    def reads_proxy_env(self) -> bool:
+        """Whether each request looks up the HTTP proxy variables (never for a Unix socket)."""
+        return bool(self._client().trust_env)
+
     def _client(self) -> docker.APIClient:
         with self._lock:
             if self._api is None:

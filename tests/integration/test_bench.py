@@ -63,7 +63,7 @@ def test_the_engine_client_skips_proxy_lookups_on_a_unix_socket(
     engine = DockerEngine("unix:///var/run/docker.sock", timedelta(seconds=30))
     try:
         engine.ping()
-        assert engine._client().trust_env is False
+        assert engine.reads_proxy_env is False
         assert engine.list_containers("guardian.enable", "guardian.bench=none") == []
     finally:
         engine.close()

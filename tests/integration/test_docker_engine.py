@@ -78,7 +78,7 @@ def test_events_arrive_and_stop_events_ends_the_stream(containers):
 
     thread = threading.Thread(target=listen, daemon=True)
     thread.start()
-    wait_until(lambda: engine._stream is not None, 10, message="subscribed")
+    wait_until(lambda: engine.subscribed, 10, message="subscribed")
     name = containers.run("evented", health_cmd="false")
     containers.wait_health(name, "unhealthy")
     wait_until(lambda: "start" in seen and "health_status" in seen, 10, message="events")

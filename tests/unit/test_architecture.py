@@ -1,0 +1,59 @@
+"""The layout's rules that import-linter cannot state: no import cycle anywhere in guardian/,
+imports under `if TYPE_CHECKING:` included (grimp reads every import statement)."""
+
+from __future__ import annotations
+
+import grimp
+
+
+def import_cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
+    """Every strongly connected group of two or more modules of `package` (Tarjan)."""
+    modules = sorted(m for m in graph.modules if m == package or m.startswith(package + "."))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if imported not in modules:
+                continue
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_guardian_has_no_import_cycle_type_checking_imports_included() -> None:
+    graph = grimp.build_graph("guardian", exclude_type_checking_imports=False)
+    assert import_cycles(graph, "guardian") == []
+
+
+def test_the_cycle_finder_sees_a_cycle_hidden_behind_type_checking() -> None:
+    graph = grimp.ImportGraph()
+    for module in ("pkg", "pkg.store", "pkg.outbox", "pkg.core"):
+        graph.add_module(module)
+    graph.add_import(importer="pkg.store", imported="pkg.outbox")
+    graph.add_import(importer="pkg.outbox", imported="pkg.store")  # the TYPE_CHECKING one
+    graph.add_import(importer="pkg.store", imported="pkg.core")
+    assert import_cycles(graph, "pkg") == [["pkg.outbox", "pkg.store"]]
