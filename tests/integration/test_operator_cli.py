@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
+import yaml
+
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.entrypoints.cli.tables import cell
 from tests.helpers import wait_until
 from tests.integration.conftest import REPO, RUN_ID
@@ -202,3 +206,32 @@ def test_config_show_prints_the_daemons_effective_config(guardian):
     g.write_config()
     out = ok(g, "config", "show")
     assert "cooldown: 2s" in out and "token_env: GUARDIAN_API_TOKEN" in out
+
+
+def test_operator_commands_need_no_notification_secrets(tmp_path):
+    """Only `guardian run` sends notifications: an operator's shell without the Slack variable
+    can still ask for status, incidents, actions and silences."""
+    store = tmp_path / "guardian.db"
+    SqliteStore(store).close()  # what a daemon leaves behind
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "store": {"path": str(store)},
+                "watch": WATCH,
+                "notify": {"slack_webhook_url_env": "GDT_UNSET_SLACK_WEBHOOK_URL"},
+            }
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GDT_UNSET_SLACK_WEBHOOK_URL"}
+    for args in (["status"], ["incidents", "list"], ["actions"], ["silences"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "guardian.entrypoints.cli", *args, "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            env=env,
+        )
+        assert result.returncode == 0, (args, result.stderr)
+        assert "slack" not in result.stderr.lower()

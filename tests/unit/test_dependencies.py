@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from guardian.core.dependencies import names
+from guardian.core.model import ActionKind, ActionOutcome, Outcome
 from tests.app import make_app
 
 ON = {"guardian.enable": "true"}
@@ -82,3 +85,28 @@ def test_restart_with_goes_through_decide_with_its_own_budget(tmp_path):
         loop.healer.verifier.verify()
     # db's budget of one attempt is spent on the first round; app's single attempt as well.
     assert loop.restarted() == ["db", "app"]
+
+
+def test_a_restart_with_follower_gets_the_retry_the_metrics_and_the_attempt_notification(tmp_path):
+    """restart_with goes through the one restart path, not a copy of it."""
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
+    loop.engine.add("db", health="unhealthy")
+    loop.engine.add("app", labels={**ON, "guardian.restart_with": "db"})
+    loop.healer.sweep()
+    # The follower's first request never reaches the engine: one retry on identical input.
+    loop.engine.restart_outcomes = [
+        ActionOutcome(Outcome.TRANSIENT_FAILURE, "connection refused", True)
+    ]
+    loop.healer.verifier.verify()
+    assert loop.restarted() == ["db", "app", "app"]
+    [follow] = [a for a in loop.actions("app") if a.kind == ActionKind.RESTART]
+    assert follow.outcome is Outcome.RESTARTED
+    assert loop.metric("guardian_restart_duration_seconds_count") == 2  # db's and app's
+    rows = loop.store.db.query("SELECT payload FROM outbox ORDER BY id")
+    told = [json.loads(r["payload"]) for r in rows]
+    assert [(n["kind"], n["outcome"]) for n in told if n["container"] == "app"] == [
+        ("attempt", "restarted")
+    ]
+    loop.clock.advance(1)
+    loop.healer.verifier.verify()
+    assert loop.metric("guardian_restarts_total", container="app", outcome="succeeded") == 1
