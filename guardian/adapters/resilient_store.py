@@ -17,6 +17,7 @@ from typing import Any
 
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
+    ActionKind,
     Incident,
     IncidentState,
     Outcome,
@@ -169,7 +170,7 @@ class ResilientStore:
             kept = tuple(
                 a.requested_at
                 for a in self._unwritten.values()
-                if a.kind == "restart"
+                if a.kind == ActionKind.RESTART
                 and a.host == host
                 and a.requested_at > since
                 and (container is None or a.container == container)

@@ -18,6 +18,7 @@ from guardian.adapters.sqlite.retention import Pruned, prune
 from guardian.adapters.sqlite.schema import action_row, incident_row, insert_transitions, to_text
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
+    ActionKind,
     Incident,
     IncidentState,
     Outcome,
@@ -216,7 +217,8 @@ class SqliteStore(OperatorQueries):
             ("host=?", host), ("requested_at>?", to_text(since)), ("container=?", container)
         )
         rows = self.db.query(
-            f"SELECT requested_at FROM actions WHERE {clause} AND kind='restart'", params
+            f"SELECT requested_at FROM actions WHERE {clause} AND kind=?",
+            (*params, str(ActionKind.RESTART)),
         )
         return tuple(datetime.fromisoformat(r[0]) for r in rows)
 
