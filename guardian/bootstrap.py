@@ -45,6 +45,7 @@ from guardian.logs import install_redaction, kv
 from guardian.ports import Clock, Engine, Metrics, Notifier, ProbeRunner, Store, StoreError
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
+from guardian.service.decisions import DecisionPoint
 from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.dependencies import Dependencies
 from guardian.service.healer import Healer
@@ -216,7 +217,7 @@ def build_loop(
     )
     ctx = LoopContext(engine, store, clock, metrics, hs, state, pipeline, RuleBook(hs, state))
     recorder = Recorder(ctx)
-    remediator = Remediator(ctx, recorder)
+    remediator = Remediator(ctx, recorder, DecisionPoint(ctx))
     verifier = Verifier(ctx, recorder, remediator)
     return Healer(ctx, recorder, remediator, verifier), prober
 

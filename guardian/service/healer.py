@@ -80,7 +80,7 @@ class Healer:
             and result.problem not in _REPORT_ONLY
             and not ctx.state.verifying(snap.name)
         ):
-            a.decision = self.remediator.decision_for(snap.name, rules, now)
+            a.decision = self.remediator.decisions.decision_for(snap.name, rules, now)
         return a
 
     # -- the loop ---------------------------------------------------------------------------

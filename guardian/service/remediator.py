@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment
@@ -23,10 +23,10 @@ from guardian.core.model import (
     RemediationAction,
     Verdict,
 )
-from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
 from guardian.core.verification import PendingVerify
 from guardian.logs import kv
 from guardian.service.context import LoopContext
+from guardian.service.decisions import DecisionPoint
 from guardian.service.recorder import Recorder
 
 log = logging.getLogger("guardian.remediator")
@@ -37,58 +37,15 @@ RESTART_WITH_REASON = "restart_with"
 
 
 class Remediator:
-    def __init__(self, ctx: LoopContext, recorder: Recorder) -> None:
+    def __init__(self, ctx: LoopContext, recorder: Recorder, decisions: DecisionPoint) -> None:
         self.ctx = ctx
         self.recorder = recorder
-
-    # -- deciding -------------------------------------------------------------------------
-
-    def decision_for(self, container: str, rules: ContainerRules, now: datetime) -> Decision:
-        """Gather the history from the store and the loop's state, and ask decide()."""
-        ctx, host, policy = self.ctx, self.ctx.settings.host, rules.policy
-        horizon = now - max(
-            policy.window, policy.max_cooldown, policy.cooldown, timedelta(minutes=1)
-        )
-        with ctx.state.lock:
-            history = AttemptHistory(
-                attempts=ctx.store.restart_times(host, horizon, container),
-                reset_at=ctx.store.last_reset(host, container),
-                in_flight=ctx.state.busy(container),
-                engine_denied=self._engine_denied(container, now - policy.window),
-            )
-            load = HostLoad(
-                recent_restarts=ctx.store.restart_times(host, now - timedelta(minutes=1)),
-                in_flight=ctx.state.restarts_in_flight(),
-                storm=ctx.pipeline.storm_holds(),
-            )
-        silence = ctx.store.active_silence(host, container, now)
-        deps = ctx.pipeline.unhealthy_dependencies(container)
-        return decide(
-            Target(container, rules.opted_in, rules.is_self, deps),
-            history,
-            load,
-            policy,
-            now,
-            silence,
-        )
-
-    def _engine_denied(self, container: str, since: datetime) -> bool:
-        """Whether the engine refused the last restart of a problem that is still open."""
-        store = self.ctx.store
-        restarts = [
-            a
-            for a in store.actions(self.ctx.settings.host, container, since)
-            if a.kind == ActionKind.RESTART
-        ]
-        if not restarts or restarts[-1].outcome is not Outcome.POLICY_DENIED:
-            return False
-        incident = store.get_incident(restarts[-1].incident_id or 0)
-        return incident is not None and incident.is_open
+        self.decisions = decisions
 
     def _decide_and_claim(self, container: str, rules: ContainerRules) -> Decision:
         """Decide under the lock and claim the restart, so no other thread acts meanwhile."""
         with self.ctx.state.lock:
-            decision = self.decision_for(container, rules, self.ctx.clock.now())
+            decision = self.decisions.decision_for(container, rules, self.ctx.clock.now())
             if decision.restart:
                 self.ctx.state.claim(container)
         self.ctx.metrics.decided(decision)

@@ -1,0 +1,60 @@
+"""The inputs of the single decision point: the attempt history from the store, what the loop
+is doing now, the host's load, silences and dependencies, gathered for core.policy.decide().
+Every restart decision, and what `guardian status` shows, is asked here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from guardian.core.labels import ContainerRules
+from guardian.core.model import ActionKind, Decision, Outcome
+from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
+from guardian.service.context import LoopContext
+
+
+class DecisionPoint:
+    def __init__(self, ctx: LoopContext) -> None:
+        self.ctx = ctx
+
+    def decision_for(self, container: str, rules: ContainerRules, now: datetime) -> Decision:
+        """Gather the history from the store and the loop's state, and ask decide()."""
+        ctx, host, policy = self.ctx, self.ctx.settings.host, rules.policy
+        horizon = now - max(
+            policy.window, policy.max_cooldown, policy.cooldown, timedelta(minutes=1)
+        )
+        with ctx.state.lock:
+            history = AttemptHistory(
+                attempts=ctx.store.restart_times(host, horizon, container),
+                reset_at=ctx.store.last_reset(host, container),
+                in_flight=ctx.state.busy(container),
+                engine_denied=self._engine_denied(container, now - policy.window),
+            )
+            load = HostLoad(
+                recent_restarts=ctx.store.restart_times(host, now - timedelta(minutes=1)),
+                in_flight=ctx.state.restarts_in_flight(),
+                storm=ctx.pipeline.storm_holds(),
+            )
+        silence = ctx.store.active_silence(host, container, now)
+        deps = ctx.pipeline.unhealthy_dependencies(container)
+        return decide(
+            Target(container, rules.opted_in, rules.is_self, deps),
+            history,
+            load,
+            policy,
+            now,
+            silence,
+        )
+
+    def _engine_denied(self, container: str, since: datetime) -> bool:
+        """Whether the engine refused the last restart of a problem that is still open."""
+        store = self.ctx.store
+        restarts = [
+            a
+            for a in store.actions(self.ctx.settings.host, container, since)
+            if a.kind == ActionKind.RESTART
+        ]
+        if not restarts or restarts[-1].outcome is not Outcome.POLICY_DENIED:
+            return False
+        incident = store.get_incident(restarts[-1].incident_id or 0)
+        return incident is not None and incident.is_open
