@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_until
-from tests.integration.test_heal import HEALTH, rows
+from tests.integration.see_more import HEALTH, rows
 from tests.proxy import DockerProxy
 
 

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 from tests.helpers import wait_until
-
-HEALTH = "test ! -f /run/sick"
-
-
-def rows(db, sql, *params):
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute(sql, params)]
-    finally:
-        con.close()
+from tests.integration.see_more import HEALTH, rows
 
 
 def test_restarts_an_unhealthy_container_and_resolves_the_incident(

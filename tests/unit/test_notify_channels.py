@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 
@@ -18,27 +17,10 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import notifications
 from guardian.core.delivery import Status
-from guardian.core.model import Incident, IncidentState, Outcome, ProblemType
+from guardian.core.model import Outcome
 from tests.fakes import T0
 from tests.receiver import HANG, Answer, FakeReceiver, free_port
-
-S = timedelta(seconds=1)
-INCIDENT = Incident(
-    7,
-    "vm1",
-    "web",
-    "c" * 64,
-    ProblemType.UNHEALTHY,
-    IncidentState.ACTIVE,
-    T0,
-    T0,
-    detail="curl: (7) Failed to connect   to localhost port 80",
-)
-
-
-def opened(incident=INCIDENT, nid=1):
-    n = notifications.opened(incident, None, T0)
-    return replace(n, id=nid)
+from tests.samples import INCIDENT, S, opened
 
 
 @pytest.fixture

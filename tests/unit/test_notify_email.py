@@ -11,8 +11,8 @@ from guardian.adapters.notify.email import EmailNotifier
 from guardian.core.delivery import Status
 from tests.helpers import require_tool
 from tests.receiver import free_port
+from tests.samples import S, opened
 from tests.smtp import SmtpServer, make_ca_and_cert
-from tests.unit.test_notify_channels import S, opened
 
 HEADLINE = "Subject: [guardian] Incident opened: web on vm1: unhealthy"
 
