@@ -57,3 +57,20 @@ def test_the_cycle_finder_sees_a_cycle_hidden_behind_type_checking() -> None:
     graph.add_import(importer="pkg.outbox", imported="pkg.store")  # the TYPE_CHECKING one
     graph.add_import(importer="pkg.store", imported="pkg.core")
     assert import_cycles(graph, "pkg") == [["pkg.outbox", "pkg.store"]]
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared test helpers live in helper modules (tests/app.py, fakes.py, see_more.py, ...)."""
+    graph = grimp.build_graph("tests")
+
+    def is_test(module: str) -> bool:
+        return module.rsplit(".", 1)[-1].startswith("test_")
+
+    imports = sorted(
+        (m, imported)
+        for m in graph.modules
+        if is_test(m)
+        for imported in graph.find_modules_directly_imported_by(m)
+        if is_test(imported)
+    )
+    assert imports == []
