@@ -184,3 +184,17 @@ def test_a_target_that_trickles_bytes_gets_no_more_than_the_timeout(trickler):
     assert not passed and "timed out" in seen
     # http.client waited for a whole header line per read; now one deadline bounds the probe.
     assert time.monotonic() - started < 5
+
+
+def test_a_containers_addresses_are_every_network_and_the_loopback_on_the_host_network():
+    from guardian.adapters.docker_engine import addresses
+
+    two = {
+        "Networks": {
+            "b": {"IPAddress": "10.0.0.2", "GlobalIPv6Address": "fd00::2"},
+            "a": {"IPAddress": "172.18.0.5"},
+        }
+    }
+    assert addresses(two, "bridge") == ("172.18.0.5", "10.0.0.2", "fd00::2")
+    assert addresses({"Networks": {"host": {}}}, "host") == ("127.0.0.1",)
+    assert addresses({"Networks": {"none": {"IPAddress": ""}}}, "none") == ()
