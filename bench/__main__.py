@@ -14,11 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import latency, overhead, storm, sweep
+from bench import graph, latency, overhead, storm, sweep
 from bench.engine import Fleet, PrivateEngine, engine_versions
 from bench.report import Results, render
 
-PHASES = ("latency", "sweep", "overhead", "storm")
+PHASES = ("latency", "sweep", "overhead", "storm", "graph")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,6 +78,9 @@ def run(args: argparse.Namespace, command: str) -> Results:
         if "storm" in phases:
             _say(f"storm of {args.storm_containers}")
             results.storm = storm.measure(fleet, tmp, args.storm_containers, args.storm_hold)
+        if "graph" in phases:
+            _say("dependency graph build time")
+            results.graph = graph.measure(args.trials)
     except BaseException:
         _say(f"failed; logs of the Guardian runs are kept in {tmp}")
         raise

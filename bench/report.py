@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 
+from bench.graph import GraphResult
+from bench.graph import render as render_graph
 from bench.latency import LatencyResult
 from bench.overhead import OverheadResult
 from bench.storm import StormResult
@@ -29,6 +31,7 @@ class Results:
     sweeps: list[SweepResult] = field(default_factory=list)
     overhead: OverheadResult | None = None
     storm: StormResult | None = None
+    graph: list[GraphResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -59,7 +62,7 @@ def render(r: Results) -> str:
         f"| trials | {r.trials} per measurement; times are medians unless marked |",
         "",
     ]
-    out += _latency(r) + _sweeps(r) + _overhead(r) + _storm(r)
+    out += _latency(r) + _sweeps(r) + _overhead(r) + _storm(r) + render_graph(r.graph)
     if r.notes:
         out += ["## Notes", "", *[f"- {n}" for n in r.notes], ""]
     return "\n".join(out)

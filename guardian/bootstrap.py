@@ -189,6 +189,7 @@ def build_loop(
             failure_threshold=settings["probe.failure_threshold"],
             success_threshold=settings["probe.success_threshold"],
         ),
+        settings["probe.allow_hosts"],
     )
     dependencies = Dependencies(store, state, hs.host)
     host = HostWatch(

@@ -7,7 +7,9 @@ environment and `config show` all go through it. Per-container label overrides l
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,6 +19,7 @@ from typing import Any
 import yaml
 
 from guardian.core.durations import format_duration, parse_duration
+from guardian.core.limits import BY_KEY
 from guardian.core.policy import RestartPolicy
 
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
@@ -65,6 +68,12 @@ def _duration(lo: timedelta, hi: timedelta) -> Key:
         return d
 
     return Key(None, parse, f"a duration from {_fmt(lo)} to {_fmt(hi)} (e.g. 500ms, 30s, 5m, 1h)")
+
+
+def _limited(key: str) -> Key:
+    """A key that a label can override: its bounds come from the one table (core.limits)."""
+    bounds = BY_KEY[key].range
+    return Key(None, bounds.parse, bounds.allowed)
 
 
 def _fmt(d: timedelta) -> str:
@@ -125,6 +134,33 @@ def _exit_codes() -> Key:
         return tuple(sorted(set(codes)))
 
     return Key(None, parse, "a list of exit codes from 0 to 255")
+
+
+def _hosts() -> Key:
+    def parse(v: Any) -> tuple[str, ...]:
+        if v is None:
+            return ()
+        if isinstance(v, str):
+            v = v.replace(",", " ").split()
+        if not isinstance(v, list) or len(v) > 256:
+            raise ValueError
+        out = []
+        for entry in v:
+            if not isinstance(entry, str) or not entry.strip():
+                raise ValueError
+            entry = entry.strip()
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                if not _HOST_NAME.fullmatch(entry):
+                    raise
+            out.append(entry)
+        return tuple(out)
+
+    return Key(None, parse, "a list of host names, addresses or networks such as 10.0.0.0/8")
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
 
 def _listen() -> Key:
@@ -201,13 +237,13 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "scope": _with(_selector(), ""),
     },
     "restart": {
-        "cooldown": _with(_duration(ZERO, YEAR), 300 * S),
-        "max_attempts": _with(_int(1, 1000), 3),
+        "cooldown": _with(_limited("restart.cooldown"), 300 * S),
+        "max_attempts": _with(_limited("restart.max_attempts"), 3),
         "window": _with(_duration(S, YEAR), H),
         "backoff_factor": _with(_float(1.0, 10.0), 1.0),
         "max_cooldown": _with(_duration(ZERO, YEAR), H),
         "reset_after": _with(_duration(ZERO, YEAR), 600 * S),
-        "stop_timeout": _with(_duration(ZERO, 10 * M), 10 * S),
+        "stop_timeout": _with(_limited("restart.stop_timeout"), 10 * S),
         "verify_timeout": _with(_duration(S, DAY), 120 * S),
         "max_per_minute": _with(_int(1, 10_000), 10),
         "max_concurrent": _with(_int(1, 1000), 2),
@@ -215,10 +251,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "dry_run": _with(_bool(), False),
     },
     "probe": {
-        "period": _with(_duration(S, H), 10 * S),
-        "timeout": _with(_duration(timedelta(milliseconds=100), M), 2 * S),
-        "failure_threshold": _with(_int(1, 100), 3),
-        "success_threshold": _with(_int(1, 100), 1),
+        "period": _with(_limited("probe.period"), 10 * S),
+        "timeout": _with(_limited("probe.timeout"), 2 * S),
+        "failure_threshold": _with(_limited("probe.failure_threshold"), 3),
+        "success_threshold": _with(_limited("probe.success_threshold"), 1),
+        # Probes aim at the container's own addresses only; anything else must be listed here.
+        "allow_hosts": _with(_hosts(), ()),
     },
     "crash_loop": {
         "restarts": _with(_int(2, 1000), 3),

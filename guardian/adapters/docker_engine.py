@@ -19,6 +19,7 @@ import requests
 
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
+from guardian.core.probes import NO_ADDRESS
 from guardian.ports import EngineEvent, EngineUnavailable
 
 EVENT_ACTIONS = ("health_status", "die", "oom", "stop", "start", "restart", "kill", "destroy")
@@ -51,25 +52,34 @@ def health_from_status(status: str) -> str | None:
     return None
 
 
-def first_ip(network_settings: dict[str, Any] | None) -> str:
-    """The container's address on its first network with one ("" when it has none)."""
+def addresses(network_settings: dict[str, Any] | None, network_mode: str) -> tuple[str, ...]:
+    """Every address the container has, first network first; a host-network container shares
+    the host's loopback (NO_ADDRESS)."""
+    if network_mode == "host":
+        return (NO_ADDRESS,)
     networks = (network_settings or {}).get("Networks") or {}
+    out: dict[str, None] = {}
     for name in sorted(networks):
-        ip = (networks[name] or {}).get("IPAddress") or ""
-        if ip:
-            return str(ip)
-    return str((network_settings or {}).get("IPAddress") or "")
+        for key in ("IPAddress", "GlobalIPv6Address"):
+            ip = (networks[name] or {}).get(key) or ""
+            if ip:
+                out[str(ip)] = None
+    ip = (network_settings or {}).get("IPAddress") or ""
+    if ip:
+        out[str(ip)] = None
+    return tuple(out)
 
 
 def summary_snapshot(item: dict[str, Any]) -> ContainerSnapshot:
     names = item.get("Names") or [""]
+    mode = (item.get("HostConfig") or {}).get("NetworkMode", "")
     return ContainerSnapshot(
         id=item["Id"],
         name=names[0].lstrip("/"),
         labels=dict(item.get("Labels") or {}),
         state=item.get("State", ""),
         health=health_from_status(item.get("Status", "")),
-        ip_address=first_ip(item.get("NetworkSettings")),
+        addresses=addresses(item.get("NetworkSettings"), mode),
     )
 
 
@@ -98,7 +108,7 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         health_start_period=timedelta(microseconds=start_period_ns / 1000),
         health_output=(log[-1].get("Output") or "") if log else "",
         health_log_at=parse_time(log[-1].get("End")) if log else None,
-        ip_address=first_ip(data.get("NetworkSettings")),
+        addresses=addresses(data.get("NetworkSettings"), host_config.get("NetworkMode", "")),
         memory_limit=int(host_config.get("Memory") or 0),
         unhealthy_since=unhealthy_since(health, config.get("Healthcheck") or {}),
     )

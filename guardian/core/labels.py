@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from guardian.core.durations import parse_duration
+from guardian.core.limits import from_label
 from guardian.core.policy import RestartPolicy
 
 ALL = "all"
@@ -75,36 +75,24 @@ def rules_for(
     """Apply the container's labels to the global policy; collect a warning per bad label."""
     warnings: list[str] = []
     policy = base
+    # Bounded like the config keys they override (core.limits): a bad value is a warning.
     if MAX_ATTEMPTS in labels:
-        raw = labels[MAX_ATTEMPTS].strip()
-        # isascii: str.isdigit() accepts "²", which int() refuses.
-        if raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 1000:
-            policy = replace(policy, max_attempts=int(raw))
-        else:
-            warnings.append(
-                f"label {MAX_ATTEMPTS}={raw[:40]!r}: expected an integer from 1 to 1000"
-            )
+        attempts, warning = from_label(MAX_ATTEMPTS, labels[MAX_ATTEMPTS])
+        if isinstance(attempts, int):
+            policy = replace(policy, max_attempts=attempts)
+        warnings += [warning] if warning else []
     if COOLDOWN in labels:
-        try:
-            cooldown = parse_duration(labels[COOLDOWN])
+        cooldown, warning = from_label(COOLDOWN, labels[COOLDOWN])
+        if isinstance(cooldown, timedelta):
             policy = replace(
                 policy, cooldown=cooldown, max_cooldown=max(cooldown, base.max_cooldown)
             )
-        except ValueError:
-            warnings.append(
-                f"label {COOLDOWN}={labels[COOLDOWN][:40]!r}: expected a duration such as 60s or 5m"
-            )
+        warnings += [warning] if warning else []
     if STOP_TIMEOUT in labels:
-        raw = labels[STOP_TIMEOUT].strip()
-        try:
-            parsed = parse_duration(raw)
-            if parsed > timedelta(minutes=10):
-                raise ValueError
-            stop_timeout = parsed
-        except ValueError:
-            warnings.append(
-                f"label {STOP_TIMEOUT}={raw[:40]!r}: expected seconds or a duration up to 10m"
-            )
+        stop, warning = from_label(STOP_TIMEOUT, labels[STOP_TIMEOUT])
+        if isinstance(stop, timedelta):
+            stop_timeout = stop
+        warnings += [warning] if warning else []
     notify = _flag(labels.get(NOTIFY))
     if labels.get(NOTIFY) is not None and notify is None:
         warnings.append(f"label {NOTIFY}={labels[NOTIFY][:40]!r}: expected true or false")

@@ -65,7 +65,9 @@ class ContainerSnapshot:
     health_start_period: timedelta = timedelta(0)
     health_output: str = ""
     health_log_at: datetime | None = None  # when Docker finished the last health probe
-    ip_address: str = ""  # first network's address (list call and inspect), for probes
+    # Every address of the container on its networks; 127.0.0.1 for a host-network container.
+    # A probe may aim at these only, unless the operator allows more (probe.allow_hosts).
+    addresses: tuple[str, ...] = ()
     memory_limit: int = 0  # bytes (HostConfig.Memory); 0: no limit
     # When Docker's health check turned the container unhealthy (the probe that completed the
     # failing streak); the oldest failing probe still in Docker's log when that one rotated out.

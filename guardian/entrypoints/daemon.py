@@ -10,6 +10,8 @@ import contextlib
 import logging
 import signal
 import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,7 +34,7 @@ MAX_BACKOFF = 30.0
 
 
 class Daemon:
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.app = app
         self.stopping = threading.Event()
         self.first_sweep_done = threading.Event()
@@ -40,7 +42,10 @@ class Daemon:
         self._reconciled = False
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
-        self.systemd = SupervisorLink(app.supervisor, SweepLiveness(stall_limit(app.settings)))
+        liveness = SweepLiveness(
+            stall_limit(app.settings), monotonic, app.healer.ctx.state.longest_stop
+        )
+        self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=10)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -192,14 +197,15 @@ class Daemon:
     # -- health -----------------------------------------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        """Healthy while a sweep has completed within 3 x interval."""
+        """Healthy while a sweep has completed within 3 x interval, plus the stop timeout of a
+        restart in progress (a container that takes its time to stop does not stall the loop)."""
         interval = self.app.settings["watch.interval"]
         last = self.last_sweep_at
         now = self.app.clock.now()
         if last is None:
             return False, "no sweep completed yet"
         age = now - last
-        limit = (3 * interval).total_seconds()
+        limit = (3 * interval + self.app.healer.ctx.state.longest_stop()).total_seconds()
         if age.total_seconds() > limit:
             return (
                 False,

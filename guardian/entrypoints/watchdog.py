@@ -3,7 +3,8 @@
 Watchdog pings come from the daemon's main loop, and only while the sweep job still turns: a
 sweep that hangs (or a scheduler that stopped starting them) withholds the pings, so systemd
 kills and restarts Guardian after `WatchdogSec`. An unreachable engine is not a hang: the sweep
-returns with an error, the loop turns, and restarting Guardian would not help.
+returns with an error, the loop turns, and restarting Guardian would not help. Nor is a restart
+that waits for a container's stop timeout (up to 10 m by label): it extends the allowance.
 """
 
 from __future__ import annotations
@@ -25,16 +26,13 @@ MAX_TICK = 1.0  # the main loop wakes at least this often (seconds)
 
 
 def stall_limit(settings: Settings) -> timedelta:
-    """How long a sweep may run (or be missing) before it counts as stalled.
+    """How long a sweep may run (or be missing) before it counts as stalled, restarts aside.
 
-    Three intervals, like /healthz, plus the longest single engine call a sweep can make (a
-    restart waits for the stop timeout, then the request timeout).
+    Three intervals, like /healthz, plus the longest engine call. A restart in progress adds
+    its own stop timeout while it runs (SweepLiveness's `allowance`), so a container's
+    `guardian.stop_timeout` never makes a legitimate restart look like a stall.
     """
-    limit: timedelta = (
-        3 * settings["watch.interval"]
-        + settings["docker.timeout"]
-        + settings["restart.stop_timeout"]
-    )
+    limit: timedelta = 3 * settings["watch.interval"] + settings["docker.timeout"]
     return limit
 
 
@@ -57,11 +55,20 @@ def _count(n: float, noun: str) -> str:
 
 
 class SweepLiveness:
-    """Tracks the sweep job: alive while a sweep runs for less than `limit`, or ended within it."""
+    """Tracks the sweep job: alive while a sweep runs for less than `limit`, or ended within it.
 
-    def __init__(self, limit: timedelta, now: Callable[[], float] = time.monotonic) -> None:
+    `allowance()` is extra time granted now: the longest stop timeout of the restarts running.
+    """
+
+    def __init__(
+        self,
+        limit: timedelta,
+        now: Callable[[], float] = time.monotonic,
+        allowance: Callable[[], timedelta] = timedelta,
+    ) -> None:
         self.limit = limit.total_seconds()
         self._now = now
+        self._allowance = allowance
         self._lock = threading.Lock()
         self._running_since: float | None = None
         self._last_end = now()  # the first sweep starts at once; count from start-up
@@ -82,7 +89,7 @@ class SweepLiveness:
         return self._now() - since
 
     def alive(self) -> bool:
-        return self.stalled_for() <= self.limit
+        return self.stalled_for() <= self.limit + self._allowance().total_seconds()
 
 
 class SupervisorLink:

@@ -1,18 +1,24 @@
 """Dependency-aware healing: while a dependency is unhealthy its dependents are not restarted
 (decide() says `dependency_unhealthy`, naming the dependency's incident), and a sweep acts on
 dependencies first. The graph comes from the containers the last sweep listed (core.dependencies);
-`guardian.restart_with` followers are restarted by the Remediator.
+`guardian.restart_with` followers are restarted by the Remediator. Containers of one cycle hold
+none of each other back: a cycle is reported once and never blocks a restart.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from guardian.core.assessment import Assessment
 from guardian.core.dependencies import DependencyGraph
 from guardian.core.model import HOST_PROBLEMS, OPEN_STATES, ContainerSnapshot, HealthCheckResult
+from guardian.logs import kv
 from guardian.ports import Store
 from guardian.service.state import LoopState
+
+log = logging.getLogger("guardian.dependencies")
+SHOWN = 20  # names of a cycle written in its warning
 
 
 class Dependencies:
@@ -26,6 +32,7 @@ class Dependencies:
         # Containers seen with a problem and not yet seen healthy: covers the moment between
         # detection and the incident being written (a sweep decides for all before acting).
         self._problems: set[str] = set()
+        self._cycles: frozenset[tuple[str, ...]] = frozenset()  # reported, still present
 
     @property
     def graph(self) -> DependencyGraph:
@@ -38,6 +45,16 @@ class Dependencies:
         with self._lock:
             self._graph = graph
             self._ids = {s.name: s.id for s in snapshots}
+            fresh = [c for c in graph.cycles if c not in self._cycles]
+            self._cycles = frozenset(graph.cycles)
+        for cycle in fresh:
+            shown = ",".join(cycle[:SHOWN]) + (
+                f" (and {len(cycle) - SHOWN} more)" if len(cycle) > SHOWN else ""
+            )
+            log.warning(
+                "dependency cycle: these containers do not order or hold back one another",
+                extra=kv(containers=len(cycle), cycle=shown),
+            )
 
     def detected(self, result: HealthCheckResult) -> None:
         with self._lock:
@@ -65,6 +82,8 @@ class Dependencies:
         graph = self.graph
         out = []
         for dep in graph.depends_on(container):
+            if graph.same_cycle(container, dep):
+                continue  # waiting on each other would hold both back for ever
             for incident in self.store.open_incidents(self.host, dep):
                 if incident.type not in HOST_PROBLEMS and incident.state in OPEN_STATES:
                     out.append(f"{dep} (incident {incident.id}, {incident.type})")

@@ -2,25 +2,29 @@
 the failure/success streaks that turn a container `probe_failed` and healthy again.
 
 A probe verdict is a judge of the loop: a failing probe turns the container's result into
-`probe_failed`, which takes the healer's usual incident and decision path.
+`probe_failed`, which takes the healer's usual incident and decision path. Each probe runs on a
+thread of its own, at most one per container: a target that never answers costs its own probe
+(failed at its timeout), never another's, never the tick, never a stop.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
-from guardian.core.probes import ProbeSpec, parse_probe
+from guardian.core.probes import ProbeSpec, parse_probe, probe_host
 from guardian.logs import kv
 from guardian.ports import Clock, ProbeRunner
 
 log = logging.getLogger("guardian.probes")
 
-MAX_PARALLEL = 8  # probes running at once
+MAX_IN_FLIGHT = 256  # probe threads at once; beyond, due probes wait for a free one
+# A runner that overstays its timeout (it should not) is judged failed this much later.
+OVERDUE = timedelta(seconds=2)
 
 
 @dataclass
@@ -33,15 +37,26 @@ class _Target:
     successes: int = 0
     failing: bool = False
     detail: str = ""
+    running: bool = False  # a probe thread runs (at most one per target)
+    started: datetime | None = None
+    overdue: bool = False  # judged failed at its timeout; the thread's answer is dropped
+    answer: tuple[bool, str] | None = None  # a finished probe's, until the next tick
 
 
 class Prober:
     """Runs due probes (a daemon job ticks it) and judges containers from their probe state."""
 
-    def __init__(self, clock: Clock, runner: ProbeRunner, defaults: ProbeSpec) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        runner: ProbeRunner,
+        defaults: ProbeSpec,
+        allow_hosts: Sequence[str] = (),
+    ) -> None:
         self.clock = clock
         self.runner = runner
         self.defaults = defaults
+        self.allow_hosts = tuple(allow_hosts)
         self._lock = threading.Lock()
         self._targets: dict[str, _Target] = {}  # container name -> target
         self._warned: set[tuple[str, str]] = set()
@@ -56,19 +71,19 @@ class Prober:
         seen = set()
         for snap in snapshots:
             spec, warnings = parse_probe(snap.labels, self.defaults)
-            for w in warnings:
-                if (snap.name, w) not in self._warned:
-                    self._warned.add((snap.name, w))
-                    log.warning("bad label ignored", extra=kv(container=snap.name, problem=w))
-            if spec is None or snap.state != "running":
+            host, refused = None, ""
+            if spec is not None and snap.state == "running":
+                host, refused = probe_host(spec, snap.addresses, self.allow_hosts)
+            self._warn(snap.name, [*warnings, refused] if refused else warnings)
+            if spec is None or host is None:
                 continue
             seen.add(snap.name)
             with self._lock:
                 t = self._targets.get(snap.name)
                 if t is None or t.container_id != snap.id or t.spec != spec:
-                    self._targets[snap.name] = _Target(spec, snap.id, snap.ip_address, now)
+                    self._targets[snap.name] = _Target(spec, snap.id, host, now)
                 else:
-                    t.address = snap.ip_address or t.address
+                    t.address = host
         with self._lock:
             for name in set(self._targets) - seen:
                 del self._targets[name]
@@ -85,41 +100,68 @@ class Prober:
             source=result.source,
         )  # fmt: skip
 
-    def tick(self) -> list[str]:
-        """Run every probe that is due, in parallel; returns the ids of the containers whose
-        verdict flipped, for the healer to judge at once."""
-        now = self.clock.now()
+    def _warn(self, container: str, problems: list[str]) -> None:
+        for problem in problems:
+            if (container, problem) not in self._warned:
+                self._warned.add((container, problem))
+                log.warning("bad label ignored", extra=kv(container=container, problem=problem))
+
+    def in_flight(self) -> int:
         with self._lock:
-            due = [(n, t) for n, t in self._targets.items() if t.next_due <= now]
-        if not due:
-            return []
-        # One slow target (up to its timeout) must not delay the others' periods.
-        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(due))) as pool:
-            results = list(
-                pool.map(lambda item: self.runner.run(item[1].spec, item[1].address), due)
-            )
-        flips = []
-        for (name, t), (passed, seen) in zip(due, results, strict=True):
-            with self._lock:
-                t.next_due = now + t.spec.period
-                streak = t.failures
-                flipped = self._record(t, passed, seen)
-            if passed and streak and not t.failing:
-                log.debug(
-                    "probe passed again below threshold", extra=kv(container=name, failures=streak)
-                )
-            if not passed:
-                log.debug(
-                    "probe failed",
-                    extra=kv(container=name, failures=t.failures, detail=seen),
-                )
-            if flipped:
-                log.info(
-                    "probe failing" if t.failing else "probe passing again",
-                    extra=kv(container=name, detail=t.detail),
-                )
-                flips.append(t.container_id)
+            return sum(1 for t in self._targets.values() if t.running)
+
+    def tick(self) -> list[str]:
+        """Record the probes that finished since the last tick and start the ones that are due;
+        never waits for a probe. Returns the ids of the containers whose verdict flipped, for
+        the healer to judge at once."""
+        now = self.clock.now()
+        flips, starts = [], []
+        with self._lock:
+            running = sum(1 for t in self._targets.values() if t.running)
+            for name, t in self._targets.items():
+                answer, t.answer = t.answer, None
+                late = t.started is not None and now - t.started > t.spec.timeout + OVERDUE
+                if answer is None and t.running and not t.overdue and late:
+                    t.overdue = True
+                    answer = (False, f"no answer within {t.spec.timeout.total_seconds():g}s")
+                if answer is not None:
+                    if self._recorded(name, t, *answer):
+                        flips.append(t.container_id)
+                elif not t.running and t.next_due <= now and running < MAX_IN_FLIGHT:
+                    t.running, t.started, t.next_due = True, now, now + t.spec.period
+                    running += 1
+                    starts.append(t)
+        for t in starts:
+            threading.Thread(target=self._probe, args=(t,), name="probe", daemon=True).start()
         return flips
+
+    def _probe(self, t: _Target) -> None:
+        """On the probe's own thread: run it and leave the answer for the next tick."""
+        try:
+            answer = self.runner.run(t.spec, t.address)
+        except Exception as exc:  # noqa: BLE001 - a runner bug fails this probe, not the loop
+            answer = (False, f"probe error: {type(exc).__name__}")
+        with self._lock:
+            if not t.overdue:
+                t.answer = answer
+            t.running = t.overdue = False
+
+    def _recorded(self, name: str, t: _Target, passed: bool, seen: str) -> bool:
+        """Take one answer into the target's streaks; True when the verdict flipped."""
+        streak = t.failures
+        flipped = self._record(t, passed, seen)
+        if passed and streak and not t.failing:
+            log.debug(
+                "probe passed again below threshold", extra=kv(container=name, failures=streak)
+            )
+        if not passed:
+            log.debug("probe failed", extra=kv(container=name, failures=t.failures, detail=seen))
+        if flipped:
+            log.info(
+                "probe failing" if t.failing else "probe passing again",
+                extra=kv(container=name, detail=t.detail),
+            )
+        return flipped
 
     @staticmethod
     def _record(t: _Target, passed: bool, seen: str) -> bool:

@@ -47,7 +47,7 @@ class Remediator:
         with self.ctx.state.lock:
             decision = self.decisions.decision_for(container, rules, self.ctx.clock.now())
             if decision.restart:
-                self.ctx.state.claim(container)
+                self.ctx.state.claim(container, rules.stop_timeout)
         self.ctx.metrics.decided(decision)
         return decision
 

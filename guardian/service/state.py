@@ -7,7 +7,7 @@ lock, and `lock` is public for the few sequences that must be atomic (decide, th
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from guardian.core.verification import PendingVerify
 
@@ -15,7 +15,8 @@ from guardian.core.verification import PendingVerify
 class LoopState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self._restarting: set[str] = set()  # restart call running, by container name
+        # Restart calls running, by container name, with the stop timeout Docker may wait.
+        self._restarting: dict[str, timedelta] = {}
         self._pending: dict[str, PendingVerify] = {}  # restarted, awaiting verification
         self._healthy_since: dict[str, datetime] = {}
         self._reset_checked: dict[str, datetime] = {}  # healthy streaks already reset or checked
@@ -26,14 +27,21 @@ class LoopState:
 
     # -- restarts in flight and awaiting verification ----------------------------------------
 
-    def claim(self, container: str) -> None:
-        """A restart call for `container` starts (call under `lock`, after deciding)."""
+    def claim(self, container: str, stop_timeout: timedelta = timedelta(0)) -> None:
+        """A restart call for `container` starts (call under `lock`, after deciding); Docker
+        may legitimately take `stop_timeout` longer than any other engine call."""
         with self.lock:
-            self._restarting.add(container)
+            self._restarting[container] = stop_timeout
 
     def release(self, container: str) -> None:
         with self.lock:
-            self._restarting.discard(container)
+            self._restarting.pop(container, None)
+
+    def longest_stop(self) -> timedelta:
+        """The longest stop timeout of the restarts running now: how much longer than usual
+        the loop may legitimately take to turn (the watchdog's and /healthz's allowance)."""
+        with self.lock:
+            return max(self._restarting.values(), default=timedelta(0))
 
     def restarting(self, container: str) -> bool:
         with self.lock:

@@ -47,7 +47,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     assert storm.notifications.get("opened", 0) >= 1
     assert storm.notifications.get("resolved", 0) == storm.notifications["opened"]
     text = out.read_text()
-    for heading in ("Detection → restart", "Sweep cost", "Overhead", "Storm"):
+    assert [x.cycles for x in results.graph if x.shape == "all pairs"] == [1, 1, 1, 1]
+    for heading in ("Detection → restart", "Sweep cost", "Overhead", "Storm", "Dependency graph"):
         assert heading in text
     leftovers = docker_api.containers(
         all=True, filters={"label": f"{BENCH_LABEL}={results.run_id}"}

@@ -12,6 +12,7 @@ from guardian.core.model import ProblemType
 from guardian.core.probes import ProbeSpec, parse_probe
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
+from tests.helpers import wait_until
 
 ON = {"guardian.enable": "true"}
 
@@ -109,7 +110,10 @@ def test_probe_thresholds_and_periods_from_labels():
 
 
 def tick(loop, times, seconds=1.0):
+    """Each tick starts the due probes; the next one records them once they have answered."""
     for _ in range(times):
+        loop.app.probe_tick()
+        wait_until(lambda: loop.prober.in_flight() == 0, 10, 0.01, "probes answered")
         loop.app.probe_tick()
         loop.clock.advance(seconds)
 
@@ -122,7 +126,13 @@ def test_a_tcp_probe_failing_threshold_times_restarts_and_success_resolves(tmp_p
         probe={"period": "1s", "failure_threshold": 3, "success_threshold": 2},
         restart={"cooldown": "60s"},
     )
-    loop.engine.add("db", health=None, labels={**ON, "guardian.probe.tcp": f"127.0.0.1:{port}"})
+    # A host-network container: its own address is the host's loopback.
+    loop.engine.add(
+        "db",
+        health=None,
+        addresses=("127.0.0.1",),
+        labels={**ON, "guardian.probe.tcp": f"127.0.0.1:{port}"},
+    )
     loop.healer.sweep()
     tick(loop, 2)
     server.close()

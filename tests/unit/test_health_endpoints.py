@@ -127,7 +127,11 @@ def test_the_probe_tick_runs_only_while_a_container_has_a_probe(tmp_path):
         d.sweep_job()
         d.follow_probes()  # the main loop's tick
         assert probes() is None  # nothing to probe: no tick
-        engine.add("db", labels={"guardian.enable": "true", "guardian.probe.tcp": ":5432"})
+        engine.add(
+            "db",
+            addresses=("172.17.0.9",),
+            labels={"guardian.enable": "true", "guardian.probe.tcp": ":5432"},
+        )
         d.sweep_job()
         d.follow_probes()
         assert probes() is not None

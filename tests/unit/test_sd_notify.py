@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from guardian.adapters.systemd import SystemdSupervisor, watchdog_interval
+from guardian.entrypoints.daemon import Daemon
 from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness
+from tests.app import make_app
+from tests.fakes import FakeClock, FakeEngine
 from tests.notify import NotifySocket
+
+ON = {"guardian.enable": "true"}
 
 
 class Ticks:
@@ -154,3 +161,65 @@ def test_no_pings_without_a_watchdog():
     s.supervisor.watchdog = None
     s.tick()
     assert sent.sent == [] and s.tick_interval == 1.0
+
+
+class SlowStopEngine(FakeEngine):
+    """A container that ignores SIGTERM: the restart call lasts its whole stop timeout, during
+    which the daemon's main loop keeps ticking (`during_restart`)."""
+
+    during_restart: Callable[[timedelta], None] = lambda self, stop_timeout: None
+
+    def restart(self, container_id, stop_timeout, previous_started_at):
+        self.during_restart(stop_timeout)
+        return super().restart(container_id, stop_timeout, previous_started_at)
+
+
+def test_a_restart_with_a_ten_minute_stop_timeout_keeps_the_pings_and_a_frozen_loop_stops_them(
+    tmp_path: Path,
+):
+    ticks = Ticks()
+    notifier = RecordingNotifier(ticks, watchdog_s=60)
+    clock = FakeClock()
+    engine = SlowStopEngine(clock)
+    t = make_app(
+        tmp_path,
+        daemon=True,
+        engine=engine,
+        clock=clock,
+        supervisor=notifier,
+        watch={"interval": "10s"},
+        docker={"timeout": "30s"},
+        restart={"stop_timeout": "1s"},  # the container's label asks for more
+    )
+    daemon = Daemon(t.app, monotonic=ticks)
+    engine.add("slow", labels={**ON, "guardian.stop_timeout": "10m"})
+
+    def ten_minutes(stop_timeout: timedelta) -> None:
+        assert stop_timeout == timedelta(minutes=10)
+        for _ in range(600):  # the main loop ticks while Docker waits for the stop
+            ticks.t += 1
+            clock.advance(1)
+            daemon.systemd.tick()
+            assert daemon.healthz()[0], daemon.healthz()
+
+    engine.during_restart = ten_minutes
+    try:
+        daemon.sweep_job()
+        engine.set("slow", health="unhealthy")
+        daemon.sweep_job()
+        assert t.restarted() == ["slow"]
+        pings = notifier.at("WATCHDOG=1")
+        # never more than half the watchdog timeout apart, all through the restart
+        assert pings[-1] >= 570 and max(b - a for a, b in itertools.pairwise(pings)) <= 30
+
+        # Now the loop freezes: a sweep starts and never returns, no restart running.
+        daemon.systemd.sweep_started()
+        frozen_at = ticks.t - 1000
+        for _ in range(120):
+            ticks.t += 1
+            daemon.systemd.tick()
+        limit = 3 * 10 + 30
+        assert notifier.at("WATCHDOG=1")[-1] <= frozen_at + limit
+        assert notifier.at(f"STATUS=sweep stalled for {limit + 1}s")
+    finally:
+        t.store.close()

@@ -1,0 +1,200 @@
+"""What a container's labels can ask for: bounded like the config keys (one table), probes that
+cannot stall one another or aim anywhere but at the container, a runner that keeps its timeout."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from guardian.adapters.probe_runner import run_probe
+from guardian.config import SCHEMA
+from guardian.core import labels as L
+from guardian.core.limits import LIMITS
+from guardian.core.model import ContainerSnapshot
+from guardian.core.policy import RestartPolicy
+from guardian.core.probes import ProbeSpec, parse_probe, probe_host
+from guardian.service.prober import Prober
+from tests.fakes import FakeClock
+from tests.helpers import wait_until
+
+ON = {"guardian.enable": "true"}
+DEFAULTS = ProbeSpec("http", "", 0, period=timedelta(seconds=10), timeout=timedelta(seconds=2))
+
+
+def test_every_label_limit_is_its_config_keys_limit():
+    for limit in LIMITS:
+        section, key = limit.key.split(".")
+        assert SCHEMA[section][key].allowed == limit.range.allowed, limit.key
+
+
+@pytest.mark.parametrize(
+    ("label", "value"),
+    [
+        ("guardian.probe.timeout", "365d"),  # the config key stops at 1m
+        ("guardian.probe.timeout", "61s"),
+        ("guardian.probe.period", "100ms"),  # probe.period starts at 1s
+        ("guardian.probe.period", "2h"),
+        ("guardian.probe.failure_threshold", "101"),
+        ("guardian.probe.success_threshold", "0"),
+    ],
+)
+def test_an_out_of_range_probe_label_is_one_warning_and_the_global_value(label, value):
+    spec, warnings = parse_probe({"guardian.probe.tcp": ":5432", label: value}, DEFAULTS)
+    assert spec is not None and spec == parse_probe({"guardian.probe.tcp": ":5432"}, DEFAULTS)[0]
+    [warning] = warnings
+    assert warning.startswith(f"label {label}={value!r}: expected ")
+
+
+@pytest.mark.parametrize(
+    ("label", "value"),
+    [
+        (L.STOP_TIMEOUT, "11m"),
+        (L.MAX_ATTEMPTS, "1001"),
+        (L.COOLDOWN, "366d"),
+        (L.MAX_ATTEMPTS, "²"),
+    ],
+)
+def test_an_out_of_range_rule_label_is_one_warning_and_the_global_value(label, value):
+    base = RestartPolicy()
+    rules = L.rules_for({label: value}, base, timedelta(seconds=10), "guardian.enable")
+    assert rules.policy == base and rules.stop_timeout == timedelta(seconds=10)
+    [warning] = rules.warnings
+    assert warning.startswith(f"label {label}={value!r}: expected ")
+
+
+def test_the_longest_values_a_label_can_say_are_accepted():
+    spec, warnings = parse_probe(
+        {"guardian.probe.http": "http://:80/", "guardian.probe.timeout": "1m"}, DEFAULTS
+    )
+    assert warnings == [] and spec is not None and spec.timeout == timedelta(minutes=1)
+    rules = L.rules_for(
+        {L.STOP_TIMEOUT: "10m"}, RestartPolicy(), timedelta(seconds=10), "guardian.enable"
+    )
+    assert rules.stop_timeout == timedelta(minutes=10) and rules.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("target", "addresses", "allow", "host"),
+    [
+        (":80", ("172.18.0.5",), (), "172.18.0.5"),  # its own address
+        ("172.18.0.5:80", ("10.0.0.2", "172.18.0.5"), (), "172.18.0.5"),  # its second network
+        ("127.0.0.1:22", ("172.18.0.5",), (), None),  # Guardian's loopback: refused
+        ("127.0.0.1:22", ("127.0.0.1",), (), "127.0.0.1"),  # a host-network container
+        (":80", (), (), None),  # network none: nothing of its own to probe
+        ("10.1.2.3:80", ("172.18.0.5",), ("10.0.0.0/8",), "10.1.2.3"),  # allowed network
+        ("db.internal:80", ("172.18.0.5",), ("DB.internal",), "db.internal"),  # allowed name
+        ("db.internal:80", ("172.18.0.5",), ("10.0.0.0/8",), None),
+    ],
+)
+def test_a_probe_aims_at_the_containers_own_addresses_unless_the_operator_allows_more(
+    target, addresses, allow, host
+):
+    spec, _ = parse_probe({"guardian.probe.tcp": target}, DEFAULTS)
+    assert spec is not None
+    got, why = probe_host(spec, addresses, allow)
+    assert got == host
+    assert (why == "") == (host is not None)
+
+
+def test_a_path_that_would_break_the_request_line_is_refused():
+    spec, [warning] = parse_probe({"guardian.probe.http": "http://:80/a b"}, DEFAULTS)
+    assert spec is None and "expected a URL" in warning
+
+
+class GatedRunner:
+    """Answers at once, except for hosts in `hang`, which wait until released."""
+
+    def __init__(self, hang: set[str]) -> None:
+        self.hang = hang
+        self.release = threading.Event()
+        self.runs: list[str] = []
+
+    def run(self, spec: ProbeSpec, address: str) -> tuple[bool, str]:
+        self.runs.append(address)
+        if address in self.hang:
+            self.release.wait(30)
+            return True, f"{address} answered late"
+        return False, f"{address} refused"
+
+
+def snap(name: str, address: str, **labels: str) -> ContainerSnapshot:
+    return ContainerSnapshot(
+        f"{name}-id", name, {**ON, **labels}, "running", None, addresses=(address,)
+    )
+
+
+def test_a_probe_that_never_answers_costs_only_its_own_probe():
+    clock = FakeClock()
+    runner = GatedRunner(hang={"10.0.0.66"})
+    prober = Prober(clock, runner, DEFAULTS)
+    probe = {"guardian.probe.tcp": ":80", "guardian.probe.failure_threshold": "1"}
+    prober.update([snap("hostile", "10.0.0.66", **probe), snap("web", "10.0.0.7", **probe)])
+    try:
+        assert prober.tick() == []  # starts both; waits for neither
+        wait_until(lambda: prober.in_flight() == 1, 10, 0.01, "web's probe answered")
+        assert prober.tick() == ["web-id"]  # web's failure counts while hostile still hangs
+        # hostile's probe is judged failed at its timeout, and no second one piles up.
+        clock.advance(DEFAULTS.timeout.total_seconds() + 3)
+        assert prober.tick() == ["hostile-id"]
+        clock.advance(DEFAULTS.period.total_seconds())
+        prober.tick()
+        assert runner.runs.count("10.0.0.66") == 1 and runner.runs.count("10.0.0.7") == 2
+    finally:
+        runner.release.set()
+    # The late (passing) answer of the overdue probe is dropped: no flip back to healthy; the
+    # next probe starts once the old thread is gone.
+    wait_until(lambda: prober.in_flight() == 0, 10, 0.01, "hostile's thread ended")
+    assert prober.tick() == []
+    wait_until(lambda: runner.runs.count("10.0.0.66") == 2, 10, 0.01, "the next probe")
+
+
+@pytest.fixture
+def trickler():
+    """A server that accepts, then sends one byte of a status line every 0.2 s, for ever."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while not stop.wait(0.2):
+                try:
+                    conn.send(b"H")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+
+
+def test_a_target_that_trickles_bytes_gets_no_more_than_the_timeout(trickler):
+    spec, _ = parse_probe(
+        {"guardian.probe.http": f"http://:{trickler}/", "guardian.probe.timeout": "1s"}, DEFAULTS
+    )
+    assert spec is not None
+    started = time.monotonic()
+    passed, seen = run_probe(spec, "127.0.0.1")
+    assert not passed and "timed out" in seen
+    # http.client waited for a whole header line per read; now one deadline bounds the probe.
+    assert time.monotonic() - started < 5
+
+
+def test_a_containers_addresses_are_every_network_and_the_loopback_on_the_host_network():
+    from guardian.adapters.docker_engine import addresses
+
+    two = {
+        "Networks": {
+            "b": {"IPAddress": "10.0.0.2", "GlobalIPv6Address": "fd00::2"},
+            "a": {"IPAddress": "172.18.0.5"},
+        }
+    }
+    assert addresses(two, "bridge") == ("172.18.0.5", "10.0.0.2", "fd00::2")
+    assert addresses({"Networks": {"host": {}}}, "host") == ("127.0.0.1",)
+    assert addresses({"Networks": {"none": {"IPAddress": ""}}}, "none") == ()
