@@ -112,7 +112,8 @@ def _sweeps(r: Results) -> list[str]:
         "## 2. Sweep cost at scale",
         "",
         "Running busybox `sleep` containers. Times are taken on the engine's socket directly: "
-        "`Healer.sweep()` in-process (bootstrap.build_status, a SQLite store, every step a sweep does) "
+        "`Healer.sweep()` in-process (bootstrap.build_status, a SQLite store, every step a "
+        "sweep does) "
         "against one raw `GET /containers/json` with the same filters, in back-to-back pairs; "
         "the ratio is the median of the pairs' ratios, so load from other work on the machine "
         "hits both sides alike. Then 2 exited (code 0) containers join, candidates for an "

@@ -1,5 +1,5 @@
-"""Sweep cost at scale: Guardian's sweep (driven in-process: bootstrap.build_status + Healer.sweep) against
-one raw `GET /containers/json` at the same size, and the Engine API requests a sweep makes,
+"""Sweep cost at scale: Guardian's sweep (in-process: bootstrap.build_status + Healer.sweep)
+against one raw `GET /containers/json` at the same size, and the Engine API requests a sweep makes,
 counted through tests.proxy.DockerProxy on a Unix socket."""
 
 from __future__ import annotations
