@@ -201,6 +201,6 @@ def as_report(fig: NotifyFigures) -> dict[str, Any]:
         "apprise_messages": fig.apprise_messages,
         "slack_duplicates": fig.slack_duplicates,
         "apprise_duplicates": fig.apprise_duplicates,
-        "slack_duplicates_in_kill_window": fig.duplicates_at_kills,
+        "duplicates_in_kill_window": fig.duplicates_at_kills,  # Slack and Apprise
         "notifications_lost": fig.lost,
     }

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from tests.helpers import wait_until
-from tests.integration.notify_helpers import WATCH, run
+from tests.integration.notify_helpers import notifying, run
 from tests.integration.see_more import rows
 from tests.receiver import Answer, FakeReceiver, free_port
 
@@ -46,23 +46,14 @@ def receivers():
 def with_apprise(guardian, tmp_path):
     """guardian(urls, ...) with the Apprise URLs in a file (apprise_urls_file); at teardown no
     secret part of them may appear in Guardian's log."""
-    started = []
+    path = tmp_path / "apprise-urls"
+    with notifying(guardian, {"apprise_urls_file": str(path), **FAST}) as make:
 
-    def make(urls: list[str], **sections):
-        path = tmp_path / "apprise-urls"
-        path.write_text("# the ops chats\n" + "\n".join(urls) + "\n")
-        notify = {"apprise_urls_file": str(path), **FAST, **sections.pop("notify", {})}
-        sections.setdefault("watch", {})["label"] = WATCH
-        g = guardian(notify=notify, **sections)
-        started.append(g)
-        return g
+        def with_urls(urls: list[str], **sections):
+            path.write_text("# the ops chats\n" + "\n".join(urls) + "\n")
+            return make(**sections)
 
-    yield make
-    for g in started:
-        g.stop()
-        text = g.full_log()
-        assert "notification worker started" in text
-        assert "gdtSecret" not in text and "apprise:" in text
+        yield with_urls
 
 
 def titles(rx: FakeReceiver) -> list[str]:
