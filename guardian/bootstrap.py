@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
+from guardian.adapters.notify.apprise import AppriseConfigError, apprise_channels
 from guardian.adapters.notify.discord import DiscordNotifier
 from guardian.adapters.notify.email import EmailNotifier
 from guardian.adapters.notify.pagerduty import PagerDutyNotifier
@@ -343,6 +344,11 @@ def build_delivery(
         )
     if key := resolve_secret(settings, "pagerduty_routing_key", redact, env):
         channels.append(PagerDutyNotifier(key, n["pagerduty_url"], timeout, n["pagerduty_events"]))
+    if urls := resolve_secret(settings, "apprise_urls", redact, env):
+        try:
+            channels += apprise_channels(urls, timeout, pacing, redact)
+        except AppriseConfigError as exc:
+            raise ConfigError(f"notify.apprise_urls: {exc}") from None
     retry = RetryPolicy(
         max_attempts=n["max_attempts"],
         backoff=n["retry_backoff"],

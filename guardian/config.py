@@ -312,6 +312,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "pagerduty_routing_key_file": _optional(_text()),
         "pagerduty_url": _with(_text(), "https://events.pagerduty.com/v2/enqueue"),
         "pagerduty_events": _with(_choice("escalations", "all"), "escalations"),
+        "apprise_urls_env": _optional(_env_name()),
+        "apprise_urls_file": _optional(_text()),
     },
     # The bearer token of the state-changing API endpoints: read from this environment variable,
     # or from token_file when that is set. No token: those endpoints are off.

@@ -5,8 +5,9 @@ run, /metrics scrapes, CLI output) to an `Exposure`; at the end of the test no c
 may appear in any of it.
 
 The notification secrets the crash test configures (the Slack webhook URL, the generic webhook
-URL and its HMAC secret) are in `SECRET_SOURCES` too, and every notification its fake receiver got
-is handed to `Exposure.add` (notify_check.expose_received): no notification may carry them.
+URL and its HMAC secret, the Apprise URL) are in `SECRET_SOURCES` too, and every notification its
+fake receiver got is handed to `Exposure.add` (notify_check.expose_received): no notification may
+carry them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ SECRET_SOURCES: dict[str, str] = {
     "slack webhook url": _canary("slack"),
     "webhook url": _canary("hook"),
     "webhook hmac": _canary("hmac"),
+    "apprise url": _canary("apprise"),
 }
 
 

@@ -1,15 +1,17 @@
 """The crash test's notification check: the store's outbox compared with what a fake receiver got.
 
-Two channels point at one FakeReceiver: a Slack incoming webhook (not idempotent: Slack does not
-deduplicate) and the generic webhook (idempotent: receivers deduplicate on Idempotency-Key).
+Three channels point at one FakeReceiver: a Slack incoming webhook and an Apprise json:// URL
+(neither idempotent: Slack and Apprise's services do not deduplicate) and the generic webhook
+(idempotent: receivers deduplicate on Idempotency-Key).
 
 - None lost: every outbox row has, on each channel, a delivery row that is delivered or
   dead-lettered; every row delivered to the webhook arrived there (by notification id), and every
-  row delivered to Slack arrived there (by headline: Slack messages carry no id).
-- Never twice to Slack, except the one documented window: Guardian records a send's outcome after
-  the channel answered, so a kill -9 between the answer and the record leaves the row pending and
-  the next run sends it again. A duplicate is therefore allowed only if it was carried by the last
-  Slack message a run received before that run was killed: at most one message per kill.
+  row delivered to Slack or Apprise arrived there (by headline: their messages carry no id).
+- Never twice to Slack or Apprise, except the one documented window: Guardian records a send's
+  outcome after the channel answered, so a kill -9 between the answer and the record leaves the
+  row pending and the next run sends it again. A duplicate is therefore allowed only if it was
+  carried by the last message of that channel a run received before that run was killed: at most
+  one message per kill and channel.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import re
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,10 @@ from tests.receiver import FakeReceiver, Recorded
 
 SLACK_PATH = "/slack/"
 HOOK_PATH = "/hook/"
+APPRISE_PATH = "/apprise/"
+APPRISE_CHANNEL = "apprise:json"
 _BATCH = re.compile(r"^\d+ Guardian events on ")
+_MARKDOWN_ESCAPE = re.compile(r"\\([\\`*_\[\]()#!|~>])")
 
 
 def slack_headlines(body: bytes) -> list[str]:
@@ -39,6 +45,24 @@ def slack_headlines(body: bytes) -> list[str]:
     # A batch: one section per notification, "<emoji> *<headline>*\n<next step>".
     sections = [b["text"]["text"] for b in doc["blocks"] if b["type"] == "section"]
     return [s.split(" *", 1)[1].split("*\n", 1)[0] for s in sections]
+
+
+def apprise_headlines(body: bytes) -> list[str]:
+    """The headline of every notification one Apprise json:// message carries."""
+    doc = json.loads(body)
+    if not _BATCH.match(doc["title"]):
+        return [doc["title"]]  # one notification: its headline is the title
+    # A batch: one Markdown line per notification, "- **<escaped headline>** — <next step>".
+    lines = [x for x in doc["message"].splitlines() if x.startswith("- **")]
+    heads = [x[4:].split("** — ", 1)[0] for x in lines]
+    return [_MARKDOWN_ESCAPE.sub(r"\1", h).replace("&lt;", "<") for h in heads]
+
+
+# The channels that cannot deduplicate: (request path, headlines of one message).
+TOLD: dict[str, tuple[str, Callable[[bytes], list[str]]]] = {
+    "slack": (SLACK_PATH, slack_headlines),
+    APPRISE_CHANNEL: (APPRISE_PATH, apprise_headlines),
+}
 
 
 def expose_received(exposure: Exposure, rx: FakeReceiver) -> None:
@@ -55,7 +79,9 @@ class NotifyFigures:
     states: dict[str, int] = field(default_factory=dict)
     slack_messages: int = 0
     webhook_messages: int = 0
+    apprise_messages: int = 0
     slack_duplicates: int = 0
+    apprise_duplicates: int = 0
     duplicates_at_kills: int = 0
     lost: int = 0  # (notification, channel) pairs not delivered or not received
     problems: list[str] = field(default_factory=list)
@@ -67,7 +93,11 @@ def _run_of(at: float, starts: list[float]) -> int:
 
 
 def check_notifications(
-    store: Path, rx: FakeReceiver, starts: list[float], killed_runs: int
+    store: Path,
+    rx: FakeReceiver,
+    starts: list[float],
+    killed_runs: int,
+    channels: tuple[str, ...] = ("slack", "webhook"),
 ) -> NotifyFigures:
     """Compare the store with the receiver; `starts` are time.monotonic() before each start,
     runs 0..killed_runs-1 ended with a kill -9."""
@@ -82,7 +112,7 @@ def check_notifications(
     fig.states = dict(Counter(f"{channel}:{state}" for _, channel, state in deliveries))
     if undispatched:
         fig.problems.append(f"{undispatched} outbox rows never fanned out to the channels")
-    by_channel: dict[str, dict[int, str]] = {"slack": {}, "webhook": {}}
+    by_channel: dict[str, dict[int, str]] = {c: {} for c in channels}
     for oid, channel, state in deliveries:
         by_channel.setdefault(channel, {})[oid] = state
     for channel, states in by_channel.items():
@@ -98,46 +128,68 @@ def check_notifications(
     # Every request counts, answered or not: a real Slack posts what it got even if the sender
     # died before reading the answer.
     hook = [r for r in rx.requests if r.path.startswith(HOOK_PATH)]
-    slack = [r for r in rx.requests if r.path.startswith(SLACK_PATH)]
-    fig.webhook_messages, fig.slack_messages = len(hook), len(slack)
+    fig.webhook_messages = len(hook)
 
     # The webhook: exact, by notification id.
     got_ids = {n["id"] for r in hook for n in r.json["notifications"]}
     lost = sorted(
-        oid for oid, s in by_channel["webhook"].items() if s == "delivered" and oid not in got_ids
+        oid
+        for oid, s in by_channel.get("webhook", {}).items()
+        if s == "delivered" and oid not in got_ids
     )
     fig.lost += len(lost)
     if lost:
         fig.problems.append(f"webhook: recorded delivered but never received: ids {lost[:10]}")
 
-    # Slack: by headline, as a multiset.
+    for channel in TOLD.keys() & set(channels):
+        messages, duplicates = _check_told(
+            fig, channel, rx, by_channel, outbox, starts, killed_runs
+        )
+        if channel == "slack":
+            fig.slack_messages, fig.slack_duplicates = messages, duplicates
+        else:
+            fig.apprise_messages, fig.apprise_duplicates = messages, duplicates
+    return fig
+
+
+def _check_told(
+    fig: NotifyFigures,
+    channel: str,
+    rx: FakeReceiver,
+    by_channel: dict[str, dict[int, str]],
+    outbox: dict[int, Any],
+    starts: list[float],
+    killed_runs: int,
+) -> tuple[int, int]:
+    """A channel without deduplication, by headline as a multiset: (messages, duplicates)."""
+    path, headlines = TOLD[channel]
+    got = [r for r in rx.requests if r.path.startswith(path)]
     expected = Counter(
         from_dict(outbox[oid]).headline
-        for oid, s in by_channel["slack"].items()
+        for oid, s in by_channel[channel].items()
         if s == "delivered"
     )
-    received = Counter(h for r in slack for h in slack_headlines(r.body))
+    received = Counter(h for r in got for h in headlines(r.body))
     short = expected - received
     fig.lost += sum(short.values())
     if short:
-        fig.problems.append(f"slack: recorded delivered but never received: {dict(short)}")
+        fig.problems.append(f"{channel}: recorded delivered but never received: {dict(short)}")
     surplus = received - expected
-    fig.slack_duplicates = sum(surplus.values())
-    # The window: the last Slack message of each killed run.
+    # The window: the last message of this channel in each killed run.
     last_of_run: dict[int, Recorded] = {}
-    for r in sorted(slack, key=lambda r: r.at):
+    for r in sorted(got, key=lambda r: r.at):
         last_of_run[_run_of(r.at, starts)] = r
     in_flight = Counter(
-        h for run, r in last_of_run.items() if run < killed_runs for h in slack_headlines(r.body)
+        h for run, r in last_of_run.items() if run < killed_runs for h in headlines(r.body)
     )
-    fig.duplicates_at_kills = sum((surplus & in_flight).values())
+    fig.duplicates_at_kills += sum((surplus & in_flight).values())
     outside = surplus - in_flight
     if outside:
         fig.problems.append(
-            f"slack: sent twice outside the kill window (not the last send of a killed run):"
+            f"{channel}: sent twice outside the kill window (not the last send of a killed run):"
             f" {dict(outside)}"
         )
-    return fig
+    return len(got), sum(surplus.values())
 
 
 def as_report(fig: NotifyFigures) -> dict[str, Any]:
@@ -146,7 +198,9 @@ def as_report(fig: NotifyFigures) -> dict[str, Any]:
         "delivery_states": fig.states,
         "slack_messages": fig.slack_messages,
         "webhook_messages": fig.webhook_messages,
+        "apprise_messages": fig.apprise_messages,
         "slack_duplicates": fig.slack_duplicates,
-        "slack_duplicates_in_kill_window": fig.duplicates_at_kills,
+        "apprise_duplicates": fig.apprise_duplicates,
+        "duplicates_in_kill_window": fig.duplicates_at_kills,  # Slack and Apprise
         "notifications_lost": fig.lost,
     }

@@ -19,6 +19,8 @@ from typing import Any
 from tests.faults.conftest import Factory, container_env, report_figures
 from tests.faults.exposure import SECRET_SOURCES, Exposure
 from tests.faults.notify_check import (
+    APPRISE_CHANNEL,
+    APPRISE_PATH,
     HOOK_PATH,
     SLACK_PATH,
     as_report,
@@ -65,17 +67,22 @@ def query(store: Path, sql: str) -> list[Any]:
 
 
 def notify_channels(rx: FakeReceiver) -> tuple[dict[str, str], dict[str, Any]]:
-    """(environment, notify section): a Slack webhook (not idempotent) and the generic webhook
-    (idempotent, HMAC-signed), both on `rx`, retried fast and never grouped for long."""
+    """(environment, notify section): a Slack webhook and an Apprise json:// URL (neither
+    idempotent) and the generic webhook (idempotent, HMAC-signed), all on `rx`, retried fast and
+    never grouped for long."""
     env = {
         "GDT_SLACK_URL": rx.url(SLACK_PATH + SECRET_SOURCES["slack webhook url"]),
         "GDT_HOOK_URL": rx.url(HOOK_PATH + SECRET_SOURCES["webhook url"]),
         "GDT_HOOK_HMAC": SECRET_SOURCES["webhook hmac"],
+        "GDT_APPRISE_URLS": rx.url(APPRISE_PATH + SECRET_SOURCES["apprise url"]).replace(
+            "http://", "json://", 1
+        ),
     }
     notify = {
         "slack_webhook_url_env": "GDT_SLACK_URL",
         "webhook_url_env": "GDT_HOOK_URL",
         "webhook_secret_env": "GDT_HOOK_HMAC",
+        "apprise_urls_env": "GDT_APPRISE_URLS",
         "group_wait": "0s",
         "pacing": "0s",
         "retry_backoff": "200ms",
@@ -179,11 +186,12 @@ def storm_and_check(
     wait_until(drained(g.store_path), 90, message="notification outbox drained")
     assert g.stop() == 0
 
-    # Notifications: none lost, none sent twice to Slack but in the window of a kill.
-    notified = check_notifications(g.store_path, rx, starts, killed_runs=KILLS)
+    # Notifications: none lost, none sent twice to Slack or Apprise but in the window of a kill.
+    channels = ("slack", "webhook", APPRISE_CHANNEL)
+    notified = check_notifications(g.store_path, rx, starts, KILLS, channels)
     assert notified.notifications > 0, "no notification at all"
     assert not notified.problems, "; ".join(notified.problems)
-    assert notified.slack_duplicates <= KILLS
+    assert notified.slack_duplicates <= KILLS and notified.apprise_duplicates <= KILLS
 
     restarts = {name: [t for a, t in engine_events.of(name) if a == "restart"] for name in names}
     total = sum(len(t) for t in restarts.values())

@@ -10,9 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from guardian.adapters.notify.apprise_text import render
 from guardian.adapters.notify.slack_blocks import message
 from guardian.core.notifications import Kind, Notification, to_dict
-from tests.faults.notify_check import HOOK_PATH, SLACK_PATH, check_notifications
+from tests.faults.notify_check import (
+    APPRISE_CHANNEL,
+    APPRISE_PATH,
+    HOOK_PATH,
+    SLACK_PATH,
+    apprise_headlines,
+    check_notifications,
+)
 from tests.receiver import FakeReceiver, Recorded
 
 AT = datetime(2026, 11, 30, tzinfo=UTC)
@@ -94,3 +102,34 @@ def test_a_lost_notification_fails(tmp_path: Path, rx: FakeReceiver) -> None:
     rx.requests = [slack(N1, 1), slack(N2, 1), hook([N1], 2)]
     fig = check_notifications(store(tmp_path / "second", ALL_DELIVERED), rx, [0], killed_runs=0)
     assert fig.problems == ["webhook: recorded delivered but never received: ids [2]"]
+
+
+def apprise(ns: list[Notification], at: float) -> Recorded:
+    m = render(ns, markdown=True)
+    body = json.dumps({"title": m.title, "message": m.body}).encode()
+    return Recorded("POST", APPRISE_PATH + "x", {}, body, at, 200)
+
+
+def test_apprise_batches_are_read_back_headline_by_headline() -> None:
+    odd = Notification(Kind.OPENED, 3, "h", "my_app[1]", "unhealthy", "active", AT, id=3)
+    assert apprise_headlines(apprise([N1, odd], 0).body) == [N1.headline, odd.headline]
+    assert apprise_headlines(apprise([odd], 0).body) == [odd.headline]
+
+
+def test_apprise_is_checked_like_slack_lost_or_doubled(tmp_path: Path, rx: FakeReceiver) -> None:
+    channels = ("slack", "webhook", APPRISE_CHANNEL)
+    states = {**ALL_DELIVERED, **{(i, APPRISE_CHANNEL): "delivered" for i in (1, 2)}}
+    told = [slack(N1, 1), slack(N2, 2), hook([N1, N2], 2)]
+    rx.requests = [*told, apprise([N1, N2], 3)]
+    fig = check_notifications(store(tmp_path, states), rx, [0], killed_runs=0, channels=channels)
+    assert fig.problems == [] and fig.apprise_messages == 1
+    rx.requests = [*told, apprise([N1], 3)]  # N2 recorded delivered, never received
+    fig = check_notifications(store(tmp_path / "b", states), rx, [0], 0, channels=channels)
+    assert fig.lost == 1 and fig.problems[0].startswith("apprise:json: recorded delivered but")
+    rx.requests = [*told, apprise([N1], 3), apprise([N2], 4), apprise([N1], 5)]  # N1 twice
+    fig = check_notifications(store(tmp_path / "c", states), rx, [0], 0, channels=channels)
+    assert fig.apprise_duplicates == 1 and "outside the kill window" in fig.problems[0]
+    del states[(2, APPRISE_CHANNEL)]  # Guardian never fanned N2 out to Apprise
+    rx.requests = [*told, apprise([N1], 3)]
+    fig = check_notifications(store(tmp_path / "d", states), rx, [0], 0, channels=channels)
+    assert fig.problems == ["apprise:json: no delivery row for outbox ids [2]"]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.helpers import wait_until
-from tests.integration.notify_helpers import WATCH, run
+from tests.integration.notify_helpers import notifying, run
 from tests.integration.see_more import rows
 from tests.receiver import HANG, Answer, FakeReceiver
 
@@ -32,22 +32,10 @@ def slack():
 def with_slack(guardian, slack):
     """guardian(...) with the fake Slack webhook configured through an env var; at teardown,
     the webhook URL must not appear anywhere in Guardian's log."""
-    started = []
-
-    def make(**sections):
-        notify = {"slack_webhook_url_env": ENV, "group_wait": "0s", "retry_backoff": "200ms"}
-        notify.update(sections.pop("notify", {}))
-        sections.setdefault("watch", {})["label"] = WATCH
-        g = guardian(env={ENV: slack.url(SLACK_PATH)}, notify=notify, **sections)
-        started.append(g)
-        return g
-
-    yield make
-    for g in started:
-        g.stop()
-        text = g.log()
-        assert "notification worker started" in text
-        assert SLACK_PATH not in text and "gdtSecret" not in text
+    notify = {"slack_webhook_url_env": ENV, "group_wait": "0s", "retry_backoff": "200ms"}
+    env = {ENV: slack.url(SLACK_PATH)}
+    with notifying(guardian, notify, env, absent=(SLACK_PATH, "gdtSecret")) as make:
+        yield make
 
 
 def texts(receiver: FakeReceiver) -> list[str]:
