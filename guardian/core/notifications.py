@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from guardian.core.model import Decision, Incident, Outcome, Verdict
+from guardian.core.model import Decision, Incident, Outcome, ProblemType, Verdict
 from guardian.core.text import trim
 
 DETAIL_MAX = 300  # characters of health output kept in a message
@@ -58,6 +58,10 @@ class Notification:
     @property
     def headline(self) -> str:
         what = f"{self.container} on {self.host}: {self.incident_type}"
+        if self.incident_type == ProblemType.STORM and self.kind is Kind.ATTEMPT:
+            return f"Storm canary restart on {self.host}: {self.outcome}"
+        if self.incident_type == ProblemType.STORM and self.kind is Kind.GAVE_UP:
+            return f"Storm escalated, canary not healed, needs a human: {what}"
         match self.kind:
             case Kind.OPENED:
                 return f"Incident opened: {what}"
@@ -189,6 +193,30 @@ def gave_up(incident: Incident, decision: Decision, now: datetime) -> Notificati
         outcome=str(Outcome.RETRY_EXHAUSTED),
         detail=trim(incident.detail, DETAIL_MAX),
         next_step=f"a human must look at it; next restart allowed at {_when(decision.retry_at)}",
+    )
+
+
+def storm_canary(
+    incident: Incident, container: str, healed: bool, detail: str, now: datetime
+) -> Notification:
+    """The storm's canary restart ended: healed (restarts resume) or not (an escalation)."""
+    if healed:
+        return _base(
+            incident,
+            Kind.ATTEMPT,
+            now,
+            outcome=f"{container} healed",
+            detail=trim(detail, DETAIL_MAX),
+            next_step="the held containers are restarted within the budget",
+        )
+    return _base(
+        incident,
+        Kind.GAVE_UP,
+        now,
+        outcome=f"{container} not healed",
+        detail=trim(detail, DETAIL_MAX),
+        next_step="a human should look for the shared cause; Guardian tries another canary "
+        "when the hold ends",
     )
 
 

@@ -56,7 +56,7 @@ class Verifier:
             note = notifications.attempt(incident, p.attempt, p.max_attempts, outcome, detail, now)
             notes = self.recorder.notes(incident.container, note)
         ctx.store.record_outcome(p.action_id, outcome, detail, now, notes)
-        ctx.metrics.restart_ended(p.container, str(outcome))
+        ctx.restart_ended(p.container, str(outcome))
         level = logging.INFO if outcome is Outcome.SUCCEEDED else logging.WARNING
         log.log(
             level,
@@ -114,7 +114,7 @@ class Verifier:
             )
             ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, detail, now)
             if not restarted:
-                ctx.metrics.restart_ended(action.container, str(Outcome.INTERRUPTED))
+                ctx.restart_ended(action.container, str(Outcome.INTERRUPTED))
             log.warning(
                 "reconciled unfinished action", extra=kv(container=action.container, detail=detail)
             )
