@@ -48,6 +48,7 @@ class Notification:
     detail: str = ""  # the last health output or the reason, trimmed
     next_step: str = ""  # what Guardian does next, in words
     actor: str = ""
+    escalated: bool = False  # Guardian gave up on the incident: a human must look at it
     id: int | None = None  # the outbox row, once stored
 
     @property
@@ -79,7 +80,7 @@ class Notification:
 
     def text(self) -> str:
         """The plain-text rendering (Slack fallback, email body, Discord content)."""
-        lines = [self.headline, f"state: {self.state}"]
+        lines = [self.headline, f"state: {self.state}" + (", escalated" if self.escalated else "")]
         if self.max_attempts:
             lines.append(f"attempt {self.attempt} of {self.max_attempts}")
         if self.detail:
@@ -112,6 +113,7 @@ def _base(incident: Incident, kind: Kind, now: datetime, **fields: Any) -> Notif
         incident_type=str(incident.type),
         state=str(incident.state),
         at=now,
+        escalated=incident.escalated,
         **fields,
     )
 
@@ -238,4 +240,6 @@ def reminder(incident: Incident, open_for: timedelta, now: datetime) -> Notifica
 
 def with_incident(n: Notification, incident: Incident) -> Notification:
     """Fill in what is only known once the incident is saved (its id and state)."""
-    return replace(n, incident_id=incident.id, state=str(incident.state))
+    return replace(
+        n, incident_id=incident.id, state=str(incident.state), escalated=incident.escalated
+    )

@@ -44,7 +44,7 @@ class Verifier:
                 continue
             outcome = judge(p, snap, now, ctx.settings.verify_timeout)
             if outcome is not None:
-                self.finish(p, outcome, verdict_detail(outcome, snap), now)
+                self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
 
     def finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
         ctx = self.ctx
