@@ -202,23 +202,19 @@ def storm_canary(
     incident: Incident, container: str, healed: bool, detail: str, now: datetime
 ) -> Notification:
     """The storm's canary restart ended: healed (restarts resume) or not (an escalation)."""
-    if healed:
-        return _base(
-            incident,
-            Kind.ATTEMPT,
-            now,
-            outcome=f"{container} healed",
-            detail=trim(detail, DETAIL_MAX),
-            next_step="the held containers are restarted within the budget",
-        )
+    next_step = (
+        "the held containers are restarted within the budget"
+        if healed
+        else "a human should look for the shared cause; Guardian tries another canary when "
+        "the hold ends"
+    )
     return _base(
         incident,
-        Kind.GAVE_UP,
+        Kind.ATTEMPT if healed else Kind.GAVE_UP,
         now,
-        outcome=f"{container} not healed",
+        outcome=f"{container} {'healed' if healed else 'not healed'}",
         detail=trim(detail, DETAIL_MAX),
-        next_step="a human should look for the shared cause; Guardian tries another canary "
-        "when the hold ends",
+        next_step=next_step,
     )
 
 
