@@ -198,7 +198,11 @@ def build_loop(
         clock,
         hs.host,
         StormSettings(
-            settings["storm.threshold"], settings["storm.window"], settings["storm.min_containers"]
+            settings["storm.threshold"],
+            settings["storm.window"],
+            settings["storm.min_containers"],
+            settings["storm.hold"],
+            settings["storm.max_hold"],
         ),
         settings["docker.timeout"],
     )
@@ -211,8 +215,10 @@ def build_loop(
         detected=(dependencies.detected, host.detected),
         recovered=(dependencies.recovered, host.recovered),
         engine_state=(host.engine_state,),
+        ended=(host.restart_ended,),
         events=(oom.on_event,),
         storm_holds=host.storm_holds,
+        storm_canary=host.canary_claimed,
         storm_open=host.storm_open,
         unhealthy_dependencies=dependencies.unhealthy,
         followers=dependencies.followers,

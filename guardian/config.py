@@ -266,7 +266,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "storm": {
         "threshold": _with(_percent(), 50.0),
         "window": _with(_duration(S, DAY), M),
-        "min_containers": _with(_int(1, 10_000), 3),
+        "min_containers": _with(_int(1, 10_000), 5),
+        "hold": _with(_duration(10 * S, DAY), 5 * M),
+        "max_hold": _with(_duration(10 * S, DAY), H),
     },
     "store": {
         "path": _with(_text(), DEFAULT_STORE_PATH),
@@ -443,5 +445,11 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
         raise ConfigError(
             f"restart.max_cooldown = {_fmt(r['max_cooldown'])}: expected at least "
             f"restart.cooldown ({_fmt(r['cooldown'])})"
+        )
+    storm = values["storm"]
+    if storm["max_hold"] < storm["hold"]:
+        raise ConfigError(
+            f"storm.max_hold = {_fmt(storm['max_hold'])}: expected at least "
+            f"storm.hold ({_fmt(storm['hold'])})"
         )
     return Settings(values, str(path) if path else "built-in defaults", store_explicit)

@@ -90,9 +90,11 @@ class PrometheusMetrics:
         )
         self.last_sweep = Gauge(
             "guardian_last_sweep_timestamp_seconds",
-            "Unix time of the last completed sweep.",
+            "Unix time of the last completed sweep (NaN until the first one).",
             registry=registry,
         )
+        # Not 0 (1970): "no sweep yet" must not read as a sweep 56 years late.
+        self.last_sweep.set(float("nan"))
         self.docker_up = Gauge(
             "guardian_docker_up",
             "1 when the Docker engine answered the last call.",

@@ -41,3 +41,13 @@ def format_duration(delta: timedelta) -> str:
         if ms and ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms}ms"
+
+
+def format_elapsed(delta: timedelta) -> str:
+    """A measured span for people, to the second: 39s, 3m52s, 2h0m5s (never rounded to a unit)."""
+    total = max(0, round(delta.total_seconds()))
+    h, rest = divmod(total, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return f"{h}h{m}m{s}s"
+    return f"{m}m{s}s" if m else f"{s}s"

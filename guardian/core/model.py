@@ -178,6 +178,7 @@ class Reason(StrEnum):
     ENGINE_DENIED = "engine_denied"  # the engine (or a socket proxy) refused the last restart
     DEPENDENCY_UNHEALTHY = "dependency_unhealthy"
     STORM = "storm"
+    STORM_CANARY = "storm_canary"  # allowed: the one restart that tries whether a storm is over
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from guardian.core.model import Decision, Incident, Outcome, Verdict
+from guardian.core.model import Decision, Incident, Outcome, ProblemType, Verdict
 from guardian.core.text import trim
 
 DETAIL_MAX = 300  # characters of health output kept in a message
@@ -48,6 +48,7 @@ class Notification:
     detail: str = ""  # the last health output or the reason, trimmed
     next_step: str = ""  # what Guardian does next, in words
     actor: str = ""
+    escalated: bool = False  # Guardian gave up on the incident: a human must look at it
     id: int | None = None  # the outbox row, once stored
 
     @property
@@ -58,6 +59,10 @@ class Notification:
     @property
     def headline(self) -> str:
         what = f"{self.container} on {self.host}: {self.incident_type}"
+        if self.incident_type == ProblemType.STORM and self.kind is Kind.ATTEMPT:
+            return f"Storm canary restart on {self.host}: {self.outcome}"
+        if self.incident_type == ProblemType.STORM and self.kind is Kind.GAVE_UP:
+            return f"Storm escalated, canary not healed, needs a human: {what}"
         match self.kind:
             case Kind.OPENED:
                 return f"Incident opened: {what}"
@@ -75,7 +80,7 @@ class Notification:
 
     def text(self) -> str:
         """The plain-text rendering (Slack fallback, email body, Discord content)."""
-        lines = [self.headline, f"state: {self.state}"]
+        lines = [self.headline, f"state: {self.state}" + (", escalated" if self.escalated else "")]
         if self.max_attempts:
             lines.append(f"attempt {self.attempt} of {self.max_attempts}")
         if self.detail:
@@ -108,6 +113,7 @@ def _base(incident: Incident, kind: Kind, now: datetime, **fields: Any) -> Notif
         incident_type=str(incident.type),
         state=str(incident.state),
         at=now,
+        escalated=incident.escalated,
         **fields,
     )
 
@@ -192,6 +198,26 @@ def gave_up(incident: Incident, decision: Decision, now: datetime) -> Notificati
     )
 
 
+def storm_canary(
+    incident: Incident, container: str, healed: bool, detail: str, now: datetime
+) -> Notification:
+    """The storm's canary restart ended: healed (restarts resume) or not (an escalation)."""
+    next_step = (
+        "the held containers are restarted within the budget"
+        if healed
+        else "a human should look for the shared cause; Guardian tries another canary when "
+        "the hold ends"
+    )
+    return _base(
+        incident,
+        Kind.ATTEMPT if healed else Kind.GAVE_UP,
+        now,
+        outcome=f"{container} {'healed' if healed else 'not healed'}",
+        detail=trim(detail, DETAIL_MAX),
+        next_step=next_step,
+    )
+
+
 def acknowledged(incident: Incident, actor: str, now: datetime) -> Notification:
     """For the CLI/API: store it with the acknowledging transition (same transaction)."""
     return _base(incident, Kind.ACKNOWLEDGED, now, actor=actor, next_step="a human is on it")
@@ -210,4 +236,6 @@ def reminder(incident: Incident, open_for: timedelta, now: datetime) -> Notifica
 
 def with_incident(n: Notification, incident: Incident) -> Notification:
     """Fill in what is only known once the incident is saved (its id and state)."""
-    return replace(n, incident_id=incident.id, state=str(incident.state))
+    return replace(
+        n, incident_id=incident.id, state=str(incident.state), escalated=incident.escalated
+    )

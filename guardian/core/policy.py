@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.model import Decision, Reason, Silence, Verdict
+from guardian.core.storm import StormHold
 
 RATE_WINDOW = timedelta(minutes=1)
 
@@ -70,7 +71,7 @@ class HostLoad:
 
     recent_restarts: tuple[datetime, ...] = ()
     in_flight: int = 0
-    storm: bool = False  # a host-level storm incident is open and not acknowledged
+    storm: StormHold | None = None  # a host-level storm incident open and not acknowledged
 
 
 def counted_attempts(
@@ -96,9 +97,11 @@ def decide(
     Guards in order: never Guardian itself; never a container that is not opted in; not while a
     maintenance silence is active (wait until it ends); never again after the engine refused
     this problem's restart (403); one restart at a time per container; a host storm holds every
-    restart; an unhealthy dependency holds its dependents; max_attempts within the window (give
-    up); cooldown since the last attempt (exponential with a cap); the host budget (per minute,
-    then concurrent); dry run.
+    restart until its hold ends, then lets one canary through (the other guards still apply to
+    it; the last canary that did not heal waits for another) and holds the rest until the
+    canary's verdict; an unhealthy dependency holds its dependents; max_attempts within the
+    window (give up); cooldown since the last attempt (exponential with a cap); the host budget
+    (per minute, then concurrent); dry run.
     """
     if target.is_self:
         return Decision(Verdict.DENY, Reason.SELF)
@@ -112,9 +115,32 @@ def decide(
         return Decision(Verdict.DENY, Reason.ENGINE_DENIED)
     if history.in_flight:
         return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
-    if host.storm:
-        # One shared cause is likelier than many sick containers: restarts wait for the host.
-        return Decision(Verdict.WAIT, Reason.STORM, detail="host-level storm incident open")
+    canary = False
+    if host.storm is not None:
+        # One shared cause is likelier than many sick containers: restarts wait for the host,
+        # then one container tries whether a restart heals now.
+        hold = host.storm
+        if now < hold.until:
+            return Decision(
+                Verdict.WAIT,
+                Reason.STORM,
+                hold.until,
+                detail="host-level storm: restarts held, then one canary restart",
+            )
+        if hold.canary is not None:
+            return Decision(
+                Verdict.WAIT,
+                Reason.STORM,
+                detail=f"host-level storm: waiting for the canary {hold.canary} to heal",
+            )
+        if hold.failed == target.name:
+            return Decision(
+                Verdict.WAIT,
+                Reason.STORM,
+                detail="host-level storm: its canary restart did not heal; another container "
+                "is the next canary",
+            )
+        canary = True
     if target.unhealthy_dependencies:
         return Decision(
             Verdict.WAIT,
@@ -168,7 +194,10 @@ def decide(
             Verdict.DENY, Reason.DRY_RUN, attempt=n + 1, max_attempts=policy.max_attempts
         )
     return Decision(
-        Verdict.RESTART, Reason.ALLOWED, attempt=n + 1, max_attempts=policy.max_attempts
+        Verdict.RESTART,
+        Reason.STORM_CANARY if canary else Reason.ALLOWED,
+        attempt=n + 1,
+        max_attempts=policy.max_attempts,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from guardian.core.durations import format_elapsed
 from guardian.core.model import ContainerSnapshot, Outcome
 
 # Without a healthcheck, "healed" means running without a restart for this long.
@@ -61,10 +62,18 @@ def judge(
     return None
 
 
-def verdict_detail(outcome: Outcome, snap: ContainerSnapshot) -> str:
-    """What the verification saw, for the action's record."""
+def verdict_detail(
+    outcome: Outcome, snap: ContainerSnapshot, p: PendingVerify, now: datetime
+) -> str:
+    """What the verification saw, and when, for the action's record and its notification."""
     if outcome is Outcome.SUCCEEDED:
         return f"observed {snap.health or 'running and stable'} after restart"
     if outcome is Outcome.UNKNOWN:
         return "observed healthy, but the restart was not confirmed"
-    return f"not healthy within verify_timeout (state={snap.state} health={snap.health or 'none'})"
+    seen = f"(state={snap.state} health={snap.health or 'none'})"
+    after = f"{format_elapsed(now - p.restarted_at)} after the restart"
+    if now < p.deadline:
+        # Judged before verify_timeout: it failed again, it did not run out of time.
+        what = "exited" if snap.state in ("exited", "dead") else snap.health or snap.state
+        return f"{what} {after} {seen}"
+    return f"not healthy within verify_timeout ({after}) {seen}"

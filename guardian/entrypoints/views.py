@@ -95,7 +95,10 @@ def container_view(c: ContainerStatus) -> dict[str, Any]:
         "container": c.name,
         "state": c.state,
         "health": c.health or "none",
-        "incidents": " ".join(f"#{i.id}:{i.state}" for i in c.incidents) or None,
+        "incidents": " ".join(
+            f"#{i.id}:{i.state}" + (",escalated" if i.escalated else "") for i in c.incidents
+        )
+        or None,
         "next_restart": "now" if c.restart_now else when(c.retry_at),
         "held_back": c.held_back,
         "silenced_until": when(c.silence.until) if c.silence else None,

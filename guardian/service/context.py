@@ -21,3 +21,10 @@ class LoopContext:
     state: LoopState
     pipeline: Pipeline
     rules: RuleBook
+
+    def restart_ended(self, container: str, outcome: str) -> None:
+        """A restart's final outcome: counted, and told to whoever follows restarts (a storm's
+        canary)."""
+        self.metrics.restart_ended(container, outcome)
+        for ended in self.pipeline.ended:
+            ended(container, outcome)

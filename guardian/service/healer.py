@@ -95,6 +95,8 @@ class Healer:
         except EngineUnavailable as exc:
             self.engine_state(False, str(exc))
             report.engine_error = str(exc)
+            # The store still answers: open incidents (engine_unreachable among them) are shown.
+            self.recorder.refresh_gauges()
             return report
         for follow in ctx.pipeline.listed:
             follow(watched)

@@ -1,9 +1,10 @@
 """Host-level incidents: the storm breaker and an unreachable engine.
 
 A storm is many watched containers turning unhealthy within a short window: a shared cause is
-likelier than many sick containers, so one host incident is opened, one notification is sent,
-and decide() holds every per-container restart (reason `storm`) until the host recovers or a
-person acknowledges the incident.
+likelier than many sick containers, so one host incident is opened with one notification, and
+decide() holds every restart for `storm.hold`, then lets one canary through: healed, restarts
+resume within the budget; not healed, the hold doubles (to `storm.max_hold`) and the incident
+escalates once. An acknowledgement releases the hold at once.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment
+from guardian.core.durations import format_duration, format_elapsed
 from guardian.core.model import (
     HOST_SUBJECT,
     ContainerSnapshot,
     HealthCheckResult,
     Incident,
     IncidentState,
+    Outcome,
     ProblemType,
 )
-from guardian.core.storm import STORM_NEXT, StormSettings, storm_size
+from guardian.core.storm import StormHold, StormSettings, next_hold, storm_size
 from guardian.logs import kv
 from guardian.ports import Clock, Store
 from guardian.service.recorder import log_transition
@@ -65,15 +68,82 @@ class HostWatch:
         self._watched: set[str] = set()
         self._unhealthy: dict[str, datetime] = {}  # container -> first detection of this episode
         self._engine_down_since: datetime | None = None
+        # The hold of the open storm (its incident id, length, end) and its canary in flight.
+        self._storm_id: int | None = None
+        self._hold = storm.hold
+        self._hold_until: datetime | None = None
+        self._canary: str | None = None
+        self._failed_canary: str | None = None
         # Event threads and the sweep may judge at once: one opening per incident.
         self._judging = threading.Lock()
 
     # -- storm ------------------------------------------------------------------------------
 
-    def storm_holds(self) -> bool:
-        """True while a storm incident is open and nobody acknowledged it (an input to decide)."""
+    def storm_holds(self) -> StormHold | None:
+        """The hold of an open storm nobody acknowledged (an input to decide()), else None."""
         incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
-        return incident is not None and incident.state is IncidentState.ACTIVE
+        if incident is None or incident.state is not IncidentState.ACTIVE:
+            return None
+        with self._lock:
+            if self._storm_id != incident.id or self._hold_until is None:
+                # Opened before this process started: hold afresh from now (the longest hold
+                # if it had escalated), rather than guess what the last process had decided.
+                hold = self.settings.max_hold if incident.escalated else self.settings.hold
+                self._begin_hold(incident.id, hold, self.clock.now())
+            assert self._hold_until is not None
+            return StormHold(self._hold_until, self._canary, self._failed_canary)
+
+    def _begin_hold(self, incident_id: int | None, hold: timedelta, now: datetime) -> None:
+        self._storm_id, self._hold, self._hold_until = incident_id, hold, now + hold
+        self._canary = self._failed_canary = None
+
+    def canary_claimed(self, container: str) -> None:
+        """decide() let `container` through as the storm's canary (called under the loop lock,
+        with the claim, so no second canary is let through meanwhile)."""
+        with self._lock:
+            self._canary = container
+        log.warning("storm: restarting one container as a canary", extra=kv(container=container))
+
+    def restart_ended(self, container: str, outcome: str) -> None:
+        """A restart's final outcome: for the canary, release the storm or lengthen its hold."""
+        with self._lock:
+            if container != self._canary:
+                return
+            self._canary = None
+        healed = outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN)
+        with self._judging:
+            current = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
+            if current is None or current.state is not IncidentState.ACTIVE:
+                return  # acknowledged or over meanwhile: the canary changes nothing
+            now = self.clock.now()
+            if healed:
+                self._canary_healed(current, container, now)
+            else:
+                self._canary_failed(current, container, outcome, now)
+
+    def _canary_healed(self, storm: Incident, container: str, now: datetime) -> None:
+        reason = f"canary {container} healthy after restart: restarts resume within the budget"
+        change = incidents.start_remediation(storm, reason, now)
+        note = notifications.storm_canary(change.incident, container, True, reason, now)
+        self._save(change, note)
+        log.warning("storm: canary healed, restarts resume", extra=kv(canary=container))
+
+    def _canary_failed(self, storm: Incident, container: str, outcome: str, now: datetime) -> None:
+        with self._lock:
+            self._begin_hold(storm.id, next_hold(self._hold, self.settings), now)
+            self._failed_canary = container
+            hold, until = self._hold, self._hold_until
+        assert until is not None
+        detail = (
+            f"canary {container} not healed ({outcome}): restarts held for "
+            f"{format_duration(hold)}, next canary at {until.isoformat(timespec='seconds')}"
+        )
+        log.error("storm: canary not healed, hold doubled", extra=kv(canary=container, hold=hold))
+        if storm.escalated:
+            return  # escalated once already; reminders follow at notify.repeat_interval
+        change = incidents.escalate(storm)
+        note = notifications.storm_canary(change.incident, container, False, detail, now)
+        self._save(change, note)
 
     def storm_open(self) -> bool:
         """True while a storm incident is open, acknowledged or not: its notifications speak
@@ -146,8 +216,15 @@ class HostWatch:
         )
         result = HealthCheckResult("", HOST_SUBJECT, now, ProblemType.STORM, detail, source="host")
         change = incidents.record_detection(current, self.host, result, now)
-        note = replace(notifications.opened(change.incident, None, now), next_step=STORM_NEXT)
+        hold = self.settings.hold
+        next_step = (
+            f"restarts held for {format_duration(hold)}, then one container is restarted as a "
+            "canary; acknowledge the incident to release them now"
+        )
+        note = replace(notifications.opened(change.incident, None, now), next_step=next_step)
         incident = self._save(change, note)
+        with self._lock:
+            self._begin_hold(incident.id, hold, now)
         # Openings still waiting in the outbox (notify.group_wait) are withdrawn: the storm's
         # one notification names those containers.
         withdrawn = self.store.withdraw_unsent(self.host)
@@ -172,9 +249,14 @@ class HostWatch:
             self.host, HOST_SUBJECT, ProblemType.ENGINE_UNREACHABLE
         )
         if up:
-            self._engine_down_since = None
+            since, self._engine_down_since = self._engine_down_since, None
             if current is not None and current.is_open:
-                reason = "docker engine answers again"
+                # The outage began before the incident opened (docker.timeout earlier).
+                began = since or current.opened_at - self.engine_timeout
+                reason = (
+                    f"docker engine answers again after {format_elapsed(now - began)} "
+                    f"unreachable (since {began.isoformat(timespec='seconds')})"
+                )
                 change = incidents.record_recovery(current, reason, now)
                 incident = self._save(change, notifications.resolved(change.incident, reason, now))
                 self.announce("engine_reachable", incident)
@@ -182,13 +264,13 @@ class HostWatch:
         since = self._engine_down_since = self._engine_down_since or now
         if now - since < self.engine_timeout or (current is not None and current.is_open):
             return
-        seconds = int((now - since).total_seconds())
         result = HealthCheckResult(
             "",
             HOST_SUBJECT,
             now,
             ProblemType.ENGINE_UNREACHABLE,
-            f"docker engine unreachable for {seconds}s: {error[:200]}",
+            f"docker engine unreachable since {since.isoformat(timespec='seconds')} "
+            f"({format_elapsed(now - since)} when this incident opened): {error[:200]}",
             source="host",
         )
         change = incidents.record_detection(current, self.host, result, now)

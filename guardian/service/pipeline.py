@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from guardian.core.assessment import Assessment
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
+from guardian.core.storm import StormHold
 from guardian.ports import EngineEvent
 
 Judge = Callable[[ContainerSnapshot, HealthCheckResult], HealthCheckResult]
@@ -19,6 +20,14 @@ Judge = Callable[[ContainerSnapshot, HealthCheckResult], HealthCheckResult]
 
 def _never() -> bool:
     return False
+
+
+def _no_hold() -> StormHold | None:
+    return None
+
+
+def _ignore(_container: str) -> None:
+    return None
 
 
 def _none(_container: str) -> tuple[str, ...]:
@@ -39,7 +48,9 @@ class Pipeline:
     recovered: tuple[Callable[[str], None], ...] = ()  # a container seen without a problem
     engine_state: tuple[Callable[[bool, str], None], ...] = ()
     events: tuple[Callable[[EngineEvent], None], ...] = ()
-    storm_holds: Callable[[], bool] = _never  # an unacknowledged storm holds every restart
+    ended: tuple[Callable[[str, str], None], ...] = ()  # a restart's final outcome
+    storm_holds: Callable[[], StormHold | None] = _no_hold  # an unacknowledged storm's hold
+    storm_canary: Callable[[str], None] = _ignore  # decide() let this container through as canary
     storm_open: Callable[[], bool] = _never  # a storm speaks for the openings meanwhile
     unhealthy_dependencies: Callable[[str], tuple[str, ...]] = _none
     followers: Callable[[str], tuple[str, ...]] = _none  # guardian.restart_with

@@ -8,7 +8,7 @@ import logging
 from datetime import datetime
 
 from guardian.core import incidents, notifications
-from guardian.core.model import Incident, IncidentState, Transition
+from guardian.core.model import HOST_PROBLEMS, Incident, IncidentState, Transition
 from guardian.core.notifications import Kind, Notification
 from guardian.logs import kv
 from guardian.service.context import LoopContext
@@ -82,6 +82,7 @@ class Recorder:
         for incident in self.store.open_incidents(self.ctx.settings.host):
             key = (str(incident.type), str(incident.state))
             counts[key] = counts.get(key, 0) + 1
-            if incident.escalated and incident.is_open:
+            # A storm's escalation is no container's exhausted restarts.
+            if incident.escalated and incident.is_open and incident.type not in HOST_PROBLEMS:
                 exhausted.add(incident.container)
         self.ctx.metrics.open_incidents(counts, exhausted)

@@ -48,6 +48,8 @@ class Remediator:
             decision = self.decisions.decision_for(container, rules, self.ctx.clock.now())
             if decision.restart:
                 self.ctx.state.claim(container, rules.stop_timeout)
+                if decision.reason is Reason.STORM_CANARY:
+                    self.ctx.pipeline.storm_canary(container)
         self.ctx.metrics.decided(decision)
         return decision
 
@@ -216,7 +218,7 @@ class Remediator:
                 )
             )
         else:
-            ctx.metrics.restart_ended(snap.name, str(result.outcome))
+            ctx.restart_ended(snap.name, str(result.outcome))
         return result
 
     def _action(
@@ -266,7 +268,7 @@ class Remediator:
                 attempt=decision.attempt,
             )
         )
-        ctx.metrics.restart_ended(incident.container, str(Outcome.RETRY_EXHAUSTED))
+        ctx.restart_ended(incident.container, str(Outcome.RETRY_EXHAUSTED))
         log.error(
             "giving up: attempts exhausted, incident escalated",
             extra=kv(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from guardian.core.model import Incident, Silence, Verdict
+from guardian.core.model import Incident, Silence
 from guardian.service.healer import Healer
 
 
@@ -37,16 +37,23 @@ def container_status(healer: Healer) -> list[ContainerStatus]:
     now = ctx.clock.now()
     out = []
     for snap in sorted(watched, key=lambda s: s.name):
-        decision = healer.remediator.decisions.decision_for(snap.name, ctx.rules.of(snap), now)
+        # Judged as the sweep judges it: a healthy or skipped container has no next restart.
+        a = healer.assess(snap, "status")
+        decision = a.decision
+        held_back = None
+        if a.result.skipped is not None:
+            held_back = f"skipped: {a.result.skipped}"
+        elif decision is not None and not decision.restart:
+            held_back = str(decision.reason)
         out.append(
             ContainerStatus(
                 snap.name,
                 snap.state,
                 snap.health,
                 tuple(open_by_name.get(snap.name, [])),
-                decision.verdict is Verdict.RESTART,
-                decision.retry_at,
-                None if decision.restart else str(decision.reason),
+                decision is not None and decision.restart,
+                decision.retry_at if decision is not None else None,
+                held_back,
                 ctx.store.active_silence(host, snap.name, now),
             )
         )

@@ -44,7 +44,7 @@ class Verifier:
                 continue
             outcome = judge(p, snap, now, ctx.settings.verify_timeout)
             if outcome is not None:
-                self.finish(p, outcome, verdict_detail(outcome, snap), now)
+                self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
 
     def finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
         ctx = self.ctx
@@ -56,7 +56,7 @@ class Verifier:
             note = notifications.attempt(incident, p.attempt, p.max_attempts, outcome, detail, now)
             notes = self.recorder.notes(incident.container, note)
         ctx.store.record_outcome(p.action_id, outcome, detail, now, notes)
-        ctx.metrics.restart_ended(p.container, str(outcome))
+        ctx.restart_ended(p.container, str(outcome))
         level = logging.INFO if outcome is Outcome.SUCCEEDED else logging.WARNING
         log.log(
             level,
@@ -114,7 +114,7 @@ class Verifier:
             )
             ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, detail, now)
             if not restarted:
-                ctx.metrics.restart_ended(action.container, str(Outcome.INTERRUPTED))
+                ctx.restart_ended(action.container, str(Outcome.INTERRUPTED))
             log.warning(
                 "reconciled unfinished action", extra=kv(container=action.container, detail=detail)
             )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
+import time
+from datetime import datetime, timedelta
 
 from tests.helpers import wait_until
 from tests.integration.conftest import REPO
@@ -71,11 +75,18 @@ def test_an_unreachable_engine_is_a_host_incident_resolved_when_it_answers(
     wait_until(lambda: incidents(db, "(host)", "engine_unreachable"), 20, message="incident")
     [incident] = incidents(db, "(host)")
     assert incident["state"] == "active"
-    assert "docker engine unreachable for" in incident["detail"]
-
+    assert incident["detail"].startswith("docker engine unreachable since ")
+    time.sleep(8)  # a real outage, longer than docker.timeout: its length must be told true
     os.symlink("/var/run/docker.sock", socket_path)  # the engine answers again
     wait_until(lambda: incidents(db, "(host)")[0]["state"] == "resolved", 20, message="resolved")
-    assert incidents(db, "(host)")[0]["resolved_by"] == "guardian"
+    [resolved] = incidents(db, "(host)")
+    assert resolved["resolved_by"] == "guardian"
+    [note] = rows(db, "SELECT payload FROM outbox WHERE kind='resolved'")
+    told = json.loads(note["payload"])["detail"]
+    since = re.search(r"unreachable since (\S+) ", incident["detail"]).group(1)
+    outage = datetime.fromisoformat(resolved["resolved_at"]) - datetime.fromisoformat(since)
+    said = int(re.search(r"after (\d+)s unreachable", told).group(1))
+    assert said >= 8 and abs(said - outage.total_seconds()) <= 1.5, told
     assert g.stop() == 0
 
 
@@ -101,4 +112,45 @@ def test_acknowledging_the_storm_lets_restarts_through(containers, guardian):
     assert incidents(db, "(host)")[0]["state"] in ("acknowledged", "resolved")
     opened = rows(db, "SELECT incident_id FROM outbox WHERE kind='opened'")
     assert opened == [{"incident_id": storm["id"]}]
+    assert g.stop() == 0
+
+
+def test_eight_broken_at_once_hold_then_a_canary_heals_then_all_eight_heal(containers, guardian):
+    # Broken before Guardian starts, so its first sweep sees all eight at once; each stays
+    # broken until restarted (/run is a tmpfs). Nobody acts.
+    names = [
+        containers.run(f"e{i}", health_cmd=HEALTH, enable=None, labels=watched()) for i in range(8)
+    ]
+    for name in names:
+        containers.wait_health(name, "healthy")
+    started = {name: containers.started_at(name) for name in names}
+    for name in names:
+        containers.make_unhealthy(name)
+    for name in names:
+        containers.wait_health(name, "unhealthy")
+    g = guardian(watch={"label": WATCH, "interval": "1s"}, storm={"hold": "10s"})
+    db = g.store_path
+    storm = wait_until(lambda: incidents(db, "(host)", "storm"), 20, message="storm")[0]
+    opened_at = datetime.fromisoformat(storm["opened_at"])
+
+    restarts = lambda: [a for a in actions(db) if a["kind"] == "restart"]  # noqa: E731
+    [canary] = wait_until(restarts, 40, message="canary restart")
+    assert canary["reason"] == "storm_canary"
+    held_for = datetime.fromisoformat(canary["requested_at"]) - opened_at
+    assert timedelta(seconds=10) <= held_for < timedelta(seconds=25)
+    # The canary healed: the storm names it, and the other seven follow within the budget
+    # (default: 10 a minute, 2 at once).
+    wait_until(lambda: all(containers.health(n) == "healthy" for n in names), 120, message="all")
+    assert all(containers.started_at(n) != started[n] for n in names)
+    assert sorted(a["container"] for a in restarts()) == sorted(names)
+    assert [a["reason"] for a in restarts()].count("storm_canary") == 1
+    wait_until(lambda: incidents(db, "(host)")[0]["state"] == "resolved", 30, message="over")
+    reasons = [t["reason"] for t in rows(db, "SELECT * FROM transitions WHERE incident_id=?",
+                                         storm["id"])]  # fmt: skip
+    assert f"canary {canary['container']} healthy after restart" in " ".join(reasons)
+    # The story in three messages: opened (held, then a canary), the canary healed, resolved.
+    told = rows(db, "SELECT incident_id, kind FROM outbox ORDER BY id")
+    assert told == [
+        {"incident_id": storm["id"], "kind": kind} for kind in ("opened", "attempt", "resolved")
+    ]
     assert g.stop() == 0

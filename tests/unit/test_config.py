@@ -78,6 +78,14 @@ def test_docker_host_is_honoured_when_url_is_not_set() -> None:
             "restart.max_cooldown = 1m: expected at least restart.cooldown (10m)",
         ),
         (
+            "storm:\n  hold: 2h\n  max_hold: 1h\n",
+            "storm.max_hold = 1h: expected at least storm.hold (2h)",
+        ),
+        (
+            "storm:\n  hold: 5s\n",
+            "storm.hold = '5s': expected a duration from 10s to 1d",
+        ),
+        (
             "log:\n  level: loud\n",
             "log.level = 'loud': expected one of debug, info, warning, error",
         ),

@@ -110,7 +110,8 @@ def test_engine_unreachable_longer_than_timeout_is_a_host_incident(tmp_path):
     loop.healer.sweep()
     incident = loop.store.current_incident(loop.host, HOST_SUBJECT, kind)
     assert incident is not None and incident.state is IncidentState.ACTIVE
-    assert "unreachable for 31s" in incident.detail
+    assert "unreachable since 2" in incident.detail
+    assert "(31s when this incident opened)" in incident.detail
     loop.engine.reachable = True
     loop.clock.advance(5)
     loop.healer.sweep()

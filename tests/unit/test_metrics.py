@@ -223,3 +223,45 @@ def test_a_healthy_container_has_no_unhealthy_since():
         "State": {"Status": "running", "Health": {"Status": "healthy", "Log": [probe(1, 0)]}},
     }
     assert inspect_snapshot(data).unhealthy_since is None
+
+
+def test_the_last_sweep_is_nan_until_the_first_sweep_not_1970():
+    import math
+
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    assert math.isnan(registry.get_sample_value("guardian_last_sweep_timestamp_seconds"))
+    metrics.sweep_finished(0.1, T0)
+    assert registry.get_sample_value("guardian_last_sweep_timestamp_seconds") == T0.timestamp()
+
+
+def test_open_incidents_count_an_engine_outage_while_it_lasts(tmp_path):
+    loop = make_app(tmp_path, docker={"timeout": "30s"})
+    loop.engine.add("web")
+    loop.healer.sweep()
+    loop.engine.reachable = False
+    loop.healer.sweep()
+    loop.clock.advance(31)
+    loop.healer.sweep()  # no sweep completes: the engine does not answer
+    labels = {"type": "engine_unreachable", "state": "active"}
+    assert loop.metric("guardian_incidents_open", **labels) == 1
+    loop.engine.reachable = True
+    loop.clock.advance(5)
+    loop.healer.sweep()
+    assert loop.metric("guardian_incidents_open", **labels) == 0
+    assert loop.metric("guardian_incidents_open", type="engine_unreachable", state="resolved") == 1
+
+
+def test_a_storm_escalation_is_no_containers_exhausted_restarts(tmp_path):
+    loop = make_app(tmp_path, storm={"hold": "10s"})
+    for i in range(6):
+        loop.engine.add(f"c{i}", health="unhealthy")
+    loop.engine.after_restart_health = "unhealthy"
+    loop.healer.sweep()
+    loop.clock.advance(10)
+    loop.healer.sweep()
+    loop.healer.verifier.verify()  # the canary did not heal: the storm escalates
+    storm = loop.store.open_incidents(loop.host, "(host)")[0]
+    assert storm.escalated
+    assert loop.metric("guardian_incidents_open", type="storm", state="active") == 1
+    assert loop.metric("guardian_restarts_exhausted", container="(host)") == 0

@@ -144,3 +144,37 @@ def test_dashboard_shows_what_the_issue_asks_for():
         "Notification outcomes",
     ):
         assert wanted in titles
+
+
+def panel_query(title: str) -> str:
+    [panel] = [p for p in dashboard()["panels"] if p.get("title") == title]
+    return str(panel["targets"][0]["expr"])
+
+
+def test_time_since_last_sweep_panel_shows_no_sweep_yet_instead_of_56_years(tmp_path):
+    # The panel's own query, evaluated by promtool: before the first sweep (NaN, or 0 from an
+    # older Guardian) it returns nothing, which the panel shows as its noValue text.
+    expr = panel_query("Time since last sweep").replace('{instance=~"$host"}', "")
+    cases = {
+        "NaN NaN NaN NaN NaN NaN": [],
+        "0x5": [],
+        "60 120 180 240": [{"labels": "{}", "value": 60}],
+    }
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [
+                {"series": 'guardian_last_sweep_timestamp_seconds{instance="a"}', "values": v}
+            ],
+            "promql_expr_test": [{"expr": expr, "eval_time": "5m", "exp_samples": samples}],
+        }
+        for v, samples in cases.items()
+    ]
+    path = tmp_path / "panel.test.yml"
+    path.write_text(yaml.safe_dump({"rule_files": [], "tests": tests}))
+    result = subprocess.run(
+        [promtool(), "test", "rules", str(path)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    [panel] = [p for p in dashboard()["panels"] if p.get("title") == "Time since last sweep"]
+    assert panel["fieldConfig"]["defaults"]["noValue"] == "no sweep yet"

@@ -20,6 +20,7 @@ from guardian.core.policy import (
     decide,
     reset_due,
 )
+from guardian.core.storm import StormHold
 from tests.fakes import T0
 
 NOW = T0
@@ -52,6 +53,7 @@ class Case:
     policy: RestartPolicy = POLICY
     retry_in: float | None = None  # seconds from NOW
     attempt: int | None = None
+    storm: StormHold | None = None
 
 
 CASES = [
@@ -193,6 +195,77 @@ CASES = [
         retry_in=290,
     ),
     Case(
+        "a storm holds every restart until its hold ends",
+        Verdict.WAIT,
+        Reason.STORM,
+        storm=StormHold(NOW + timedelta(seconds=120)),
+        retry_in=120,
+    ),
+    Case(
+        "a storm holds even a container that has attempts left and no cooldown",
+        Verdict.WAIT,
+        Reason.STORM,
+        attempts=(3000,),
+        storm=StormHold(NOW + timedelta(seconds=1)),
+        retry_in=1,
+    ),
+    Case(
+        "the storm's hold is over: one restart is let through as the canary",
+        Verdict.RESTART,
+        Reason.STORM_CANARY,
+        storm=StormHold(NOW),
+        attempt=1,
+    ),
+    Case(
+        "a canary is restarting: every other restart waits for its verdict",
+        Verdict.WAIT,
+        Reason.STORM,
+        storm=StormHold(ago(60), canary="db"),
+    ),
+    Case(
+        "the last canary did not heal: another container is the next canary",
+        Verdict.WAIT,
+        Reason.STORM,
+        storm=StormHold(ago(1), failed="app"),
+    ),
+    Case(
+        "the last canary did not heal: any other container may be the next",
+        Verdict.RESTART,
+        Reason.STORM_CANARY,
+        storm=StormHold(ago(1), failed="db"),
+        attempt=1,
+    ),
+    Case(
+        "the canary still waits for its own cooldown",
+        Verdict.WAIT,
+        Reason.COOLDOWN,
+        attempts=(10,),
+        storm=StormHold(ago(1)),
+        retry_in=290,
+    ),
+    Case(
+        "the canary still keeps to the host budget",
+        Verdict.WAIT,
+        Reason.CONCURRENCY,
+        host_in_flight=2,
+        storm=StormHold(ago(1)),
+    ),
+    Case(
+        "the canary is never restarted in a dry run",
+        Verdict.DENY,
+        Reason.DRY_RUN,
+        policy=replace(POLICY, dry_run=True),
+        storm=StormHold(ago(1)),
+        attempt=1,
+    ),
+    Case(
+        "a storm never lets Guardian restart itself",
+        Verdict.DENY,
+        Reason.SELF,
+        target=Target("guardian", is_self=True),
+        storm=StormHold(ago(1)),
+    ),
+    Case(
         "max_attempts 1 gives up after one",
         Verdict.GIVE_UP,
         Reason.MAX_ATTEMPTS,
@@ -211,7 +284,7 @@ def test_decide(case: Case) -> None:
         in_flight=case.in_flight,
         engine_denied=case.engine_denied,
     )
-    host = HostLoad(tuple(ago(s) for s in case.host_recent), case.host_in_flight)
+    host = HostLoad(tuple(ago(s) for s in case.host_recent), case.host_in_flight, case.storm)
     d = decide(case.target, history, host, case.policy, NOW)
     assert (d.verdict, d.reason) == (case.verdict, case.reason)
     expected_retry = NOW + timedelta(seconds=case.retry_in) if case.retry_in is not None else None

@@ -8,10 +8,12 @@ import pytest
 
 from guardian.core.model import Reason, Verdict
 from guardian.core.policy import AttemptHistory, HostLoad, RestartPolicy, Target, decide
-from tests.fakes import FakeClock
+from guardian.core.storm import StormHold
+from tests.fakes import T0, FakeClock
 
 POLICY = RestartPolicy(cooldown=timedelta(seconds=60), max_attempts=3, window=timedelta(hours=1))
 DB = ("db (incident 4, unhealthy)",)
+HOLD = StormHold(until=T0 + timedelta(minutes=5))
 
 
 def ago(clock: FakeClock, seconds: float):
@@ -24,12 +26,12 @@ CASES = [
      Verdict.RESTART, Reason.ALLOWED),
     ("an unhealthy dependency holds the restart", Target("app", unhealthy_dependencies=DB), (),
      HostLoad(), POLICY, Verdict.WAIT, Reason.DEPENDENCY_UNHEALTHY),
-    ("a storm holds every restart", Target("app"), (), HostLoad(storm=True), POLICY,
+    ("a storm holds every restart", Target("app"), (), HostLoad(storm=HOLD), POLICY,
      Verdict.WAIT, Reason.STORM),
     ("storm wins over an unhealthy dependency", Target("app", unhealthy_dependencies=DB), (),
-     HostLoad(storm=True), POLICY, Verdict.WAIT, Reason.STORM),
+     HostLoad(storm=HOLD), POLICY, Verdict.WAIT, Reason.STORM),
     ("never itself, even in a storm", Target("guardian", is_self=True), (),
-     HostLoad(storm=True), POLICY, Verdict.DENY, Reason.SELF),
+     HostLoad(storm=HOLD), POLICY, Verdict.DENY, Reason.SELF),
     ("not opted in beats dependencies", Target("x", opted_in=False, unhealthy_dependencies=DB),
      (), HostLoad(), POLICY, Verdict.DENY, Reason.NOT_OPTED_IN),
     ("a dependency hold does not spend attempts: exhausted still waits for the dependency",
@@ -69,7 +71,7 @@ def test_dependency_decision_names_the_dependency_and_its_incident():
 def test_restart_allowed_once_storm_ends_after_the_clock_moves_on():
     clock = FakeClock()
     history = AttemptHistory()
-    assert decide(Target("a"), history, HostLoad(storm=True), POLICY, clock.now()).reason is (
+    assert decide(Target("a"), history, HostLoad(storm=HOLD), POLICY, clock.now()).reason is (
         Reason.STORM
     )
     clock.advance(minutes=5)

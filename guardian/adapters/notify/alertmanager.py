@@ -1,9 +1,12 @@
 """AlertmanagerNotifier: the Alertmanager API v2 client contract.
 
-Labels are the alert's identity (alertname, host, container, incident_type). A firing alert is
-re-sent every `resend_interval` with endsAt in the future, so it expires by itself if Guardian
-dies; a resolved incident is sent once with endsAt = now. Alertmanager deduplicates, so resends
-are safe. Firing alerts are kept in the store (notify_refs) and survive restarts.
+Labels are the alert's identity (alertname, instance, container, incident_type, severity), named
+like the rule alerts' so one routing tree covers both: `GuardianIncident` (severity warning) while
+Guardian is at it, `GuardianIncidentEscalated` (critical) once it gave up; an escalation ends the
+first alert. A firing alert is re-sent every `resend_interval` with endsAt in the future, so it
+expires by itself if Guardian dies; a resolved incident is sent once with endsAt = now.
+Alertmanager deduplicates, so resends are safe. Firing alerts are kept in the store (notify_refs)
+and survive restarts.
 """
 
 from __future__ import annotations
@@ -19,18 +22,22 @@ import requests
 from guardian.adapters.notify.transport import Reply, classify, post
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.core.delivery import Result
-from guardian.core.notifications import Notification
+from guardian.core.notifications import Kind, Notification
 from guardian.logs import kv
 from guardian.ports import Clock
 
 log = logging.getLogger("guardian.notify")
 ALERTNAME = "GuardianIncident"
+ESCALATED_ALERTNAME = "GuardianIncidentEscalated"
+_ESCALATIONS = frozenset({Kind.GAVE_UP, Kind.REMINDER})
 
 
 def labels(n: Notification) -> dict[str, str]:
+    escalated = n.escalated or n.kind in _ESCALATIONS
     return {
-        "alertname": ALERTNAME,
-        "host": n.host,
+        "alertname": ESCALATED_ALERTNAME if escalated else ALERTNAME,
+        "severity": "critical" if escalated else "warning",
+        "instance": n.host,
         "container": n.container,
         "incident_type": n.incident_type,
     }
@@ -73,19 +80,31 @@ class AlertmanagerNotifier:
         alerts: list[dict[str, Any]] = []
         firing: list[tuple[Notification, dict[str, Any]]] = []
         resolved: list[Notification] = []
+        sent: dict[int, dict[str, Any]] = {}  # an incident's latest alert in this batch
         for n in batch:
             known = self._outbox.ref(self.name, n.incident_id or 0)
             starts = known[0] if known else n.at.isoformat()
+            previous = sent.get(n.incident_id or 0) or (
+                json.loads(known[1]) if known and known[1] else None
+            )
+            these = labels(n)
+            if previous is not None and previous["labels"] != these:
+                if n.firing:
+                    # Escalated: a new identity; the first alert ends, it does not linger.
+                    alerts.append({**previous, "endsAt": now.isoformat()})
+                else:
+                    these = previous["labels"]  # resolve the alert that fires
             alert = {
-                "labels": labels(n),
+                "labels": these,
                 "annotations": {
                     "summary": n.headline,
                     "description": n.text(),
-                    "state": n.state,
+                    "state": n.state + (" (escalated)" if these["severity"] == "critical" else ""),
                 },
                 "startsAt": starts,
                 "endsAt": self._ends(now) if n.firing else now.isoformat(),
             }
+            sent[n.incident_id or 0] = alert
             alerts.append(alert)
             if n.firing:
                 firing.append((n, alert))

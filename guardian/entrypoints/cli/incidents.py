@@ -27,7 +27,16 @@ from guardian.entrypoints.cli.tables import (
 from guardian.entrypoints.views import action_view, incident_view, silence_view, timeline_view
 from guardian.service.operator import BadRequest, Operator
 
-INCIDENT_COLUMNS = ("id", "container", "type", "state", "opened_at", "occurrences", "resolved_by")
+INCIDENT_COLUMNS = (
+    "id",
+    "container",
+    "type",
+    "state",
+    "escalated",
+    "opened_at",
+    "occurrences",
+    "resolved_by",
+)
 ACTION_COLUMNS = ("requested_at", "container", "kind", "attempt", "reason", "outcome", "incident")
 SILENCE_COLUMNS = ("container", "until", "by", "reason", "active")
 TIMELINE_COLUMNS = ("at", "actor", "event", "reason", "detail")

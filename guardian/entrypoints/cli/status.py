@@ -31,7 +31,7 @@ from guardian.entrypoints.views import container_view, incident_view, silence_vi
 from guardian.service.status import container_status
 
 STATUS_COLUMNS = ("container", "state", "health", "incidents", "next_restart", "held_back")
-OPEN_COLUMNS = ("id", "container", "type", "state", "opened_at", "occurrences")
+OPEN_COLUMNS = ("id", "container", "type", "state", "escalated", "opened_at", "occurrences")
 SILENCE_COLUMNS = ("container", "until", "by", "reason")
 REDACTED = "<redacted>"
 # Key names that hold a secret themselves; `*_env` and `*_file` only say where one is kept.

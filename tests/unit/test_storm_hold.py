@@ -1,0 +1,164 @@
+"""A storm ends without a person: the hold, the canary, the doubling, over a fake clock."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import timedelta
+
+from guardian.core.model import HOST_SUBJECT, IncidentState, ProblemType
+from guardian.core.notifications import from_dict
+from tests.app import make_app
+from tests.fakes import T0
+
+
+def storm(loop):
+    return loop.store.current_incident(loop.host, HOST_SUBJECT, ProblemType.STORM)
+
+
+def storm_news(loop, incident_id):
+    """The kinds of the storm's queued notifications, in order."""
+    rows = loop.store.db.query(
+        "SELECT kind, payload FROM outbox WHERE incident_id=? ORDER BY id", (incident_id,)
+    )
+    return [r["kind"] for r in rows]
+
+
+def queued_kinds(loop):
+    return [
+        (r["incident_id"], r["kind"])
+        for r in loop.store.db.query("SELECT incident_id, kind FROM outbox ORDER BY id")
+    ]
+
+
+def eight_of_ten_unhealthy(loop):
+    for i in range(10):
+        loop.engine.add(f"c{i}", health="unhealthy" if i < 8 else "healthy")
+
+
+def step(loop, seconds=30):
+    """One sweep interval: the clock moves, the sweep runs, verifications are judged."""
+    loop.clock.advance(seconds)
+    loop.healer.sweep()
+    loop.healer.verifier.verify()
+
+
+def restart_offsets(loop):
+    """When each restart was requested, in seconds after T0."""
+    return [int((a.requested_at - T0).total_seconds()) for a in loop.restarts()]
+
+
+def test_a_storm_holds_for_storm_hold_then_a_canary_heals_and_the_rest_follow_in_budget(tmp_path):
+    loop = make_app(
+        tmp_path,
+        restart={"cooldown": "60s", "max_per_minute": 3},
+        storm={"hold": "5m"},
+    )
+    eight_of_ten_unhealthy(loop)
+    loop.healer.sweep()
+    held = storm(loop)
+    assert held is not None and held.state is IncidentState.ACTIVE
+    for _ in range(9):  # 4.5 minutes of sweeps: nobody acts, nothing is restarted
+        step(loop)
+    assert loop.restarted() == []
+
+    step(loop)  # 5 minutes: the hold is over
+    [canary] = loop.restarts()
+    assert canary.reason == "storm_canary"
+    assert restart_offsets(loop) == [300]
+    held = loop.store.get_incident(held.id)
+    assert held.state is IncidentState.IN_PROGRESS
+    [t] = [t for t in loop.store.transitions(held.id) if t.to_state is IncidentState.IN_PROGRESS]
+    assert t.reason == (
+        f"canary {canary.container} healthy after restart: restarts resume within the budget"
+    )
+
+    for _ in range(10):
+        step(loop)
+    assert sorted(loop.restarted()) == [f"c{i}" for i in range(8)]
+    offsets = restart_offsets(loop)
+    for start in offsets:  # never more than max_per_minute (3) in any minute
+        assert sum(1 for o in offsets if start <= o < start + 60) <= 3
+    assert max(offsets) <= 300 + 3 * 60  # the other seven within three minutes
+    assert loop.store.get_incident(held.id).state is IncidentState.RESOLVED
+    # Three messages tell the whole story; none per container.
+    assert queued_kinds(loop) == [(held.id, "opened"), (held.id, "attempt"), (held.id, "resolved")]
+
+
+def test_a_canary_that_does_not_heal_doubles_the_hold_and_escalates_once(tmp_path):
+    loop = make_app(
+        tmp_path,
+        restart={"cooldown": "60s"},
+        storm={"hold": "5m", "max_hold": "20m"},
+    )
+    eight_of_ten_unhealthy(loop)
+    loop.engine.after_restart_health = "unhealthy"  # the shared cause is still there
+    loop.healer.sweep()
+    held = storm(loop)
+    for _ in range(2 * 60):  # one hour of sweeps, 30 s apart
+        step(loop)
+    # One canary at 5m, then holds of 10m, 20m, 20m (max_hold): four restarts in an hour.
+    assert restart_offsets(loop) == [300, 900, 2100, 3300]
+    assert {a.reason for a in loop.restarts()} == {"storm_canary"}
+    canaries = [a.container for a in loop.restarts()]
+    assert all(a != b for a, b in itertools.pairwise(canaries))  # a new one each time
+    held = loop.store.get_incident(held.id)
+    assert held.state is IncidentState.ACTIVE and held.escalated
+    assert storm_news(loop, held.id) == ["opened", "gave_up"]
+    assert {i for i, _ in queued_kinds(loop)} == {held.id}
+
+
+def test_the_escalation_says_what_happened_and_when_the_next_canary_comes(tmp_path):
+    loop = make_app(tmp_path, storm={"hold": "5m"})
+    eight_of_ten_unhealthy(loop)
+    loop.engine.after_restart_health = "unhealthy"
+    loop.healer.sweep()
+    loop.clock.advance(minutes=5)
+    loop.healer.sweep()
+    loop.healer.verifier.verify()
+    [row] = loop.store.db.query("SELECT payload FROM outbox WHERE kind='gave_up'")
+    note = from_dict(json.loads(row["payload"]))
+    [canary] = loop.restarted()
+    next_at = (T0 + timedelta(minutes=15)).isoformat(timespec="seconds")
+    assert note.headline == "Storm escalated, canary not healed, needs a human: (host) on h: storm"
+    assert note.detail == (
+        f"canary {canary} not healed (unhealthy_after_restart): restarts held for 10m, "
+        f"next canary at {next_at}"
+    )
+
+
+def test_an_acknowledgement_releases_the_hold_at_once(tmp_path):
+    loop = make_app(tmp_path, storm={"hold": "1h"}, restart={"max_concurrent": 8})
+    eight_of_ten_unhealthy(loop)
+    loop.healer.sweep()
+    loop.app.operator.change(storm(loop).id, "ack", "alice", "NFS server down")
+    step(loop)
+    assert sorted(loop.restarted()) == [f"c{i}" for i in range(8)]
+
+
+def test_three_containers_failing_together_on_a_small_host_are_no_storm(tmp_path):
+    loop = make_app(tmp_path)  # the defaults
+    names = ["web", "db", "cache"]
+    for name in names:
+        loop.engine.add(name)
+    loop.healer.sweep()
+    for name in names:  # 0.2 s apart, each reported by its own engine event
+        snap = loop.engine.set(name, health="unhealthy")
+        loop.healer.react(snap.id, loop.clock.now())
+        loop.clock.advance(0.2)
+    assert storm(loop) is None
+    assert loop.restarted() == names
+
+
+def test_after_a_guardian_restart_an_open_storm_holds_afresh(tmp_path):
+    loop = make_app(tmp_path, storm={"hold": "5m"})
+    eight_of_ten_unhealthy(loop)
+    loop.healer.sweep()
+    loop.clock.advance(minutes=4)
+    again = loop.restart_guardian()
+    again.healer.sweep()
+    for _ in range(9):
+        step(again)
+    assert again.restarted() == []  # 4m + 4.5m: the new process holds for its own 5m
+    step(again)
+    assert len(again.restarted()) == 1
