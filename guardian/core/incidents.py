@@ -106,8 +106,9 @@ def record_detection(
     """Open an incident for a problem, or update the one already open for it (dedup).
 
     `existing` is the newest incident for (host, container, problem type), if any. An open one
-    counts another occurrence; a resolved one is reopened (recurrence before close); a closed one
-    (or none) leads to a new incident.
+    is seen again (last_seen, detail): one continuous problem is one occurrence, however often a
+    sweep or an event looks at it. A resolved one is reopened (recurrence before close) and
+    counts another occurrence; a closed one (or none) leads to a new incident.
     """
     if result.problem is None:
         raise ValueError("record_detection needs a result with a problem")
@@ -126,14 +127,15 @@ def record_detection(
         )
         reason = f"{problem} detected by {result.source}"
         return IncidentChange(incident, (Transition(None, S.ACTIVE, GUARDIAN, now, reason),))
+    recurs = existing.state is S.RESOLVED
     seen = replace(
         existing,
-        occurrences=existing.occurrences + 1,
+        occurrences=existing.occurrences + (1 if recurs else 0),
         last_seen=now,
         container_id=result.container_id,
         detail=result.detail or existing.detail,
     )
-    if existing.state is S.RESOLVED:
+    if recurs:
         reopened, t = transition(seen, S.ACTIVE, GUARDIAN, f"{problem} recurred", now)
         return IncidentChange(reopened, (t,))
     return IncidentChange(seen)

@@ -79,7 +79,8 @@ def test_event_and_sweep_detections_make_one_incident(w: TestApp) -> None:
     w.clock.advance(1)
     w.healer.sweep()
     incidents = w.store.open_incidents("h")
-    assert len(incidents) == 1 and incidents[0].occurrences == 2
+    assert len(incidents) == 1 and incidents[0].occurrences == 1  # one continuous problem
+    assert incidents[0].last_seen == w.clock.now()  # the sweep saw it again
 
 
 def test_container_removed_before_restart_closes_the_incident(w: TestApp) -> None:

@@ -121,13 +121,13 @@ def test_first_detection_opens_an_active_incident() -> None:
     assert change.transitions[0].reason == "unhealthy detected by event"
 
 
-def test_a_second_detection_updates_the_open_incident() -> None:
+def test_a_second_detection_of_an_open_problem_is_seen_again_not_another_occurrence() -> None:
     open_one = incident(S.IN_PROGRESS)
     later = T0 + timedelta(seconds=30)
     change = record_detection(open_one, "host", detection(), later)
     assert change.transitions == ()
     assert change.incident.id == 7
-    assert change.incident.occurrences == 2 and change.incident.last_seen == later
+    assert change.incident.occurrences == 1 and change.incident.last_seen == later
 
 
 def test_recurrence_before_close_reopens_the_same_incident() -> None:
@@ -135,6 +135,7 @@ def test_recurrence_before_close_reopens_the_same_incident() -> None:
     change = record_detection(resolved, "host", detection(), T0 + timedelta(minutes=1))
     assert change.reopened and change.incident.id == 7
     assert change.incident.state is S.ACTIVE and change.incident.resolved_by is None
+    assert change.incident.occurrences == 2  # the problem began again
 
 
 def test_after_close_a_new_incident_opens() -> None:

@@ -92,14 +92,14 @@ def test_a_change_by_the_daemon_in_between_is_not_lost(op: Operator) -> None:
 
 
 def test_a_detection_update_by_the_daemon_keeps_a_persons_acknowledgement(op: Operator) -> None:
-    """The daemon read the incident as active, then counted an occurrence after the ack."""
+    """The daemon read the incident as active, then saw the problem again after the ack."""
     iid = open_incident(op)
     stale = op.incident(iid)
     op.change(iid, "ack", "alice")
     result = HealthCheckResult("id-app", "app", op.clock.now(), ProblemType.UNHEALTHY, "again")
     op.store.save_incident(incidents.record_detection(stale, HOST, result, op.clock.now()))
     incident = op.incident(iid)
-    assert (incident.state, incident.occurrences) == (IncidentState.ACKNOWLEDGED, 2)
+    assert (incident.state, incident.detail) == (IncidentState.ACKNOWLEDGED, "again")
 
 
 def test_a_write_from_a_stale_state_is_refused(op: Operator) -> None:
