@@ -18,6 +18,7 @@ import yaml
 
 from guardian.core.durations import format_duration, parse_duration
 from guardian.core.policy import RestartPolicy
+from guardian.core.redaction import redact_patterns
 
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
 
@@ -328,7 +329,7 @@ def _unknown_key(section: str, key: Any, keys: list[str]) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    text = redact_patterns(repr(value))  # a bad docker.url may still carry a password
     return text if len(text) <= 60 else text[:57] + "..."
 
 
