@@ -276,11 +276,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "pagerduty_url": _with(_text(), "https://events.pagerduty.com/v2/enqueue"),
         "pagerduty_events": _with(_choice("escalations", "all"), "escalations"),
     },
-    # The bearer token of the state-changing API endpoints: read from this environment variable,
-    # or from token_file when that is set. No token: those endpoints are off.
+    # The bearer token of the API: read from this environment variable, or from token_file when
+    # that is set. No token: the API is off (its reads too, unless public_reads).
     "api": {
         "token_env": _with(_text(256), "GUARDIAN_API_TOKEN"),
         "token_file": _with(_optional_text(), None),
+        # true: anyone who reaches the port reads incidents (details, log tails), timelines,
+        # actions, containers and silences without the token. Changes always need it.
+        "public_reads": _with(_bool(), False),
     },
     "log": {
         "level": _with(_choice("debug", "info", "warning", "error"), "info"),

@@ -65,10 +65,36 @@ def test_mutations_need_the_right_bearer_token(g: TestApp) -> None:
     assert status == 200 and doc["incident"]["state"] == "acknowledged"
 
 
-def test_reads_need_no_token(g: TestApp) -> None:
+READS = [
+    "/api/v1/incidents",
+    "/api/v1/incidents/{iid}",
+    "/api/v1/actions",
+    "/api/v1/containers",
+    "/api/v1/silences",
+]
+
+
+@pytest.mark.parametrize("path", READS)
+def test_reads_need_the_token_unless_public_reads_are_on(g: TestApp, path: str) -> None:
+    path = path.format(iid=open_incident(g))
+    status, doc, response = call(make_api(g), "GET", path, token=None)
+    assert status == 401 and "Bearer" in doc["error"]
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert call(make_api(g), "GET", path, token="wrong")[0] == 403
+    assert call(make_api(g), "GET", path)[0] == 200
+    public = Api(g.healer, g.app.operator, TOKEN, public_reads=True)
+    assert call(public, "GET", path, token=None)[0] == 200
+
+
+def test_without_a_token_reads_are_off_unless_public(g: TestApp) -> None:
     open_incident(g)
-    status, doc, _ = call(make_api(g), "GET", "/api/v1/incidents", token=None)
+    status, doc, _ = call(make_api(g, None), "GET", "/api/v1/incidents", token=None)
+    assert status == 403 and "api.public_reads: true" in doc["error"]
+    public = Api(g.healer, g.app.operator, None, public_reads=True)
+    status, doc, _ = call(public, "GET", "/api/v1/incidents", token=None)
     assert status == 200 and [i["container"] for i in doc["incidents"]] == ["app"]
+    status, doc, _ = call(public, "POST", "/api/v1/silences", {}, token=None)
+    assert status == 403 and "no API token is configured" in doc["error"]
 
 
 def test_without_a_configured_token_mutations_are_off(g: TestApp) -> None:

@@ -34,7 +34,11 @@ def test_shows_every_key_with_file_and_environment_applied(
     assert shown["docker"]["url"] == "tcp://***@dockerhost:2376"
     assert shown["notify"]["alertmanager_url"] == "https://***@am.lan:9093/?token=***"
     assert shown["notify"]["slack_api_url"] == "https://slack.example/api?key=***"
-    assert shown["api"] == {"token_env": "GUARDIAN_API_TOKEN", "token_file": None}
+    assert shown["api"] == {
+        "token_env": "GUARDIAN_API_TOKEN",
+        "token_file": None,
+        "public_reads": False,
+    }
 
 
 def test_secret_keys_are_redacted_but_where_they_come_from_is_shown() -> None:
