@@ -54,7 +54,8 @@ def test_the_api_reads_and_changes_state_only_with_the_token(containers, guardia
     assert r.status_code == 400 and "unknown field(s) priority" in r.json()["error"]
     r = api(g, "POST", ack, token=TOKEN, data=b"x" * (65 * 1024))
     assert r.status_code == 413
-    assert api(g, "GET", f"/incidents/{incident['id']}", TOKEN).json()["incident"]["state"] == "active"
+    shown = api(g, "GET", f"/incidents/{incident['id']}", TOKEN).json()
+    assert shown["incident"]["state"] == "active"
 
     r = api(g, "POST", ack, token=TOKEN, json={"by": "alice"})
     assert r.status_code == 200 and r.json()["incident"]["state"] == "acknowledged"
@@ -68,11 +69,11 @@ def test_the_api_reads_and_changes_state_only_with_the_token(containers, guardia
         f"cannot close incident {incident['id']}: it is acknowledged; resolve it first"
     )
 
-    [row] = [c for c in api(g, "GET", "/containers", TOKEN).json()["containers"] if c["container"] == name]
+    rows = api(g, "GET", "/containers", TOKEN).json()["containers"]
+    [row] = [c for c in rows if c["container"] == name]
     assert (row["health"], row["held_back"]) == ("unhealthy", "dry_run")
-    reasons = [
-        a["reason"] for a in api(g, "GET", "/actions", TOKEN, params={"since": "1h"}).json()["actions"]
-    ]
+    actions = api(g, "GET", "/actions", TOKEN, params={"since": "1h"}).json()["actions"]
+    reasons = [a["reason"] for a in actions]
     assert reasons == ["dry_run"]
 
     body = {"container": name, "for": "1h", "reason": "upgrade", "by": "alice"}
