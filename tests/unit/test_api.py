@@ -209,6 +209,7 @@ def test_token_comes_from_the_named_variable_or_a_file(tmp_path: Path) -> None:
     assert load_token(named, {"MY_TOKEN": "xyz"}) == "xyz"
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
+    token_file.chmod(0o600)
     from_file = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
     assert load_token(from_file, {"GUARDIAN_API_TOKEN": "ignored"}) == "from-file"
     token_file.write_text("")
@@ -217,3 +218,26 @@ def test_token_comes_from_the_named_variable_or_a_file(tmp_path: Path) -> None:
     missing = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(tmp_path / "nope")})
     with pytest.raises(ConfigError, match="cannot read"):
         load_token(missing, {})
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o666, 0o602])
+def test_a_token_file_other_users_may_read_or_write_is_refused(tmp_path: Path, mode: int) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    token_file.chmod(mode)
+    settings = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
+    with pytest.raises(ConfigError) as refused:
+        load_token(settings, {})
+    assert str(refused.value) == (
+        f"api.token_file = {str(token_file)!r}: other users may read or write it (mode "
+        f"0{mode:o}); chmod 600 it (640 if a group needs it)"
+    )
+    assert "from-file" not in str(refused.value)
+
+
+def test_a_token_file_for_a_group_is_accepted(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    token_file.chmod(0o640)
+    settings = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
+    assert load_token(settings, {}) == "from-file"
