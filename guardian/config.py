@@ -21,6 +21,8 @@ from guardian.core.policy import RestartPolicy
 from guardian.core.redaction import redact_patterns
 
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
+ENV_PREFIX = "GUARDIAN_"
+CONFIG_ENV = "GUARDIAN_CONFIG"  # the config file's path, read by the CLI
 
 
 class ConfigError(Exception):
@@ -331,22 +333,94 @@ def _unknown_key(section: str, key: Any, keys: list[str]) -> str:
     return f"unknown key {section}.{_shown(key)}; {hint}{where}"
 
 
+def _check_environment(env: Mapping[str, str], values: Mapping[str, Mapping[str, Any]]) -> None:
+    """A GUARDIAN_* variable that looks meant for Guardian but maps to no key is an error, as
+    the same typo in the file is. Looks meant: it starts with a section's name, or is close to
+    a key's variable. Others (another program's GUARDIAN_REQUIRE_DOCKER) are not Guardian's,
+    nor are the variables that `*_env` keys name (GUARDIAN_API_TOKEN) or GUARDIAN_CONFIG."""
+    known = {f"{s}_{k}".upper(): f"{s}.{k}" for s, keys in SCHEMA.items() for k in keys}
+    named = {v for keys in values.values() for k, v in keys.items() if k.endswith("_env") and v}
+    for name in sorted(env):
+        rest = name.removeprefix(ENV_PREFIX)
+        if rest == name or rest in known or name in named or name == CONFIG_ENV:
+            continue
+        close = difflib.get_close_matches(rest, list(known), n=1, cutoff=0.75)
+        section = next((s for s in SCHEMA if rest.startswith(s.upper() + "_")), None)
+        if close:
+            hint = f"did you mean {ENV_PREFIX}{close[0]} ({known[close[0]]})?"
+        elif section is not None:
+            names = ", ".join(f"{ENV_PREFIX}{section}_{k}".upper() for k in SCHEMA[section])
+            hint = f"allowed: {names}" if len(names) <= 300 else "see the README's list of keys"
+        else:
+            continue
+        raise ConfigError(f"unknown environment variable {_shown(name)}; {hint}")
+
+
 def _shown(value: Any) -> str:
     text = redact_patterns(repr(value))  # a bad docker.url may still carry a password
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+# Nodes of the document with every alias expanded: a real config has a few hundred, an alias
+# bomb ("billion laughs") billions, which repr() and the key checks would walk one by one.
+MAX_CONFIG_NODES = 10_000
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a document whose aliases expand beyond MAX_CONFIG_NODES, before
+    anything is constructed from it."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            _expanded_size(node, {}, set())
+        return node
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """How many nodes `node` stands for with its aliases expanded; each distinct node is
+    counted once (`sizes`), so this costs what the file holds, not what it expands to."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise ConfigError("invalid YAML: an alias refers to a node that contains it")
+    open_.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, sizes, open_) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            size += _expanded_size(k, sizes, open_) + _expanded_size(v, sizes, open_)
+    open_.discard(key)
+    if size > MAX_CONFIG_NODES:
+        raise ConfigError(
+            f"invalid YAML: its aliases expand to more than {MAX_CONFIG_NODES} values"
+        )
+    sizes[key] = size
+    return size
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: larger than 1 MiB ({MAX_CONFIG_BYTES} bytes); a config is a few KiB"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
+    loader = _BoundedLoader(text)
     try:
-        data = yaml.safe_load(text)
+        data = loader.get_single_data()
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -357,6 +431,8 @@ def _read_file(path: Path) -> dict[str, Any]:
     except (ValueError, OverflowError):
         # PyYAML's scanner lets these escape, e.g. for an escape "\U01000000" out of range.
         raise ConfigError(f"{path}: invalid YAML: an escape sequence is out of range") from None
+    finally:
+        loader.dispose()
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -402,6 +478,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
                 raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None
             if (section, key) == ("store", "path"):
                 store_explicit = True
+    _check_environment(env, values)
     r = values["restart"]
     if r["max_cooldown"] < r["cooldown"]:
         raise ConfigError(
