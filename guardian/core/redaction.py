@@ -115,4 +115,16 @@ class Redactor:
         for secret in sorted(self._secrets, key=len, reverse=True):
             if secret in text:
                 text = text.replace(secret, MASK)
+            else:
+                text = _cut_secret_masked(text, secret)
         return redact_patterns(text)
+
+
+def _cut_secret_masked(text: str, secret: str) -> str:
+    """`text` whose end, cut to a length limit (with or without "…"), is the start of `secret`:
+    that start masked too, or the first characters of the secret would show."""
+    body = text.removesuffix("…")
+    for k in range(len(secret) - 1, 5, -1):
+        if body.endswith(secret[:k]):
+            return body[:-k] + MASK
+    return text

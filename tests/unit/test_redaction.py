@@ -53,6 +53,14 @@ def test_a_registered_url_is_redacted_in_pieces_wherever_they_are_echoed() -> No
     assert "QUERYSECRET1" not in redact("the token was QUERYSECRET1")
 
 
+def test_a_secret_cut_by_a_length_limit_is_masked_from_its_first_characters() -> None:
+    redact = Redactor()
+    redact.add("https://hooks.example/services/T0/B0/pathsecret123456")
+    assert redact("400 no such hook /services/T0/B0/pathsec") == "400 no such hook ***"
+    assert redact("400 no such hook /services/T0/B0/pathsec…") == "400 no such hook ***"
+    assert redact("400 bad request") == "400 bad request"
+
+
 def test_scrub_url_keeps_host_and_path() -> None:
     assert scrub_url("tcp://admin:pw@docker.lan:2376") == "tcp://***@docker.lan:2376"
     assert scrub_url("unix:///var/run/docker.sock") == "unix:///var/run/docker.sock"
