@@ -68,8 +68,9 @@ def read_yaml(path: Path) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise YamlError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
-    loader = _BoundedLoader(text)
+    loader: _BoundedLoader | None = None
     try:
+        loader = _BoundedLoader(text)  # its reader refuses some characters at once
         data = loader.get_single_data()
     except YamlError as exc:
         raise YamlError(f"{path}: {exc}") from None
@@ -84,5 +85,6 @@ def read_yaml(path: Path) -> Any:
         # PyYAML's scanner lets these escape, e.g. for an escape "\U01000000" out of range.
         raise YamlError(f"{path}: invalid YAML: an escape sequence is out of range") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data

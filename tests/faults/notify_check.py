@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from guardian.core.notifications import from_dict
-from tests.faults.exposure import Exposure
+from tests.faults.exposure import SECRET_SOURCES, Exposure
 from tests.receiver import FakeReceiver, Recorded
 
 SLACK_PATH = "/slack/"
@@ -47,6 +47,29 @@ def expose_received(exposure: Exposure, rx: FakeReceiver) -> None:
     for i, r in enumerate(rx.requests):
         headers = "\n".join(f"{k}: {v}" for k, v in r.headers.items())
         exposure.add(f"notification {i} received ({r.path[:6]}...)", f"{headers}\n\n{r.body!r}")
+
+
+def notify_channels(rx: FakeReceiver, query: str = "") -> tuple[dict[str, str], dict[str, Any]]:
+    """(environment, notify section): a Slack webhook (not idempotent) and the generic webhook
+    (idempotent, HMAC-signed), both on `rx`, retried fast and never grouped for long; `query`
+    (a secret) goes into both URLs' query when given."""
+    tail = f"?token={query}" if query else ""
+    env = {
+        "GDT_SLACK_URL": rx.url(SLACK_PATH + SECRET_SOURCES["slack webhook url"] + tail),
+        "GDT_HOOK_URL": rx.url(HOOK_PATH + SECRET_SOURCES["webhook url"] + tail),
+        "GDT_HOOK_HMAC": SECRET_SOURCES["webhook hmac"],
+    }
+    notify = {
+        "slack_webhook_url_env": "GDT_SLACK_URL",
+        "webhook_url_env": "GDT_HOOK_URL",
+        "webhook_secret_env": "GDT_HOOK_HMAC",
+        "group_wait": "0s",
+        "pacing": "0s",
+        "retry_backoff": "200ms",
+        "max_backoff": "1s",
+        "max_attempts": 100,
+    }
+    return env, notify
 
 
 @dataclass

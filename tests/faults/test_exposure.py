@@ -19,7 +19,7 @@ import requests
 
 from tests.faults.conftest import Factory, run_cli, scrape
 from tests.faults.exposure import SECRET_SOURCES, Exposure
-from tests.faults.notify_check import HOOK_PATH, SLACK_PATH, expose_received
+from tests.faults.notify_check import SLACK_PATH, expose_received, notify_channels
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers
 from tests.integration.see_more import WATCH, incidents, rows, watched
@@ -36,24 +36,6 @@ def echo_path(rec: Recorded) -> Answer:
     if rec.path.startswith(SLACK_PATH):
         return Answer(400, f"invalid_payload: no hook at {rec.path} (token rejected)")
     return Answer(200, "ok")
-
-
-def channels(rx: FakeReceiver) -> tuple[dict[str, str], dict[str, Any]]:
-    query = SECRET_SOURCES["channel url query"]
-    env = {
-        "GDT_SLACK_URL": rx.url(f"{SLACK_PATH}{SECRET_SOURCES['slack webhook url']}?token={query}"),
-        "GDT_HOOK_URL": rx.url(f"{HOOK_PATH}{SECRET_SOURCES['webhook url']}?sig={query}"),
-        "GDT_HOOK_HMAC": SECRET_SOURCES["webhook hmac"],
-        "GUARDIAN_API_TOKEN": TOKEN,
-    }
-    notify = {
-        "slack_webhook_url_env": "GDT_SLACK_URL",
-        "webhook_url_env": "GDT_HOOK_URL",
-        "webhook_secret_env": "GDT_HOOK_HMAC",
-        "group_wait": "0s",
-        "pacing": "0s",
-    }
-    return env, notify
 
 
 def read_api(exposure: Exposure, base: str, engine_up: bool = True) -> list[dict[str, Any]]:
@@ -123,7 +105,8 @@ def test_secrets_in_container_output_urls_and_echoed_errors_are_shown_nowhere(
     rx = FakeReceiver()
     rx.respond = echo_path
     try:
-        env, notify = channels(rx)
+        env, notify = notify_channels(rx, SECRET_SOURCES["channel url query"])
+        env["GUARDIAN_API_TOKEN"] = TOKEN
         g = guardian(
             env=env,
             watch={"label": WATCH, "interval": "1s"},

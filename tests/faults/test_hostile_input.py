@@ -138,6 +138,7 @@ def _assert_one_line(message: str) -> None:
 @given(raw=raw_configs, env=env_overrides)
 @example(raw=b'"\\U01000000', env={})  # found by the soak: PyYAML raised ValueError
 @example(raw=b'"\\Ua0000000', env={})  # ... and OverflowError
+@example(raw=b"\x00", env={})  # PyYAML's reader refuses it as the loader is made
 def test_any_config_loads_or_fails_with_one_line(raw: bytes, env: dict[str, str]) -> None:
     _tried("configs")
     _CONFIG.write_bytes(raw)
@@ -155,6 +156,7 @@ def test_any_config_loads_or_fails_with_one_line(raw: bytes, env: dict[str, str]
 @given(raw=raw_configs)
 @example(raw=b'"\\U01000000')
 @example(raw=b'"\\Ua0000000')
+@example(raw=b"\x00")
 def test_cli_config_validate_prints_one_line_and_exits_2_on_any_bad_config(raw: bytes) -> None:
     _tried("configs_through_cli")
     _CONFIG.write_bytes(raw)
