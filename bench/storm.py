@@ -73,7 +73,7 @@ class _Operator:
         storm = next(
             (
                 i
-                for i in self.g.api("GET", "/incidents")["incidents"]
+                for i in self.g.api("GET", "/incidents", token=self.token)["incidents"]
                 if i["type"] == "storm" and i["state"] in OPEN
             ),
             None,
@@ -135,7 +135,7 @@ def measure(
             (flag / "sick").touch()
             operator = _Operator(g, token, hold)
             healed = _wait_healed(log, names, t0, limit, operator.step)
-            _wait_notified(g)
+            _wait_notified(g, token)
             samples = g.scrape()
             opened = operator.opened
             held = operator.acked or time.time()
@@ -189,12 +189,12 @@ def _wait_healed(
     return None
 
 
-def _wait_notified(g: GuardianRun, timeout: float = 120) -> None:
+def _wait_notified(g: GuardianRun, token: str, timeout: float = 120) -> None:
     """Until no incident is open and the outbox stayed empty for three ticks in a row."""
     deadline = time.monotonic() + timeout
     empty = 0
     while time.monotonic() < deadline and empty < 3:
-        incidents = g.api("GET", "/incidents")["incidents"]
+        incidents = g.api("GET", "/incidents", token=token)["incidents"]
         settled = not any(i["state"] in OPEN for i in incidents)
         empty = empty + 1 if settled and g.metric("guardian_notification_queue_depth") == 0 else 0
         time.sleep(1)

@@ -247,6 +247,9 @@ def build_status(
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
     resilient = ResilientStore(sqlite, metrics)
     engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"])
+    docker_url = Redactor()
+    docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone
+    install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
     healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics)
     operator = Operator(resilient, clock, hs.host)
@@ -304,7 +307,6 @@ def build_delivery(
     the environment or files, and registered for redaction in every log line."""
     n = settings.values["notify"]
     redact = Redactor()
-    install_redaction(redact)
     outbox = SqliteOutbox(store.db)
     timeout, pacing = n["timeout"], n["pacing"]
     channels: list[Notifier] = []
@@ -362,6 +364,7 @@ def build_delivery(
         max_retry_after=n["max_retry_after"],
     )
     ws = WorkerSettings(host, n["group_wait"], n["repeat_interval"], retry)
+    install_redaction(redact)
     return DeliveryWorker(outbox, channels, clock, metrics, ws, redact)
 
 

@@ -16,13 +16,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from guardian.config_yaml import YamlError, read_yaml
 from guardian.core.durations import format_duration, parse_duration
 from guardian.core.limits import BY_KEY
 from guardian.core.policy import RestartPolicy
+from guardian.core.redaction import redact_patterns
 
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
+ENV_PREFIX = "GUARDIAN_"
+CONFIG_ENV = "GUARDIAN_CONFIG"  # the config file's path, read by the CLI
 
 
 class ConfigError(Exception):
@@ -317,11 +319,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "apprise_urls_env": _optional(_env_name()),
         "apprise_urls_file": _optional(_text()),
     },
-    # The bearer token of the state-changing API endpoints: read from this environment variable,
-    # or from token_file when that is set. No token: those endpoints are off.
+    # The bearer token of the API: read from this environment variable, or from token_file when
+    # that is set. No token: the API is off (its reads too, unless public_reads).
     "api": {
         "token_env": _with(_text(256), "GUARDIAN_API_TOKEN"),
         "token_file": _with(_optional_text(), None),
+        # true: anyone who reaches the port reads incidents (details, log tails), timelines,
+        # actions, containers and silences without the token. Changes always need it.
+        "public_reads": _with(_bool(), False),
     },
     "log": {
         "level": _with(_choice("debug", "info", "warning", "error"), "info"),
@@ -369,32 +374,39 @@ def _unknown_key(section: str, key: Any, keys: list[str]) -> str:
     return f"unknown key {section}.{_shown(key)}; {hint}{where}"
 
 
+def _check_environment(env: Mapping[str, str], values: Mapping[str, Mapping[str, Any]]) -> None:
+    """A GUARDIAN_* variable that looks meant for Guardian but maps to no key is an error, as
+    the same typo in the file is. Looks meant: it starts with a section's name, or is close to
+    a key's variable. Others (another program's GUARDIAN_REQUIRE_DOCKER) are not Guardian's,
+    nor are the variables that `*_env` keys name (GUARDIAN_API_TOKEN) or GUARDIAN_CONFIG."""
+    known = {f"{s}_{k}".upper(): f"{s}.{k}" for s, keys in SCHEMA.items() for k in keys}
+    named = {v for keys in values.values() for k, v in keys.items() if k.endswith("_env") and v}
+    for name in sorted(env):
+        rest = name.removeprefix(ENV_PREFIX)
+        if rest == name or rest in known or name in named or name == CONFIG_ENV:
+            continue
+        close = difflib.get_close_matches(rest, list(known), n=1, cutoff=0.75)
+        section = next((s for s in SCHEMA if rest.startswith(s.upper() + "_")), None)
+        if close:
+            hint = f"did you mean {ENV_PREFIX}{close[0]} ({known[close[0]]})?"
+        elif section is not None:
+            names = ", ".join(f"{ENV_PREFIX}{section}_{k}".upper() for k in SCHEMA[section])
+            hint = f"allowed: {names}" if len(names) <= 300 else "see the README's list of keys"
+        else:
+            continue
+        raise ConfigError(f"unknown environment variable {_shown(name)}; {hint}")
+
+
 def _shown(value: Any) -> str:
-    text = repr(value)
+    text = redact_patterns(repr(value))  # a bad docker.url may still carry a password
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "cannot be parsed"
-        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
-    except (ValueError, OverflowError):
-        # PyYAML's scanner lets these escape, e.g. for an escape "\U01000000" out of range.
-        raise ConfigError(f"{path}: invalid YAML: an escape sequence is out of range") from None
+        data = read_yaml(path)
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -440,6 +452,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
                 raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None
             if (section, key) == ("store", "path"):
                 store_explicit = True
+    _check_environment(env, values)
     r = values["restart"]
     if r["max_cooldown"] < r["cooldown"]:
         raise ConfigError(

@@ -6,11 +6,14 @@ redaction as soon as they are read. Used by bootstrap only.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 from guardian.config import ConfigError, Settings
 from guardian.core.redaction import Redactor
+
+MAX_SECRET_FILE = 64 * 1024  # a token, a password or a URL: far below this
 
 
 def read_secret(
@@ -21,10 +24,21 @@ def read_secret(
     ConfigError naming the key and where it looked, never the value."""
     if path:
         try:
-            value = Path(path).read_text(encoding="utf-8").strip()
+            with Path(path).open("rb") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                raw = f.read(MAX_SECRET_FILE + 1)
+            value = raw.decode("utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             why = getattr(exc, "strerror", None) or "not readable text"
             raise ConfigError(f"{key}_file = {path!r}: cannot read: {why}") from None
+        if mode & 0o007:
+            # Anyone on the host could read the secret, or swap it for one of their own.
+            raise ConfigError(
+                f"{key}_file = {path!r}: other users may read or write it (mode "
+                f"{stat.S_IMODE(mode):04o}); chmod 600 it (640 if a group needs it)"
+            )
+        if len(raw) > MAX_SECRET_FILE:
+            raise ConfigError(f"{key}_file = {path!r}: larger than {MAX_SECRET_FILE} bytes")
         if not value:
             raise ConfigError(f"{key}_file = {path!r}: the file is empty")
         return value

@@ -76,6 +76,9 @@ def setup_logging(level: str = "info", fmt: str = "text") -> None:
     handler = _StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
     root = logging.getLogger("guardian")
+    # Patterns (URL credentials, KEY=secret pairs) are redacted from the first line on; the
+    # daemon adds the secrets it reads (install_redaction).
+    handler.addFilter(RedactingFilter(Redactor()))
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
@@ -110,6 +113,10 @@ class RedactingFilter(logging.Filter):
 
 
 def install_redaction(redact: Redactor, logger: str = "guardian") -> None:
+    """Redact the secrets `redact` knows now from every line of `logger`'s handlers."""
     for handler in logging.getLogger(logger).handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+        filters = [f for f in handler.filters if isinstance(f, RedactingFilter)]
+        if filters:
+            filters[0].redact.update(redact)
+        else:
             handler.addFilter(RedactingFilter(redact))

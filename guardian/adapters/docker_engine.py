@@ -20,8 +20,13 @@ import requests
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.probes import NO_ADDRESS
+from guardian.core.redaction import redact_patterns, scrub_url
 from guardian.ports import EngineEvent, EngineUnavailable
 
+# Bounds on what a container says through the engine (Docker keeps 4096 bytes of health output);
+# the checks and the crash-loop judge clean and cut it further.
+MAX_HEALTH_OUTPUT = 4096
+MAX_LOG_BYTES = 64 * 1024
 EVENT_ACTIONS = ("health_status", "die", "oom", "stop", "start", "restart", "kill", "destroy")
 
 
@@ -106,7 +111,7 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         restart_policy=policy.get("Name") or "",
         restart_policy_max_retries=int(policy.get("MaximumRetryCount") or 0),
         health_start_period=timedelta(microseconds=start_period_ns / 1000),
-        health_output=(log[-1].get("Output") or "") if log else "",
+        health_output=str(log[-1].get("Output") or "")[:MAX_HEALTH_OUTPUT] if log else "",
         health_log_at=parse_time(log[-1].get("End")) if log else None,
         addresses=addresses(data.get("NetworkSettings"), host_config.get("NetworkMode", "")),
         memory_limit=int(host_config.get("Memory") or 0),
@@ -186,6 +191,7 @@ class DockerEngine:
 
     def __init__(self, url: str, timeout: timedelta) -> None:
         self.url = url
+        self.shown_url = scrub_url(url)  # the URL in messages: no userinfo or query values
         self.timeout = timeout
         self._api: docker.APIClient | None = None
         self._stream: Any = None
@@ -221,7 +227,7 @@ class DockerEngine:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if _not_sent(exc):
             text = "connection refused or socket missing"
-        return f"docker engine at {self.url} unreachable: {text[:200]}"
+        return redact_patterns(f"docker engine at {self.shown_url} unreachable: {text[:200]}")
 
     def _drop(self) -> None:
         with self._lock:
@@ -272,7 +278,7 @@ class DockerEngine:
             )
         except docker.errors.APIError:
             return ""  # removed, or a logging driver that cannot be read back
-        return bytes(raw).decode("utf-8", errors="replace")
+        return bytes(raw)[-MAX_LOG_BYTES:].decode("utf-8", errors="replace")
 
     def restart(
         self,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
-from guardian.core.text import trim
+from guardian.core.redaction import untrusted
 
 # Exit codes of a container ended by a signal from outside (SIGINT, SIGKILL, SIGTERM): what
 # `docker stop` and `docker kill` leave behind. Without an OOM kill, that is a person's doing.
@@ -59,7 +59,10 @@ def _skip(snap: ContainerSnapshot, now: datetime, why: str, source: str) -> Heal
 def _problem(
     snap: ContainerSnapshot, now: datetime, kind: ProblemType, detail: str, source: str
 ) -> HealthCheckResult:
-    return HealthCheckResult(snap.id, snap.name, now, kind, trim(detail, MAX_OUTPUT), source=source)
+    # The detail may quote the container's own health output: hostile text (DESIGN rule 9).
+    return HealthCheckResult(
+        snap.id, snap.name, now, kind, untrusted(detail, MAX_OUTPUT), source=source
+    )
 
 
 def evaluate(

@@ -17,9 +17,11 @@ from guardian.core.model import (
     ProblemType,
     Transition,
 )
+from guardian.core.redaction import untrusted
 
 S = IncidentState
 GUARDIAN = "guardian"
+MAX_DETAIL = 2000  # characters of detail an incident keeps
 
 ALLOWED: dict[IncidentState, frozenset[IncidentState]] = {
     S.ACTIVE: frozenset({S.ACKNOWLEDGED, S.IN_PROGRESS, S.RESOLVED}),
@@ -113,6 +115,8 @@ def record_detection(
     if result.problem is None:
         raise ValueError("record_detection needs a result with a problem")
     problem: ProblemType = result.problem
+    # Every detail an incident keeps passes here: container output and engine errors included.
+    detail = untrusted(result.detail, MAX_DETAIL)
     if existing is None or existing.state is S.CLOSED:
         incident = Incident(
             id=None,
@@ -123,7 +127,7 @@ def record_detection(
             state=S.ACTIVE,
             opened_at=now,
             last_seen=now,
-            detail=result.detail,
+            detail=detail,
         )
         reason = f"{problem} detected by {result.source}"
         return IncidentChange(incident, (Transition(None, S.ACTIVE, GUARDIAN, now, reason),))
@@ -133,7 +137,7 @@ def record_detection(
         occurrences=existing.occurrences + (1 if recurs else 0),
         last_seen=now,
         container_id=result.container_id,
-        detail=result.detail or existing.detail,
+        detail=detail or existing.detail,
     )
     if recurs:
         reopened, t = transition(seen, S.ACTIVE, GUARDIAN, f"{problem} recurred", now)

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from guardian.core.model import Decision, Incident, Outcome, ProblemType, Verdict
-from guardian.core.text import trim
+from guardian.core.redaction import untrusted
 
 DETAIL_MAX = 300  # characters of health output kept in a message
 
@@ -146,7 +146,7 @@ def opened(incident: Incident, decision: Decision | None, now: datetime) -> Noti
         now,
         attempt=decision.attempt - 1 if decision and decision.attempt else 0,
         max_attempts=decision.max_attempts if decision else 0,
-        detail=trim(incident.detail, DETAIL_MAX),
+        detail=untrusted(incident.detail, DETAIL_MAX),
         next_step=plan(decision),
     )
 
@@ -176,13 +176,15 @@ def attempt(
         attempt=number,
         max_attempts=max_attempts,
         outcome=str(outcome),
-        detail=trim(detail, DETAIL_MAX),
+        detail=untrusted(detail, DETAIL_MAX),
         next_step=_AFTER.get(outcome, "Guardian keeps watching"),
     )
 
 
 def resolved(incident: Incident, reason: str, now: datetime) -> Notification:
-    return _base(incident, Kind.RESOLVED, now, detail=trim(reason, DETAIL_MAX), next_step="nothing")
+    return _base(
+        incident, Kind.RESOLVED, now, detail=untrusted(reason, DETAIL_MAX), next_step="nothing"
+    )
 
 
 def gave_up(incident: Incident, decision: Decision, now: datetime) -> Notification:
@@ -193,7 +195,7 @@ def gave_up(incident: Incident, decision: Decision, now: datetime) -> Notificati
         attempt=decision.attempt,
         max_attempts=decision.max_attempts,
         outcome=str(Outcome.RETRY_EXHAUSTED),
-        detail=trim(incident.detail, DETAIL_MAX),
+        detail=untrusted(incident.detail, DETAIL_MAX),
         next_step=f"a human must look at it; next restart allowed at {_when(decision.retry_at)}",
     )
 
@@ -213,7 +215,7 @@ def storm_canary(
         Kind.ATTEMPT if healed else Kind.GAVE_UP,
         now,
         outcome=f"{container} {'healed' if healed else 'not healed'}",
-        detail=trim(detail, DETAIL_MAX),
+        detail=untrusted(detail, DETAIL_MAX),
         next_step=next_step,
     )
 
@@ -229,7 +231,7 @@ def reminder(incident: Incident, open_for: timedelta, now: datetime) -> Notifica
         incident,
         Kind.REMINDER,
         now,
-        detail=trim(incident.detail, DETAIL_MAX),
+        detail=untrusted(incident.detail, DETAIL_MAX),
         next_step=f"still open after {hours:.1f}h; a human must look at it",
     )
 

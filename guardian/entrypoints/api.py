@@ -1,7 +1,9 @@
 """The HTTP API under /api/v1/: read incidents, actions, containers and silences; steer them.
 
-Reads are open like /metrics. Every request that changes state needs `Authorization: Bearer
-<token>` (compared in constant time); with no token configured those endpoints are off.
+Every request needs `Authorization: Bearer <token>` (compared in constant time): incidents,
+timelines and actions quote what containers print. `api.public_reads: true` opens the reads
+(GET) to anyone who reaches the port; /metrics, /healthz and /readyz stay open regardless.
+With no token configured, what needs one is off.
 Errors are JSON `{"error": "..."}` with a message for people; bodies are validated strictly.
 """
 
@@ -93,9 +95,12 @@ def _duration(name: str, text: str) -> timedelta:
 class Api:
     """The /api/v1/ handler over the daemon's healer, the operator actions and the token."""
 
-    def __init__(self, healer: Healer, operator: Operator, token: str | None) -> None:
+    def __init__(
+        self, healer: Healer, operator: Operator, token: str | None, public_reads: bool = False
+    ) -> None:
         self.healer = healer
         self.op = operator
+        self.public_reads = public_reads
         self._token = token.encode() if token else None
 
     def __call__(self, request: Request) -> Response:
@@ -105,7 +110,9 @@ class Api:
             return _error(404, f"no such endpoint: {request.method} {request.path}")
         try:
             if request.method in MUTATING:
-                self._authorize(request)
+                self._authorize(request, "endpoints that change state are off")
+            elif not self.public_reads:
+                self._authorize(request, "reads of incidents, actions and containers are off")
             return route(request)
         except _Refused as refused:
             return refused.response
@@ -118,13 +125,14 @@ class Api:
         except EngineUnavailable as exc:
             return _error(503, str(exc))
 
-    def _authorize(self, request: Request) -> None:
+    def _authorize(self, request: Request, off: str) -> None:
         if self._token is None:
+            hint = "" if request.method in MUTATING else ", or api.public_reads: true"
             raise _Refused(
                 _error(
                     403,
-                    "endpoints that change state are off: no API token is configured "
-                    "(set api.token_env or api.token_file)",
+                    f"{off}: no API token is configured (set api.token_env or api.token_file"
+                    f"{hint})",
                 )
             )
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
@@ -219,6 +227,8 @@ class Api:
         return _json(200, {"silence": silence_view(s, self.op.clock.now())})
 
 
-def api_handler(healer: Healer, operator: Operator, token: str | None) -> Handler:
-    """The handler to mount at /api/v1."""
-    return Api(healer, operator, token)
+def api_handler(
+    healer: Healer, operator: Operator, token: str | None, public_reads: bool = False
+) -> Handler:
+    """The handler to mount at /api/v1; reads need the token unless `public_reads`."""
+    return Api(healer, operator, token, public_reads)

@@ -230,7 +230,14 @@ class Daemon:
         routes.add("/metrics", metrics_handler(self.app.metrics.registry))
         routes.add("/healthz", check_handler(self.healthz))
         routes.add("/readyz", check_handler(self.readyz))
-        routes.mount("/api/v1", api_handler(self.app.healer, self.app.operator, self.app.api_token))
+        # Who may read what is decided here and in the API, never by the server underneath.
+        api = api_handler(
+            self.app.healer,
+            self.app.operator,
+            self.app.api_token,
+            public_reads=self.app.settings["api.public_reads"],
+        )
+        routes.mount("/api/v1", api)
         return routes
 
     # -- lifecycle --------------------------------------------------------------------------

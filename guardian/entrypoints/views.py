@@ -1,5 +1,6 @@
 """Views for people and scripts: flat dicts of strings, numbers and None, identical for the CLI's
-tables, its --json and the HTTP API.
+tables, its --json and the HTTP API. Free text is shown redacted and without control sequences,
+whatever an older version stored.
 """
 
 from __future__ import annotations
@@ -9,11 +10,17 @@ from typing import Any
 
 from guardian.core import incidents
 from guardian.core.model import ActionKind, Incident, RemediationAction, Silence, Transition
+from guardian.core.redaction import redact_patterns, strip_controls
 from guardian.service.status import ContainerStatus
 
 
 def when(value: datetime | None) -> str | None:
     return value.isoformat(timespec="seconds") if value is not None else None
+
+
+def text(value: str | None) -> str | None:
+    """Free text fit to show: redacted by pattern, no terminal control sequences."""
+    return redact_patterns(strip_controls(value)) if value else value
 
 
 def incident_view(i: Incident) -> dict[str, Any]:
@@ -29,8 +36,8 @@ def incident_view(i: Incident) -> dict[str, Any]:
         "resolved_by": i.resolved_by,
         "resolved_at": when(i.resolved_at),
         "closed_at": when(i.closed_at),
-        "close_reason": i.close_reason,
-        "detail": i.detail,
+        "close_reason": text(i.close_reason),
+        "detail": text(i.detail),
     }
 
 
@@ -42,10 +49,10 @@ def action_view(a: RemediationAction) -> dict[str, Any]:
         "kind": a.kind,
         "requested_at": when(a.requested_at),
         "attempt": a.attempt,
-        "reason": a.reason,
+        "reason": text(a.reason),
         "outcome": str(a.outcome) if a.outcome is not None else None,
         "finished_at": when(a.finished_at),
-        "detail": a.detail,
+        "detail": text(a.detail),
     }
 
 
@@ -53,7 +60,7 @@ def silence_view(s: Silence, now: datetime) -> dict[str, Any]:
     return {
         "container": s.container,
         "until": when(s.until),
-        "reason": s.reason,
+        "reason": text(s.reason),
         "by": s.created_by,
         "created_at": when(s.created_at),
         "active": s.active(now),
@@ -68,7 +75,7 @@ def transition_view(t: Transition) -> dict[str, Any]:
         "at": when(t.at),
         "actor": t.actor,
         "event": f"{frm} -> {t.to_state}",
-        "reason": t.reason,
+        "reason": text(t.reason),
         "detail": "",
     }
 
@@ -79,8 +86,8 @@ def timeline_action(a: RemediationAction) -> dict[str, Any]:
         "at": when(a.requested_at),
         "actor": incidents.GUARDIAN,
         "event": f"{a.kind} #{a.attempt}: {outcome}" if a.kind == ActionKind.RESTART else a.kind,
-        "reason": a.reason,
-        "detail": a.detail,
+        "reason": text(a.reason),
+        "detail": text(a.detail),
     }
 
 

@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.core.redaction import untrusted
 from guardian.ports import Engine, EngineUnavailable
 
 MAX_DETAIL = 1500
+MAX_TAIL = 800  # characters of log tail in an incident's detail
+MAX_TAIL_READ = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,9 @@ class CrashLoops:
             text = self.engine.logs(container_id, self.settings.log_lines)
         except EngineUnavailable:
             return ""
-        return " | ".join(line.strip() for line in text.splitlines() if line.strip())[-800:]
+        # Only the end matters, and redaction's cost grows with the text: cut first.
+        lines = [line.strip() for line in text[-MAX_TAIL_READ:].splitlines() if line.strip()]
+        return untrusted(" | ".join(lines)[-MAX_TAIL:], MAX_TAIL)
 
     def follow(self, snapshots: list[ContainerSnapshot]) -> None:
         """Forget the containers the last sweep no longer listed."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from guardian.core.notifications import from_dict
-from tests.faults.exposure import Exposure
+from tests.faults.exposure import SECRET_SOURCES, Exposure
 from tests.receiver import FakeReceiver, Recorded
 
 SLACK_PATH = "/slack/"
@@ -71,6 +71,33 @@ def expose_received(exposure: Exposure, rx: FakeReceiver) -> None:
     for i, r in enumerate(rx.requests):
         headers = "\n".join(f"{k}: {v}" for k, v in r.headers.items())
         exposure.add(f"notification {i} received ({r.path[:6]}...)", f"{headers}\n\n{r.body!r}")
+
+
+def notify_channels(rx: FakeReceiver, query: str = "") -> tuple[dict[str, str], dict[str, Any]]:
+    """(environment, notify section): a Slack webhook and an Apprise json:// URL (neither
+    idempotent) and the generic webhook (idempotent, HMAC-signed), all on `rx`, retried fast and
+    never grouped for long; `query` (a secret) goes into the two webhook URLs' query when given."""
+    tail = f"?token={query}" if query else ""
+    env = {
+        "GDT_SLACK_URL": rx.url(SLACK_PATH + SECRET_SOURCES["slack webhook url"] + tail),
+        "GDT_HOOK_URL": rx.url(HOOK_PATH + SECRET_SOURCES["webhook url"] + tail),
+        "GDT_HOOK_HMAC": SECRET_SOURCES["webhook hmac"],
+        "GDT_APPRISE_URLS": rx.url(APPRISE_PATH + SECRET_SOURCES["apprise url"]).replace(
+            "http://", "json://", 1
+        ),
+    }
+    notify = {
+        "slack_webhook_url_env": "GDT_SLACK_URL",
+        "webhook_url_env": "GDT_HOOK_URL",
+        "webhook_secret_env": "GDT_HOOK_HMAC",
+        "apprise_urls_env": "GDT_APPRISE_URLS",
+        "group_wait": "0s",
+        "pacing": "0s",
+        "retry_backoff": "200ms",
+        "max_backoff": "1s",
+        "max_attempts": 100,
+    }
+    return env, notify
 
 
 @dataclass

@@ -17,15 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.faults.conftest import Factory, container_env, report_figures
-from tests.faults.exposure import SECRET_SOURCES, Exposure
+from tests.faults.exposure import Exposure
 from tests.faults.notify_check import (
     APPRISE_CHANNEL,
-    APPRISE_PATH,
-    HOOK_PATH,
-    SLACK_PATH,
     as_report,
     check_notifications,
     expose_received,
+    notify_channels,
 )
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers, EventRecorder
@@ -64,32 +62,6 @@ def query(store: Path, sql: str) -> list[Any]:
         return db.execute(sql).fetchall()
     finally:
         db.close()
-
-
-def notify_channels(rx: FakeReceiver) -> tuple[dict[str, str], dict[str, Any]]:
-    """(environment, notify section): a Slack webhook and an Apprise json:// URL (neither
-    idempotent) and the generic webhook (idempotent, HMAC-signed), all on `rx`, retried fast and
-    never grouped for long."""
-    env = {
-        "GDT_SLACK_URL": rx.url(SLACK_PATH + SECRET_SOURCES["slack webhook url"]),
-        "GDT_HOOK_URL": rx.url(HOOK_PATH + SECRET_SOURCES["webhook url"]),
-        "GDT_HOOK_HMAC": SECRET_SOURCES["webhook hmac"],
-        "GDT_APPRISE_URLS": rx.url(APPRISE_PATH + SECRET_SOURCES["apprise url"]).replace(
-            "http://", "json://", 1
-        ),
-    }
-    notify = {
-        "slack_webhook_url_env": "GDT_SLACK_URL",
-        "webhook_url_env": "GDT_HOOK_URL",
-        "webhook_secret_env": "GDT_HOOK_HMAC",
-        "apprise_urls_env": "GDT_APPRISE_URLS",
-        "group_wait": "0s",
-        "pacing": "0s",
-        "retry_backoff": "200ms",
-        "max_backoff": "1s",
-        "max_attempts": 100,
-    }
-    return env, notify
 
 
 def drained(store: Path) -> Callable[[], bool]:

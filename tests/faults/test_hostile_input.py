@@ -11,8 +11,12 @@ import contextlib
 import io
 import logging
 import os
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -134,6 +138,7 @@ def _assert_one_line(message: str) -> None:
 @given(raw=raw_configs, env=env_overrides)
 @example(raw=b'"\\U01000000', env={})  # found by the soak: PyYAML raised ValueError
 @example(raw=b'"\\Ua0000000', env={})  # ... and OverflowError
+@example(raw=b"\x00", env={})  # PyYAML's reader refuses it as the loader is made
 def test_any_config_loads_or_fails_with_one_line(raw: bytes, env: dict[str, str]) -> None:
     _tried("configs")
     _CONFIG.write_bytes(raw)
@@ -151,6 +156,7 @@ def test_any_config_loads_or_fails_with_one_line(raw: bytes, env: dict[str, str]
 @given(raw=raw_configs)
 @example(raw=b'"\\U01000000')
 @example(raw=b'"\\Ua0000000')
+@example(raw=b"\x00")
 def test_cli_config_validate_prints_one_line_and_exits_2_on_any_bad_config(raw: bytes) -> None:
     _tried("configs_through_cli")
     _CONFIG.write_bytes(raw)
@@ -183,6 +189,46 @@ def test_the_real_cli_answers_hostile_files_with_one_line(tmp_path: Path) -> Non
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("guardian: config error: "), proc.stderr
     assert not exposure.leaks()
+
+
+def _alias_bomb(levels: int) -> bytes:
+    rows = [f"    - &a0 [{','.join(['lol'] * 9)}]"]
+    rows += [f"    - &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return ("docker:\n  url:\n" + "\n".join(rows) + "\n").encode()
+
+
+def _limit_memory() -> None:
+    # What the CLI may use at most: a bomb that expands hits this and ends in a MemoryError.
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+MEMORY_LIMIT = 256 * 1024 * 1024
+
+
+@pytest.mark.parametrize("levels", [10, 12])
+def test_an_alias_bomb_ends_in_one_line_within_bounded_time_and_memory(
+    tmp_path: Path, levels: int
+) -> None:
+    # 9**10 and 9**12 strings under docker.url from a file of 1-2 KB: before the loader bounded
+    # aliases, repr() of it for the error message ran to 3.6 GB.
+    path = tmp_path / "bomb.yaml"
+    path.write_bytes(_alias_bomb(levels))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "guardian.entrypoints.cli", "config", "validate", "--config", path],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limit_memory,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr == (
+        f"guardian: config error: {path}: invalid YAML: its aliases expand to more than "
+        "10000 values\n"
+    )
+    report_figures("alias_bomb", {f"levels_{levels}_seconds": round(elapsed, 2)})
 
 
 # -- labels ---------------------------------------------------------------------------------

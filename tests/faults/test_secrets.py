@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import urllib.request
+from pathlib import Path
 
 from tests.faults.exposure import SECRET_SOURCES, Exposure
 from tests.faults.notify_check import SLACK_PATH, expose_received
@@ -48,3 +50,21 @@ def test_the_check_finds_a_secret_in_a_notification_the_receiver_got() -> None:
     rx.requests[0].headers = {}
     expose_received(exposure, rx)
     assert exposure.leaks() == []
+
+
+def test_the_check_finds_a_secret_cut_short_and_a_secret_in_any_store_column(
+    tmp_path: Path,
+) -> None:
+    value = SECRET_SOURCES["health output"]
+    exposure = Exposure()
+    exposure.add("an error cut at 120 characters", f"400 bad request: {value[:-10]}")
+    assert exposure.leaks() == ["health output secret appears in an error cut at 120 characters"]
+    store = tmp_path / "guardian.db"
+    db = sqlite3.connect(store)
+    db.execute("CREATE TABLE deliveries (id INTEGER, last_error TEXT)")
+    db.execute("INSERT INTO deliveries VALUES (1, ?)", (f"echo {SECRET_SOURCES['api token']}",))
+    db.commit()
+    db.close()
+    exposure = Exposure()
+    exposure.add_store(store)
+    assert exposure.leaks() == [f"api token secret appears in store {tmp_path.name}/guardian.db"]

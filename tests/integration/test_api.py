@@ -24,7 +24,7 @@ def api(g: Any, method: str, path: str, token: str | None = None, **kwargs: Any)
     )
 
 
-def test_the_api_reads_freely_and_changes_state_only_with_the_token(containers, guardian):
+def test_the_api_reads_and_changes_state_only_with_the_token(containers, guardian):
     name = containers.run("api", health_cmd=HEALTH, **OPT_IN)
     containers.wait_health(name, "healthy")
     g = guardian(
@@ -34,12 +34,15 @@ def test_the_api_reads_freely_and_changes_state_only_with_the_token(containers, 
     )
     containers.make_unhealthy(name)
     [incident] = wait_until(
-        lambda: api(g, "GET", "/incidents", params={"container": name}).json()["incidents"],
+        lambda: api(g, "GET", "/incidents", TOKEN, params={"container": name}).json()["incidents"],
         20,
         0.3,
         "incident via the API",
     )
     ack = f"/incidents/{incident['id']}/ack"
+    # The incident's detail quotes the container's health output: not for anyone on the port.
+    r = api(g, "GET", f"/incidents/{incident['id']}")
+    assert r.status_code == 401 and "Bearer" in r.json()["error"]
 
     r = api(g, "POST", ack, json={"by": "alice"})
     assert r.status_code == 401 and "Bearer" in r.json()["error"]
@@ -51,11 +54,12 @@ def test_the_api_reads_freely_and_changes_state_only_with_the_token(containers, 
     assert r.status_code == 400 and "unknown field(s) priority" in r.json()["error"]
     r = api(g, "POST", ack, token=TOKEN, data=b"x" * (65 * 1024))
     assert r.status_code == 413
-    assert api(g, "GET", f"/incidents/{incident['id']}").json()["incident"]["state"] == "active"
+    shown = api(g, "GET", f"/incidents/{incident['id']}", TOKEN).json()
+    assert shown["incident"]["state"] == "active"
 
     r = api(g, "POST", ack, token=TOKEN, json={"by": "alice"})
     assert r.status_code == 200 and r.json()["incident"]["state"] == "acknowledged"
-    timeline = api(g, "GET", f"/incidents/{incident['id']}").json()["timeline"]
+    timeline = api(g, "GET", f"/incidents/{incident['id']}", TOKEN).json()["timeline"]
     assert ("alice", "active -> acknowledged") in [(e["actor"], e["event"]) for e in timeline]
 
     close = f"/incidents/{incident['id']}/close"
@@ -65,26 +69,31 @@ def test_the_api_reads_freely_and_changes_state_only_with_the_token(containers, 
         f"cannot close incident {incident['id']}: it is acknowledged; resolve it first"
     )
 
-    [row] = [c for c in api(g, "GET", "/containers").json()["containers"] if c["container"] == name]
+    rows = api(g, "GET", "/containers", TOKEN).json()["containers"]
+    [row] = [c for c in rows if c["container"] == name]
     assert (row["health"], row["held_back"]) == ("unhealthy", "dry_run")
-    reasons = [
-        a["reason"] for a in api(g, "GET", "/actions", params={"since": "1h"}).json()["actions"]
-    ]
+    actions = api(g, "GET", "/actions", TOKEN, params={"since": "1h"}).json()["actions"]
+    reasons = [a["reason"] for a in actions]
     assert reasons == ["dry_run"]
 
     body = {"container": name, "for": "1h", "reason": "upgrade", "by": "alice"}
     assert api(g, "POST", "/silences", json=body).status_code == 401
     assert api(g, "POST", "/silences", token=TOKEN, json=body).status_code == 201
-    assert [s["container"] for s in api(g, "GET", "/silences").json()["silences"]] == [name]
+    assert [s["container"] for s in api(g, "GET", "/silences", TOKEN).json()["silences"]] == [name]
     assert api(g, "DELETE", f"/silences/{name}", token=TOKEN, json={"by": "bob"}).status_code == 200
-    assert api(g, "GET", "/silences").json()["silences"] == []
-    assert api(g, "GET", "/nope").status_code == 404
+    assert api(g, "GET", "/silences", TOKEN).json()["silences"] == []
+    assert api(g, "GET", "/nope", TOKEN).status_code == 404
     assert g.stop() == 0
     assert TOKEN not in g.log()
 
 
-def test_without_a_token_the_changing_endpoints_are_off(guardian):
+def test_without_a_token_the_api_is_off_unless_reads_are_public(guardian):
     g = guardian(env={"GUARDIAN_API_TOKEN": ""}, watch=WATCH)
     r = api(g, "POST", "/silences", token="anything", json={})
     assert r.status_code == 403 and "no API token is configured" in r.json()["error"]
+    r = api(g, "GET", "/incidents")
+    assert r.status_code == 403 and "api.public_reads: true" in r.json()["error"]
+    assert g.stop() == 0
+    g = guardian(env={"GUARDIAN_API_TOKEN": ""}, watch=WATCH, api={"public_reads": True})
     assert api(g, "GET", "/incidents").json() == {"incidents": []}
+    assert api(g, "POST", "/silences", json={}).status_code == 403

@@ -31,6 +31,7 @@ def test_kill9_with_ten_queued_then_all_ten_delivered_once(containers, guardian,
     url = f"http://127.0.0.1:{port}/hook/{HOOK_SECRET}"
     secret_file = tmp_path / "hmac"
     secret_file.write_text(HMAC_SECRET + "\n")
+    secret_file.chmod(0o600)
     for i in range(10):
         run(containers, f"q{i}", health_cmd="false")
     g = guardian(

@@ -65,10 +65,36 @@ def test_mutations_need_the_right_bearer_token(g: TestApp) -> None:
     assert status == 200 and doc["incident"]["state"] == "acknowledged"
 
 
-def test_reads_need_no_token(g: TestApp) -> None:
+READS = [
+    "/api/v1/incidents",
+    "/api/v1/incidents/{iid}",
+    "/api/v1/actions",
+    "/api/v1/containers",
+    "/api/v1/silences",
+]
+
+
+@pytest.mark.parametrize("path", READS)
+def test_reads_need_the_token_unless_public_reads_are_on(g: TestApp, path: str) -> None:
+    path = path.format(iid=open_incident(g))
+    status, doc, response = call(make_api(g), "GET", path, token=None)
+    assert status == 401 and "Bearer" in doc["error"]
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert call(make_api(g), "GET", path, token="wrong")[0] == 403
+    assert call(make_api(g), "GET", path)[0] == 200
+    public = Api(g.healer, g.app.operator, TOKEN, public_reads=True)
+    assert call(public, "GET", path, token=None)[0] == 200
+
+
+def test_without_a_token_reads_are_off_unless_public(g: TestApp) -> None:
     open_incident(g)
-    status, doc, _ = call(make_api(g), "GET", "/api/v1/incidents", token=None)
+    status, doc, _ = call(make_api(g, None), "GET", "/api/v1/incidents", token=None)
+    assert status == 403 and "api.public_reads: true" in doc["error"]
+    public = Api(g.healer, g.app.operator, None, public_reads=True)
+    status, doc, _ = call(public, "GET", "/api/v1/incidents", token=None)
     assert status == 200 and [i["container"] for i in doc["incidents"]] == ["app"]
+    status, doc, _ = call(public, "POST", "/api/v1/silences", {}, token=None)
+    assert status == 403 and "no API token is configured" in doc["error"]
 
 
 def test_without_a_configured_token_mutations_are_off(g: TestApp) -> None:
@@ -183,6 +209,7 @@ def test_token_comes_from_the_named_variable_or_a_file(tmp_path: Path) -> None:
     assert load_token(named, {"MY_TOKEN": "xyz"}) == "xyz"
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
+    token_file.chmod(0o600)
     from_file = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
     assert load_token(from_file, {"GUARDIAN_API_TOKEN": "ignored"}) == "from-file"
     token_file.write_text("")
@@ -191,3 +218,26 @@ def test_token_comes_from_the_named_variable_or_a_file(tmp_path: Path) -> None:
     missing = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(tmp_path / "nope")})
     with pytest.raises(ConfigError, match="cannot read"):
         load_token(missing, {})
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o666, 0o602])
+def test_a_token_file_other_users_may_read_or_write_is_refused(tmp_path: Path, mode: int) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    token_file.chmod(mode)
+    settings = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
+    with pytest.raises(ConfigError) as refused:
+        load_token(settings, {})
+    assert str(refused.value) == (
+        f"api.token_file = {str(token_file)!r}: other users may read or write it (mode "
+        f"0{mode:o}); chmod 600 it (640 if a group needs it)"
+    )
+    assert "from-file" not in str(refused.value)
+
+
+def test_a_token_file_for_a_group_is_accepted(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    token_file.chmod(0o640)
+    settings = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
+    assert load_token(settings, {}) == "from-file"

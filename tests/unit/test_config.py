@@ -266,3 +266,73 @@ def test_an_unknown_key_of_a_long_section_names_the_closest_keys_in_one_short_li
         message = str(err.value)
         assert hint in message and "README" in message
         assert len(message) < 200 and "\\n" not in message
+
+
+def test_a_misspelt_environment_variable_is_an_error_naming_the_closest_key() -> None:
+    with pytest.raises(ConfigError) as typo:
+        load_settings(None, env={"GUARDIAN_RESTART_DRYRUN": "true"})
+    assert str(typo.value) == (
+        "unknown environment variable 'GUARDIAN_RESTART_DRYRUN'; did you mean "
+        "GUARDIAN_RESTART_DRY_RUN (restart.dry_run)?"
+    )
+    with pytest.raises(ConfigError, match=r"'GUARDIAN_LOG_X'; allowed: GUARDIAN_LOG_LEVEL, "):
+        load_settings(None, env={"GUARDIAN_LOG_X": "1"})
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"GUARDIAN_API_TOKEN": "t"},  # named by api.token_env
+        {"GUARDIAN_API_TOKEN_ENV": "GUARDIAN_OPS_TOKEN", "GUARDIAN_OPS_TOKEN": "t"},
+        {"GUARDIAN_CONFIG": "/etc/guardian/config.yaml"},  # read by the CLI
+        {"GUARDIAN_REQUIRE_DOCKER": "1"},  # another program's: no section, near no key
+    ],
+)
+def test_variables_that_are_not_config_keys_but_not_typos_either_are_left_alone(env) -> None:
+    load_settings(None, env=env)
+
+
+def test_the_cli_refuses_a_misspelt_variable_as_it_refuses_the_same_typo_in_the_file(
+    tmp_path: Path,
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "guardian.entrypoints.cli", "config", "validate"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "GUARDIAN_RESTART_DRYRUN": "true"},
+    )
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "guardian: config error: unknown environment variable 'GUARDIAN_RESTART_DRYRUN'; "
+        "did you mean GUARDIAN_RESTART_DRY_RUN (restart.dry_run)?\n"
+    )
+
+
+def alias_bomb(levels: int = 10) -> str:
+    """The "billion laughs" under a known key: 9**levels strings from a file of 1 KB."""
+    rows = [f"    - &a0 [{','.join(['lol'] * 9)}]"]
+    rows += [f"    - &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "docker:\n  url:\n" + "\n".join(rows) + "\n"
+
+
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"aliases expand to more than 10000 values$"):
+        load_settings(write(tmp_path, alias_bomb()), env={})
+    recursive = "restart:\n  ignore_exit_codes: &loop [1, *loop]\n"
+    with pytest.raises(ConfigError, match="an alias refers to a node that contains it"):
+        load_settings(write(tmp_path, recursive), env={})
+    # Aliases within the bound are YAML like any other.
+    fine = load_settings(write(tmp_path, "probe:\n  period: &t 5s\n  timeout: *t\n"), env={})
+    assert fine["probe.period"] == fine["probe.timeout"] == timedelta(seconds=5)
+
+
+def test_a_file_over_1_mib_is_refused_without_reading_it(tmp_path: Path) -> None:
+    big = tmp_path / "config.yaml"
+    with big.open("wb") as f:
+        f.write(b"restart:\n  max_attempts: 3\n")
+        f.truncate(200 * 1024 * 1024)  # sparse: 200 MB to read, nothing on disk
+    with pytest.raises(ConfigError) as refused:
+        load_settings(big, env={})
+    assert str(refused.value) == f"{big}: larger than 1 MiB (1048576 bytes); a config is a few KiB"

@@ -19,17 +19,26 @@ def test_shows_every_key_with_file_and_environment_applied(
     config = tmp_path / "config.yaml"
     config.write_text(
         "restart:\n  cooldown: 90s\ndocker:\n  url: tcp://ops:hunter2@dockerhost:2376\n"
+        "notify:\n  alertmanager_url: https://am-user-token@am.lan:9093/?token=QUERYSECRET\n"
+        "  slack_api_url: https://slack.example/api?key=K3YSECRET\n"
     )
     monkeypatch.setenv("GUARDIAN_RESTART_MAX_ATTEMPTS", "5")
     assert main(["config", "show", "--config", str(config)]) == 0
     out = capsys.readouterr().out
-    assert "hunter2" not in out
+    for secret in ("hunter2", "am-user-token", "QUERYSECRET", "K3YSECRET"):
+        assert secret not in out
     shown = yaml.safe_load(out)
     assert shown["restart"]["cooldown"] == "90s"
     assert shown["restart"]["max_attempts"] == 5
     assert shown["watch"]["start_grace"] == "0s"
-    assert shown["docker"]["url"] == f"tcp://ops:{REDACTED}@dockerhost:2376"
-    assert shown["api"] == {"token_env": "GUARDIAN_API_TOKEN", "token_file": None}
+    assert shown["docker"]["url"] == "tcp://***@dockerhost:2376"
+    assert shown["notify"]["alertmanager_url"] == "https://***@am.lan:9093/?token=***"
+    assert shown["notify"]["slack_api_url"] == "https://slack.example/api?key=***"
+    assert shown["api"] == {
+        "token_env": "GUARDIAN_API_TOKEN",
+        "token_file": None,
+        "public_reads": False,
+    }
 
 
 def test_secret_keys_are_redacted_but_where_they_come_from_is_shown() -> None:

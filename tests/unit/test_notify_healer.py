@@ -94,6 +94,7 @@ def test_a_person_acknowledging_or_resolving_queues_it_with_the_transition(
 
 def test_secrets_come_from_env_or_file_and_errors_never_show_them(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text("file-secret-value\n")
+    (tmp_path / "tok").chmod(0o600)
     settings = load_settings(
         None,
         env={

@@ -19,7 +19,8 @@ from tests.fakes import T0
 def api_get(g: TestApp, path: str) -> dict:
     routes = Routes()
     routes.mount("/api/v1", Api(g.healer, g.app.operator, "token"))
-    response = routes.dispatch(Request("GET", path, {}, {}, b""))
+    headers = {"authorization": "Bearer token"}
+    response = routes.dispatch(Request("GET", path, {}, headers, b""))
     return json.loads(response.body)
 
 

@@ -21,7 +21,7 @@ def test_with_a_scope_the_sweep_status_and_the_api_list_the_same_containers(tmp_
     swept = sorted(r.snapshot.name for r in t.healer.sweep().rows)
     status = [c.name for c in container_status(t.healer)]
     routes = Routes()
-    routes.mount("/api/v1", Api(t.healer, t.app.operator, None))
+    routes.mount("/api/v1", Api(t.healer, t.app.operator, None, public_reads=True))
     response = routes.dispatch(Request("GET", "/api/v1/containers", {}, {}, b""))
     api = [row["container"] for row in json.loads(response.body)["containers"]]
 

@@ -6,6 +6,7 @@ outbox and retention receive it and go through `transaction()` and `query()`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -27,6 +28,28 @@ def where(*conditions: tuple[str, Any]) -> tuple[str, tuple[Any, ...]]:
     return " AND ".join(sql for sql, _ in kept), tuple(value for _, value in kept)
 
 
+def private_dirs(directory: Path) -> None:
+    """Create the directories missing up to `directory`, each 0700 whatever the umask."""
+    missing = [p for p in (directory, *directory.parents) if not p.exists()]
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            d.mkdir(mode=0o700)
+            d.chmod(0o700)
+
+
+def private_file(path: Path) -> None:
+    """Create `path` empty and 0600 whatever the umask, unless it exists (its mode is then the
+    operator's choice). SQLite gives its -wal and -shm files the database file's mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 class Database:
     """One SQLite file in WAL mode; safe to share between the daemon's threads."""
 
@@ -36,13 +59,16 @@ class Database:
         self.path = Path(path)
         self._lock = threading.RLock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Incidents quote what containers print: nobody else on the host reads them.
+            private_dirs(self.path.parent)
             if not os.access(self.path.parent, os.W_OK):
                 # SQLite would only say "unable to open database file" (WAL needs the directory).
                 raise StoreError(
                     f"store {self.path}: state directory {self.path.parent} is not writable"
                     " (read-only file system or missing permission)"
                 )
+            if str(path) != ":memory:":
+                private_file(self.path)
             self._conn = sqlite3.connect(
                 self.path,
                 timeout=busy_timeout_ms / 1000,

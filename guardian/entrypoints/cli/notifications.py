@@ -9,6 +9,7 @@ from typing import Any
 
 from guardian.bootstrap import build_outbox
 from guardian.entrypoints.cli.tables import EXIT_OK, add_json, one_line_errors, settings_for, table
+from guardian.entrypoints.views import text
 
 DEAD_COLUMNS = ("id", "channel", "kind", "incident", "container", "attempts", "error", "at")
 
@@ -24,7 +25,7 @@ def _dead_view(row: dict[str, Any]) -> dict[str, Any]:
         "incident": row["incident_id"],
         "container": payload.get("container", ""),
         "attempts": row["attempts"],
-        "error": row["last_error"],
+        "error": text(row["last_error"]),
         "at": row["finished_at"],
     }
 

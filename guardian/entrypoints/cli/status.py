@@ -13,13 +13,13 @@ import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
 from guardian.bootstrap import build_status, existing_store_path
 from guardian.config import Settings, load_settings
 from guardian.core.durations import format_duration
+from guardian.core.redaction import scrub_url
 from guardian.entrypoints.cli.tables import (
     EXIT_OK,
     add_json,
@@ -74,20 +74,6 @@ def is_secret(key: str) -> bool:
     return any(word in key for word in _SECRET_WORDS)
 
 
-def _redact_url(value: str) -> str:
-    """Hide the password of a URL such as tcp://user:pass@host:2376."""
-    try:
-        parts = urlsplit(value)
-    except ValueError:
-        return value
-    if parts.password is None:
-        return value
-    netloc = f"{parts.username}:{REDACTED}@{parts.hostname}"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def _plain(key: str, value: Any) -> Any:
     if value is None:
         return None
@@ -97,8 +83,8 @@ def _plain(key: str, value: Any) -> Any:
         return format_duration(value) if value else "0s"
     if isinstance(value, tuple | list):
         return [_plain(key, v) for v in value]
-    if isinstance(value, str) and "@" in value and "://" in value:
-        return _redact_url(value)
+    if isinstance(value, str) and "://" in value:
+        return scrub_url(value)
     return value
 
 

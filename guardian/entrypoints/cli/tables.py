@@ -14,6 +14,7 @@ from typing import Any
 
 from guardian.config import Settings, load_settings
 from guardian.core.incidents import InvalidTransition
+from guardian.core.redaction import strip_controls
 from guardian.logs import setup_logging
 from guardian.ports import EngineUnavailable
 from guardian.service.operator import BadRequest, NotFound
@@ -34,7 +35,8 @@ def cell(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return " ".join(str(value).split())  # one line per row, whatever the text holds
+    # One line per row, and nothing a terminal would act on, whatever the text holds.
+    return " ".join(strip_controls(str(value)).split())
 
 
 def table(rows: list[dict[str, Any]], columns: Sequence[str], empty: str) -> None:
