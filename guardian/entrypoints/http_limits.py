@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import heapq
+import json
 import logging
 import resource
 import socket
@@ -19,12 +20,13 @@ from typing import Any
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask
 
 from guardian.logs import kv
 
 log = logging.getLogger("guardian.http")
 
-EVICT_BATCH = 32  # connections closed at once when full: the next 32 accepts cost no search
+EVICT_SHARE = 8  # when full, close the idlest 1/8: the accepts that follow need no search
 FD_RESERVE = 128  # descriptors kept for the engine client, the store and notifications
 
 
@@ -47,7 +49,7 @@ class Limits:
             return self.connections
         if soft == resource.RLIM_INFINITY:
             return self.connections
-        return max(8, min(self.connections, soft - FD_RESERVE))
+        return min(self.connections, max(8, soft - FD_RESERVE))
 
     def adjustments(self, host: str, port: int) -> Adjustments:
         return Adjustments(
@@ -65,9 +67,23 @@ class Limits:
         )
 
 
+class JsonErrorTask(ErrorTask):  # type: ignore[misc]
+    """Waitress's answer to a request it refused (400, 413, 431), as Guardian's JSON error."""
+
+    def execute(self) -> None:
+        error = self.request.error
+        body = (json.dumps({"error": f"{error.reason}: {error.body}"}) + "\n").encode()
+        self.status = f"{error.code} {error.reason}"
+        self.response_headers.append(("Content-Type", "application/json"))
+        self.set_close_on_finish()  # the rest of what this client sent is never parsed
+        self.content_length = len(body)
+        self.write(body)
+
+
 class TimedChannel(HTTPChannel):  # type: ignore[misc]
     """A waitress connection that remembers when the request it is reading began."""
 
+    error_task_class = JsonErrorTask
     request_began = 0.0
 
     def received(self, data: bytes) -> bool:
@@ -78,7 +94,7 @@ class TimedChannel(HTTPChannel):  # type: ignore[misc]
 
 class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
     """Waitress's TCP server with the request timeout, eviction when full, and a calm answer
-    to running out of file descriptors. Runs on the thread that calls loop_once()."""
+    to running out of file descriptors. Runs on HttpServer's loop thread."""
 
     channel_class = TimedChannel
 
@@ -108,26 +124,29 @@ class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
         if now >= self.next_cleanup:
             self.next_cleanup = now + 1.0
             self.maintenance(now)
-        if not self.accepting or now < self.paused_until:
-            return False
-        if len(self.active_channels) < self.limit:
-            return True
-        if not self.evict() and self.short_of != "connections":
-            self.short_of = "connections"
-            log.warning(
-                "http connection limit reached and every connection is busy; new ones wait",
-                extra=kv(limit=self.limit),
-            )
-        return False
+        return bool(self.accepting) and now >= self.paused_until
+
+    def open_connections(self) -> int:
+        """Connections held, not counting those already told to close."""
+        held = len(self.active_channels)
+        if held < self.limit:
+            return held
+        return sum(1 for c in self.active_channels.values() if not c.will_close)
 
     def evict(self) -> int:
         """Close the connections silent the longest that are not being answered."""
         idle = [c for c in self.active_channels.values() if not c.requests and not c.will_close]
-        for channel in heapq.nsmallest(EVICT_BATCH, idle, key=lambda c: c.last_activity):
+        batch = max(1, self.limit // EVICT_SHARE)
+        for channel in heapq.nsmallest(batch, idle, key=lambda c: c.last_activity):
             channel.will_close = True
-        return min(len(idle), EVICT_BATCH)
+        return min(len(idle), batch)
 
     def handle_accept(self) -> None:
+        """Accept a waiting client; when full, first close the idlest connections (they close on
+        the loop's next turn), or, every connection being answered, wait a moment."""
+        if self.open_connections() >= self.limit and not self.evict():
+            self.pause(0.1, "connections", "http connection limit reached; every one is busy")
+            return
         try:
             pair = self.accept()
             if pair is None:
@@ -136,20 +155,18 @@ class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
             self.set_socket_options(conn)
         except OSError as exc:
             if exc.errno in (errno.EMFILE, errno.ENFILE):
-                self.out_of_descriptors(exc)
+                self.evict()
+                self.pause(1.0, "descriptors", "http server out of file descriptors", exc)
             return  # else the client left before it was accepted
         if self.short_of:
             log.info("http server accepting again", extra=kv(after=self.short_of))
             self.short_of = ""
         self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self.socket_map)
 
-    def out_of_descriptors(self, exc: OSError) -> None:
-        """No descriptor for a new connection: free some and wait a second, logging it once."""
-        if self.short_of != "descriptors":
-            self.short_of = "descriptors"
-            log.error(
-                "http server out of file descriptors; closing idle connections",
-                extra=kv(reason=exc.strerror or str(exc), connections=len(self.active_channels)),
-            )
-        self.evict()
-        self.paused_until = time.time() + 1.0
+    def pause(self, seconds: float, what: str, message: str, exc: OSError | None = None) -> None:
+        """Stop accepting for `seconds`; logged once until a client is accepted again."""
+        self.paused_until = time.time() + seconds
+        if self.short_of != what:
+            self.short_of = what
+            reason = (exc.strerror or str(exc)) if exc is not None else None
+            log.error(message, extra=kv(reason=reason, connections=len(self.active_channels)))
