@@ -142,26 +142,28 @@ class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
         return min(len(idle), batch)
 
     def handle_accept(self) -> None:
-        """Accept a waiting client; when full, first close the idlest connections (they close on
-        the loop's next turn), or, every connection being answered, wait a moment."""
-        if self.open_connections() >= self.limit and not self.evict():
-            self.pause(0.1, "connections", "http connection limit reached; every one is busy")
-            return
-        try:
-            pair = self.accept()
-            if pair is None:
+        """Accept the clients waiting, a batch per turn of the loop; when full, first close the
+        idlest connections (they close on the loop's next turn), or, every connection being
+        answered, wait a moment."""
+        for _ in range(max(1, self.limit // EVICT_SHARE)):
+            if self.open_connections() >= self.limit and not self.evict():
+                self.pause(0.1, "connections", "http connection limit reached; every one is busy")
                 return
-            conn, addr = pair
-            self.set_socket_options(conn)
-        except OSError as exc:
-            if exc.errno in (errno.EMFILE, errno.ENFILE):
-                self.evict()
-                self.pause(1.0, "descriptors", "http server out of file descriptors", exc)
-            return  # else the client left before it was accepted
-        if self.short_of:
-            log.info("http server accepting again", extra=kv(after=self.short_of))
-            self.short_of = ""
-        self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self.socket_map)
+            try:
+                pair = self.accept()
+                if pair is None:
+                    return  # nobody else waiting
+                conn, addr = pair
+                self.set_socket_options(conn)
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    self.evict()
+                    self.pause(1.0, "descriptors", "http server out of file descriptors", exc)
+                return  # else the client left before it was accepted
+            if self.short_of:
+                log.info("http server accepting again", extra=kv(after=self.short_of))
+                self.short_of = ""
+            self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self.socket_map)
 
     def pause(self, seconds: float, what: str, message: str, exc: OSError | None = None) -> None:
         """Stop accepting for `seconds`; logged once until a client is accepted again."""
