@@ -14,6 +14,10 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.engine import Fleet
+from bench.probes import GuardianRun, peak_rss_mb, rss_mb
 
 
 @dataclass
@@ -136,3 +140,57 @@ class Hammer:
     @property
     def failed(self) -> int:
         return sum(1 for a in self.answers if a.status != 200)
+
+
+@dataclass
+class FloodResult:
+    idle: int
+    streams: int
+    seconds: float
+    nofile: int
+    calm: Hammer
+    flooded: Hammer
+    connected: int
+    streamed_mb: float
+    rss_mb: float  # the highest VmRSS sampled during the flood
+    peak_rss_mb: float  # VmHWM at the end: start-up included
+
+
+def measure(
+    fleet: Fleet, tmp: Path, seconds: float, idle: int = 1000, streams: int = 20
+) -> FloodResult:
+    """/healthz asked back to back for `seconds` on a calm port, then under the flood, against
+    a `guardian run` with systemd's default open-file limit."""
+    nofile = 1024
+    wrapper = ["prlimit", f"--nofile={nofile}:{nofile}", "--"]
+    with GuardianRun(tmp / "flood", fleet.url, fleet.scope, wrapper=wrapper) as g:
+        host, _, port = g.base_url.removeprefix("http://").rpartition(":")
+        calm = Hammer.run(host, int(port), seconds)
+        flood = Flood(host, int(port), idle=idle, streams=streams).start()
+        rss: list[float] = []
+        sampling = threading.Event()
+
+        def sample() -> None:
+            while not sampling.wait(0.2):
+                rss.append(rss_mb(g.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            flooded = Hammer.run(host, int(port), seconds)
+        finally:
+            sampling.set()
+            sampler.join()
+            flood.stop()
+        return FloodResult(
+            idle=idle,
+            streams=streams,
+            seconds=seconds,
+            nofile=nofile,
+            calm=calm,
+            flooded=flooded,
+            connected=flood.connected,
+            streamed_mb=flood.streamed / 2**20,
+            rss_mb=max(rss, default=rss_mb(g.pid)),
+            peak_rss_mb=peak_rss_mb(g.pid),
+        )
