@@ -11,9 +11,9 @@ import itertools
 import threading
 import time
 from datetime import datetime
-from pathlib import Path
 
 from bench.flood import Answer, Flood, ask_healthz
+from bench.probes import rss_mb
 from tests.faults.conftest import report_figures
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers
@@ -50,13 +50,6 @@ def _restart_seconds(containers: Containers, name: str, started_before: str) -> 
     return _stamp(state["StartedAt"]) - _stamp(state["FinishedAt"])
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
-
-
 def test_a_connection_flood_starves_neither_healthz_nor_the_watchdog_nor_healing(
     containers, guardian
 ):
@@ -86,7 +79,7 @@ def test_a_connection_flood_starves_neither_healthz_nor_the_watchdog_nor_healing
                 tick = flood_started + second
                 time.sleep(max(0.0, tick - time.monotonic()))
                 answers.append(ask_healthz(host, int(port)))
-                rss.append(_rss_mb(g.proc.pid))
+                rss.append(rss_mb(g.proc.pid))
                 if second == 1:
                     threading.Thread(
                         target=lambda: broken.update(before=_break(containers, stormy))
