@@ -114,7 +114,10 @@ def _request(environ: dict[str, Any]) -> Request:
     """The WSGI environ as a Request; ValueError for input no handler should see."""
     # PATH_INFO is the percent-decoded path as latin-1 (PEP 3333): back to its bytes, then UTF-8.
     path = str(environ.get("PATH_INFO", "")).encode("latin-1").decode("utf-8", "replace")
-    query = parse_qs(environ.get("QUERY_STRING", ""), max_num_fields=MAX_QUERY_FIELDS)
+    try:
+        query = parse_qs(environ.get("QUERY_STRING", ""), max_num_fields=MAX_QUERY_FIELDS)
+    except ValueError:
+        raise ValueError(f"more than {MAX_QUERY_FIELDS} query fields") from None
     headers = {
         key[5:].replace("_", "-").lower(): str(value)
         for key, value in environ.items()
@@ -134,8 +137,8 @@ def wsgi_app(routes: Routes) -> Callable[[dict[str, Any], StartResponse], Iterab
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         try:
             request = _request(environ)
-        except ValueError as exc:  # e.g. too many query fields
-            request, response = None, Response.error(400, f"bad request: {str(exc)[:100]}")
+        except ValueError as exc:
+            request, response = None, Response.error(400, f"bad request: {exc}")
         if request is not None:
             try:
                 response = routes.dispatch(request)
