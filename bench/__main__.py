@@ -14,11 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import graph, latency, overhead, storm, sweep
+from bench import flood, graph, latency, overhead, storm, sweep
 from bench.engine import Fleet, PrivateEngine, engine_versions
 from bench.report import Results, render
 
-PHASES = ("latency", "sweep", "overhead", "storm", "graph")
+PHASES = ("latency", "sweep", "overhead", "storm", "graph", "flood")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,6 +36,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=storm.HOLD,
         help=f"seconds the storm breaker holds before the acknowledgement (default {storm.HOLD:g})",
+    )
+    p.add_argument(
+        "--flood-seconds", type=float, default=30.0, help="/healthz asked calm, then flooded (s)"
     )
     p.add_argument("--poll-interval", type=float, default=5.0, help="polling baseline sweep (s)")
     p.add_argument("--only", default=",".join(PHASES), help=f"phases to run, of {PHASES}")
@@ -81,6 +84,9 @@ def run(args: argparse.Namespace, command: str) -> Results:
         if "graph" in phases:
             _say("dependency graph build time")
             results.graph = graph.measure(args.trials)
+        if "flood" in phases:
+            _say(f"connection flood, {args.flood_seconds:g} s calm then flooded")
+            results.flood = flood.measure(fleet, tmp, args.flood_seconds)
     except BaseException:
         _say(f"failed; logs of the Guardian runs are kept in {tmp}")
         raise

@@ -45,11 +45,13 @@ class GuardianRun:
         url: str,
         scope: str,
         env: dict[str, str] | None = None,
+        wrapper: list[str] | None = None,
         **sections: dict[str, Any],
     ) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
         self.env = env or {}
+        self.wrapper = wrapper or []  # e.g. prlimit: a command that execs Guardian
         self.config: dict[str, Any] = {
             "docker": {"url": url},
             "watch": {"label": "guardian.enable", "scope": scope},
@@ -67,9 +69,10 @@ class GuardianRun:
         cfg = self.tmp / "config.yaml"
         cfg.write_text(yaml.safe_dump(self.config))
         env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_")}
+        run = ["run", "--config", str(cfg)]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "guardian.entrypoints.cli", "run", "--config", str(cfg)],
+                [*self.wrapper, sys.executable, "-m", "guardian.entrypoints.cli", *run],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**env, **self.env, "PYTHONUNBUFFERED": "1"},
@@ -191,11 +194,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def peak_rss_mb(pid: int) -> float:
+def _status_mb(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def peak_rss_mb(pid: int) -> float:
+    return _status_mb(pid, "VmHWM")
+
+
+def rss_mb(pid: int) -> float:
+    return _status_mb(pid, "VmRSS")
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 
+from bench.flood import FloodResult
 from bench.graph import GraphResult
 from bench.graph import render as render_graph
 from bench.latency import LatencyResult
@@ -18,6 +19,8 @@ P95_FLOOR = 0.5
 SWEEP_RATIO_FLOOR = 1.5
 CPU_FLOOR = 0.6
 RSS_FLOOR = 80.0
+FLOOD_RSS_FLOOR = 120.0
+FLOOD_ANSWER_FLOOR = 1.0  # seconds: every /healthz answer under the flood
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Results:
     overhead: OverheadResult | None = None
     storm: StormResult | None = None
     graph: list[GraphResult] = field(default_factory=list)
+    flood: FloodResult | None = None
     notes: list[str] = field(default_factory=list)
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -62,7 +66,7 @@ def render(r: Results) -> str:
         f"| trials | {r.trials} per measurement; times are medians unless marked |",
         "",
     ]
-    out += _latency(r) + _sweeps(r) + _overhead(r) + _storm(r) + render_graph(r.graph)
+    out += _latency(r) + _sweeps(r) + _overhead(r) + _storm(r) + render_graph(r.graph) + _flood(r)
     if r.notes:
         out += ["## Notes", "", *[f"- {n}" for n in r.notes], ""]
     return "\n".join(out)
@@ -184,5 +188,40 @@ def _storm(r: Results) -> list[str]:
         "| notifications sent (by kind) |",
         "|---|---|---|---|---|",
         f"| {s.containers} | {breaker} | {healed} | {s.restarts} ({outcomes}) | {sent} ({kinds}) |",
+        "",
+    ]
+
+
+def _flood(r: Results) -> list[str]:
+    f = r.flood
+    if f is None:
+        return []
+    rows = []
+    for label, h in (("calm", f.calm), (f"{f.idle} idle + {f.streams} header streams", f.flooded)):
+        rows.append(
+            f"| {label} | {len(h.answers)} | {h.failed} | {h.per_second:.0f} | "
+            f"{h.quantile(0.5) * 1000:.1f} ms | {h.quantile(0.99) * 1000:.1f} ms | "
+            f"{h.quantile(1.0) * 1000:.0f} ms |"
+        )
+    worst = f.flooded.quantile(1.0)
+    return [
+        "## 5. Connection flood",
+        "",
+        f"`guardian run` under an open-file limit of {f.nofile} (systemd's default for a "
+        f"service). /healthz is asked back to back, each on a new connection, for {f.seconds:g} s "
+        f"on a calm port, then for {f.seconds:g} s while {f.connected} connections sit idle and "
+        f"{f.streams} send one endless header line (1 KiB every 10 ms, reconnecting whenever "
+        f"Guardian closes them: {f.streamed_mb:.0f} MiB sent). Client and attacker share one "
+        "Python process, so its own threads are part of the latency.",
+        "",
+        "| port | answers | failed | answers per second | p50 | p99 | max |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "| RSS under the flood (VmRSS max) | floor ≤ 120 MB | every answer ≤ 1 s |",
+        "|---|---|---|",
+        f"| {f.rss_mb:.1f} MB (VmHWM {f.peak_rss_mb:.1f} MB) | "
+        f"{_floor(f.rss_mb <= FLOOD_RSS_FLOOR)} | "
+        f"{_floor(f.flooded.failed == 0 and worst <= FLOOD_ANSWER_FLOOR)} |",
         "",
     ]

@@ -95,6 +95,7 @@ class App:
     def close(self) -> None:
         self.engine.close()
         self.store.close()
+        self.supervisor.close()
 
 
 def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:

@@ -1,6 +1,7 @@
 """Logging set-up: one line per event, `key=value` fields (logfmt) or JSON.
 
 Call sites pass fields with `extra=kv(container=..., reason=...)`; the formatter renders them.
+Libraries' records and uncaught exceptions go through the same formatter: no raw traceback.
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 from guardian.core.redaction import Redactor
@@ -19,6 +22,14 @@ FIELDS = "guardian_fields"
 def kv(**fields: Any) -> dict[str, Any]:
     """The `extra=` argument carrying structured fields for one log line."""
     return {FIELDS: fields}
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The record's structured fields; a library's record also names its logger."""
+    fields: dict[str, Any] = getattr(record, FIELDS, {})
+    if record.name == "guardian" or record.name.startswith("guardian."):
+        return fields
+    return {"logger": record.name, **fields}
 
 
 def _value(v: Any) -> str:
@@ -36,7 +47,7 @@ class LogfmtFormatter(logging.Formatter):
             f"level={record.levelname.lower()}",
             f"msg={_value(record.getMessage())}",
         ]
-        for k, v in getattr(record, FIELDS, {}).items():
+        for k, v in _fields(record).items():
             if v is not None:
                 parts.append(f"{k}={_value(v)}")
         if record.exc_info and record.levelno >= logging.ERROR:
@@ -52,7 +63,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "msg": record.getMessage(),
         }
-        for k, v in getattr(record, FIELDS, {}).items():
+        for k, v in _fields(record).items():
             if v is not None:
                 doc[k] = v if isinstance(v, int | float | bool) else str(v)
         if record.exc_info and record.levelno >= logging.ERROR:
@@ -82,8 +93,41 @@ def setup_logging(level: str = "info", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    # Libraries (APScheduler, waitress, urllib3) log through the same handler, warnings and
+    # worse: without one on the root logger, Python prints their records raw to stderr.
+    top = logging.getLogger()
+    top.handlers[:] = [h for h in top.handlers if not isinstance(h, _StderrHandler)] + [handler]
+    top.setLevel(logging.WARNING)
     # The scheduler's own chatter ("Running job ...") is noise at info level.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # "Task queue depth is N" at every busy moment: a flood of requests would flood the log.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    sys.excepthook = _uncaught
+    threading.excepthook = _uncaught_in_thread
+    sys.unraisablehook = _unraisable
+
+
+def _uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    logging.getLogger("guardian").critical("uncaught exception", exc_info=(kind, exc, tb))
+
+
+def _uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    thread = args.thread.name if args.thread is not None else None
+    logging.getLogger("guardian").error(
+        "thread ended by an uncaught exception",
+        extra=kv(thread=thread),
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
+    )
+
+
+def _unraisable(args: Any) -> None:
+    exc = args.exc_value
+    logging.getLogger("guardian").warning(
+        "exception ignored",
+        extra=kv(where=repr(args.object)[:200], error=f"{type(exc).__name__}: {exc}"[:500]),
+    )
 
 
 class RedactingFilter(logging.Filter):

@@ -1,7 +1,8 @@
 """The sd_notify protocol: newline-separated `KEY=value` datagrams to systemd's NOTIFY_SOCKET.
 
-A few lines of stdlib instead of a compiled dependency. Outside systemd (no NOTIFY_SOCKET) every
-call is a no-op, so the daemon can notify unconditionally.
+A few lines of stdlib instead of a compiled dependency. One socket, opened at start-up, carries
+every datagram: a process out of file descriptors still pings the watchdog. Outside systemd (no
+NOTIFY_SOCKET) every call is a no-op, so the daemon can notify unconditionally.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from collections.abc import Mapping
 from datetime import timedelta
 
@@ -46,6 +48,22 @@ class SystemdSupervisor:
         self.address = address
         self.watchdog = watchdog
         self._failed = False
+        self._lock = threading.Lock()  # the main loop pings while a sweep job sends STATUS
+        self._sock: socket.socket | None = None
+        if address is not None:
+            self._sock = self._open()
+
+    def _open(self) -> socket.socket | None:
+        try:
+            return socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        except OSError as exc:
+            self._report(exc)
+            return None
+
+    def _report(self, exc: OSError) -> None:
+        if not self._failed:  # log once; systemd may simply be gone during shutdown
+            log.warning("sd_notify failed", extra=kv(reason=str(exc)))
+        self._failed = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SystemdSupervisor:
@@ -65,16 +83,26 @@ class SystemdSupervisor:
         if self.address is None:
             return False
         message = "\n".join(f.replace("\n", " ") for f in fields).encode()
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-                sock.sendto(message, self.address)
-        except OSError as exc:
-            if not self._failed:  # log once; systemd may simply be gone during shutdown
-                log.warning("sd_notify failed", extra=kv(reason=str(exc)))
-            self._failed = True
-            return False
-        self._failed = False
-        return True
+        with self._lock:
+            if self._sock is None:
+                self._sock = self._open()  # only when start-up could not open it
+                if self._sock is None:
+                    return False
+            try:
+                self._sock.sendto(message, self.address)
+            except OSError as exc:
+                self._report(exc)
+                return False
+            self._failed = False
+            return True
+
+    def close(self) -> None:
+        """Close the socket; every later call is a no-op."""
+        with self._lock:
+            self.address = None
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
 
     def ready(self, status: str) -> bool:
         return self.notify("READY=1", f"STATUS={status}")

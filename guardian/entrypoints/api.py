@@ -14,7 +14,6 @@ import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
-from urllib.parse import unquote
 
 from guardian.core.durations import parse_duration
 from guardian.core.incidents import InvalidTransition
@@ -36,13 +35,8 @@ PREFIX = "/api/v1"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-def _json(status: int, doc: Any, headers: dict[str, str] | None = None) -> Response:
-    body = (json.dumps(doc, indent=2) + "\n").encode()
-    return Response(status, body, "application/json", headers or {})
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return _json(status, {"error": message}, headers)
+_json = Response.json
+_error = Response.error
 
 
 class _Refused(Exception):
@@ -104,10 +98,11 @@ class Api:
         self._token = token.encode() if token else None
 
     def __call__(self, request: Request) -> Response:
-        parts = [unquote(p) for p in request.path[len(PREFIX) :].split("/") if p]
+        # The server hands over the path already percent-decoded.
+        parts = [p for p in request.path[len(PREFIX) :].split("/") if p]
         route = self._route(request.method, parts)
         if route is None:
-            return _error(404, f"no such endpoint: {request.method} {request.path}")
+            return _error(404, f"no such endpoint: {request.method[:20]} {request.path[:100]}")
         try:
             if request.method in MUTATING:
                 self._authorize(request, "endpoints that change state are off")
@@ -182,7 +177,8 @@ class Api:
         return _json(200, {"incidents": [incident_view(i) for i in incidents]})
 
     def _id(self, text: str) -> int:
-        if not text.isdigit() or len(text) > 18:
+        # isdigit() alone admits "²" and other digits int() refuses.
+        if not (text.isascii() and text.isdigit()) or len(text) > 18:
             raise _Refused(_error(404, f"incident {text[:40]!r} not found"))
         return int(text)
 

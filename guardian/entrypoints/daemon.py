@@ -20,7 +20,13 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from guardian.bootstrap import App
 from guardian.entrypoints.api import api_handler
-from guardian.entrypoints.http_server import HttpServer, Routes, check_handler, metrics_handler
+from guardian.entrypoints.http_server import (
+    HttpServer,
+    ListenError,
+    Routes,
+    check_handler,
+    metrics_handler,
+)
 from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness, stall_limit, status_line
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
@@ -273,7 +279,11 @@ class Daemon:
         settings = self.app.settings
         self.schedule()
         self.http = HttpServer(settings["http.listen"], self.routes())
-        self.http.start()
+        try:
+            self.http.start()
+        except ListenError:
+            self.app.close()
+            raise
         self.scheduler.start()
         if self.app.delivery is not None:
             self.app.delivery.start()

@@ -1,24 +1,28 @@
 """The HTTP server: /metrics, /healthz, /readyz, and routes other modules mount (the API).
 
-A stdlib ThreadingHTTPServer on a background thread; handlers are plain functions from Request
-to Response so they can be tested without a socket.
+Waitress serves them on a background thread within the limits of http_limits; handlers are
+plain functions from Request to Response, so they can be tested without a socket.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry, generate_latest
+from waitress import wasyncore
 
+from guardian.entrypoints.http_limits import GuardedServer, Limits
 from guardian.logs import kv
 
 log = logging.getLogger("guardian.http")
-MAX_BODY = 64 * 1024
+MAX_QUERY_FIELDS = 50
 # What generate_latest() writes (legacy metric names): the text format every Prometheus reads.
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -42,6 +46,16 @@ class Response:
     @classmethod
     def text(cls, status: int, text: str) -> Response:
         return cls(status, (text.rstrip("\n") + "\n").encode())
+
+    @classmethod
+    def json(cls, status: int, doc: Any, headers: dict[str, str] | None = None) -> Response:
+        body = (json.dumps(doc, indent=2) + "\n").encode()
+        return cls(status, body, "application/json", headers or {})
+
+    @classmethod
+    def error(cls, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+        """The one shape of every error Guardian answers: `{"error": "..."}`."""
+        return cls.json(status, {"error": message}, headers)
 
 
 Handler = Callable[[Request], Response]
@@ -68,14 +82,14 @@ class Routes:
                     handler = self.prefixes[prefix]
                     break
         if handler is None:
-            return Response.text(404, "not found")
+            return Response.error(404, f"no such path: {request.path[:100]}")
         return handler(request)
 
 
 def metrics_handler(registry: CollectorRegistry) -> Handler:
     def handle(request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
-            return Response.text(405, "method not allowed")
+            return Response.error(405, "method not allowed; use GET", {"Allow": "GET, HEAD"})
         return Response(200, generate_latest(registry), METRICS_CONTENT_TYPE)
 
     return handle
@@ -86,81 +100,124 @@ def check_handler(check: Callable[[], tuple[bool, str]]) -> Handler:
 
     def handle(request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
-            return Response.text(405, "method not allowed")
+            return Response.error(405, "method not allowed; use GET", {"Allow": "GET, HEAD"})
         ok, reason = check()
         return Response.text(200 if ok else 503, reason or ("ok" if ok else "not ok"))
 
     return handle
 
 
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+def _request(environ: dict[str, Any]) -> Request:
+    """The WSGI environ as a Request; ValueError for input no handler should see."""
+    # PATH_INFO is the percent-decoded path as latin-1 (PEP 3333): back to its bytes, then UTF-8.
+    path = str(environ.get("PATH_INFO", "")).encode("latin-1").decode("utf-8", "replace")
+    try:
+        query = parse_qs(environ.get("QUERY_STRING", ""), max_num_fields=MAX_QUERY_FIELDS)
+    except ValueError:
+        raise ValueError(f"more than {MAX_QUERY_FIELDS} query fields") from None
+    headers = {
+        key[5:].replace("_", "-").lower(): str(value)
+        for key, value in environ.items()
+        if key.startswith("HTTP_")
+    }
+    if environ.get("CONTENT_TYPE"):
+        headers["content-type"] = str(environ["CONTENT_TYPE"])
+    # waitress has framed the body (Content-Length or chunked) and refused one over the limit.
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    return Request(str(environ["REQUEST_METHOD"]), path, query, headers, body)
+
+
+def wsgi_app(routes: Routes) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+    """`routes` as a WSGI application: every failure is a JSON error and one log line."""
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            request = _request(environ)
+        except ValueError as exc:
+            request, response = None, Response.error(400, f"bad request: {exc}")
+        if request is not None:
+            try:
+                response = routes.dispatch(request)
+            except Exception:
+                log.exception("http handler failed", extra=kv(path=request.path[:100]))
+                response = Response.error(500, "internal error; see Guardian's log")
+        headers = [
+            ("Content-Type", response.content_type),
+            ("Content-Length", str(len(response.body))),
+            *response.headers.items(),
+        ]
+        start_response(f"{response.status} {HTTPStatus(response.status).phrase}", headers)
+        return [] if environ["REQUEST_METHOD"] == "HEAD" else [response.body]
+
+    return app
+
+
+class ListenError(Exception):
+    """The configured address cannot be listened on (in use, not local, not resolvable)."""
+
+
 class HttpServer:
     """Serves `routes` on host:port from a daemon thread until stop()."""
 
-    def __init__(self, listen: str, routes: Routes) -> None:
+    def __init__(self, listen: str, routes: Routes, limits: Limits | None = None) -> None:
         host, _, port = listen.rpartition(":")
+        self.listen = listen
         self.routes = routes
+        self.limits = limits or Limits()
         self.host = host.strip("[]") or "127.0.0.1"
         self.port = int(port)
-        self._server: ThreadingHTTPServer | None = None
+        self._server: GuardedServer | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     @property
     def address(self) -> tuple[str, int]:
         assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
+        return str(self._server.effective_host), int(self._server.effective_port)
 
     def start(self) -> None:
-        routes = self.routes
-
-        class RequestHandler(BaseHTTPRequestHandler):
-            server_version = "guardian"
-            protocol_version = "HTTP/1.1"
-
-            def _serve(self) -> None:
-                url = urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY:
-                    self._send(Response.text(413, f"body larger than {MAX_BODY} bytes"))
-                    return
-                body = self.rfile.read(length) if length > 0 else b""
-                request = Request(
-                    self.command,
-                    url.path,
-                    parse_qs(url.query),
-                    {k.lower(): v for k, v in self.headers.items()},
-                    body,
-                )
-                try:
-                    response = routes.dispatch(request)
-                except Exception:
-                    log.exception("http handler failed", extra=kv(path=url.path))
-                    response = Response.text(500, "internal error")
-                self._send(response)
-
-            def _send(self, response: Response) -> None:
-                self.send_response(response.status)
-                self.send_header("Content-Type", response.content_type)
-                self.send_header("Content-Length", str(len(response.body)))
-                for name, value in response.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(response.body)
-
-            do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = _serve
-
-            def log_message(self, format: str, *args: object) -> None:
-                log.debug("http request", extra=kv(line=format % args))
-
-        self._server = ThreadingHTTPServer((self.host, self.port), RequestHandler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
+        """Listen, or raise ListenError naming http.listen."""
+        socket_map: dict[int, Any] = {}
+        try:
+            adj = self.limits.adjustments(self.host, self.port)
+            self._server = GuardedServer(
+                wsgi_app(self.routes), socket_map, adj, self.limits.request_timeout
+            )
+        except (OSError, ValueError) as exc:
+            wasyncore.close_all(socket_map)
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise ListenError(f"http.listen {self.listen}: cannot listen: {reason}") from None
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=self._serve, args=(self._server, socket_map), name="http", daemon=True
+        )
         self._thread.start()
-        log.info("http server listening", extra=kv(address=f"{self.host}:{self.address[1]}"))
+        log.info(
+            "http server listening",
+            extra=kv(
+                address=f"{self.host}:{self.address[1]}",
+                connections=self._server.limit,
+                body_bytes=self.limits.body_bytes,
+            ),
+        )
+
+    def _serve(self, server: GuardedServer, socket_map: dict[int, Any]) -> None:
+        try:
+            while not self._stopping.is_set():
+                wasyncore.loop(timeout=1.0, map=socket_map, use_poll=True, count=1)
+        finally:
+            server.task_dispatcher.shutdown(timeout=5)
+            wasyncore.close_all(socket_map)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._server is None:
+            return
+        self._stopping.set()
+        self._server.pull_trigger()  # wakes the loop out of poll()
+        if self._thread is not None:
+            self._thread.join(10)
+        self._server = None

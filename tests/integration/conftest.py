@@ -218,6 +218,7 @@ class GuardianProcess:
         self.extra_env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.runs = 0
+        self.wrapper: list[str] = []  # e.g. prlimit: the command that execs Guardian
 
     def write_config(self) -> None:
         self.config_path.write_text(yaml.safe_dump(self.config))
@@ -231,6 +232,7 @@ class GuardianProcess:
             log.flush()
             self.proc = subprocess.Popen(
                 [
+                    *self.wrapper,
                     sys.executable,
                     "-m",
                     "guardian.entrypoints.cli",

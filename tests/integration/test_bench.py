@@ -29,6 +29,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
             "--storm-containers=3",
             "--storm-hold=2",
             "--poll-interval=2",
+            "--flood-seconds=1",
             f"--out={out}",
         ]
     )
@@ -46,9 +47,17 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     assert storm.storm_opened_s is None or storm.acked_s is not None
     assert storm.notifications.get("opened", 0) >= 1
     assert storm.notifications.get("resolved", 0) == storm.notifications["opened"]
+    assert results.flood is not None and results.flood.flooded.answers
     text = out.read_text()
     assert [x.cycles for x in results.graph if x.shape == "all pairs"] == [1, 1, 1, 1]
-    for heading in ("Detection → restart", "Sweep cost", "Overhead", "Storm", "Dependency graph"):
+    for heading in (
+        "Detection → restart",
+        "Sweep cost",
+        "Overhead",
+        "Storm",
+        "Dependency graph",
+        "Connection flood",
+    ):
         assert heading in text
     leftovers = docker_api.containers(
         all=True, filters={"label": f"{BENCH_LABEL}={results.run_id}"}

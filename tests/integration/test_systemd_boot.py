@@ -101,6 +101,18 @@ def test_journal_shows_guardians_log_lines(unit: SystemdHost) -> None:
     assert any('msg="http server listening"' in line for line in lines)
 
 
+def test_serves_http_within_the_units_open_file_limit(unit: SystemdHost) -> None:
+    pid = unit.main_pid()
+    limits = unit.sh(f"cat /proc/{pid}/limits").stdout.splitlines()
+    [files] = [line for line in limits if line.startswith("Max open files")]
+    assert files.split()[3:5] == ["4096", "4096"]
+    # The limit was readable under the unit's system call filter: the connection cap fits it.
+    [listening] = [
+        line for line in unit.journal(pid=pid).splitlines() if 'msg="http server listening"' in line
+    ]
+    assert "connections=256" in listening
+
+
 def test_heals_an_unhealthy_container_through_the_unit(
     unit: SystemdHost, containers: Containers
 ) -> None:

@@ -64,4 +64,5 @@ def test_unit_is_a_notify_service_with_watchdog_state_and_socket_access() -> Non
     assert d["WatchdogSec"] and d["Restart"] == ["on-failure"]
     assert d["StateDirectory"] == ["guardian"] and d["ConfigurationDirectory"] == ["guardian"]
     assert d["SupplementaryGroups"] == ["docker"]
+    assert d["LimitNOFILE"] == ["4096"]
     assert "/etc/guardian/config.yaml" in d["ExecStart"][0]

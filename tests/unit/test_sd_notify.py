@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
+import os
+import resource
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +17,7 @@ from guardian.entrypoints.daemon import Daemon
 from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
+from tests.helpers import wait_until
 from tests.notify import NotifySocket
 
 ON = {"guardian.enable": "true"}
@@ -223,3 +227,30 @@ def test_a_restart_with_a_ten_minute_stop_timeout_keeps_the_pings_and_a_frozen_l
         assert notifier.at(f"STATUS=sweep stalled for {limit + 1}s")
     finally:
         t.store.close()
+
+
+def test_pings_reach_systemd_while_the_process_has_no_descriptor_left(notify_socket):
+    notifier = SystemdSupervisor.from_env({"NOTIFY_SOCKET": notify_socket.address})
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held: list[int] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
+    try:
+        with pytest.raises(OSError) as exhausted:
+            while True:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+        assert exhausted.value.errno == errno.EMFILE
+        sent = [notifier.ping(), notifier.status("still here"), notifier.ping()]
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    assert sent == [True, True, True]
+    wait_until(lambda: len(notify_socket.times("WATCHDOG=1")) == 2, 5, message="pings")
+
+
+def test_a_failing_notify_socket_is_logged_once_not_per_ping(tmp_path: Path, caplog):
+    notifier = SystemdSupervisor.from_env({"NOTIFY_SOCKET": str(tmp_path / "gone")})
+
+    assert [notifier.ping() for _ in range(5)] == [False] * 5
+    assert [r.getMessage() for r in caplog.records].count("sd_notify failed") == 1

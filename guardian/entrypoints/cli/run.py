@@ -20,8 +20,12 @@ CHECK_COLUMNS = ("container", "state", "health", "finding", "decision")
 
 def cmd_run(args: argparse.Namespace) -> int:
     from guardian.entrypoints.daemon import Daemon
+    from guardian.entrypoints.http_server import ListenError
 
-    Daemon(build_daemon(settings_for(args))).run_forever()
+    try:
+        Daemon(build_daemon(settings_for(args))).run_forever()
+    except ListenError as exc:
+        raise CliError(str(exc)) from None
     return EXIT_OK
 
 

@@ -1,0 +1,174 @@
+"""The limits of Guardian's HTTP port, and the waitress server that enforces them.
+
+Waitress bounds header and body sizes, idle time and pipelining; this adds what it leaves out:
+a request must arrive whole in time, a full house makes room by closing its idlest connections
+(as nginx reuses keep-alive connections), and running out of descriptors is logged once.
+"""
+
+from __future__ import annotations
+
+import errno
+import heapq
+import json
+import logging
+import resource
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask
+
+from guardian.logs import kv
+
+log = logging.getLogger("guardian.http")
+
+EVICT_SHARE = 8  # when full, close the idlest 1/8: the accepts that follow need no search
+FD_RESERVE = 128  # descriptors kept for the engine client, the store and notifications
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may hold: README "Security" lists these with their reasons."""
+
+    connections: int = 256
+    threads: int = 4
+    idle_timeout: int = 30  # seconds a connection may sit silent between requests
+    request_timeout: int = 10  # seconds from a request's first byte to its last
+    header_bytes: int = 16 * 1024
+    body_bytes: int = 64 * 1024
+
+    def connection_limit(self) -> int:
+        """`connections`, lowered to fit the open-file limit with FD_RESERVE to spare."""
+        try:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (OSError, ValueError):
+            return self.connections
+        if soft == resource.RLIM_INFINITY:
+            return self.connections
+        return min(self.connections, max(8, soft - FD_RESERVE))
+
+    def adjustments(self, host: str, port: int) -> Adjustments:
+        return Adjustments(
+            host=host,
+            port=port,
+            ident="guardian",
+            threads=self.threads,
+            connection_limit=self.connection_limit(),
+            channel_timeout=self.idle_timeout,
+            max_request_header_size=self.header_bytes,
+            # waitress refuses a body of max_request_body_size bytes or more
+            max_request_body_size=self.body_bytes + 1,
+            log_socket_errors=False,  # a client resetting its connection is not news
+            expose_tracebacks=False,
+        )
+
+
+class JsonErrorTask(ErrorTask):  # type: ignore[misc]
+    """Waitress's answer to a request it refused (400, 413, 431), as Guardian's JSON error."""
+
+    def execute(self) -> None:
+        error = self.request.error
+        body = (json.dumps({"error": f"{error.reason}: {error.body}"}) + "\n").encode()
+        self.status = f"{error.code} {error.reason}"
+        self.response_headers.append(("Content-Type", "application/json"))
+        self.set_close_on_finish()  # the rest of what this client sent is never parsed
+        self.content_length = len(body)
+        self.write(body)
+
+
+class TimedChannel(HTTPChannel):  # type: ignore[misc]
+    """A waitress connection that remembers when the request it is reading began."""
+
+    error_task_class = JsonErrorTask
+    request_began = 0.0
+
+    def received(self, data: bytes) -> bool:
+        if self.request is None:
+            self.request_began = time.time()
+        return bool(super().received(data))
+
+
+class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
+    """Waitress's TCP server with the request timeout, eviction when full, and a calm answer
+    to running out of file descriptors. Runs on HttpServer's loop thread."""
+
+    channel_class = TimedChannel
+
+    def __init__(
+        self, app: Any, socket_map: dict[int, Any], adj: Adjustments, request_timeout: int
+    ) -> None:
+        self.socket_map = socket_map
+        self.request_timeout = request_timeout
+        self.limit = int(adj.connection_limit)
+        self.paused_until = 0.0
+        self.next_cleanup = 0.0  # the timeouts are checked once a second
+        self.short_of = ""  # what ran out, while it lasts: logged once
+        ipv4 = [info for info in adj.listen if info[0] == socket.AF_INET]
+        super().__init__(app, map=socket_map, adj=adj, sockinfo=(ipv4 or adj.listen)[0])
+
+    def maintenance(self, now: float) -> None:
+        """Close idle connections (waitress) and those whose request takes too long to arrive."""
+        super().maintenance(now)
+        cutoff = now - self.request_timeout
+        for channel in list(self.active_channels.values()):
+            reading = channel.request is not None and not channel.requests
+            if reading and channel.request_began < cutoff:
+                channel.will_close = True
+
+    def readable(self) -> bool:
+        now = time.time()
+        if now >= self.next_cleanup:
+            self.next_cleanup = now + 1.0
+            self.maintenance(now)
+        return bool(self.accepting) and now >= self.paused_until
+
+    def open_connections(self) -> int:
+        """Connections held, not counting those already told to close."""
+        held = len(self.active_channels)
+        if held < self.limit:
+            return held
+        return sum(1 for c in self.active_channels.values() if not c.will_close)
+
+    def evict(self) -> int:
+        """Close the connections silent the longest that are not being answered."""
+        idle = [c for c in self.active_channels.values() if not c.requests and not c.will_close]
+        batch = max(1, self.limit // EVICT_SHARE)
+        for channel in heapq.nsmallest(batch, idle, key=lambda c: c.last_activity):
+            channel.will_close = True
+        return min(len(idle), batch)
+
+    def handle_accept(self) -> None:
+        """Accept the clients waiting, a batch per turn of the loop; when full, first close the
+        idlest connections (they close on the loop's next turn), or, every connection being
+        answered, wait a moment."""
+        for _ in range(max(1, self.limit // EVICT_SHARE)):
+            if self.open_connections() >= self.limit and not self.evict():
+                self.pause(0.1, "connections", "http connection limit reached; every one is busy")
+                return
+            try:
+                pair = self.accept()
+                if pair is None:
+                    return  # nobody else waiting
+                conn, addr = pair
+                self.set_socket_options(conn)
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    self.evict()
+                    self.pause(1.0, "descriptors", "http server out of file descriptors", exc)
+                return  # else the client left before it was accepted
+            if self.short_of:
+                log.info("http server accepting again", extra=kv(after=self.short_of))
+                self.short_of = ""
+            self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self.socket_map)
+
+    def pause(self, seconds: float, what: str, message: str, exc: OSError | None = None) -> None:
+        """Stop accepting for `seconds`; logged once until a client is accepted again."""
+        self.paused_until = time.time() + seconds
+        if self.short_of != what:
+            self.short_of = what
+            reason = (exc.strerror or str(exc)) if exc is not None else None
+            log.error(message, extra=kv(reason=reason, connections=len(self.active_channels)))
