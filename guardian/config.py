@@ -199,6 +199,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "events": _with(_bool(), True),
         "start_grace": _with(_duration(ZERO, DAY), ZERO),
         "scope": _with(_selector(), ""),
+        # Containers an orchestrator owns (Swarm, Kubernetes, Nomad): observe or act.
+        "orchestrated": _with(_choice("observe", "act"), "observe"),
     },
     "restart": {
         "cooldown": _with(_duration(ZERO, YEAR), 300 * S),
@@ -312,6 +314,7 @@ class Settings:
             max_per_minute=r["max_per_minute"],
             max_concurrent=r["max_concurrent"],
             dry_run=r["dry_run"],
+            act_on_orchestrated=self.values["watch"]["orchestrated"] == "act",
         )
 
 

@@ -126,9 +126,14 @@ class Store(Protocol):
     def unfinished_actions(self, host: str) -> list[RemediationAction]: ...
 
     def restart_times(
-        self, host: str, since: datetime, container: str | None = None
+        self,
+        host: str,
+        since: datetime,
+        container: str | None = None,
+        container_id: str | None = None,
     ) -> tuple[datetime, ...]:
-        """Request times of restart attempts (all outcomes), for one container or the host."""
+        """Request times of restart attempts (all outcomes), for the host, or for a name (and,
+        with `container_id`, only the container of that id carrying it)."""
 
     def last_reset(self, host: str, container: str) -> datetime | None: ...
 

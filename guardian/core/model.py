@@ -176,6 +176,7 @@ class Reason(StrEnum):
     ENGINE_DENIED = "engine_denied"  # the engine (or a socket proxy) refused the last restart
     DEPENDENCY_UNHEALTHY = "dependency_unhealthy"
     STORM = "storm"
+    ORCHESTRATOR_MANAGED = "orchestrator_managed"  # Swarm, Kubernetes, Nomad recreate it
 
 
 @dataclass(frozen=True)

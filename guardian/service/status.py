@@ -37,7 +37,7 @@ def container_status(healer: Healer) -> list[ContainerStatus]:
     now = ctx.clock.now()
     out = []
     for snap in sorted(watched, key=lambda s: s.name):
-        decision = healer.remediator.decisions.decision_for(snap.name, ctx.rules.of(snap), now)
+        decision = healer.remediator.decisions.decision_for(snap, ctx.rules.of(snap), now)
         out.append(
             ContainerStatus(
                 snap.name,
