@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.instance import HostLock, engine_key, rival_container
 from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
 from guardian.adapters.notify.discord import DiscordNotifier
 from guardian.adapters.notify.email import EmailNotifier
@@ -42,7 +43,17 @@ from guardian.core.redaction import Redactor
 from guardian.core.storm import StormSettings
 from guardian.credentials import load_token, resolve_secret
 from guardian.logs import install_redaction, kv
-from guardian.ports import Clock, Engine, Metrics, Notifier, ProbeRunner, Store, StoreError
+from guardian.ports import (
+    Clock,
+    Engine,
+    EngineUnavailable,
+    InstanceConflict,
+    Metrics,
+    Notifier,
+    ProbeRunner,
+    Store,
+    StoreError,
+)
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.decisions import DecisionPoint
@@ -81,6 +92,7 @@ class App:
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
     api_token: str | None = None
+    lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
 
     @property
     def verifier(self) -> Verifier:
@@ -94,6 +106,8 @@ class App:
     def close(self) -> None:
         self.engine.close()
         self.store.close()
+        if self.lock is not None:
+            self.lock.release()
 
 
 def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
@@ -129,6 +143,35 @@ def store_path(settings: Settings, env: Mapping[str, str] | None = None) -> Path
         extra=kv(default=str(path), store=str(fallback)),
     )
     return fallback
+
+
+def claim_instance(
+    settings: Settings, engine: Engine | None = None, self_ids: set[str] | None = None
+) -> HostLock:
+    """Make this the one Guardian of its engine and scope before `guardian run` opens anything:
+    lock the store and the engine on this host, then look for a running Guardian container.
+    Raises InstanceConflict naming the other Guardian; release() the lock when done."""
+    scope = settings["watch.scope"]
+    lock = HostLock(store_path(settings), engine_key(settings["docker.url"]), scope)
+    lock.acquire()
+    own = engine is None
+    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"])
+    if self_ids is None:
+        self_ids = {i for i in (detect_self_id(), socket.gethostname()) if i}
+    try:
+        rival = rival_container(engine, self_ids, scope)
+    except EngineUnavailable as exc:
+        # The locks still hold; the engine is looked at again by the sweeps, not for rivals.
+        log.warning("could not look for another Guardian container", extra=kv(reason=exc))
+        rival = ""
+    finally:
+        if own:
+            engine.close()
+    if rival:
+        lock.release()
+        scoped = f" (watch.scope {scope})" if scope else ""
+        raise InstanceConflict(f"another Guardian watches this engine{scoped}: {rival}")
+    return lock
 
 
 def existing_store_path(settings: Settings) -> Path:
@@ -257,10 +300,12 @@ def build_daemon(
     supervisor: SystemdSupervisor | None = None,
     env: Mapping[str, str] | None = None,
     host: str = "",
+    lock: HostLock | None = None,
 ) -> App:
     """Everything `guardian run` needs: the loop, the notification channels (secrets read from
-    `env`), the API token and systemd. Raises StoreError or ConfigError."""
-    sqlite = store or SqliteStore(store_path(settings))
+    `env`), the API token and systemd. Raises StoreError or ConfigError. The app holds `lock`
+    (claim_instance) and opens the store it locked."""
+    sqlite = store or SqliteStore(lock.store if lock is not None else store_path(settings))
     app = build_status(
         settings, engine=engine, clock=clock, store=sqlite, metrics=metrics, host=host
     )
@@ -273,6 +318,7 @@ def build_daemon(
         app.close()
         raise
     app.supervisor = supervisor or SystemdSupervisor.from_env(env)
+    app.lock = lock
     return app
 
 

@@ -35,6 +35,10 @@ class StoreError(Exception):
     """The store cannot be opened or written; the message names the file."""
 
 
+class InstanceConflict(Exception):
+    """Another Guardian already watches this engine (or uses this store); names it."""
+
+
 @dataclass(frozen=True)
 class EngineEvent:
     """One container event from the engine's stream."""

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from guardian.bootstrap import build_daemon, build_status
+from guardian.bootstrap import build_daemon, build_status, claim_instance
 from guardian.core.assessment import Assessment
 from guardian.entrypoints.cli.tables import EXIT_OK, CliError, settings_for, table
 from guardian.ports import EngineUnavailable
@@ -21,7 +21,14 @@ CHECK_COLUMNS = ("container", "state", "health", "finding", "decision")
 def cmd_run(args: argparse.Namespace) -> int:
     from guardian.entrypoints.daemon import Daemon
 
-    Daemon(build_daemon(settings_for(args))).run_forever()
+    settings = settings_for(args)
+    lock = claim_instance(settings)  # one Guardian per engine: refuse before opening anything
+    try:
+        app = build_daemon(settings, lock=lock)
+    except BaseException:
+        lock.release()
+        raise
+    Daemon(app).run_forever()  # closing the app releases the lock
     return EXIT_OK
 
 
