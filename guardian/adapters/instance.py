@@ -16,7 +16,7 @@ import struct
 from pathlib import Path
 
 from guardian.core.labels import ALL, SELF
-from guardian.ports import Engine, InstanceConflict
+from guardian.ports import Engine, InstanceConflict, StoreError
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 SCOPE_LABEL = "guardian.scope"  # a Guardian container's watch.scope, for other Guardians
@@ -42,14 +42,28 @@ def describe_pid(pid: int, proc: Path = Path("/proc")) -> str:
     return f"pid {pid} ({command})" if command else f"pid {pid}"
 
 
+def flock_holder(st: os.stat_result, proc: Path = Path("/proc")) -> str:
+    """The process holding a flock on the file `st` describes, from the kernel's lock table."""
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with contextlib.suppress(OSError):
+        for line in (proc / "locks").read_text().splitlines():
+            fields = line.split()
+            # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a blocked waiter has "->")
+            if "FLOCK" in fields and "->" not in fields and inode in fields:
+                pid = int(fields[fields.index(inode) - 1])
+                if pid > 0:
+                    return describe_pid(pid, proc)
+    return "a process this one cannot see"
+
+
 class HostLock:
-    """Held for the daemon's life: the store's lock file, and an abstract Unix socket named
+    """Held for the daemon's life: a flock on the store file, and an abstract Unix socket named
     after the engine and the watch scope (two Guardians of this host on one engine, whatever
     their stores). acquire() raises InstanceConflict naming the holder."""
 
-    def __init__(self, store: Path, engine: str, scope: str) -> None:
+    def __init__(self, store: Path, engine: str, scope: str, proc: Path = Path("/proc")) -> None:
         self.store = store
-        self.lock_path = store.with_name(store.name + ".lock")
+        self.proc = proc
         digest = hashlib.sha256(f"{engine}\n{scope}".encode()).hexdigest()[:32]
         self.address = f"\0guardian-{digest}"
         self.scope = scope
@@ -57,26 +71,32 @@ class HostLock:
         self._socket: socket.socket | None = None
 
     def acquire(self) -> None:
+        created = not self.store.exists()
         self._lock_store()
         try:
             self._bind()
         except InstanceConflict:
+            if created and self.store.stat().st_size == 0:
+                self.store.unlink()  # refused: leave no empty store behind
             self.release()
             raise
 
     def _lock_store(self) -> None:
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        """flock the store file itself (SQLite's own locks are fcntl locks, which flock never
+        meets on Linux), so nothing new appears in the state directory."""
+        try:
+            self.store.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.store, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"store {self.store}: cannot open: {exc.strerror or exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 512).decode(errors="replace").strip() or "unknown"
+            holder = flock_holder(os.fstat(fd), self.proc)
             os.close(fd)
             raise InstanceConflict(
                 f"another Guardian is using the store {self.store}: {holder}"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{describe_pid(os.getpid())}\n".encode())
         self._fd = fd
 
     def _bind(self) -> None:
@@ -102,7 +122,7 @@ class HostLock:
                 creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
             except OSError:
                 return "unknown process"
-        return describe_pid(_PEERCRED.unpack(creds)[0])
+        return describe_pid(_PEERCRED.unpack(creds)[0], self.proc)
 
     def release(self) -> None:
         if self._socket is not None:
