@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
-from guardian.adapters.instance import HostLock, engine_key, rival_container
+from guardian.adapters.instance import HostLock, engine_key, engine_taken, rival_container
 from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
 from guardian.adapters.notify.discord import DiscordNotifier
 from guardian.adapters.notify.email import EmailNotifier
@@ -43,17 +43,7 @@ from guardian.core.redaction import Redactor
 from guardian.core.storm import StormSettings
 from guardian.credentials import load_token, resolve_secret
 from guardian.logs import install_redaction, kv
-from guardian.ports import (
-    Clock,
-    Engine,
-    EngineUnavailable,
-    InstanceConflict,
-    Metrics,
-    Notifier,
-    ProbeRunner,
-    Store,
-    StoreError,
-)
+from guardian.ports import Clock, Engine, Metrics, Notifier, ProbeRunner, Store, StoreError
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.decisions import DecisionPoint
@@ -93,6 +83,15 @@ class App:
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
     api_token: str | None = None
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
+
+    def rival(self) -> str:
+        """Why this Guardian must not run: another running Guardian container on the engine
+        with the same scope ("" when none; never this container, restarted by Docker).
+        Raises EngineUnavailable."""
+        own = {i for i in (self.healer.ctx.settings.self_id, socket.gethostname()) if i}
+        scope = self.settings["watch.scope"]
+        other = rival_container(self.engine, own, scope)
+        return engine_taken(scope, other) if other else ""
 
     @property
     def verifier(self) -> Verifier:
@@ -145,32 +144,15 @@ def store_path(settings: Settings, env: Mapping[str, str] | None = None) -> Path
     return fallback
 
 
-def claim_instance(
-    settings: Settings, engine: Engine | None = None, self_ids: set[str] | None = None
-) -> HostLock:
-    """Make this the one Guardian of its engine and scope before `guardian run` opens anything:
-    lock the store and the engine on this host, then look for a running Guardian container.
-    Raises InstanceConflict naming the other Guardian; release() the lock when done."""
-    scope = settings["watch.scope"]
-    lock = HostLock(store_path(settings), engine_key(settings["docker.url"]), scope)
+def claim_instance(settings: Settings) -> HostLock:
+    """Make this the one Guardian of its engine and scope on this host before `guardian run`
+    opens anything: lock the store and the engine. Raises InstanceConflict naming the other
+    Guardian; the app built with the lock releases it (a running Guardian container on the
+    engine is looked for at the first contact with the engine: App.rival)."""
+    lock = HostLock(
+        store_path(settings), engine_key(settings["docker.url"]), settings["watch.scope"]
+    )
     lock.acquire()
-    own = engine is None
-    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"])
-    if self_ids is None:
-        self_ids = {i for i in (detect_self_id(), socket.gethostname()) if i}
-    try:
-        rival = rival_container(engine, self_ids, scope)
-    except EngineUnavailable as exc:
-        # The locks still hold; the engine is looked at again by the sweeps, not for rivals.
-        log.warning("could not look for another Guardian container", extra=kv(reason=exc))
-        rival = ""
-    finally:
-        if own:
-            engine.close()
-    if rival:
-        lock.release()
-        scoped = f" (watch.scope {scope})" if scope else ""
-        raise InstanceConflict(f"another Guardian watches this engine{scoped}: {rival}")
     return lock
 
 

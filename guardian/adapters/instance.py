@@ -42,6 +42,12 @@ def describe_pid(pid: int, proc: Path = Path("/proc")) -> str:
     return f"pid {pid} ({command})" if command else f"pid {pid}"
 
 
+def engine_taken(scope: str, holder: str) -> str:
+    """The one line that refuses a second Guardian of an engine (and scope)."""
+    scoped = f" (watch.scope {scope})" if scope else ""
+    return f"another Guardian watches this engine{scoped}: {holder}"
+
+
 def flock_holder(st: os.stat_result, proc: Path = Path("/proc")) -> str:
     """The process holding a flock on the file `st` describes, from the kernel's lock table."""
     inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
@@ -106,13 +112,8 @@ class HostLock:
             sock.listen(1)
         except OSError:
             sock.close()
-            raise InstanceConflict(
-                f"another Guardian watches this engine{self._scoped()}: {self._holder()}"
-            ) from None
+            raise InstanceConflict(engine_taken(self.scope, self._holder())) from None
         self._socket = sock
-
-    def _scoped(self) -> str:
-        return f" (watch.scope {self.scope})" if self.scope else ""
 
     def _holder(self) -> str:
         """The holder's pid, from the kernel: a connection to its socket carries its creds."""

@@ -92,7 +92,10 @@ def test_an_unhealthy_swarm_task_is_reported_and_left_to_swarm(swarm, guardian):
         healthcheck=docker.types.Healthcheck(
             test=["CMD-SHELL", f"test ! -f {SICK}"], interval=int(1e9), retries=1
         ),
-        stop_signal="SIGKILL",
+        # PID 1 ignores SIGTERM: Swarm stops the unhealthy task only after 15 s, so a Guardian
+        # slowed by a loaded host still sees it unhealthy and running (and could restart it).
+        stop_signal="SIGTERM",
+        stop_grace_period=int(15e9),
     )
     [task] = wait_until(
         lambda: [c for c in task_containers(api) if "(healthy)" in c["Status"]],

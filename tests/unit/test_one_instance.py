@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from guardian.adapters.instance import HostLock, rival_container
-from guardian.bootstrap import claim_instance
+from guardian.entrypoints.daemon import Daemon
 from guardian.ports import InstanceConflict
-from tests.app import settings_for
+from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
 from tests.helpers import wait_until
 
@@ -128,11 +128,27 @@ def test_stopped_or_differently_scoped_guardian_containers_are_no_rivals() -> No
     assert stopped not in rival_container(engine, set(), "project=shop")
 
 
-def test_claim_instance_refuses_beside_a_guardian_container(tmp_path: Path) -> None:
-    engine = FakeEngine(FakeClock())
-    guardian_container(engine, "guardian-sidecar")
-    settings = settings_for(tmp_path, {"docker": {"url": f"tcp://e-{uuid.uuid4().hex}:1"}})
-    with pytest.raises(InstanceConflict) as err:
-        claim_instance(settings, engine, set())
-    assert str(err.value).startswith("another Guardian watches this engine: container guardian")
-    claim_instance(settings, engine, {engine.id_of("guardian-sidecar")}).release()
+def test_guardian_run_stops_at_its_first_sweep_beside_a_guardian_container(
+    tmp_path: Path,
+) -> None:
+    t = make_app(tmp_path, daemon=True)
+    guardian_container(t.engine, "guardian-sidecar")
+    sick = t.engine.add("app", health="unhealthy")
+    daemon = Daemon(t.app)
+    daemon.sweep()
+    assert daemon.refused == (
+        "another Guardian watches this engine: container guardian-sidecar "
+        f"({t.engine.id_of('guardian-sidecar')[:12]})"
+    )
+    assert daemon.stopping.is_set() and not daemon.first_sweep_done.is_set()
+    assert t.engine.restarts == [] and sick.id not in t.engine.restarts
+    assert t.store.open_incidents(t.host) == []  # it acted on nothing before stopping
+
+
+def test_guardian_run_goes_on_when_no_guardian_container_runs(tmp_path: Path) -> None:
+    t = make_app(tmp_path, daemon=True)
+    guardian_container(t.engine, "old-guardian")
+    t.engine.set("old-guardian", state="exited")
+    daemon = Daemon(t.app)
+    daemon.sweep()
+    assert daemon.refused is None and daemon.first_sweep_done.is_set()

@@ -28,7 +28,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except BaseException:
         lock.release()
         raise
-    Daemon(app).run_forever()  # closing the app releases the lock
+    daemon = Daemon(app)
+    daemon.run_forever()  # closing the app releases the lock
+    if daemon.refused:
+        raise CliError(daemon.refused)
     return EXIT_OK
 
 
