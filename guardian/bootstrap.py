@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.instance import HostLock, engine_key, engine_taken, rival_container
 from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
 from guardian.adapters.notify.apprise import AppriseConfigError, apprise_channels
 from guardian.adapters.notify.discord import DiscordNotifier
@@ -82,6 +83,16 @@ class App:
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
     api_token: str | None = None
+    lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
+
+    def rival(self) -> str:
+        """Why this Guardian must not run: another running Guardian container on the engine
+        with the same scope ("" when none; never this container, restarted by Docker).
+        Raises EngineUnavailable."""
+        own = {i for i in (self.healer.ctx.settings.self_id, socket.gethostname()) if i}
+        scope = self.settings["watch.scope"]
+        other = rival_container(self.engine, own, scope)
+        return engine_taken(scope, other) if other else ""
 
     @property
     def verifier(self) -> Verifier:
@@ -96,6 +107,8 @@ class App:
         self.engine.close()
         self.store.close()
         self.supervisor.close()
+        if self.lock is not None:
+            self.lock.release()
 
 
 def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
@@ -131,6 +144,18 @@ def store_path(settings: Settings, env: Mapping[str, str] | None = None) -> Path
         extra=kv(default=str(path), store=str(fallback)),
     )
     return fallback
+
+
+def claim_instance(settings: Settings) -> HostLock:
+    """Make this the one Guardian of its engine and scope on this host before `guardian run`
+    opens anything: lock the store and the engine. Raises InstanceConflict naming the other
+    Guardian; the app built with the lock releases it (a running Guardian container on the
+    engine is looked for at the first contact with the engine: App.rival)."""
+    lock = HostLock(
+        store_path(settings), engine_key(settings["docker.url"]), settings["watch.scope"]
+    )
+    lock.acquire()
+    return lock
 
 
 def existing_store_path(settings: Settings) -> Path:
@@ -269,10 +294,12 @@ def build_daemon(
     supervisor: SystemdSupervisor | None = None,
     env: Mapping[str, str] | None = None,
     host: str = "",
+    lock: HostLock | None = None,
 ) -> App:
     """Everything `guardian run` needs: the loop, the notification channels (secrets read from
-    `env`), the API token and systemd. Raises StoreError or ConfigError."""
-    sqlite = store or SqliteStore(store_path(settings))
+    `env`), the API token and systemd. Raises StoreError or ConfigError. The app holds `lock`
+    (claim_instance) and opens the store it locked."""
+    sqlite = store or SqliteStore(lock.store if lock is not None else store_path(settings))
     app = build_status(
         settings, engine=engine, clock=clock, store=sqlite, metrics=metrics, host=host
     )
@@ -285,6 +312,7 @@ def build_daemon(
         app.close()
         raise
     app.supervisor = supervisor or SystemdSupervisor.from_env(env)
+    app.lock = lock
     return app
 
 

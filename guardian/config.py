@@ -237,6 +237,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "events": _with(_bool(), True),
         "start_grace": _with(_duration(ZERO, DAY), ZERO),
         "scope": _with(_selector(), ""),
+        # Containers an orchestrator owns (Swarm, Kubernetes, Nomad): observe or act.
+        "orchestrated": _with(_choice("observe", "act"), "observe"),
     },
     "restart": {
         "cooldown": _with(_limited("restart.cooldown"), 300 * S),
@@ -359,6 +361,7 @@ class Settings:
             max_per_minute=r["max_per_minute"],
             max_concurrent=r["max_concurrent"],
             dry_run=r["dry_run"],
+            act_on_orchestrated=self.values["watch"]["orchestrated"] == "act",
         )
 
 

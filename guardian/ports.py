@@ -35,6 +35,10 @@ class StoreError(Exception):
     """The store cannot be opened or written; the message names the file."""
 
 
+class InstanceConflict(Exception):
+    """Another Guardian already watches this engine (or uses this store); names it."""
+
+
 @dataclass(frozen=True)
 class EngineEvent:
     """One container event from the engine's stream."""
@@ -126,9 +130,14 @@ class Store(Protocol):
     def unfinished_actions(self, host: str) -> list[RemediationAction]: ...
 
     def restart_times(
-        self, host: str, since: datetime, container: str | None = None
+        self,
+        host: str,
+        since: datetime,
+        container: str | None = None,
+        container_id: str | None = None,
     ) -> tuple[datetime, ...]:
-        """Request times of restart attempts (all outcomes), for one container or the host."""
+        """Request times of restart attempts (all outcomes), for the host, or for a name (and,
+        with `container_id`, only the container of that id carrying it)."""
 
     def last_reset(self, host: str, container: str) -> datetime | None: ...
 

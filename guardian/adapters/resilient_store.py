@@ -163,9 +163,13 @@ class ResilientStore:
     # -- reads ------------------------------------------------------------------------------
 
     def restart_times(
-        self, host: str, since: datetime, container: str | None = None
+        self,
+        host: str,
+        since: datetime,
+        container: str | None = None,
+        container_id: str | None = None,
     ) -> tuple[datetime, ...]:
-        recorded = self.inner.restart_times(host, since, container)
+        recorded = self.inner.restart_times(host, since, container, container_id)
         with self._lock:
             kept = tuple(
                 a.requested_at
@@ -174,6 +178,7 @@ class ResilientStore:
                 and a.host == host
                 and a.requested_at > since
                 and (container is None or a.container == container)
+                and (container_id is None or a.container_id == container_id)
             )
         return recorded + kept
 

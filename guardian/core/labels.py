@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from guardian.core.limits import from_label
+from guardian.core.orchestrators import owner
 from guardian.core.policy import RestartPolicy
 
 ALL = "all"
@@ -35,6 +36,7 @@ class ContainerRules:
     stop_timeout: timedelta
     notify: bool = True
     warnings: tuple[str, ...] = ()
+    orchestrator: str = ""  # who else owns it (core.orchestrators); "": nobody
 
 
 def _flag(value: str | None) -> bool | None:
@@ -106,4 +108,5 @@ def rules_for(
         stop_timeout=stop_timeout,
         notify=notify is not False,
         warnings=tuple(warnings),
+        orchestrator=owner(labels),
     )

@@ -179,6 +179,7 @@ class Reason(StrEnum):
     DEPENDENCY_UNHEALTHY = "dependency_unhealthy"
     STORM = "storm"
     STORM_CANARY = "storm_canary"  # allowed: the one restart that tries whether a storm is over
+    ORCHESTRATOR_MANAGED = "orchestrator_managed"  # Swarm, Kubernetes, Nomad recreate it
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,8 @@ def plan(decision: Decision | None) -> str:
         case Verdict.WAIT:
             return f"restart held back ({decision.reason}) until {_when(decision.retry_at)}"
         case Verdict.DENY:
-            return f"not restarted: {decision.reason}"
+            why = f" ({decision.detail})" if decision.detail else ""
+            return f"not restarted: {decision.reason}{why}"
         case Verdict.GIVE_UP:
             return "attempts exhausted: a human must look at it"
 

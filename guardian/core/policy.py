@@ -28,6 +28,9 @@ class RestartPolicy:
     max_per_minute: int = 10
     max_concurrent: int = 2
     dry_run: bool = False
+    # watch.orchestrated: act. Off by default: an orchestrator replaces its own containers, and
+    # a restart by Guardian alongside gives one replica two containers.
+    act_on_orchestrated: bool = False
 
     def cooldown_after(self, attempts: int) -> timedelta:
         """The wait after the n-th attempt: exponential with a cap, never below cooldown."""
@@ -48,6 +51,8 @@ class Target:
     is_self: bool = False
     # Descriptions of this container's dependencies that are unhealthy now, e.g. "db (incident 4)".
     unhealthy_dependencies: tuple[str, ...] = ()
+    # Who else owns it, e.g. "Docker Swarm (service web)" (core.orchestrators); "": nobody.
+    orchestrator: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,8 @@ def decide(
 ) -> Decision:
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
-    Guards in order: never Guardian itself; never a container that is not opted in; not while a
+    Guards in order: never Guardian itself; never a container that is not opted in; never a
+    container an orchestrator owns unless the operator opted in to acting on those; not while a
     maintenance silence is active (wait until it ends); never again after the engine refused
     this problem's restart (403); one restart at a time per container; a host storm holds every
     restart until its hold ends, then lets one canary through (the other guards still apply to
@@ -107,6 +113,13 @@ def decide(
         return Decision(Verdict.DENY, Reason.SELF)
     if not target.opted_in:
         return Decision(Verdict.DENY, Reason.NOT_OPTED_IN)
+    if target.orchestrator and not policy.act_on_orchestrated:
+        # Its orchestrator replaces it already: a restart of ours would fight that replacement.
+        return Decision(
+            Verdict.DENY,
+            Reason.ORCHESTRATOR_MANAGED,
+            detail=f"{target.orchestrator} owns it; Guardian only reports it",
+        )
     if silence is not None and silence.active(now):
         # A person said "hands off" until then; this also keeps give-up from escalating.
         return Decision(Verdict.WAIT, Reason.SILENCED, silence.until)

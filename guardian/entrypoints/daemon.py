@@ -46,6 +46,7 @@ class Daemon:
         self.first_sweep_done = threading.Event()
         self.last_sweep_at: datetime | None = None
         self._reconciled = False
+        self.refused: str | None = None  # another Guardian watches this engine: why we stopped
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
         liveness = SweepLiveness(
@@ -90,6 +91,13 @@ class Daemon:
         try:
             if not self._reconciled:
                 self.app.engine.ping()
+                refusal = self.app.rival()
+                if refusal:
+                    # One Guardian per engine: a Guardian container already watches it.
+                    log.error("refusing to run", extra=kv(reason=refusal))
+                    self.refused = refusal
+                    self.stopping.set()
+                    return
                 count = self.app.verifier.reconcile()
                 self._reconciled = True
                 if count:

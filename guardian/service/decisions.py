@@ -1,5 +1,5 @@
 """The inputs of the single decision point: the attempt history from the store, what the loop
-is doing now, the host's load, silences and dependencies, gathered for core.policy.decide().
+is doing now, the host's load, silences, dependencies and owners, gathered for decide().
 Every restart decision, and what `guardian status` shows, is asked here.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from guardian.core.labels import ContainerRules
-from guardian.core.model import ActionKind, Decision, Outcome
+from guardian.core.model import ActionKind, ContainerSnapshot, Decision, Outcome
 from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
 from guardian.service.context import LoopContext
 
@@ -17,18 +17,25 @@ class DecisionPoint:
     def __init__(self, ctx: LoopContext) -> None:
         self.ctx = ctx
 
-    def decision_for(self, container: str, rules: ContainerRules, now: datetime) -> Decision:
-        """Gather the history from the store and the loop's state, and ask decide()."""
+    def decision_for(
+        self, snap: ContainerSnapshot, rules: ContainerRules, now: datetime
+    ) -> Decision:
+        """Gather the history from the store and the loop's state, and ask decide().
+
+        Attempts are this container's (its id): a new container under an old name (`docker
+        compose up` after a fix) starts with a fresh budget. What holds a name back whoever
+        carries it (a restart in flight, a silence) stays keyed by the name."""
         ctx, host, policy = self.ctx, self.ctx.settings.host, rules.policy
+        container = snap.name
         horizon = now - max(
             policy.window, policy.max_cooldown, policy.cooldown, timedelta(minutes=1)
         )
         with ctx.state.lock:
             history = AttemptHistory(
-                attempts=ctx.store.restart_times(host, horizon, container),
+                attempts=ctx.store.restart_times(host, horizon, container, snap.id),
                 reset_at=ctx.store.last_reset(host, container),
                 in_flight=ctx.state.busy(container),
-                engine_denied=self._engine_denied(container, now - policy.window),
+                engine_denied=self._engine_denied(snap, now - policy.window),
             )
             load = HostLoad(
                 recent_restarts=ctx.store.restart_times(host, now - timedelta(minutes=1)),
@@ -38,7 +45,7 @@ class DecisionPoint:
         silence = ctx.store.active_silence(host, container, now)
         deps = ctx.pipeline.unhealthy_dependencies(container)
         return decide(
-            Target(container, rules.opted_in, rules.is_self, deps),
+            Target(container, rules.opted_in, rules.is_self, deps, rules.orchestrator),
             history,
             load,
             policy,
@@ -46,13 +53,13 @@ class DecisionPoint:
             silence,
         )
 
-    def _engine_denied(self, container: str, since: datetime) -> bool:
+    def _engine_denied(self, snap: ContainerSnapshot, since: datetime) -> bool:
         """Whether the engine refused the last restart of a problem that is still open."""
         store = self.ctx.store
         restarts = [
             a
-            for a in store.actions(self.ctx.settings.host, container, since)
-            if a.kind == ActionKind.RESTART
+            for a in store.actions(self.ctx.settings.host, snap.name, since)
+            if a.kind == ActionKind.RESTART and a.container_id == snap.id
         ]
         if not restarts or restarts[-1].outcome is not Outcome.POLICY_DENIED:
             return False

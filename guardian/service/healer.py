@@ -13,7 +13,13 @@ from datetime import datetime
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment, SweepReport
 from guardian.core.checks import evaluate, needs_inspect, reported_at
-from guardian.core.model import HOST_PROBLEMS, ContainerSnapshot, IncidentState, ProblemType
+from guardian.core.model import (
+    HOST_PROBLEMS,
+    ContainerSnapshot,
+    Incident,
+    IncidentState,
+    ProblemType,
+)
 from guardian.core.policy import reset_due
 from guardian.logs import kv
 from guardian.ports import EngineEvent, EngineUnavailable
@@ -80,7 +86,7 @@ class Healer:
             and result.problem not in _REPORT_ONLY
             and not ctx.state.verifying(snap.name)
         ):
-            a.decision = self.remediator.decisions.decision_for(snap.name, rules, now)
+            a.decision = self.remediator.decisions.decision_for(snap, rules, now)
         return a
 
     # -- the loop ---------------------------------------------------------------------------
@@ -181,13 +187,14 @@ class Healer:
         if result.problem is None:
             for recovered in ctx.pipeline.recovered:
                 recovered(name)
-            self._observed_healthy(name, now, open_names)
+            self._observed_healthy(a.snapshot, now, open_names)
             return
         ctx.state.streak_ended(name)
         for detected in ctx.pipeline.detected:
             detected(result)
         host = ctx.settings.host
-        existing = ctx.store.current_incident(host, name, result.problem)
+        current = self._retire_replaced(a.snapshot, now)
+        existing = next((i for i in current if i.type is result.problem), None)
         change = incidents.record_detection(existing, host, result, now)
         news = change.opened or change.reopened
         opened = notifications.opened(change.incident, a.decision, now)
@@ -208,13 +215,25 @@ class Healer:
             return
         self.remediator.remediate(a, incident)
 
+    def _retire_replaced(self, snap: ContainerSnapshot, now: datetime) -> list[Incident]:
+        """The incidents of `snap`'s name that are not closed, after closing those of another
+        container that carried the name before (`docker compose up` recreates containers): a
+        container's identity is its id, its name is how people find it."""
+        kept = []
+        for incident in self.ctx.store.open_incidents(self.ctx.settings.host, snap.name):
+            if incident.container_id and incident.container_id != snap.id:
+                self.recorder.replaced(incident, snap.id, now)
+            else:
+                kept.append(incident)
+        return kept
+
     def _observed_healthy(
-        self, name: str, now: datetime, open_names: set[str] | None = None
+        self, snap: ContainerSnapshot, now: datetime, open_names: set[str] | None = None
     ) -> None:
-        ctx, host = self.ctx, self.ctx.settings.host
+        ctx, host, name = self.ctx, self.ctx.settings.host, snap.name
         since = ctx.state.healthy_since(name, now)
         if open_names is None or name in open_names:
-            for incident in ctx.store.open_incidents(host, name):
+            for incident in self._retire_replaced(snap, now):
                 if incident.is_open and not ctx.state.verifying(name):
                     self.recorder.recovered(incident, "observed healthy", now)
         policy = ctx.settings.policy

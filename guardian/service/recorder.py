@@ -65,9 +65,18 @@ class Recorder:
 
     def gone(self, incident: Incident, reason: str, now: datetime) -> None:
         """The container no longer exists: resolve and close its incident with that reason."""
+        self._retire(incident, f"container removed: {reason}", "container_gone", now)
+
+    def replaced(self, incident: Incident, new_id: str, now: datetime) -> None:
+        """Another container now carries the incident's name: resolve and close the incident
+        as replaced; the resolution names the new container (the link in the timeline)."""
+        why = f"container replaced: {incident.container} is now container {new_id[:12]}"
+        self._retire(incident, why, "container_replaced", now)
+
+    def _retire(self, incident: Incident, why: str, close_reason: str, now: datetime) -> None:
         if incident.is_open:
-            incident = self.recovered(incident, f"container removed: {reason}", now)
-        self.close(incident, "container_gone", now)
+            incident = self.recovered(incident, why, now)
+        self.close(incident, close_reason, now)
 
     def close(self, incident: Incident, reason: str, now: datetime) -> None:
         changed, t = incidents.transition(

@@ -42,14 +42,14 @@ class Remediator:
         self.recorder = recorder
         self.decisions = decisions
 
-    def _decide_and_claim(self, container: str, rules: ContainerRules) -> Decision:
+    def _decide_and_claim(self, snap: ContainerSnapshot, rules: ContainerRules) -> Decision:
         """Decide under the lock and claim the restart, so no other thread acts meanwhile."""
         with self.ctx.state.lock:
-            decision = self.decisions.decision_for(container, rules, self.ctx.clock.now())
+            decision = self.decisions.decision_for(snap, rules, self.ctx.clock.now())
             if decision.restart:
-                self.ctx.state.claim(container, rules.stop_timeout)
+                self.ctx.state.claim(snap.name, rules.stop_timeout)
                 if decision.reason is Reason.STORM_CANARY:
-                    self.ctx.pipeline.storm_canary(container)
+                    self.ctx.pipeline.storm_canary(snap.name)
         self.ctx.metrics.decided(decision)
         return decision
 
@@ -58,7 +58,7 @@ class Remediator:
     def remediate(self, a: Assessment, incident: Incident) -> None:
         """Act on an open incident: decide again (another thread may have acted since the
         assessment), then restart, give up, or record why not."""
-        decision = self._decide_and_claim(a.snapshot.name, a.rules)
+        decision = self._decide_and_claim(a.snapshot, a.rules)
         a.decision = decision
         match decision.verdict:
             case Verdict.RESTART:
@@ -102,7 +102,7 @@ class Remediator:
         name, rules = snap.name, ctx.rules.of(snap)
         leader_incident = next((i for i in reversed(ctx.store.open_incidents(host, leader))), None)
         incident_id = leader_incident.id if leader_incident is not None else None
-        decision = self._decide_and_claim(name, rules)
+        decision = self._decide_and_claim(snap, rules)
         now = ctx.clock.now()
         detail = f"after {leader} was restarted and healthy"
         extra = {"restart_with": leader}

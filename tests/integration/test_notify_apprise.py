@@ -51,6 +51,7 @@ def with_apprise(guardian, tmp_path):
 
         def with_urls(urls: list[str], **sections):
             path.write_text("# the ops chats\n" + "\n".join(urls) + "\n")
+            path.chmod(0o600)  # a secret file others may read is refused
             return make(**sections)
 
         yield with_urls

@@ -211,10 +211,17 @@ class SqliteStore(OperatorQueries):
         return [action_row(r) for r in rows]
 
     def restart_times(
-        self, host: str, since: datetime, container: str | None = None
+        self,
+        host: str,
+        since: datetime,
+        container: str | None = None,
+        container_id: str | None = None,
     ) -> tuple[datetime, ...]:
         clause, params = where(
-            ("host=?", host), ("requested_at>?", to_text(since)), ("container=?", container)
+            ("host=?", host),
+            ("requested_at>?", to_text(since)),
+            ("container=?", container),
+            ("container_id=?", container_id),
         )
         rows = self.db.query(
             f"SELECT requested_at FROM actions WHERE {clause} AND kind=?",

@@ -15,7 +15,7 @@ from guardian import __version__
 from guardian.config import ConfigError
 from guardian.entrypoints.cli import healthz, incidents, notifications, run, status
 from guardian.entrypoints.cli.tables import EXIT_FAILURE, CliError
-from guardian.ports import StoreError
+from guardian.ports import InstanceConflict, StoreError
 
 EXIT_CONFIG = 2
 
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"guardian: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except (CliError, StoreError) as exc:
+    except (CliError, StoreError, InstanceConflict) as exc:
         print(f"guardian: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:

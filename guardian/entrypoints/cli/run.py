@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from guardian.bootstrap import build_daemon, build_status
+from guardian.bootstrap import build_daemon, build_status, claim_instance
 from guardian.core.assessment import Assessment
 from guardian.entrypoints.cli.tables import EXIT_OK, CliError, settings_for, table
 from guardian.ports import EngineUnavailable
@@ -22,10 +22,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from guardian.entrypoints.daemon import Daemon
     from guardian.entrypoints.http_server import ListenError
 
+    settings = settings_for(args)
+    lock = claim_instance(settings)  # one Guardian per engine: refuse before opening anything
     try:
-        Daemon(build_daemon(settings_for(args))).run_forever()
+        app = build_daemon(settings, lock=lock)
+    except BaseException:
+        lock.release()
+        raise
+    daemon = Daemon(app)
+    try:
+        daemon.run_forever()  # closing the app releases the lock
     except ListenError as exc:
         raise CliError(str(exc)) from None
+    if daemon.refused:
+        raise CliError(daemon.refused)
     return EXIT_OK
 
 

@@ -1,0 +1,68 @@
+"""One Guardian per engine, with real `guardian run` processes: a second one refuses with one
+line naming the first and exits 1, and the first keeps healing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import wait_until
+from tests.integration.conftest import GuardianProcess, base_config
+from tests.integration.see_more import HEALTH
+
+
+@pytest.fixture
+def second(tmp_path: Path):
+    """Factory: a second Guardian in its own directory (config, log; the store as given)."""
+    made: list[GuardianProcess] = []
+
+    def make(store: Path) -> GuardianProcess:
+        home = tmp_path / f"second-{len(made)}"
+        home.mkdir()
+        g = GuardianProcess(home, base_config(home, store={"path": str(store)}))
+        made.append(g)
+        return g.start(wait_ready=False)
+
+    yield make
+    for g in made:
+        if g.proc is not None and g.proc.poll() is None:
+            g.proc.kill()
+            g.proc.wait(10)
+
+
+def refused(g: GuardianProcess) -> str:
+    """The one line a refused Guardian printed, after it exited with status 1."""
+    assert g.proc is not None
+    assert g.proc.wait(60) == 1, g.log()
+    lines = [line for line in g.log().splitlines() if line.strip()]
+    assert len(lines) == 1, g.log()
+    return lines[0]
+
+
+def test_a_second_guardian_refuses_and_the_first_keeps_healing(
+    containers, guardian, second, engine_events, tmp_path
+):
+    name = containers.run("one", health_cmd=HEALTH)
+    containers.wait_health(name, "healthy")
+    first = guardian()
+    assert first.proc is not None
+    wait_until(lambda: first.lines("sweep done"), 30, message="first sweep")
+
+    same_store = refused(second(first.store_path))
+    assert same_store.startswith(
+        f"guardian: another Guardian is using the store {first.store_path}"
+    )
+    assert f"pid {first.proc.pid} (" in same_store and "guardian" in same_store
+
+    other_store = refused(second(tmp_path / "elsewhere" / "guardian.db"))
+    assert other_store.startswith("guardian: another Guardian watches this engine (watch.scope ")
+    assert f"pid {first.proc.pid} (" in other_store
+    assert not (tmp_path / "elsewhere" / "guardian.db").exists()  # refused before opening
+
+    before = containers.started_at(name)
+    containers.make_unhealthy(name)
+    wait_until(lambda: containers.started_at(name) != before, 60, message="first one heals")
+    containers.wait_health(name, "healthy", timeout=30)
+    assert engine_events.count(name, "restart") == 1
+    assert first.proc.poll() is None
