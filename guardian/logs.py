@@ -72,15 +72,27 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+def _formatter(fmt: str) -> logging.Formatter:
+    return JsonFormatter() if fmt == "json" else LogfmtFormatter()
+
+
 def setup_logging(level: str = "info", fmt: str = "text") -> None:
     handler = _StderrHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    handler.setFormatter(_formatter(fmt))
     root = logging.getLogger("guardian")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
     # The scheduler's own chatter ("Running job ...") is noise at info level.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def reconfigure_logging(level: str, fmt: str) -> None:
+    """A reload's log level and format, set on the handlers in place: their redaction stays."""
+    root = logging.getLogger("guardian")
+    root.setLevel(level.upper())
+    for handler in root.handlers:
+        handler.setFormatter(_formatter(fmt))
 
 
 class RedactingFilter(logging.Filter):

@@ -5,23 +5,34 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from guardian.bootstrap import build_daemon, build_status
+from guardian.config import load_settings
 from guardian.core.assessment import Assessment
 from guardian.entrypoints.cli.tables import EXIT_OK, CliError, settings_for, table
-from guardian.ports import EngineUnavailable
+from guardian.ports import EngineUnavailable, StoreError
 
 WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+EXIT_STORE = 3
 CHECK_COLUMNS = ("container", "state", "health", "finding", "decision")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Exit 3 when the store cannot be opened: a restart cannot fix that (the unit's
+    RestartPreventExitStatus), unlike a crash."""
     from guardian.entrypoints.daemon import Daemon
 
-    Daemon(build_daemon(settings_for(args))).run_forever()
+    settings = settings_for(args)
+    try:
+        app = build_daemon(settings)
+    except StoreError as exc:
+        print(f"guardian: cannot start: {exc}", file=sys.stderr)
+        return EXIT_STORE
+    Daemon(app, reread=lambda: load_settings(args.config)).run_forever()
     return EXIT_OK
 
 
