@@ -151,7 +151,7 @@ def test_keys_that_need_a_restart_keep_their_values_and_are_named(world, caplog)
 
 
 def test_a_changed_interval_reschedules_the_sweep_and_the_stall_limit(world) -> None:
-    t, daemon, config, _ = world
+    _, daemon, config, _ = world
     daemon.schedule()
     config.edit("watch", interval="3s")
 
