@@ -38,11 +38,11 @@ def _user(uid: int) -> str:
         return f"uid {uid}"
 
 
-def _group(gid: int) -> str:
+def _group(gid: int, unknown: str = "") -> str:
     try:
         return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
     except KeyError:
-        return f"gid {gid} (no group of that id here)"
+        return f"gid {gid}{unknown}"
 
 
 def socket_denied(path: str) -> str:
@@ -54,7 +54,8 @@ def socket_denied(path: str) -> str:
         return f"permission denied on {path} ({exc.strerror or exc})"
     groups = sorted(set(os.getgroups()) | {os.getegid()})
     return (
-        f"permission denied on {path} (owner {_user(st.st_uid)}, group {_group(st.st_gid)}, "
+        f"permission denied on {path} (owner {_user(st.st_uid)}, "
+        f"group {_group(st.st_gid, ', which no group here has')}, "
         f"mode {stat.S_IMODE(st.st_mode):04o}); guardian runs as {_user(os.geteuid())} in "
         f"groups {', '.join(_group(g) for g in groups)}: give it the socket's group (gid "
         f"{st.st_gid}: SupplementaryGroups= of the unit, --group-add of a container) and restart it"
