@@ -15,7 +15,7 @@ from guardian.config import SCHEMA, ConfigError, Settings, reloadable
 from guardian.core.model import ActionKind, Outcome
 from guardian.entrypoints.daemon import Daemon
 from tests.app import TestApp, make_app, settings_for
-from tests.unit.test_sd_notify import RecordingNotifier, Ticks
+from tests.notify import RecordingNotifier, Ticks
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BASE: dict[str, dict[str, Any]] = {

@@ -14,19 +14,9 @@ from guardian.entrypoints.daemon import Daemon
 from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
-from tests.notify import NotifySocket
+from tests.notify import NotifySocket, RecordingNotifier, Ticks
 
 ON = {"guardian.enable": "true"}
-
-
-class Ticks:
-    """A monotonic clock the test steps by hand."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture
@@ -78,22 +68,6 @@ def test_a_vanished_socket_is_reported_not_raised(tmp_path: Path):
 )
 def test_watchdog_interval_from_the_environment(env, expected):
     assert watchdog_interval(env, pid=42) == expected
-
-
-class RecordingNotifier(SystemdSupervisor):
-    """Records (tick time, fields) instead of sending: the test reads what was sent when."""
-
-    def __init__(self, ticks: Ticks, watchdog_s: float) -> None:
-        super().__init__("/nonexistent", timedelta(seconds=watchdog_s))
-        self.ticks = ticks
-        self.sent: list[tuple[float, tuple[str, ...]]] = []
-
-    def notify(self, *fields: str) -> bool:
-        self.sent.append((self.ticks.t, fields))
-        return True
-
-    def at(self, field: str) -> list[float]:
-        return [t - 1000 for t, fields in self.sent if field in fields]
 
 
 def link(
