@@ -337,6 +337,24 @@ SCHEMA: dict[str, dict[str, Key]] = {
 }
 
 
+# What `systemctl reload` (SIGHUP) can change in a running Guardian: a key listed here, or any
+# key of a section ending in ".". Every other key keeps its value until a restart (README).
+RELOADABLE = (
+    "watch.label",
+    "watch.interval",
+    "watch.scope",
+    "watch.start_grace",
+    "restart.",
+    "store.retention",
+    "log.",
+)
+
+
+def reloadable(key: str) -> bool:
+    """Whether a change of `key` ("section.key") takes effect on reload, not only on restart."""
+    return any(key == r or (r.endswith(".") and key.startswith(r)) for r in RELOADABLE)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The effective configuration. `values[section][key]` holds every parsed value."""
@@ -363,6 +381,28 @@ class Settings:
             dry_run=r["dry_run"],
             act_on_orchestrated=self.values["watch"]["orchestrated"] == "act",
         )
+
+
+def changed_keys(old: Settings, new: Settings) -> list[str]:
+    """The keys ("section.key") whose values differ between `old` and `new`, in SCHEMA order."""
+    return [
+        f"{section}.{key}"
+        for section, keys in SCHEMA.items()
+        for key in keys
+        if old.values[section][key] != new.values[section][key]
+    ]
+
+
+def reloaded(old: Settings, new: Settings) -> Settings:
+    """The settings in force after a reload: `new`'s reloadable values, `old`'s for the rest."""
+    values = {
+        section: {
+            key: new.values[section][key] if reloadable(f"{section}.{key}") else value
+            for key, value in keys.items()
+        }
+        for section, keys in old.values.items()
+    }
+    return Settings(values, new.source, old.store_path_explicit)
 
 
 def _unknown_key(section: str, key: Any, keys: list[str]) -> str:

@@ -83,9 +83,13 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+def _formatter(fmt: str) -> logging.Formatter:
+    return JsonFormatter() if fmt == "json" else LogfmtFormatter()
+
+
 def setup_logging(level: str = "info", fmt: str = "text") -> None:
     handler = _StderrHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    handler.setFormatter(_formatter(fmt))
     root = logging.getLogger("guardian")
     # Patterns (URL credentials, KEY=secret pairs) are redacted from the first line on; the
     # daemon adds the secrets it reads (install_redaction).
@@ -128,6 +132,14 @@ def _unraisable(args: Any) -> None:
         "exception ignored",
         extra=kv(where=repr(args.object)[:200], error=f"{type(exc).__name__}: {exc}"[:500]),
     )
+
+
+def reconfigure_logging(level: str, fmt: str) -> None:
+    """A reload's log level and format, set on the handlers in place: their redaction stays."""
+    root = logging.getLogger("guardian")
+    root.setLevel(level.upper())
+    for handler in root.handlers:
+        handler.setFormatter(_formatter(fmt))
 
 
 class RedactingFilter(logging.Filter):

@@ -1,4 +1,5 @@
-"""A stand-in for systemd's notification socket: records every sd_notify datagram it receives."""
+"""Stand-ins for systemd's notification socket: a real one that records every sd_notify datagram
+it receives, and a supervisor that records what it would send, on a clock the test steps."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import socket
 import threading
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
+from guardian.adapters.systemd import SystemdSupervisor
 from tests.helpers import wait_until
 
 
@@ -57,3 +60,29 @@ class NotifySocket:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class Ticks:
+    """A monotonic clock the test steps by hand."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class RecordingNotifier(SystemdSupervisor):
+    """Records (tick time, fields) instead of sending: the test reads what was sent when."""
+
+    def __init__(self, ticks: Ticks, watchdog_s: float) -> None:
+        super().__init__("/nonexistent", timedelta(seconds=watchdog_s))
+        self.ticks = ticks
+        self.sent: list[tuple[float, tuple[str, ...]]] = []
+
+    def notify(self, *fields: str) -> bool:
+        self.sent.append((self.ticks.t, fields))
+        return True
+
+    def at(self, field: str) -> list[float]:
+        return [t - 1000 for t, fields in self.sent if field in fields]

@@ -17,6 +17,7 @@ import docker
 import docker.errors
 import requests
 
+from guardian.adapters.engine_errors import causes, permission_denied, socket_denied
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.probes import NO_ADDRESS
@@ -134,23 +135,11 @@ def unhealthy_since(health: dict[str, Any], check: dict[str, Any]) -> datetime |
 
 def _not_sent(exc: BaseException) -> bool:
     """True when a connection error happened before the request reached the engine."""
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        e = stack.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, FileNotFoundError | ConnectionRefusedError):
-            return True
-        name = type(e).__name__
-        if name in ("NewConnectionError", "ConnectTimeoutError", "ConnectTimeout"):
-            return True
-        stack += [e.__cause__, e.__context__, *[a for a in e.args if isinstance(a, BaseException)]]
-        reason = getattr(e, "reason", None)
-        if isinstance(reason, BaseException):
-            stack.append(reason)
-    return False
+    return any(
+        isinstance(e, FileNotFoundError | ConnectionRefusedError)
+        or type(e).__name__ in ("NewConnectionError", "ConnectTimeoutError", "ConnectTimeout")
+        for e in causes(exc)
+    )
 
 
 def classify(exc: BaseException) -> ActionOutcome:
@@ -225,6 +214,8 @@ class DockerEngine:
 
     def _reason(self, exc: BaseException) -> str:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if permission_denied(exc) and self.url.startswith("unix://"):
+            return f"docker engine at {self.url} unreachable: {socket_denied(self.url[7:])}"
         if _not_sent(exc):
             text = "connection refused or socket missing"
         return redact_patterns(f"docker engine at {self.shown_url} unreachable: {text[:200]}")

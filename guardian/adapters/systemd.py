@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 
@@ -109,6 +110,11 @@ class SystemdSupervisor:
 
     def status(self, status: str) -> bool:
         return self.notify(f"STATUS={status}")
+
+    def reloading(self) -> bool:
+        """A reload starts; READY=1 (ready()) ends it. MONOTONIC_USEC is what newer systemd's
+        Type=notify-reload asks for; older versions ignore it."""
+        return self.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
 
     def ping(self) -> bool:
         return self.notify("WATCHDOG=1")

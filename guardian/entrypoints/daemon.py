@@ -1,7 +1,9 @@
-"""The daemon: an APScheduler sweep, the engine event listener, verify ticks, clean shutdown.
+"""The daemon: an APScheduler sweep, the engine event listener, verify ticks, reload on SIGHUP,
+clean shutdown.
 
 Events make Guardian react to one container at once; the interval sweep reconciles everything
-and catches whatever the event stream missed.
+and catches whatever the event stream missed. Guardian serves (and tells systemd it is ready)
+whether or not the engine answers; the sweep starts healing as soon as it does.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from guardian.bootstrap import App
+from guardian.config import Settings
 from guardian.entrypoints.api import api_handler
 from guardian.entrypoints.http_server import (
     HttpServer,
@@ -27,7 +30,14 @@ from guardian.entrypoints.http_server import (
     check_handler,
     metrics_handler,
 )
-from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness, stall_limit, status_line
+from guardian.entrypoints.reloader import Reloader
+from guardian.entrypoints.watchdog import (
+    STARTING,
+    SupervisorLink,
+    SweepLiveness,
+    stall_limit,
+    status_line,
+)
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
 
@@ -40,11 +50,21 @@ MAX_BACKOFF = 30.0
 
 
 class Daemon:
-    def __init__(self, app: App, monotonic: Callable[[], float] = time.monotonic) -> None:
+    """`reread` returns the config anew for a reload (SIGHUP: see Reloader)."""
+
+    def __init__(
+        self,
+        app: App,
+        monotonic: Callable[[], float] = time.monotonic,
+        reread: Callable[[], Settings] | None = None,
+    ) -> None:
         self.app = app
         self.stopping = threading.Event()
+        self.reload_wanted = threading.Event()
         self.first_sweep_done = threading.Event()
-        self.last_sweep_at: datetime | None = None
+        self.last_sweep_at: datetime | None = None  # the last sweep that completed
+        self.last_turn_at: datetime | None = None  # ... or that found the engine unreachable
+        self.engine_error: str | None = None  # why the engine did not answer the last sweep
         self._reconciled = False
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
         self._listener: threading.Thread | None = None
@@ -53,6 +73,7 @@ class Daemon:
             stall_limit(app.settings), monotonic, app.healer.ctx.state.longest_stop
         )
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
+        self.reloader = Reloader(app, reread, self.systemd, self.reschedule_sweep)
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=10)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -67,7 +88,7 @@ class Daemon:
         try:
             self.sweep()
         finally:
-            self.systemd.sweep_finished(status_line(self.app), self.first_sweep_done.is_set())
+            self.systemd.sweep_finished(status_line(self.app, self.engine_error))
 
     def follow_probes(self) -> None:
         """Run the probe tick only while a container has a probe: targets come from sweeps only,
@@ -105,6 +126,7 @@ class Daemon:
             report = healer.sweep()
         except EngineUnavailable as exc:
             healer.engine_state(False, str(exc))
+            self.engine_error, self.last_turn_at = str(exc), self.app.clock.now()
             return
         except StoreError as exc:
             self._store_failed("sweep", exc)
@@ -117,6 +139,8 @@ class Daemon:
         self.app.metrics.sweep_finished(
             (finished - started).total_seconds(), finished if completed else None
         )
+        # An unreachable engine is no stall: the loop turned, and will heal once it answers.
+        self.engine_error, self.last_turn_at = report.engine_error, finished
         if completed:
             self.last_sweep_at = finished
             self.first_sweep_done.set()
@@ -211,10 +235,11 @@ class Daemon:
     # -- health -----------------------------------------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        """Healthy while a sweep has completed within 3 x interval, plus the stop timeout of a
-        restart in progress (a container that takes its time to stop does not stall the loop)."""
+        """Healthy while a sweep has turned within 3 x interval, plus the stop timeout of a
+        restart in progress (a container that takes its time to stop does not stall the loop).
+        A sweep that found the engine unreachable turned: restarting Guardian would not help."""
         interval = self.app.settings["watch.interval"]
-        last = self.last_sweep_at
+        last = self.last_turn_at
         now = self.app.clock.now()
         if last is None:
             return False, "no sweep completed yet"
@@ -225,7 +250,8 @@ class Daemon:
                 False,
                 f"last sweep completed {age.total_seconds():.0f}s ago (limit {limit:.0f}s)",
             )
-        return True, f"ok: last sweep {age.total_seconds():.1f}s ago"
+        engine = "; docker engine unreachable" if self.engine_error else ""
+        return True, f"ok: last sweep {age.total_seconds():.1f}s ago{engine}"
 
     def readyz(self) -> tuple[bool, str]:
         """Ready when the store answers and the engine is reachable."""
@@ -308,6 +334,14 @@ class Daemon:
                 store=str(getattr(self.app.store, "path", "")),
             ),
         )
+        self.systemd.serving(STARTING)
+
+    def reschedule_sweep(self) -> None:
+        """A reload changed watch.interval: the sweep job, and what counts as a stall."""
+        self.systemd.liveness.set_limit(stall_limit(self.app.settings))
+        seconds = self.app.settings["watch.interval"].total_seconds()
+        with contextlib.suppress(Exception):  # the scheduler is shutting down
+            self.scheduler.reschedule_job("sweep", trigger="interval", seconds=seconds)
 
     def stop(self) -> None:
         """Finish in-flight work, stop the jobs, close the store."""
@@ -330,11 +364,18 @@ class Daemon:
             log.info("signal received", extra=kv(signal=signal.Signals(signum).name))
             self.stopping.set()
 
+        def on_hangup(_signum: int, _frame: Any) -> None:
+            self.reload_wanted.set()  # the main loop reloads: no locks taken in a handler
+
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGHUP, on_hangup)
         self.start()
         try:
             while not self.stopping.wait(self.systemd.tick_interval):
+                if self.reload_wanted.is_set():
+                    self.reload_wanted.clear()
+                    self.reloader.reload()
                 self.systemd.tick()
                 self.follow_probes()
         finally:

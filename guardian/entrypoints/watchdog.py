@@ -1,4 +1,7 @@
-"""What the daemon tells systemd: READY after the first sweep, STATUS, WATCHDOG, STOPPING.
+"""What the daemon tells systemd: READY once it serves, STATUS, WATCHDOG, RELOADING, STOPPING.
+
+READY=1 means "Guardian is serving" (the store is open, the HTTP listener is up); it never waits
+for the engine, whose state STATUS reports, so a host whose engine is down still boots.
 
 Watchdog pings come from the daemon's main loop, and only while the sweep job still turns: a
 sweep that hangs (or a scheduler that stopped starting them) withholds the pings, so systemd
@@ -36,11 +39,15 @@ def stall_limit(settings: Settings) -> timedelta:
     return limit
 
 
-def status_line(app: App) -> str:
-    """One line for `systemctl status`: what Guardian watches and what is open."""
+STARTING = "serving; looking for the docker engine"
+
+
+def status_line(app: App, engine_error: str | None = None) -> str:
+    """One line for `systemctl status`: what Guardian watches and what is open, or why the
+    engine is unreachable (`engine_error`, e.g. the socket's permissions)."""
     state = app.healer.ctx.state
     if state.engine_up is False:
-        return "docker engine unreachable; retrying"
+        return f"{engine_error or 'docker engine unreachable'}; retrying"
     try:
         incidents = app.store.open_incidents(app.healer.ctx.settings.host)
     except Exception:  # noqa: BLE001 - a status line must never break the sweep job
@@ -82,6 +89,10 @@ class SweepLiveness:
             self._running_since = None
             self._last_end = self._now()
 
+    def set_limit(self, limit: timedelta) -> None:
+        """A reload changed watch.interval: sweeps may now be that far apart."""
+        self.limit = limit.total_seconds()
+
     def stalled_for(self) -> float:
         """Seconds since the sweep job last showed progress; compare with `limit`."""
         with self._lock:
@@ -104,7 +115,6 @@ class SupervisorLink:
         self.supervisor = supervisor
         self.liveness = liveness
         self._now = now
-        self._ready = False
         self._status = ""
         self._last_ping: float | None = None
         self._withholding = False
@@ -119,17 +129,26 @@ class SupervisorLink:
     def sweep_started(self) -> None:
         self.liveness.started()
 
-    def sweep_finished(self, status: str, completed: bool) -> None:
-        """After each sweep: READY=1 once the first one completed, then STATUS when it changes."""
+    def serving(self, status: str) -> None:
+        """READY=1: the store is open and the HTTP listener is up. STATUS is the latest sweep's
+        if one has finished already, else `status`."""
+        self._status = self._status or status
+        self.supervisor.ready(self._status)
+        log.debug("told systemd ready", extra=kv(status=self._status))
+
+    def sweep_finished(self, status: str) -> None:
+        """After each sweep, whatever its outcome: the loop turned; STATUS when it changed."""
         self.liveness.finished()
-        if completed and not self._ready:
-            self._ready = True
-            self._status = status
-            self.supervisor.ready(status)
-            log.debug("told systemd ready", extra=kv(status=status))
-        elif status != self._status:
+        if status != self._status:
             self._status = status
             self.supervisor.status(status)
+
+    def reloading(self) -> None:
+        self.supervisor.reloading()
+
+    def reloaded(self) -> None:
+        """The reload is over (applied or refused): READY=1 again, with the current STATUS."""
+        self.supervisor.ready(self._status)
 
     def tick(self) -> None:
         """From the main loop: ping the watchdog every half timeout while the sweep is alive."""

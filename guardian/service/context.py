@@ -1,4 +1,7 @@
-"""What every part of the loop shares: the ports, the settings, the rules and the one LoopState."""
+"""What every part of the loop shares: the ports, the settings, the rules and the one LoopState.
+
+The settings in force live in the RuleBook, which a reload retunes; `settings` always reads them.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +20,13 @@ class LoopContext:
     store: Store
     clock: Clock
     metrics: Metrics
-    settings: HealerSettings
     state: LoopState
     pipeline: Pipeline
     rules: RuleBook
+
+    @property
+    def settings(self) -> HealerSettings:
+        return self.rules.settings
 
     def restart_ended(self, container: str, outcome: str) -> None:
         """A restart's final outcome: counted, and told to whoever follows restarts (a storm's

@@ -1,5 +1,6 @@
-"""Per-container rules from labels, worked out once per container: labels are fixed when a
-container is created, so a sweep does not parse them again, and a bad label is reported once.
+"""The rules in force: the loop's settings, and per-container rules from labels worked out once
+per container (labels are fixed when a container is created, so a sweep does not parse them again,
+and a bad label is reported once). A reload retunes the settings and forgets the worked-out rules.
 """
 
 from __future__ import annotations
@@ -32,13 +33,22 @@ class RuleBook:
         s = self.settings
         rules = rules_for(snap.labels, s.policy, s.stop_timeout, s.watch_label, s.self_id, snap.id)
         with self._lock:
-            self._rules[snap.id] = (dict(snap.labels), rules)
+            if self.settings is s:  # not retuned meanwhile: these rules are still the ones
+                self._rules[snap.id] = (dict(snap.labels), rules)
             fresh = [w for w in rules.warnings if (snap.name, w) not in self._warned]
             self._warned.update((snap.name, w) for w in fresh)
         for warning in fresh:
             log.warning("bad label ignored", extra=kv(container=snap.name, problem=warning))
         self.state.mute(snap.name, not rules.notify)
         return rules
+
+    def retune(self, settings: HealerSettings) -> None:
+        """New settings from a reload: every container's labels are judged again against them
+        (and a bad label is reported again). Restarts and verifications in flight keep theirs."""
+        with self._lock:
+            self.settings = settings
+            self._rules.clear()
+            self._warned.clear()
 
     def keep_only(self, container_ids: set[str]) -> None:
         """Forget the rules of containers the engine no longer lists."""

@@ -46,7 +46,8 @@ def write_config(tmp_path: Path, store: Path) -> Path:
 
 
 def assert_one_line_failure(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert proc.returncode == 1, proc.stderr
+    """`guardian run` cannot open its store: exit 3, which the unit does not restart."""
+    assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -56,7 +57,7 @@ def assert_one_line_failure(proc: subprocess.CompletedProcess[str], *needles: st
 
 
 @pytest.mark.parametrize("where", ["state dir itself", "below it"])
-def test_read_only_state_directory_is_one_clear_line_and_exit_1(
+def test_read_only_state_directory_is_one_clear_line_and_exit_3(
     tmp_path: Path, mount_tmpfs: Callable[..., Path], exposure: Exposure, where: str
 ) -> None:
     # Tests run as root, which ignores permission bits: a read-only mount is really read-only.
@@ -84,7 +85,7 @@ def _damaged_page(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [_garbage, _damaged_page], ids=["garbage", "damaged-page"])
-def test_corrupt_database_names_the_file_exits_1_and_leaves_it_untouched(
+def test_corrupt_database_names_the_file_exits_3_and_leaves_it_untouched(
     tmp_path: Path, exposure: Exposure, damage: Callable[[Path], None]
 ) -> None:
     store = tmp_path / "state" / "guardian.db"

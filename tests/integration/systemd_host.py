@@ -215,7 +215,8 @@ class SystemdHost:
         gid = "$(stat -L -c %g /var/run/docker.sock)"
         self.sh(
             f"rm -rf /etc/systemd/system/{UNIT}.service.d\nsystemctl daemon-reload\n"
-            f'getent group docker >/dev/null || groupadd --system --gid "{gid}" docker\n'
+            f'if getent group docker >/dev/null; then groupmod --gid "{gid}" docker\n'
+            f'else groupadd --system --gid "{gid}" docker; fi\n'
             f"systemctl reset-failed {UNIT} || true\nsystemctl restart {UNIT}"
         )
         self.wait_active()

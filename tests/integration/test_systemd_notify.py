@@ -28,7 +28,7 @@ def after(times: list[float], t0: float) -> list[float]:
     return [t for t in times if t > t0]
 
 
-def test_ready_after_the_first_sweep_then_watchdog_pings_status_and_stopping(
+def test_ready_while_the_first_sweep_waits_on_the_engine_then_pings_status_and_stopping(
     containers, guardian, tmp_path
 ):
     name = containers.run("app", health_cmd=HEALTH)
@@ -50,14 +50,13 @@ def test_ready_after_the_first_sweep_then_watchdog_pings_status_and_stopping(
         )
         wait_until(lambda: proxy.count("GET", "^/containers/json$"), 10, message="first sweep")
         wait_until(lambda: len(sock.times("WATCHDOG=1")) >= 2, 10, message="watchdog pings")
-        assert sock.times("READY=1") == []  # the sweep is still waiting on the engine
+        # Serving: ready, though the first sweep is still waiting on the engine.
+        [ready] = sock.times("READY=1")
+        assert sock.values("STATUS") == ["serving; looking for the docker engine"]
 
-        released = time.monotonic()
         release.set()
-        ready = sock.wait_for("READY=1")
 
-        assert ready > released
-        assert sock.values("STATUS")[0] == "watching 1 container, 0 open incidents"
+        sock.wait_for("STATUS=watching 1 container, 0 open incidents")
         wait_until(lambda: len(after(sock.times("WATCHDOG=1"), ready)) >= 4, 10, message="pings")
         pings = sock.times("WATCHDOG=1")
         assert max(b - a for a, b in itertools.pairwise(pings)) < 1.0  # WATCHDOG_USEC
@@ -112,7 +111,7 @@ def test_watchdog_pings_stop_while_the_sweep_is_stalled_and_resume_after(tmp_pat
             wait_until(lambda: len(sock.times("WATCHDOG=1")) >= 2, 10, message="pings")
             seen["ready_before_first_sweep"] = sock.times("READY=1")
             engine.gate.set()
-            ready = sock.wait_for("READY=1")
+            ready = sock.wait_for("STATUS=watching 1 container, 0 open incidents")
             wait_until(lambda: len(after(sock.times("WATCHDOG=1"), ready)) >= 3, 10)
 
             engine.gate.clear()  # the next sweep hangs in the engine call
@@ -135,7 +134,7 @@ def test_watchdog_pings_stop_while_the_sweep_is_stalled_and_resume_after(tmp_pat
             engine.gate.set()
             daemon.stopping.set()
 
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     threading.Thread(target=scenario, daemon=True).start()
     try:
         daemon.run_forever()  # the real main loop, in the main thread; returns once stopping
@@ -147,7 +146,7 @@ def test_watchdog_pings_stop_while_the_sweep_is_stalled_and_resume_after(tmp_pat
 
     if "error" in seen:
         raise seen["error"]
-    assert seen["ready_before_first_sweep"] == []
+    assert len(seen["ready_before_first_sweep"]) == 1  # serving, though no sweep completed
     assert 2.0 < seen["stalled_after"] < 4.0  # the limit is 2.5 s
     assert seen["pings_while_stalled"] == []
     assert seen["resumed"]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import grp
+import os
+import pwd
+import socket
 from datetime import UTC, datetime
+from pathlib import Path
 
 import docker.errors
 import pytest
@@ -10,6 +15,7 @@ import requests
 import urllib3.exceptions
 
 from guardian.adapters.docker_engine import classify, health_from_status, parse_time
+from guardian.adapters.engine_errors import permission_denied, socket_denied
 from guardian.core.model import Outcome
 
 
@@ -103,3 +109,32 @@ def test_docker_timestamps(text, expected) -> None:
 )
 def test_health_from_the_list_status(status, health) -> None:
     assert health_from_status(status) == health
+
+
+def test_a_permission_error_deep_in_the_chain_is_recognised() -> None:
+    # What requests raises when the socket refuses the connect (the docker SDK passes it on).
+    denied = requests.exceptions.ConnectionError(
+        urllib3.exceptions.ProtocolError(
+            "Connection aborted.", PermissionError(13, "Permission denied")
+        )
+    )
+    assert permission_denied(denied)
+    assert not permission_denied(refused())
+
+
+def test_a_refused_socket_is_explained_with_its_group_mode_and_who_guardian_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "docker.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        os.chmod(path, 0o660)
+        st = path.stat()
+
+        line = socket_denied(str(path))
+
+    assert line.startswith(f"permission denied on {path} (owner ")
+    assert f"group {grp.getgrgid(st.st_gid).gr_name} (gid {st.st_gid})" in line
+    assert "mode 0660" in line and f"guardian runs as {pwd.getpwuid(os.geteuid()).pw_name}" in line
+    assert f"give it the socket's group (gid {st.st_gid}" in line and line.endswith("restart it")
+    assert "\n" not in line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -31,28 +32,46 @@ def test_healthz_is_503_before_the_first_sweep(daemon):
 
 
 def test_healthz_turns_503_when_the_sweep_stalls_and_200_when_it_recovers(daemon):
-    clock, engine, routes = daemon.app.clock, daemon.app.engine, daemon.routes()
+    clock, routes = daemon.app.clock, daemon.routes()
     daemon.sweep()
     assert get(routes, "/healthz").status == 200
 
     clock.advance(30)  # exactly 3 x interval: still fine
     assert get(routes, "/healthz").status == 200
 
-    engine.reachable = False  # sweeps now fail: the loop is stalled
-    clock.advance(1)
-    daemon.sweep()
+    clock.advance(1)  # no sweep has turned since: the loop is stalled
     response = get(routes, "/healthz")
     assert response.status == 503
     assert response.body == b"last sweep completed 31s ago (limit 30s)\n"
-    assert daemon.app.metrics.registry.get_sample_value("guardian_docker_up") == 0
 
-    engine.reachable = True
-    clock.advance(5)
     daemon.sweep()
     response = get(routes, "/healthz")
     assert response.status == 200
     assert response.body.startswith(b"ok")
+
+
+def test_healthz_stays_200_while_the_engine_is_unreachable_and_readyz_says_so(daemon):
+    """An unreachable engine is no stall: the loop turns, and restarting Guardian would not
+    bring the engine back (README). /readyz and the docker_up gauge report the engine."""
+    clock, engine, routes = daemon.app.clock, daemon.app.engine, daemon.routes()
     registry = daemon.app.metrics.registry
+    engine.reachable = False
+    for _ in range(5):
+        clock.advance(10)
+        daemon.sweep()
+        response = get(routes, "/healthz")
+        assert response.status == 200, response.body
+        assert response.body == b"ok: last sweep 0.0s ago; docker engine unreachable\n"
+    assert get(routes, "/readyz").status == 503
+    assert registry.get_sample_value("guardian_docker_up") == 0
+    never = registry.get_sample_value("guardian_last_sweep_timestamp_seconds")
+    assert never is not None and math.isnan(never)  # no sweep completed yet
+
+    engine.reachable = True
+    clock.advance(5)
+    daemon.sweep()
+    assert get(routes, "/healthz").body.startswith(b"ok: last sweep 0.0s ago\n")
+    assert get(routes, "/readyz").status == 200
     assert registry.get_sample_value("guardian_docker_up") == 1
     assert registry.get_sample_value("guardian_last_sweep_timestamp_seconds") == (
         clock.now().timestamp()

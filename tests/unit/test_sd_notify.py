@@ -18,19 +18,9 @@ from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
 from tests.helpers import wait_until
-from tests.notify import NotifySocket
+from tests.notify import NotifySocket, RecordingNotifier, Ticks
 
 ON = {"guardian.enable": "true"}
-
-
-class Ticks:
-    """A monotonic clock the test steps by hand."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture
@@ -84,22 +74,6 @@ def test_watchdog_interval_from_the_environment(env, expected):
     assert watchdog_interval(env, pid=42) == expected
 
 
-class RecordingNotifier(SystemdSupervisor):
-    """Records (tick time, fields) instead of sending: the test reads what was sent when."""
-
-    def __init__(self, ticks: Ticks, watchdog_s: float) -> None:
-        super().__init__("/nonexistent", timedelta(seconds=watchdog_s))
-        self.ticks = ticks
-        self.sent: list[tuple[float, tuple[str, ...]]] = []
-
-    def notify(self, *fields: str) -> bool:
-        self.sent.append((self.ticks.t, fields))
-        return True
-
-    def at(self, field: str) -> list[float]:
-        return [t - 1000 for t, fields in self.sent if field in fields]
-
-
 def link(
     ticks: Ticks, watchdog_s: float, limit_s: float
 ) -> tuple[SupervisorLink, RecordingNotifier]:
@@ -108,21 +82,45 @@ def link(
     return SupervisorLink(notifier, liveness, ticks), notifier
 
 
-def test_ready_only_once_the_first_sweep_completed():
+def test_ready_as_soon_as_serving_whatever_the_engine_then_status_on_changes():
     s, sent = link(Ticks(), watchdog_s=8, limit_s=10)
 
+    s.serving("serving; looking for the docker engine")
     s.sweep_started()
-    s.sweep_finished("docker engine unreachable; retrying", completed=False)
+    s.sweep_finished("docker engine unreachable; retrying")
     s.sweep_started()
-    s.sweep_finished("watching 3 containers, 0 open incidents", completed=True)
-    s.sweep_finished("watching 3 containers, 0 open incidents", completed=True)
-    s.sweep_finished("watching 3 containers, 1 open incident", completed=True)
+    s.sweep_finished("watching 3 containers, 0 open incidents")
+    s.sweep_finished("watching 3 containers, 0 open incidents")
+    s.sweep_finished("watching 3 containers, 1 open incident")
 
     assert [fields for _, fields in sent.sent] == [
+        ("READY=1", "STATUS=serving; looking for the docker engine"),
         ("STATUS=docker engine unreachable; retrying",),
-        ("READY=1", "STATUS=watching 3 containers, 0 open incidents"),
+        ("STATUS=watching 3 containers, 0 open incidents",),
         ("STATUS=watching 3 containers, 1 open incident",),  # only changes are sent
     ]
+
+
+def test_ready_carries_the_status_of_a_sweep_that_finished_first():
+    s, sent = link(Ticks(), watchdog_s=8, limit_s=10)
+    s.sweep_finished("watching 1 container, 0 open incidents")
+
+    s.serving("serving; looking for the docker engine")
+
+    assert sent.sent[-1][1] == ("READY=1", "STATUS=watching 1 container, 0 open incidents")
+
+
+def test_a_reload_is_bracketed_by_reloading_and_ready():
+    s, sent = link(Ticks(), watchdog_s=8, limit_s=10)
+    s.serving("watching 2 containers, 0 open incidents")
+
+    s.reloading()
+    s.reloaded()
+
+    reloading, ready = (fields for _, fields in sent.sent[1:])
+    assert reloading[0] == "RELOADING=1" and reloading[1].startswith("MONOTONIC_USEC=")
+    assert int(reloading[1].split("=")[1]) > 0
+    assert ready == ("READY=1", "STATUS=watching 2 containers, 0 open incidents")
 
 
 def test_pings_about_every_half_timeout_and_stop_when_the_sweep_stalls():
@@ -133,7 +131,7 @@ def test_pings_about_every_half_timeout_and_stop_when_the_sweep_stalls():
     for second in range(40):
         if second < 16 and second % 2 == 0:  # a sweep every 2 s ...
             s.sweep_started()
-            s.sweep_finished("ok", completed=True)
+            s.sweep_finished("ok")
         if second == 16:  # ... until one never returns
             s.sweep_started()
         s.tick()
@@ -153,7 +151,7 @@ def test_pings_resume_when_the_stalled_sweep_returns():
     s.tick()
     assert sent.at("WATCHDOG=1") == []
 
-    s.sweep_finished("ok", completed=True)
+    s.sweep_finished("ok")
     s.tick()
 
     assert sent.at("WATCHDOG=1") == [5]

@@ -1,7 +1,7 @@
 """The `guardian` command line: one module per command group (run, status, incidents,
 notifications, healthz); this one parses and maps failures to exit codes.
 
-Exit codes: 0 success, 1 any other failure, 2 bad configuration.
+Exit codes: 0 success, 1 any other failure, 2 bad configuration, 3 `run` cannot open its store.
 """
 
 from __future__ import annotations

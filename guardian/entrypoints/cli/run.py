@@ -5,20 +5,25 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from guardian.bootstrap import build_daemon, build_status, claim_instance
+from guardian.config import load_settings
 from guardian.core.assessment import Assessment
 from guardian.entrypoints.cli.tables import EXIT_OK, CliError, settings_for, table
-from guardian.ports import EngineUnavailable
+from guardian.ports import EngineUnavailable, StoreError
 
 WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+EXIT_STORE = 3
 CHECK_COLUMNS = ("container", "state", "health", "finding", "decision")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Exit 3 when the store cannot be opened: a restart cannot fix that (the unit's
+    RestartPreventExitStatus), unlike a crash."""
     from guardian.entrypoints.daemon import Daemon
     from guardian.entrypoints.http_server import ListenError
 
@@ -26,10 +31,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     lock = claim_instance(settings)  # one Guardian per engine: refuse before opening anything
     try:
         app = build_daemon(settings, lock=lock)
+    except StoreError as exc:
+        lock.release()
+        print(f"guardian: cannot start: {exc}", file=sys.stderr)
+        return EXIT_STORE
     except BaseException:
         lock.release()
         raise
-    daemon = Daemon(app)
+    daemon = Daemon(app, reread=lambda: load_settings(args.config))
     try:
         daemon.run_forever()  # closing the app releases the lock
     except ListenError as exc:
