@@ -69,17 +69,22 @@ class Daemon:
         finally:
             self.systemd.sweep_finished(status_line(self.app), self.first_sweep_done.is_set())
 
-    def follow_probes(self) -> None:
-        """Run the probe tick only while a container has a probe: targets come from sweeps only,
-        and an idle tick twice a second was a third of Guardian's idle CPU (bench/RESULTS.md).
+    def follow_work(self) -> None:
+        """Run the probe tick only while a container has a probe (targets come from sweeps),
+        and the verify tick only while a restart awaits verification: idle ticks were most of
+        Guardian's idle CPU (bench/RESULTS.md).
 
         Called from the main loop, never from a job: scheduler.shutdown() holds the job store
         lock while it waits for running jobs, so a job touching the scheduler would deadlock
         a stop."""
-        job = self.scheduler.get_job("probes")
+        self._follow("probes", self.app.prober.has_targets())
+        self._follow("verify", self.app.verifier.awaiting())
+
+    def _follow(self, job_id: str, wanted: bool) -> None:
+        job = self.scheduler.get_job(job_id)
         if job is None:
             return
-        wanted, running = self.app.prober.has_targets(), job.next_run_time is not None
+        running = job.next_run_time is not None
         if wanted and not running:
             job.resume()
         elif running and not wanted:
@@ -257,7 +262,7 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------------
 
     def schedule(self) -> None:
-        """Add the jobs: the sweep, verification, probes (paused until needed), retention."""
+        """Add the jobs: the sweep, verification and probes (paused until needed), retention."""
         self.scheduler.add_job(
             self.sweep_job,
             "interval",
@@ -266,7 +271,11 @@ class Daemon:
             next_run_time=datetime.now(UTC),
         )
         self.scheduler.add_job(
-            self.verify, "interval", id="verify", seconds=VERIFY_TICK.total_seconds()
+            self.verify,
+            "interval",
+            id="verify",
+            seconds=VERIFY_TICK.total_seconds(),
+            next_run_time=None,  # paused until a restart awaits verification
         )
         self.scheduler.add_job(
             self.run_probes,
@@ -336,6 +345,6 @@ class Daemon:
         try:
             while not self.stopping.wait(self.systemd.tick_interval):
                 self.systemd.tick()
-                self.follow_probes()
+                self.follow_work()
         finally:
             self.stop()
