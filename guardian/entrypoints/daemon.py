@@ -19,6 +19,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from guardian.bootstrap import App
+from guardian.config import Settings
 from guardian.entrypoints.api import api_handler
 from guardian.entrypoints.http_server import (
     HttpServer,
@@ -37,6 +38,15 @@ VERIFY_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
 RETENTION_TICK = timedelta(days=1)
 MAX_BACKOFF = 30.0
+JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions beside restarts
+MAX_RESTART_THREADS = 256
+
+
+def job_threads(settings: Settings) -> int:
+    """Threads for the jobs: a restart holds its thread while the container stops, so a burst
+    proceeds at once only with a thread for each of `restart.max_concurrent` restarts, plus
+    threads that decide about the others meanwhile. Threads start only when needed."""
+    return JOB_THREADS + min(int(settings["restart.max_concurrent"]), MAX_RESTART_THREADS)
 
 
 class Daemon:
@@ -54,7 +64,7 @@ class Daemon:
         )
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
         self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=10)},
+            executors={"default": ThreadPoolExecutor(max_workers=job_threads(app.settings))},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,
         )
