@@ -42,9 +42,7 @@ def measure(fleet: Fleet, tmp: Path, size: int) -> BurstResult:
             since = time.time() - 0.05
             fleet.exec_all(names, ["touch", "/run/sick"], workers=16)
             unhealthy = {
-                n: wait_for(
-                    lambda n=n: log.first(n, ("health_status: unhealthy",), since), 60, n
-                )
+                n: wait_for(lambda n=n: log.first(n, ("health_status: unhealthy",), since), 60, n)
                 for n in names
             }
             restarts = {
