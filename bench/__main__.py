@@ -14,11 +14,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import flood, graph, latency, overhead, storm, sweep
+from bench import burst, flood, graph, idle, imports, latency, overhead, storm, sweep
 from bench.engine import Fleet, PrivateEngine, engine_versions
 from bench.report import Results, render
 
-PHASES = ("latency", "sweep", "overhead", "storm", "graph", "flood")
+PHASES = (
+    "latency",
+    "sweep",
+    "overhead",
+    "idle",
+    "burst",
+    "imports",
+    "storm",
+    "graph",
+    "flood",
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -30,6 +40,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sizes", default="10,100,500", help="sweep fleet sizes (default 10,100,500)")
     p.add_argument("--idle-containers", type=int, default=100)
     p.add_argument("--idle-seconds", type=float, default=60.0)
+    p.add_argument(
+        "--idle-sizes", default="10,100,500", help="fleets watched beside the polling baseline"
+    )
+    p.add_argument(
+        "--idle-health-interval", type=float, default=idle.HEALTH_INTERVAL, help="seconds"
+    )
+    p.add_argument("--bursts", default="20,100", help="burst sizes (default 20,100)")
     p.add_argument("--storm-containers", type=int, default=100)
     p.add_argument(
         "--storm-hold",
@@ -78,6 +95,19 @@ def run(args: argparse.Namespace, command: str) -> Results:
         if "overhead" in phases:
             _say(f"idle overhead, {args.idle_containers} containers, {args.idle_seconds:g} s")
             results.overhead = overhead.measure(fleet, tmp, args.idle_containers, args.idle_seconds)
+        if "idle" in phases:
+            sizes = sorted(int(s) for s in args.idle_sizes.split(","))
+            _say(f"idle beside a polling baseline at {sizes}, {args.idle_seconds:g} s each")
+            results.idle = idle.measure(
+                fleet, tmp, sizes, args.idle_seconds, args.poll_interval, args.idle_health_interval
+            )
+        if "burst" in phases:
+            for size in sorted(int(s) for s in args.bursts.split(",")):
+                _say(f"burst of {size}")
+                results.bursts.append(burst.measure(fleet, tmp, size))
+        if "imports" in phases:
+            _say("CLI start-up imports")
+            results.imports = imports.measure()
         if "storm" in phases:
             _say(f"storm of {args.storm_containers}")
             results.storm = storm.measure(fleet, tmp, args.storm_containers, args.storm_hold)

@@ -168,7 +168,16 @@ class Fleet:
 
     def exec_all(self, names: Iterable[str], cmd: list[str], workers: int = 8) -> None:
         def one(name: str) -> None:
-            self.api.exec_start(self.api.exec_create(name, cmd))
+            # In a burst, Guardian may be restarting this container already (409: not running).
+            for _ in range(50):
+                try:
+                    self.api.exec_start(self.api.exec_create(name, cmd))
+                    return
+                except docker.errors.APIError as exc:
+                    if exc.status_code != 409:
+                        raise
+                    time.sleep(0.1)
+            raise TimeoutError(f"{name}: not running for 5 s")
 
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, names))

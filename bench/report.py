@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 
+from bench import burst, idle, imports
 from bench.flood import FloodResult
 from bench.graph import GraphResult
 from bench.graph import render as render_graph
@@ -33,6 +34,9 @@ class Results:
     latency: list[LatencyResult] = field(default_factory=list)
     sweeps: list[SweepResult] = field(default_factory=list)
     overhead: OverheadResult | None = None
+    idle: list[idle.IdleResult] = field(default_factory=list)
+    bursts: list[burst.BurstResult] = field(default_factory=list)
+    imports: list[imports.ImportResult] = field(default_factory=list)
     storm: StormResult | None = None
     graph: list[GraphResult] = field(default_factory=list)
     flood: FloodResult | None = None
@@ -66,7 +70,8 @@ def render(r: Results) -> str:
         f"| trials | {r.trials} per measurement; times are medians unless marked |",
         "",
     ]
-    out += _latency(r) + _sweeps(r) + _overhead(r) + _storm(r) + render_graph(r.graph) + _flood(r)
+    out += _latency(r) + _sweeps(r) + _overhead(r) + idle.render(r.idle) + burst.render(r.bursts)
+    out += imports.render(r.imports) + _storm(r) + render_graph(r.graph) + _flood(r)
     if r.notes:
         out += ["## Notes", "", *[f"- {n}" for n in r.notes], ""]
     return "\n".join(out)

@@ -426,7 +426,9 @@ def build_delivery(
     )
     ws = WorkerSettings(host, n["group_wait"], n["repeat_interval"], retry)
     install_redaction(redact)
-    return DeliveryWorker(outbox, channels, clock, metrics, ws, redact)
+    worker = DeliveryWorker(outbox, channels, clock, metrics, ws, redact)
+    store.db.on_outbox_written(worker.wake)  # whatever writes a notification wakes the worker
+    return worker
 
 
 def build_outbox(settings: Settings) -> SqliteOutbox:

@@ -88,6 +88,14 @@ class Pending:
     due_at: datetime
 
 
+def _heads(pending: list[Pending]) -> dict[object, Pending]:
+    """The oldest pending row of each incident (a row without one stands alone)."""
+    heads: dict[object, Pending] = {}
+    for p in sorted(pending, key=lambda p: p.row_id):
+        heads.setdefault(p.incident_id if p.incident_id is not None else ("row", p.row_id), p)
+    return heads
+
+
 def pick_batch(
     pending: list[Pending], group_wait: timedelta, max_batch: int, now: datetime
 ) -> list[Pending]:
@@ -96,10 +104,16 @@ def pick_batch(
     Notifications of one incident go out in order, one per message; different incidents that
     arrive within `group_wait` of the oldest go out together (at most `max_batch`).
     """
-    heads: dict[object, Pending] = {}
-    for p in sorted(pending, key=lambda p: p.row_id):
-        heads.setdefault(p.incident_id if p.incident_id is not None else ("row", p.row_id), p)
+    heads = _heads(pending)
     ready = [p for p in heads.values() if p.due_at <= now]
     if not ready or min(p.created_at for p in ready) + group_wait > now:
         return []  # nothing due, or the oldest still waits for its group to gather
     return ready[:max_batch]
+
+
+def next_batch_at(pending: list[Pending], group_wait: timedelta) -> datetime | None:
+    """The first time `pick_batch()` chooses something from `pending` (None: nothing pending):
+    the earliest head of an incident both due and past its group_wait. The worker sleeps until
+    then instead of asking again and again."""
+    heads = _heads(pending)
+    return min((max(p.due_at, p.created_at + group_wait) for p in heads.values()), default=None)

@@ -47,6 +47,15 @@ VERIFY_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
 RETENTION_TICK = timedelta(days=1)
 MAX_BACKOFF = 30.0
+JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions beside restarts
+MAX_RESTART_THREADS = 256
+
+
+def job_threads(settings: Settings) -> int:
+    """Threads for the jobs: a restart holds its thread while the container stops, so a burst
+    proceeds at once only with a thread for each of `restart.max_concurrent` restarts, plus
+    threads that decide about the others meanwhile. Threads start only when needed."""
+    return JOB_THREADS + min(int(settings["restart.max_concurrent"]), MAX_RESTART_THREADS)
 
 
 class Daemon:
@@ -75,7 +84,7 @@ class Daemon:
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
         self.reloader = Reloader(app, reread, self.systemd, self.reschedule_sweep)
         self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=10)},
+            executors={"default": ThreadPoolExecutor(max_workers=job_threads(app.settings))},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,
         )
@@ -90,17 +99,22 @@ class Daemon:
         finally:
             self.systemd.sweep_finished(status_line(self.app, self.engine_error))
 
-    def follow_probes(self) -> None:
-        """Run the probe tick only while a container has a probe: targets come from sweeps only,
-        and an idle tick twice a second was a third of Guardian's idle CPU (bench/RESULTS.md).
+    def follow_work(self) -> None:
+        """Run the probe tick only while a container has a probe (targets come from sweeps),
+        and the verify tick only while a restart awaits verification: idle ticks were most of
+        Guardian's idle CPU (bench/RESULTS.md).
 
         Called from the main loop, never from a job: scheduler.shutdown() holds the job store
         lock while it waits for running jobs, so a job touching the scheduler would deadlock
         a stop."""
-        job = self.scheduler.get_job("probes")
+        self._follow("probes", self.app.prober.has_targets())
+        self._follow("verify", self.app.verifier.awaiting())
+
+    def _follow(self, job_id: str, wanted: bool) -> None:
+        job = self.scheduler.get_job(job_id)
         if job is None:
             return
-        wanted, running = self.app.prober.has_targets(), job.next_run_time is not None
+        running = job.next_run_time is not None
         if wanted and not running:
             job.resume()
         elif running and not wanted:
@@ -283,7 +297,7 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------------
 
     def schedule(self) -> None:
-        """Add the jobs: the sweep, verification, probes (paused until needed), retention."""
+        """Add the jobs: the sweep, verification and probes (paused until needed), retention."""
         self.scheduler.add_job(
             self.sweep_job,
             "interval",
@@ -292,7 +306,11 @@ class Daemon:
             next_run_time=datetime.now(UTC),
         )
         self.scheduler.add_job(
-            self.verify, "interval", id="verify", seconds=VERIFY_TICK.total_seconds()
+            self.verify,
+            "interval",
+            id="verify",
+            seconds=VERIFY_TICK.total_seconds(),
+            next_run_time=None,  # paused until a restart awaits verification
         )
         self.scheduler.add_job(
             self.run_probes,
@@ -377,6 +395,6 @@ class Daemon:
                     self.reload_wanted.clear()
                     self.reloader.reload()
                 self.systemd.tick()
-                self.follow_probes()
+                self.follow_work()
         finally:
             self.stop()

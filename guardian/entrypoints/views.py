@@ -6,12 +6,14 @@ whatever an older version stored.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guardian.core import incidents
 from guardian.core.model import ActionKind, Incident, RemediationAction, Silence, Transition
 from guardian.core.redaction import redact_patterns, strip_controls
-from guardian.service.status import ContainerStatus
+
+if TYPE_CHECKING:  # the service loads only for the commands that read containers
+    from guardian.service.status import ContainerStatus
 
 
 def when(value: datetime | None) -> str | None:

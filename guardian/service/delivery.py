@@ -2,7 +2,8 @@
 
 Each tick: fan new events out to every channel, queue reminders for escalated incidents, then
 send at most one message per channel whose pacing allows it (grouping bursts within
-group_wait), and record each typed outcome. Time comes from the Clock; tests call tick().
+group_wait), and record each typed outcome. Between ticks the thread sleeps until woken (a row
+was queued: wake()) or until the next send falls due. Time comes from the Clock; tests call tick().
 """
 
 from __future__ import annotations
@@ -13,14 +14,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from guardian.core.delivery import Result, RetryPolicy, RowState, Status, next_state, pick_batch
+from guardian.core.delivery import (
+    Result,
+    RetryPolicy,
+    RowState,
+    Status,
+    next_batch_at,
+    next_state,
+    pick_batch,
+)
 from guardian.core.notifications import reminder
 from guardian.core.redaction import Redactor
 from guardian.logs import kv
 from guardian.ports import Clock, Metrics, Notifier, Outbox, QueuedDelivery
 
 log = logging.getLogger("guardian.notify")
-REMINDER_CHECK = timedelta(seconds=30)  # how often to look for reminders that are due
+# How often to look for reminders that are due, and for rows another process (the CLI) queued:
+# the only reason a worker with channels wakes while nothing happens.
+REMINDER_CHECK = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -29,8 +40,8 @@ class WorkerSettings:
     group_wait: timedelta = timedelta(seconds=10)
     repeat_interval: timedelta = timedelta(hours=4)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    poll: timedelta = timedelta(milliseconds=250)  # while anything waits in the outbox
-    idle_poll: timedelta = timedelta(seconds=1)  # while it is empty (idle CPU, bench/RESULTS.md)
+    # The shortest pause between two ticks, so a channel failing at once cannot spin the thread.
+    min_pause: timedelta = timedelta(milliseconds=250)
 
 
 def _outcome(result: Result, state: RowState) -> str:
@@ -68,6 +79,8 @@ class DeliveryWorker:
         for channel in self.channels:
             metrics.notification_channel(channel.name)
         self._stopping = threading.Event()
+        self._woken = threading.Event()  # set by wake(): rows were queued
+        self._due: datetime | None = None  # the next time a tick has something to send
         self._thread: threading.Thread | None = None
 
     # -- one pass ---------------------------------------------------------------------------
@@ -75,6 +88,7 @@ class DeliveryWorker:
     def tick(self) -> int:
         """Do what is due now; returns how many messages were sent (whatever their outcome)."""
         now = self.clock.now()
+        self._due = None
         self.outbox.fan_out([c.name for c in self.channels])
         self._remind(now)
         sent = 0
@@ -101,16 +115,22 @@ class DeliveryWorker:
                 "reminder queued", extra=kv(incident=incident.id, container=incident.container)
             )
 
+    def _due_at(self, at: datetime | None) -> None:
+        if at is not None and (self._due is None or at < self._due):
+            self._due = at
+
     def _deliver(self, channel: Notifier, now: datetime) -> int:
-        if now < self._next_send.get(channel.name, now):
+        paced_until = self._next_send.get(channel.name, now)
+        if now < paced_until:
+            self._due_at(paced_until)
             return 0
         queued = self.outbox.pending(channel.name)
         if not queued:
             return 0
-        batch = pick_batch(
-            [q.pending for q in queued], self.settings.group_wait, channel.max_batch, now
-        )
+        pending = [q.pending for q in queued]
+        batch = pick_batch(pending, self.settings.group_wait, channel.max_batch, now)
         if not batch:
+            self._due_at(next_batch_at(pending, self.settings.group_wait))
             return 0
         chosen = {p.row_id for p in batch}
         rows = [q for q in queued if q.pending.row_id in chosen]
@@ -126,6 +146,7 @@ class DeliveryWorker:
         self._next_send[channel.name] = done + channel.min_interval
         if result.status is Status.RATE_LIMITED and nxt.at is not None:
             self._next_send[channel.name] = max(self._next_send[channel.name], nxt.at)
+        self._due_at(self._next_send[channel.name])  # what is left goes out then, at the soonest
         for _ in rows:
             self.metrics.notification_sent(channel.name, _outcome(result, nxt.state))
         self._log(channel, rows, result, nxt.state, nxt.at, reason)
@@ -160,14 +181,32 @@ class DeliveryWorker:
 
     # -- the thread -------------------------------------------------------------------------
 
+    def wake(self) -> None:
+        """Rows were queued: tick now rather than at the next due time (any thread)."""
+        self._woken.set()
+
+    def pause(self) -> float | None:
+        """Seconds the thread may sleep after a tick unless woken (None: until woken): until the
+        next send falls due, the next reminder check (with channels), at least min_pause."""
+        wakes = [self._due] if self._due is not None else []
+        if self.channels and self._reminders_checked is not None:
+            wakes.append(self._reminders_checked + REMINDER_CHECK)
+        if not wakes:
+            return None
+        wait = (min(wakes) - self.clock.now()).total_seconds()
+        return max(wait, self.settings.min_pause.total_seconds())
+
     def run(self) -> None:
         while not self._stopping.is_set():
+            self._woken.clear()  # before the tick: a row queued during it wakes the next wait
             try:
                 self.tick()
             except Exception:
                 log.exception("notification delivery failed")
-            poll = self.settings.poll if self._depth else self.settings.idle_poll
-            self._stopping.wait(poll.total_seconds())
+                self._due = self.clock.now() + self.settings.min_pause
+            if self._stopping.is_set():
+                return
+            self._woken.wait(self.pause())
 
     def start(self) -> None:
         if self._thread is None:
@@ -180,6 +219,7 @@ class DeliveryWorker:
         """Stop after the send in flight, waiting at most `timeout`: a send still hanging then
         stays pending in the outbox and is judged again after the next start."""
         self._stopping.set()
+        self._woken.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None

@@ -28,6 +28,10 @@ class Verifier:
         self.recorder = recorder
         self.remediator = remediator
 
+    def awaiting(self) -> bool:
+        """A restart awaits its verification: the only time the verify tick has work."""
+        return bool(self.ctx.state.pending())
+
     def verify(self, only: str | None = None) -> None:
         """Check every pending verification (or the one for container `only`)."""
         ctx = self.ctx

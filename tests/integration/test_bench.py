@@ -26,6 +26,9 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
             "--sizes=3",
             "--idle-containers=3",
             "--idle-seconds=1",
+            "--idle-sizes=3",
+            "--idle-health-interval=1",
+            "--bursts=3",
             "--storm-containers=3",
             "--storm-hold=2",
             "--poll-interval=2",
@@ -48,6 +51,14 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     assert storm.notifications.get("opened", 0) >= 1
     assert storm.notifications.get("resolved", 0) == storm.notifications["opened"]
     assert results.flood is not None and results.flood.flooded.answers
+    [idle] = results.idle
+    assert idle.containers == 3 and idle.guardian.wakeups_per_minute > 0 < idle.poller.rss_mb
+    [burst] = results.bursts
+    assert burst.size == 3 and len(burst.samples) == 3
+    assert [(x.command, x.heavy) for x in results.imports] == [
+        ("guardian --version", []),
+        ("guardian config validate", []),
+    ]
     text = out.read_text()
     assert [x.cycles for x in results.graph if x.shape == "all pairs"] == [1, 1, 1, 1]
     for heading in (
@@ -57,6 +68,9 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
         "Storm",
         "Dependency graph",
         "Connection flood",
+        "polling baseline",
+        "Bursts",
+        "CLI start-up imports",
     ):
         assert heading in text
     leftovers = docker_api.containers(

@@ -144,7 +144,7 @@ def test_the_probe_tick_runs_only_while_a_container_has_a_probe(tmp_path):
         probes = lambda: d.scheduler.get_job("probes").next_run_time  # noqa: E731
         engine.add("web")
         d.sweep_job()
-        d.follow_probes()  # the main loop's tick
+        d.follow_work()  # the main loop's tick
         assert probes() is None  # nothing to probe: no tick
         engine.add(
             "db",
@@ -152,11 +152,11 @@ def test_the_probe_tick_runs_only_while_a_container_has_a_probe(tmp_path):
             labels={"guardian.enable": "true", "guardian.probe.tcp": ":5432"},
         )
         d.sweep_job()
-        d.follow_probes()
+        d.follow_work()
         assert probes() is not None
         engine.set("db", state="exited", exit_code=0)  # stopped: nothing to probe
         d.sweep_job()
-        d.follow_probes()
+        d.follow_work()
         assert probes() is None
     finally:
         d.scheduler.shutdown(wait=False)

@@ -58,6 +58,8 @@ class Database:
         `path`. Raises StoreError, naming the file, when it cannot be used."""
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._outbox_listeners: list[Callable[[], object]] = []
+        self._outbox_written = False  # by the transaction in progress (under the lock)
         try:
             # Incidents quote what containers print: nobody else on the host reads them.
             private_dirs(self.path.parent)
@@ -82,6 +84,7 @@ class Database:
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
+            self._watch_outbox()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store {self.path}: {exc}{_LEFT_ALONE}") from None
         except OSError as exc:
@@ -112,6 +115,25 @@ class Database:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {number}")
 
+    def _watch_outbox(self) -> None:
+        """Note every row added to the outbox, whichever statement adds it: a temporary trigger
+        (this connection only, never stored in the file) calls back into Python."""
+
+        def written() -> None:
+            self._outbox_written = True
+
+        self._conn.create_function("guardian_outbox_written", 0, written, deterministic=False)
+        self._conn.execute(
+            "CREATE TEMP TRIGGER IF NOT EXISTS outbox_written AFTER INSERT ON main.outbox"
+            " BEGIN SELECT guardian_outbox_written(); END"
+        )
+
+    def on_outbox_written(self, listener: Callable[[], object]) -> None:
+        """Call `listener` after each transaction that added outbox rows, once it committed (so
+        whoever it wakes sees the rows). Rows another process writes are not seen here."""
+        with self._lock:
+            self._outbox_listeners.append(listener)
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
         """sqlite3 errors at run time (disk full, locked, closed) become StoreError."""
@@ -126,6 +148,7 @@ class Database:
         ends, rolled back when it raises. sqlite3 errors leave it as StoreError."""
         with self._lock, self._translated():
             self._conn.execute("BEGIN IMMEDIATE")
+            self._outbox_written = False
             try:
                 yield self._conn
             except BaseException:
@@ -133,6 +156,11 @@ class Database:
                 raise
             else:
                 self._conn.execute("COMMIT")
+                if self._outbox_written:
+                    for listener in self._outbox_listeners:
+                        listener()
+            finally:
+                self._outbox_written = False
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """The rows of one statement, read outside any transaction; errors as StoreError."""

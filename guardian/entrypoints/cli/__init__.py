@@ -12,10 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from guardian import __version__
-from guardian.config import ConfigError
 from guardian.entrypoints.cli import healthz, incidents, notifications, run, status
 from guardian.entrypoints.cli.tables import EXIT_FAILURE, CliError
-from guardian.ports import InstanceConflict, StoreError
 
 EXIT_CONFIG = 2
 
@@ -46,17 +44,28 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)  # --version and --help end here
     try:
         return int(args.handler(args))
-    except ConfigError as exc:
-        print(f"guardian: config error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except (CliError, StoreError, InstanceConflict) as exc:
-        print(f"guardian: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
     except KeyboardInterrupt:
         return EXIT_FAILURE
+    except Exception as exc:  # noqa: BLE001 - _failure re-raises what it does not report
+        return _failure(exc)
+
+
+def _failure(exc: Exception) -> int:
+    """The exit code for a failure reported as one line; anything else propagates. The error
+    types are imported here so a command that succeeds never loads the modules defining them."""
+    from guardian.config import ConfigError
+    from guardian.ports import InstanceConflict, StoreError
+
+    if isinstance(exc, ConfigError):
+        print(f"guardian: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if isinstance(exc, CliError | StoreError | InstanceConflict):
+        print(f"guardian: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    raise exc
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import getpass
 import json
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from guardian.bootstrap import build_operator
 from guardian.core.durations import parse_duration
 from guardian.core.model import IncidentState
 from guardian.entrypoints.cli.tables import (
@@ -25,7 +25,9 @@ from guardian.entrypoints.cli.tables import (
     table,
 )
 from guardian.entrypoints.views import action_view, incident_view, silence_view, timeline_view
-from guardian.service.operator import BadRequest, Operator
+
+if TYPE_CHECKING:
+    from guardian.service.operator import Operator
 
 INCIDENT_COLUMNS = (
     "id",
@@ -52,6 +54,8 @@ def _user() -> str:
 
 
 def _duration(option: str, text: str) -> timedelta:
+    from guardian.service.operator import BadRequest
+
     try:
         return parse_duration(text)
     except ValueError as exc:
@@ -59,6 +63,8 @@ def _duration(option: str, text: str) -> timedelta:
 
 
 def _operator(args: argparse.Namespace) -> Operator:
+    from guardian.bootstrap import build_operator  # the store and its adapters: only when used
+
     return build_operator(settings_for(args))
 
 

@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from guardian.bootstrap import build_outbox
 from guardian.entrypoints.cli.tables import EXIT_OK, add_json, one_line_errors, settings_for, table
 from guardian.entrypoints.views import text
 
@@ -32,6 +31,8 @@ def _dead_view(row: dict[str, Any]) -> dict[str, Any]:
 
 @one_line_errors
 def cmd_notifications(args: argparse.Namespace) -> int:
+    from guardian.bootstrap import build_outbox  # adapters load only for the command that uses them
+
     outbox = build_outbox(settings_for(args))
     try:
         dead = [_dead_view(r) for r in outbox.dead_letters()]

@@ -8,13 +8,12 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from guardian.bootstrap import build_daemon, build_status, claim_instance
-from guardian.config import load_settings
-from guardian.core.assessment import Assessment
 from guardian.entrypoints.cli.tables import EXIT_OK, CliError, settings_for, table
-from guardian.ports import EngineUnavailable, StoreError
+
+if TYPE_CHECKING:
+    from guardian.core.assessment import Assessment
 
 WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 EXIT_STORE = 3
@@ -24,8 +23,12 @@ CHECK_COLUMNS = ("container", "state", "health", "finding", "decision")
 def cmd_run(args: argparse.Namespace) -> int:
     """Exit 3 when the store cannot be opened: a restart cannot fix that (the unit's
     RestartPreventExitStatus), unlike a crash."""
+    # Adapters (Docker SDK, Prometheus, HTTP server) load only for the command that uses them.
+    from guardian.bootstrap import build_daemon, claim_instance
+    from guardian.config import load_settings
     from guardian.entrypoints.daemon import Daemon
     from guardian.entrypoints.http_server import ListenError
+    from guardian.ports import StoreError
 
     settings = settings_for(args)
     lock = claim_instance(settings)  # one Guardian per engine: refuse before opening anything
@@ -68,6 +71,9 @@ def _row(a: Assessment) -> dict[str, Any]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from guardian.bootstrap import build_status
+    from guardian.ports import EngineUnavailable
+
     settings = settings_for(args)
     if not args.apply:
         values = {k: dict(v) for k, v in settings.values.items()}

@@ -12,12 +12,8 @@ import argparse
 import json
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from guardian.bootstrap import build_status, existing_store_path
-from guardian.config import Settings, load_settings
 from guardian.core.durations import format_duration
 from guardian.core.redaction import scrub_url
 from guardian.entrypoints.cli.tables import (
@@ -28,7 +24,9 @@ from guardian.entrypoints.cli.tables import (
     table,
 )
 from guardian.entrypoints.views import container_view, incident_view, silence_view
-from guardian.service.status import container_status
+
+if TYPE_CHECKING:
+    from guardian.config import Settings
 
 STATUS_COLUMNS = ("container", "state", "health", "incidents", "next_restart", "held_back")
 OPEN_COLUMNS = ("id", "container", "type", "state", "escalated", "opened_at", "occurrences")
@@ -42,6 +40,10 @@ WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 
 @one_line_errors
 def cmd_status(args: argparse.Namespace) -> int:
+    # The adapters load only for the command that uses them: `config validate` stays light.
+    from guardian.bootstrap import build_status, existing_store_path
+    from guardian.service.status import container_status
+
     settings = settings_for(args)
     existing_store_path(settings)
     app = build_status(settings)
@@ -97,6 +99,8 @@ def effective_config(settings: Settings) -> dict[str, dict[str, Any]]:
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:
+    import yaml
+
     settings = settings_for(args)
     print(f"# effective configuration ({settings.source} + environment); secrets redacted")
     print(yaml.safe_dump(effective_config(settings), sort_keys=False).rstrip())
@@ -104,6 +108,8 @@ def cmd_config_show(args: argparse.Namespace) -> int:
 
 
 def cmd_config_validate(args: argparse.Namespace) -> int:
+    from guardian.config import load_settings
+
     settings = load_settings(args.config)
     r = settings.values["restart"]
     print(

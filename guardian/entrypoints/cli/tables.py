@@ -10,14 +10,12 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from guardian.config import Settings, load_settings
-from guardian.core.incidents import InvalidTransition
 from guardian.core.redaction import strip_controls
-from guardian.logs import setup_logging
-from guardian.ports import EngineUnavailable
-from guardian.service.operator import BadRequest, NotFound
+
+if TYPE_CHECKING:
+    from guardian.config import Settings
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 
@@ -65,6 +63,11 @@ def one_line_errors(command: Command) -> Command:
 
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
+        # Imported when a command runs: `--version` and `--help` load none of the service.
+        from guardian.core.incidents import InvalidTransition
+        from guardian.ports import EngineUnavailable
+        from guardian.service.operator import BadRequest, NotFound
+
         try:
             return command(args)
         except (InvalidTransition, NotFound, BadRequest, EngineUnavailable) as exc:
@@ -80,6 +83,9 @@ def add_json(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def settings_for(args: argparse.Namespace) -> Settings:
+    from guardian.config import load_settings
+    from guardian.logs import setup_logging
+
     settings = load_settings(args.config)
     setup_logging(settings["log.level"], settings["log.format"])
     return settings

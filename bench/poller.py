@@ -1,0 +1,27 @@
+"""The polling baseline: what docker-autoheal does, in Python with the Docker SDK. Every
+`interval` seconds, list the opted-in containers the engine reports unhealthy and restart them.
+
+`python -m bench.poller URL SCOPE INTERVAL`; runs until terminated.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+import docker
+
+
+def main(url: str, scope: str, interval: float) -> None:
+    api = docker.APIClient(base_url=url, version="auto", timeout=60)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    filters = {"health": "unhealthy", "label": ["guardian.enable=true", scope]}
+    while not stop.wait(interval):
+        for c in api.containers(filters=filters):
+            api.restart(c["Id"], timeout=10)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], float(sys.argv[3]))

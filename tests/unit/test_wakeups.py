@@ -1,0 +1,145 @@
+"""Nothing wakes without a reason: the verify tick runs only while a restart awaits its
+verification, and the delivery worker sleeps until a row is queued or a send falls due."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.adapters.sqlite.outbox import SqliteOutbox
+from guardian.adapters.sqlite.store import SqliteStore
+from guardian.core import incidents, notifications
+from guardian.core.delivery import Result, RetryPolicy, Status
+from guardian.core.model import HealthCheckResult, ProblemType
+from guardian.entrypoints.daemon import Daemon
+from guardian.service.delivery import REMINDER_CHECK, DeliveryWorker, WorkerSettings
+from tests.app import make_app
+from tests.fakes import FakeClock, FakeNotifier
+from tests.helpers import wait_until
+
+S = timedelta(seconds=1)
+HOST = "host1"
+
+
+def test_the_verify_tick_runs_only_while_a_restart_awaits_verification(tmp_path: Path) -> None:
+    t = make_app(tmp_path, daemon=True)
+    d = Daemon(t.app)
+    d.schedule()
+    d.scheduler.start(paused=True)  # jobs are kept and judged, none runs
+    try:
+        verify = lambda: d.scheduler.get_job("verify").next_run_time  # noqa: E731
+        t.engine.add("web")
+        d.sweep_job()
+        d.follow_work()  # the main loop's tick
+        assert verify() is None  # all healthy: nothing to verify, no tick
+        t.engine.set("web", health="unhealthy")
+        d.sweep_job()  # restarts web
+        assert t.restarted() == ["web"]
+        d.follow_work()
+        assert verify() is not None
+        t.engine.set("web", health="healthy")
+        d.verify()
+        assert [a.outcome for a in t.restarts()] == ["succeeded"]
+        d.follow_work()
+        assert verify() is None
+    finally:
+        d.scheduler.shutdown(wait=False)
+        t.store.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = SqliteStore(tmp_path / "g.db")
+    yield s
+    s.close()
+
+
+def make_worker(store: SqliteStore, clock: FakeClock, *channels, group_wait=0 * S):
+    metrics = PrometheusMetrics(CollectorRegistry())
+    settings = WorkerSettings(HOST, group_wait, retry=RetryPolicy(5, 2 * S, 60 * S, 30 * S))
+    return DeliveryWorker(SqliteOutbox(store.db), list(channels), clock, metrics, settings)
+
+
+def open_incident(store: SqliteStore, clock: FakeClock, container: str = "web") -> None:
+    result = HealthCheckResult(
+        f"{container}-id", container, clock.now(), ProblemType.UNHEALTHY, "db down"
+    )
+    change = incidents.record_detection(None, HOST, result, clock.now())
+    store.save_incident(change, [notifications.opened(change.incident, None, clock.now())])
+
+
+def test_a_worker_without_channels_sleeps_until_woken(store) -> None:
+    worker = make_worker(store, FakeClock())
+    worker.tick()
+    assert worker.pause() is None
+
+
+def test_an_idle_worker_with_a_channel_wakes_only_to_look_for_reminders(store) -> None:
+    worker = make_worker(store, FakeClock(), FakeNotifier("slack"))
+    worker.tick()
+    assert worker.pause() == REMINDER_CHECK.total_seconds()
+
+
+def test_a_failed_send_wakes_the_worker_at_its_retry_time(store) -> None:
+    clock = FakeClock()
+    slack = FakeNotifier("slack", results=[Result(Status.TRANSIENT, "500 oops")])
+    worker = make_worker(store, clock, slack)
+    open_incident(store, clock)
+    worker.tick()
+    worker.tick()  # the row waits for its retry: nothing to send now
+    assert len(slack.sent) == 1
+    assert worker.pause() == 2.0  # the first backoff
+    clock.advance(2)
+    worker.tick()
+    assert len(slack.sent) == 2
+
+
+def test_a_gathering_group_wakes_the_worker_when_its_group_wait_ends(store) -> None:
+    clock = FakeClock()
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack, group_wait=10 * S)
+    open_incident(store, clock)
+    clock.advance(3)
+    worker.tick()
+    assert slack.sent == [] and worker.pause() == 7.0
+    clock.advance(7)
+    worker.tick()
+    assert len(slack.sent) == 1
+
+
+def test_a_notification_the_loop_writes_wakes_the_sleeping_worker_at_once(tmp_path) -> None:
+    t = make_app(tmp_path, daemon=True, notify={"group_wait": "0s"})
+    worker = t.app.delivery
+    assert worker is not None
+    slack = FakeNotifier("slack")
+    worker.channels.append(slack)
+    worker.start()
+    try:
+        # Idle, it sleeps REMINDER_CHECK (30 s): only the store's signal can make this quick.
+        wait_until(lambda: worker.pause() is not None, 5, message="the worker never ticked")
+        t.engine.add("web", health="unhealthy")
+        t.healer.sweep()
+        wait_until(lambda: slack.sent, 10, message="the queued notification was not sent")
+        assert slack.sent[0][0].kind == "opened"
+    finally:
+        worker.stop()
+        t.store.close()
+
+
+def test_only_a_committed_outbox_row_signals(store) -> None:
+    calls: list[int] = []
+    store.db.on_outbox_written(lambda: calls.append(1))
+    clock = FakeClock()
+    result = HealthCheckResult("web-id", "web", clock.now(), ProblemType.UNHEALTHY, "x")
+    change = incidents.record_detection(None, HOST, result, clock.now())
+    store.save_incident(change, [])  # no notification: no signal
+    assert calls == []
+    with pytest.raises(Exception, match="UNIQUE"):  # the same open incident twice: rolled back
+        store.save_incident(change, [notifications.opened(change.incident, None, clock.now())])
+    assert calls == []
+    open_incident(store, clock, "db")
+    assert calls == [1]
