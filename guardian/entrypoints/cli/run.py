@@ -31,7 +31,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from guardian.ports import StoreError
 
     settings = settings_for(args)
-    lock = claim_instance(settings)  # one Guardian per engine: refuse before opening anything
+    try:
+        lock = claim_instance(settings)  # one Guardian per engine: refuse before opening anything
+    except StoreError as exc:  # the store's file or directory cannot be had
+        print(f"guardian: cannot start: {exc}", file=sys.stderr)
+        return EXIT_STORE
     try:
         app = build_daemon(settings, lock=lock)
     except StoreError as exc:
