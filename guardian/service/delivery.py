@@ -187,10 +187,17 @@ class DeliveryWorker:
 
     def pause(self) -> float | None:
         """Seconds the thread may sleep after a tick unless woken (None: until woken): until the
-        next send falls due, the next reminder check (with channels), at least min_pause."""
+        next send falls due, the next reminder check (with channels) or a channel's next
+        refresh, at least min_pause."""
         wakes = [self._due] if self._due is not None else []
         if self.channels and self._reminders_checked is not None:
             wakes.append(self._reminders_checked + REMINDER_CHECK)
+        for channel in self.channels:
+            # A channel that keeps something alive (Alertmanager's firing alerts) says when.
+            next_refresh_at = getattr(channel, "next_refresh_at", None)
+            at = next_refresh_at() if next_refresh_at is not None else None
+            if at is not None:
+                wakes.append(at)
         if not wakes:
             return None
         wait = (min(wakes) - self.clock.now()).total_seconds()

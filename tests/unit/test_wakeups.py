@@ -143,3 +143,21 @@ def test_only_a_committed_outbox_row_signals(store) -> None:
     assert calls == []
     open_incident(store, clock, "db")
     assert calls == [1]
+
+
+def test_a_firing_alert_wakes_the_worker_to_keep_it_alive(store) -> None:
+    """Alertmanager forgets an alert that is not re-sent before its endsAt: the sleeping worker
+    wakes at the channel's next resend while an alert fires, and not otherwise."""
+    from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
+
+    clock = FakeClock()
+    outbox = SqliteOutbox(store.db)
+    am = AlertmanagerNotifier("http://127.0.0.1:9", outbox, clock, 1 * S, 20 * S)
+    worker = make_worker(store, clock, am)
+    worker.tick()
+    assert worker.pause() == REMINDER_CHECK.total_seconds()  # nothing fires: nothing to keep
+    result = HealthCheckResult("web-id", "web", clock.now(), ProblemType.UNHEALTHY, "db down")
+    incident = store.save_incident(incidents.record_detection(None, HOST, result, clock.now()))
+    outbox.set_ref(am.name, incident.id or 0, "firing", "{}")  # an alert already fires
+    worker.tick()  # the refresh re-sends it (a closed port here: it is tried again next time)
+    assert worker.pause() == 20.0  # woken for the next resend, before the reminder check

@@ -120,6 +120,15 @@ class AlertmanagerNotifier:
                 self._outbox.drop_ref(self.name, n.incident_id or 0)
         return result
 
+    def next_refresh_at(self) -> datetime | None:
+        """When refresh() next has work (the delivery worker sleeps until then): a resend
+        interval after the last one while an alert fires; None while none does."""
+        if not self._outbox.refs(self.name):
+            return None
+        if self._last_refresh is None:
+            return self._clock.now()
+        return self._last_refresh + self.resend_interval
+
     def refresh(self) -> None:
         """Re-send every firing alert once per resend_interval, with a fresh endsAt."""
         now = self._clock.now()
