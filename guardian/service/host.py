@@ -30,7 +30,7 @@ from guardian.core.model import (
 from guardian.core.storm import StormHold, StormSettings, next_hold, storm_size
 from guardian.logs import kv
 from guardian.ports import Clock, Store
-from guardian.service.recorder import log_transition
+from guardian.service.recorder import save_logged
 
 log = logging.getLogger("guardian.host")
 
@@ -282,7 +282,4 @@ class HostWatch:
         self, change: incidents.IncidentChange, note: notifications.Notification | None = None
     ) -> Incident:
         """Write the incident and its notification (into the outbox) in one transaction."""
-        saved = self.store.save_incident(change, (note,) if note is not None else ())
-        for t in change.transitions:
-            log_transition(saved, t)
-        return saved
+        return save_logged(self.store, change, (note,) if note is not None else ())

@@ -11,6 +11,7 @@ from guardian.core import incidents, notifications
 from guardian.core.model import HOST_PROBLEMS, Incident, IncidentState, Transition
 from guardian.core.notifications import Kind, Notification
 from guardian.logs import kv
+from guardian.ports import Store
 from guardian.service.context import LoopContext
 
 log = logging.getLogger("guardian.incidents")
@@ -32,12 +33,22 @@ def log_transition(incident: Incident, t: Transition) -> None:
     )
 
 
+def save_logged(
+    store: Store, change: incidents.IncidentChange, notes: tuple[Notification, ...] = ()
+) -> Incident:
+    """The one transition writer: the incident, its transitions and the notifications it causes
+    in one transaction, then one log line per transition."""
+    saved = store.save_incident(change, notes)
+    for t in change.transitions:
+        log_transition(saved, t)
+    return saved
+
+
 class Recorder:
     """Saves the loop's incident changes with the notifications they cause (one transaction)."""
 
     def __init__(self, ctx: LoopContext) -> None:
         self.ctx = ctx
-        self.store = ctx.store
 
     def notes(self, container: str, *notes: Notification) -> tuple[Notification, ...]:
         """The notifications to queue about `container`: none when its label mutes it; no
@@ -52,10 +63,7 @@ class Recorder:
     def save(
         self, change: incidents.IncidentChange, notes: tuple[Notification, ...] = ()
     ) -> Incident:
-        saved = self.store.save_incident(change, notes)
-        for t in change.transitions:
-            log_transition(saved, t)
-        return saved
+        return save_logged(self.ctx.store, change, notes)
 
     def recovered(self, incident: Incident, reason: str, now: datetime) -> Incident:
         """Resolve an open incident whose container was seen well, telling who was told."""
@@ -88,7 +96,7 @@ class Recorder:
         """Recount open incidents, and the containers Guardian gave up on, from the store."""
         counts: dict[tuple[str, str], int] = {}
         exhausted: set[str] = set()
-        for incident in self.store.open_incidents(self.ctx.settings.host):
+        for incident in self.ctx.store.open_incidents(self.ctx.settings.host):
             key = (str(incident.type), str(incident.state))
             counts[key] = counts.get(key, 0) + 1
             # A storm's escalation is no container's exhausted restarts.
