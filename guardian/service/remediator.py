@@ -36,6 +36,13 @@ _QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
 RESTART_WITH_REASON = "restart_with"
 
 
+def held_back(decision: Decision) -> str:
+    """Why a restart did not happen, for the history: the verdict, when it may, and why."""
+    when = f"; retry at {decision.retry_at.isoformat()}" if decision.retry_at else ""
+    why = f"; {decision.detail}" if decision.detail else ""
+    return f"{decision.verdict}{when}{why}"
+
+
 class Remediator:
     def __init__(self, ctx: LoopContext, recorder: Recorder, decisions: DecisionPoint) -> None:
         self.ctx = ctx
@@ -77,7 +84,12 @@ class Remediator:
             self.ctx.state.release(snap.name)
             raise
         action = self._action(
-            incident.id, snap, ActionKind.RESTART, now, str(decision.reason), decision
+            incident.id,
+            (snap.name, snap.id),
+            ActionKind.RESTART,
+            now,
+            str(decision.reason),
+            decision,
         )
         result = self._restart(snap, a.rules, decision, action, incident, a.detected_at)
         if result.outcome is Outcome.PERMANENT_FAILURE:
@@ -115,16 +127,14 @@ class Remediator:
             ctx.store.record_intent(
                 self._action(
                     incident_id,
-                    snap,
+                    (name, snap.id),
                     ActionKind.DECISION,
                     now,
                     str(decision.reason),
                     decision,
                     outcome=outcome,
-                    finished_at=now,
+                    detail=f"{RESTART_WITH_REASON} {detail}: {held_back(decision)}",
                     extra=extra,
-                    detail=f"{RESTART_WITH_REASON} {detail}: {decision.verdict}"
-                    + (f"; {decision.detail}" if decision.detail else ""),
                 )
             )
             log.info(
@@ -134,7 +144,7 @@ class Remediator:
             return
         action = self._action(
             incident_id,
-            snap,
+            (name, snap.id),
             ActionKind.RESTART,
             now,
             RESTART_WITH_REASON,
@@ -224,24 +234,31 @@ class Remediator:
     def _action(
         self,
         incident_id: int | None,
-        snap: ContainerSnapshot,
+        container: tuple[str, str],
         kind: ActionKind,
         now: datetime,
         reason: str,
         decision: Decision,
-        **fields: object,
+        outcome: Outcome | None = None,
+        detail: str = "",
+        extra: dict[str, str] | None = None,
     ) -> RemediationAction:
+        """A row of the history about `container` (name, id); a decision row is finished now."""
+        name, container_id = container
         return RemediationAction(
             None,
             incident_id,
             self.ctx.settings.host,
-            snap.name,
-            snap.id,
+            name,
+            container_id,
             kind,
             now,
             reason,
+            outcome=outcome,
+            detail=detail,
+            finished_at=now if kind is ActionKind.DECISION else None,
             attempt=decision.attempt,
-            **fields,  # type: ignore[arg-type]
+            extra=extra or {},
         )
 
     def _give_up(self, incident: Incident, decision: Decision) -> None:
@@ -252,20 +269,16 @@ class Remediator:
         note = notifications.gave_up(change.incident, decision, now)
         incident = self.recorder.save(change, self.recorder.notes(incident.container, note))
         ctx.store.record_intent(
-            RemediationAction(
-                None,
+            self._action(
                 incident.id,
-                incident.host,
-                incident.container,
-                incident.container_id,
+                (incident.container, incident.container_id),
                 ActionKind.DECISION,
                 now,
                 str(decision.reason),
+                decision,
                 outcome=Outcome.RETRY_EXHAUSTED,
                 detail=f"{decision.max_attempts} attempts used; next allowed at "
                 f"{decision.retry_at.isoformat() if decision.retry_at else 'never'}",
-                finished_at=now,
-                attempt=decision.attempt,
             )
         )
         ctx.restart_ended(incident.container, str(Outcome.RETRY_EXHAUSTED))
@@ -293,23 +306,16 @@ class Remediator:
             and last.reason == str(decision.reason)
         ):
             return
-        now = self.ctx.clock.now()
-        detail = (
-            f"{decision.verdict}; retry at {decision.retry_at.isoformat()}"
-            if decision.retry_at
-            else str(decision.verdict)
-        ) + (f"; {decision.detail}" if decision.detail else "")
         store.record_intent(
             self._action(
                 incident.id,
-                snap,
+                (snap.name, snap.id),
                 ActionKind.DECISION,
-                now,
+                self.ctx.clock.now(),
                 str(decision.reason),
                 decision,
                 outcome=Outcome.POLICY_DENIED,
-                detail=detail,
-                finished_at=now,
+                detail=held_back(decision),
             )
         )
         log.info(
