@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -62,32 +63,32 @@ def _duration(option: str, text: str) -> timedelta:
         raise BadRequest(f"{option} {text!r}: {exc}") from None
 
 
-def _operator(args: argparse.Namespace) -> Operator:
+@contextmanager
+def _operator(args: argparse.Namespace) -> Iterator[Operator]:
+    """The operator actions over the daemon's store, closed when the command is done."""
     from guardian.bootstrap import build_operator  # the store and its adapters: only when used
 
-    return build_operator(settings_for(args))
+    op = build_operator(settings_for(args))
+    try:
+        yield op
+    finally:
+        op.store.close()
 
 
 @one_line_errors
 def cmd_list(args: argparse.Namespace) -> int:
-    op = _operator(args)
-    try:
+    with _operator(args) as op:
         state = IncidentState(args.state) if args.state else None
         rows = [incident_view(i) for i in op.store.list_incidents(op.host, state, args.container)]
-    finally:
-        op.store.close()
     emit(args, "incidents", rows, INCIDENT_COLUMNS)
     return EXIT_OK
 
 
 @one_line_errors
 def cmd_show(args: argparse.Namespace) -> int:
-    op = _operator(args)
-    try:
+    with _operator(args) as op:
         incident = op.incident(args.id)
         view, timeline = incident_view(incident), timeline_view(op.timeline(incident))
-    finally:
-        op.store.close()
     if args.json:
         print(json.dumps({"incident": view, "timeline": timeline}, indent=2))
         return EXIT_OK
@@ -102,11 +103,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _change(verb: str) -> Callable[[argparse.Namespace], int]:
     @one_line_errors
     def run(args: argparse.Namespace) -> int:
-        op = _operator(args)
-        try:
+        with _operator(args) as op:
             incident = op.change(args.id, verb, args.by, args.reason or "")
-        finally:
-            op.store.close()
         print(f"incident {incident.id} ({incident.container}) is now {incident.state}")
         return EXIT_OK
 
@@ -115,47 +113,35 @@ def _change(verb: str) -> Callable[[argparse.Namespace], int]:
 
 @one_line_errors
 def cmd_actions(args: argparse.Namespace) -> int:
-    op = _operator(args)
-    try:
+    with _operator(args) as op:
         since = op.clock.now() - _duration("--since", args.since) if args.since else None
         rows = [action_view(a) for a in op.store.actions(op.host, args.container, since)]
-    finally:
-        op.store.close()
     emit(args, "actions", rows, ACTION_COLUMNS)
     return EXIT_OK
 
 
 @one_line_errors
 def cmd_silence(args: argparse.Namespace) -> int:
-    op = _operator(args)
-    try:
+    with _operator(args) as op:
         duration = _duration("--for", args.duration)
         s = op.silence(args.container, duration, args.reason or "", args.by)
-    finally:
-        op.store.close()
     print(f"{s.container} silenced until {s.until.isoformat(timespec='seconds')}: {s.reason}")
     return EXIT_OK
 
 
 @one_line_errors
 def cmd_unsilence(args: argparse.Namespace) -> int:
-    op = _operator(args)
-    try:
+    with _operator(args) as op:
         s = op.unsilence(args.container, args.by)
-    finally:
-        op.store.close()
     print(f"{s.container}: silence lifted")
     return EXIT_OK
 
 
 @one_line_errors
 def cmd_silences(args: argparse.Namespace) -> int:
-    op = _operator(args)
-    try:
+    with _operator(args) as op:
         now = op.clock.now()
         rows = [silence_view(s, now) for s in op.store.silences(op.host, now, args.all)]
-    finally:
-        op.store.close()
     emit(args, "silences", rows, SILENCE_COLUMNS)
     return EXIT_OK
 
