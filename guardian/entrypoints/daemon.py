@@ -71,8 +71,8 @@ class Daemon:
         self.stopping = threading.Event()
         self.reload_wanted = threading.Event()
         self.first_sweep_done = threading.Event()
-        self.last_sweep_at: datetime | None = None  # the last sweep that completed
-        self.last_turn_at: datetime | None = None  # ... or that found the engine unreachable
+        self.last_turn_at: datetime | None = None  # the last sweep that completed or found the
+        # engine unreachable: either way the loop turned
         self.engine_error: str | None = None  # why the engine did not answer the last sweep
         self._reconciled = False
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
@@ -156,7 +156,6 @@ class Daemon:
         # An unreachable engine is no stall: the loop turned, and will heal once it answers.
         self.engine_error, self.last_turn_at = report.engine_error, finished
         if completed:
-            self.last_sweep_at = finished
             self.first_sweep_done.set()
             problems = [r for r in report.rows if r.result.problem is not None]
             log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))

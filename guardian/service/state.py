@@ -43,10 +43,6 @@ class LoopState:
         with self.lock:
             return max(self._restarting.values(), default=timedelta(0))
 
-    def restarting(self, container: str) -> bool:
-        with self.lock:
-            return container in self._restarting
-
     def restarts_in_flight(self) -> int:
         with self.lock:
             return len(self._restarting)

@@ -145,7 +145,6 @@ class AppriseNotifier:
     def __init__(self, name: str, service: Any, client: Any, pacing: timedelta) -> None:
         self.name = name
         self.min_interval = pacing
-        self._service = service  # Apprise's plugin object for the URL
         self._client = client  # an apprise.Apprise holding only that plugin
         self._markdown = renders_markdown(service)
         self._read_timeout = float(getattr(service, "socket_read_timeout", 0) or 0)
