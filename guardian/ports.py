@@ -210,6 +210,12 @@ class Outbox(Protocol):
     ) -> list[tuple[Incident, datetime]]:
         """Escalated open incidents whose last reminder is older than `repeat_interval`."""
 
+    def next_reminder_at(self, host: str, repeat_interval: timedelta) -> datetime | None:
+        """When reminders_due will next return an incident, as things stand (None: never)."""
+
+    def changed_elsewhere(self) -> bool:
+        """Whether another process (the CLI) wrote to the outbox's store since the last call."""
+
 
 class ProbeRunner(Protocol):
     def run(self, spec: ProbeSpec, address: str) -> tuple[bool, str]:

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -31,6 +30,7 @@ from guardian.entrypoints.http_server import (
     metrics_handler,
 )
 from guardian.entrypoints.reloader import Reloader
+from guardian.entrypoints.wakeup import Wakeup, WakingEvent
 from guardian.entrypoints.watchdog import (
     STARTING,
     SupervisorLink,
@@ -68,8 +68,10 @@ class Daemon:
         reread: Callable[[], Settings] | None = None,
     ) -> None:
         self.app = app
-        self.stopping = threading.Event()
-        self.reload_wanted = threading.Event()
+        self.wakeup = Wakeup()  # the main loop sleeps on it: no timer unless systemd's watchdog
+        self.stopping = WakingEvent(self.wakeup)
+        self._signalled: list[int] = []  # signal handlers only append: no locks in a handler
+        self._following = (False, False)  # (probes, verify) jobs as the main loop last set them
         self.first_sweep_done = threading.Event()
         self.last_turn_at: datetime | None = None  # the last sweep that completed or found the
         # engine unreachable: either way the loop turned
@@ -98,6 +100,16 @@ class Daemon:
             self.sweep()
         finally:
             self.systemd.sweep_finished(status_line(self.app, self.engine_error))
+            self.work_changed()
+
+    def wanted_jobs(self) -> tuple[bool, bool]:
+        return self.app.prober.has_targets(), self.app.verifier.awaiting()
+
+    def work_changed(self) -> None:
+        """After a job that may have given the probe or verify job work, or taken the last of it
+        away: wake the main loop to resume or pause them (any thread)."""
+        if self.wanted_jobs() != self._following:
+            self.wakeup.wake()
 
     def follow_work(self) -> None:
         """Run the probe tick only while a container has a probe (targets come from sweeps),
@@ -106,9 +118,10 @@ class Daemon:
 
         Called from the main loop, never from a job: scheduler.shutdown() holds the job store
         lock while it waits for running jobs, so a job touching the scheduler would deadlock
-        a stop."""
-        self._follow("probes", self.app.prober.has_targets())
-        self._follow("verify", self.app.verifier.awaiting())
+        a stop. Jobs wake the main loop for it (work_changed)."""
+        probes, verify = self._following = self.wanted_jobs()
+        self._follow("probes", probes)
+        self._follow("verify", verify)
 
     def _follow(self, job_id: str, wanted: bool) -> None:
         job = self.scheduler.get_job(job_id)
@@ -157,6 +170,11 @@ class Daemon:
         self.engine_error, self.last_turn_at = report.engine_error, finished
         if completed:
             self.first_sweep_done.set()
+        if self.app.delivery is not None:
+            try:
+                self.app.delivery.look_elsewhere()  # after the sweep: no timer of its own
+            except StoreError as exc:
+                self._store_failed("sweep", exc)
             problems = [r for r in report.rows if r.result.problem is not None]
             log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
 
@@ -166,6 +184,8 @@ class Daemon:
                 self.app.probe_tick()
         except Exception:
             log.exception("probes failed")
+        finally:
+            self.work_changed()
 
     def verify(self) -> None:
         try:
@@ -174,6 +194,8 @@ class Daemon:
             self._store_failed("verify", exc)
         except Exception:
             log.exception("verification failed")
+        finally:
+            self.work_changed()
 
     def prune(self) -> None:
         """Forget incidents that ended longer than store.retention ago (daily, and at start)."""
@@ -206,6 +228,8 @@ class Daemon:
             self._store_failed("event check", exc)
         except Exception:
             log.exception("event check failed", extra=kv(container_id=container_id[:12]))
+        finally:
+            self.work_changed()
 
     # -- the event listener -----------------------------------------------------------------
 
@@ -377,23 +401,31 @@ class Daemon:
         log.info("guardian stopped")
 
     def run_forever(self) -> None:
-        def on_signal(signum: int, _frame: Any) -> None:
-            log.info("signal received", extra=kv(signal=signal.Signals(signum).name))
-            self.stopping.set()
-
-        def on_hangup(_signum: int, _frame: Any) -> None:
-            self.reload_wanted.set()  # the main loop reloads: no locks taken in a handler
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGHUP, on_hangup)
+        """The main thread: asleep until a signal, a job with news for it, or a watchdog ping
+        falls due; then it stops, reloads, pings, and resumes or pauses the probe and verify
+        jobs."""
+        signal.set_wakeup_fd(self.wakeup.signal_fd, warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, lambda signum, _frame: self._signalled.append(signum))
         self.start()
         try:
-            while not self.stopping.wait(self.systemd.tick_interval):
-                if self.reload_wanted.is_set():
-                    self.reload_wanted.clear()
-                    self.reloader.reload()
+            while not self.stopping.is_set():
+                self._handle_signals()
+                if self.stopping.is_set():
+                    break
                 self.systemd.tick()
                 self.follow_work()
+                self.wakeup.wait(self.systemd.next_tick_in())
         finally:
             self.stop()
+            signal.set_wakeup_fd(-1)
+            self.wakeup.close()
+
+    def _handle_signals(self) -> None:
+        while self._signalled:
+            signum = self._signalled.pop(0)
+            if signum == signal.SIGHUP:
+                self.reloader.reload()
+                continue
+            log.info("signal received", extra=kv(signal=signal.Signals(signum).name))
+            self.stopping.set()

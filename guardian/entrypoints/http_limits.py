@@ -126,6 +126,17 @@ class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
             self.maintenance(now)
         return bool(self.accepting) and now >= self.paused_until
 
+    def loop_timeout(self) -> float | None:
+        """How long the loop may block in poll(): for ever while no connection is open and
+        accepting is not paused (a client, a finished response or stop() wakes it), else until
+        the next timeout check or the end of the pause."""
+        if not self.active_channels and not self.paused_until:
+            return None
+        now = time.time()
+        if self.paused_until and now >= self.paused_until:
+            self.paused_until = 0.0
+        return max(0.001, min(self.next_cleanup, self.paused_until or self.next_cleanup) - now)
+
     def open_connections(self) -> int:
         """Connections held, not counting those already told to close."""
         held = len(self.active_channels)

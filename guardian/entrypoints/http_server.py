@@ -179,6 +179,11 @@ class HttpServer:
         assert self._server is not None
         return str(self._server.effective_host), int(self._server.effective_port)
 
+    @property
+    def thread_id(self) -> int | None:
+        """The serving thread's kernel id (for /proc/self/task/<id>), while it runs."""
+        return self._thread.native_id if self._thread is not None else None
+
     def start(self) -> None:
         """Listen, or raise ListenError naming http.listen."""
         socket_map: dict[int, Any] = {}
@@ -208,7 +213,8 @@ class HttpServer:
     def _serve(self, server: GuardedServer, socket_map: dict[int, Any]) -> None:
         try:
             while not self._stopping.is_set():
-                wasyncore.loop(timeout=1.0, map=socket_map, use_poll=True, count=1)
+                timeout = server.loop_timeout()
+                wasyncore.loop(timeout=timeout, map=socket_map, use_poll=True, count=1)
         finally:
             server.task_dispatcher.shutdown(timeout=5)
             wasyncore.close_all(socket_map)

@@ -25,7 +25,7 @@ from guardian.logs import kv
 
 log = logging.getLogger("guardian.systemd")
 
-MAX_TICK = 1.0  # the main loop wakes at least this often (seconds)
+MAX_TICK = 1.0  # a ping goes at most this long before half the watchdog timeout (seconds)
 
 
 def stall_limit(settings: Settings) -> timedelta:
@@ -121,10 +121,24 @@ class SupervisorLink:
 
     @property
     def tick_interval(self) -> float:
-        """How often the main loop should call tick(): half the watchdog timeout, at most 1 s."""
+        """How early before half the watchdog timeout a ping goes (a quarter of the timeout, at
+        most 1 s), and how often a stalled sweep is looked at again while pings are withheld."""
         if self.supervisor.watchdog is None:
             return MAX_TICK
         return max(0.01, min(MAX_TICK, self.supervisor.watchdog.total_seconds() / 4))
+
+    def next_tick_in(self) -> float | None:
+        """Seconds the main loop may sleep before the next tick(): until the next ping falls
+        due (None: no watchdog, so no timer). While pings are withheld, a tick_interval."""
+        watchdog = self.supervisor.watchdog
+        if watchdog is None:
+            return None
+        if self._withholding:
+            return self.tick_interval
+        if self._last_ping is None:
+            return 0.0
+        due = self._last_ping + watchdog.total_seconds() / 2 - self.tick_interval
+        return max(0.0, due - self._now())
 
     def sweep_started(self) -> None:
         self.liveness.started()
@@ -169,7 +183,7 @@ class SupervisorLink:
         if self._withholding:
             self._withholding = False
             log.info("sweep alive again; watchdog pings resumed")
-        # Called every tick_interval: ping when the next tick would pass half the timeout.
+        # Called when next_tick_in() says, or sooner: ping a tick_interval before half the timeout.
         due = watchdog.total_seconds() / 2 - self.tick_interval
         if self._last_ping is None or now - self._last_ping >= due:
             self._last_ping = now

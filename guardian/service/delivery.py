@@ -29,9 +29,6 @@ from guardian.logs import kv
 from guardian.ports import Clock, Metrics, Notifier, Outbox, QueuedDelivery
 
 log = logging.getLogger("guardian.notify")
-# How often to look for reminders that are due, and for rows another process (the CLI) queued:
-# the only reason a worker with channels wakes while nothing happens.
-REMINDER_CHECK = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ class DeliveryWorker:
         self.settings = settings
         self.redact = redact or Redactor()
         self._next_send: dict[str, datetime] = {}
-        self._reminders_checked: datetime | None = None
+        self._next_reminder: datetime | None = None
         self._depth = 0
         for channel in self.channels:
             metrics.notification_channel(channel.name)
@@ -104,16 +101,16 @@ class DeliveryWorker:
         return sent
 
     def _remind(self, now: datetime) -> None:
-        last = self._reminders_checked
-        if not self.channels or (last is not None and now - last < REMINDER_CHECK):
+        """Queue the reminders due, and note when the next one will be (the worker wakes then)."""
+        if not self.channels:
             return
-        self._reminders_checked = now
-        due = self.outbox.reminders_due(self.settings.host, self.settings.repeat_interval, now)
-        for incident, opened_at in due:
+        host, repeat = self.settings.host, self.settings.repeat_interval
+        for incident, opened_at in self.outbox.reminders_due(host, repeat, now):
             self.outbox.enqueue([reminder(incident, now - opened_at, now)])
             log.info(
                 "reminder queued", extra=kv(incident=incident.id, container=incident.container)
             )
+        self._next_reminder = self.outbox.next_reminder_at(host, repeat)
 
     def _due_at(self, at: datetime | None) -> None:
         if at is not None and (self._due is None or at < self._due):
@@ -185,13 +182,18 @@ class DeliveryWorker:
         """Rows were queued: tick now rather than at the next due time (any thread)."""
         self._woken.set()
 
+    def look_elsewhere(self) -> None:
+        """Wake if another process (the CLI acknowledging an incident) wrote to the store: the
+        daemon calls this after each sweep, its one periodic job, rather than the worker
+        waking on a timer of its own."""
+        if self.channels and self.outbox.changed_elsewhere():
+            self.wake()
+
     def pause(self) -> float | None:
         """Seconds the thread may sleep after a tick unless woken (None: until woken): until the
-        next send falls due, the next reminder check (with channels) or a channel's next
-        refresh, at least min_pause."""
-        wakes = [self._due] if self._due is not None else []
-        if self.channels and self._reminders_checked is not None:
-            wakes.append(self._reminders_checked + REMINDER_CHECK)
+        next send falls due, the next reminder or a channel's next refresh, at least
+        min_pause."""
+        wakes = [at for at in (self._due, self._next_reminder) if at is not None]
         for channel in self.channels:
             # A channel that keeps something alive (Alertmanager's firing alerts) says when.
             next_refresh_at = getattr(channel, "next_refresh_at", None)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import resource
 import socket
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +34,27 @@ def serve() -> Iterator[object]:
     yield start
     for s in servers:
         s.stop()
+
+
+def runs(thread_id: int | None) -> int:
+    """How many times the kernel put the thread on a CPU so far."""
+    return int(Path(f"/proc/self/task/{thread_id}/schedstat").read_text().split()[2])
+
+
+def test_the_server_sleeps_in_poll_while_no_client_is_connected() -> None:
+    routes = Routes()
+    routes.add("/healthz", check_handler(lambda: (True, "ok")))
+    server = HttpServer("127.0.0.1:0", routes)
+    server.start()
+    try:
+        assert get(server.address) == (200, b"ok\n")
+        time.sleep(0.2)  # the loop closes the connection and goes back to poll()
+        before = runs(server.thread_id)
+        time.sleep(2.5)  # absence over a window: a 1 s timer would run at least twice
+        assert runs(server.thread_id) - before == 0
+        assert get(server.address) == (200, b"ok\n")  # and a client still wakes it
+    finally:
+        server.stop()
 
 
 def closed_by_server(s: socket.socket) -> bool:

@@ -143,6 +143,25 @@ def test_pings_about_every_half_timeout_and_stop_when_the_sweep_stalls():
     assert sent.at("STATUS=sweep stalled for 11s") == [27]
 
 
+def test_the_main_loop_sleeps_until_the_next_ping_falls_due():
+    """The main loop's only timer is the watchdog: it sleeps until a ping is due (half the
+    timeout less a second), and looks again each second while a stalled sweep withholds it."""
+    ticks = Ticks()
+    s, sent = link(ticks, watchdog_s=60, limit_s=100)
+    assert s.next_tick_in() == 0.0  # the first ping at once
+    for _ in range(4):
+        s.tick()
+        ticks.t += s.next_tick_in()
+    assert sent.at("WATCHDOG=1") == [0, 29, 58, 87]
+
+    s.sweep_started()  # and never returns
+    ticks.t += 101
+    s.tick()
+    assert s.next_tick_in() == s.tick_interval == 1.0
+    s.supervisor.watchdog = None
+    assert s.next_tick_in() is None  # no watchdog: no timer at all
+
+
 def test_pings_resume_when_the_stalled_sweep_returns():
     ticks = Ticks()
     s, sent = link(ticks, watchdog_s=8, limit_s=1)

@@ -3,8 +3,13 @@ verification, and the delivery worker sleeps until a row is queued or a send fal
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -12,11 +17,12 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
+from guardian.bootstrap import build_operator
 from guardian.core import incidents, notifications
 from guardian.core.delivery import Result, RetryPolicy, Status
-from guardian.core.model import HealthCheckResult, ProblemType
+from guardian.core.model import Decision, HealthCheckResult, ProblemType, Reason, Verdict
 from guardian.entrypoints.daemon import Daemon
-from guardian.service.delivery import REMINDER_CHECK, DeliveryWorker, WorkerSettings
+from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeNotifier
 from tests.helpers import wait_until
@@ -51,6 +57,49 @@ def test_the_verify_tick_runs_only_while_a_restart_awaits_verification(tmp_path:
         t.store.close()
 
 
+def test_the_main_loop_has_no_timer_and_wakes_for_signals_and_for_work(tmp_path, caplog) -> None:
+    """Outside systemd's watchdog the main thread sleeps without a timeout: a SIGHUP reloads,
+    a restart wakes it to resume the verify job (which pauses again once verified), SIGTERM
+    stops it. Each step fails (times out) if the wake-up it needs is missing."""
+    caplog.set_level(logging.INFO)
+    t = make_app(tmp_path, daemon=True, http={"listen": "127.0.0.1:0"})
+    d = Daemon(t.app)
+    t.engine.add("web")
+    verify = lambda: d.scheduler.get_job("verify").next_run_time  # noqa: E731
+    seen: dict[str, Any] = {}
+
+    def scenario() -> None:
+        try:
+            wait_until(d.first_sweep_done.is_set, 10, message="first sweep")
+            seen["timer"] = d.systemd.next_tick_in()
+            os.kill(os.getpid(), signal.SIGHUP)
+            wait_until(lambda: "config reloaded" in caplog.messages, 10, message="reload")
+            t.engine.set("web", health="unhealthy")
+            d.kick_sweep()
+            wait_until(lambda: t.restarted() == ["web"], 10, message="restart")
+            wait_until(lambda: verify() is not None, 10, message="verify job resumed")
+            t.engine.set("web", health="healthy")
+            wait_until(lambda: [a.outcome for a in t.restarts()] == ["succeeded"], 10)
+            wait_until(lambda: verify() is None, 10, message="verify job paused")
+            seen["done"] = True
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
+            seen["error"] = exc
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    threading.Thread(target=scenario, daemon=True).start()
+    try:
+        d.run_forever()  # the real main loop, in the main thread; returns on SIGTERM
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    if "error" in seen:
+        raise seen["error"]
+    assert seen["timer"] is None and seen["done"]
+    assert "signal received" in caplog.messages
+
+
 @pytest.fixture
 def store(tmp_path: Path):
     s = SqliteStore(tmp_path / "g.db")
@@ -78,10 +127,28 @@ def test_a_worker_without_channels_sleeps_until_woken(store) -> None:
     assert worker.pause() is None
 
 
-def test_an_idle_worker_with_a_channel_wakes_only_to_look_for_reminders(store) -> None:
-    worker = make_worker(store, FakeClock(), FakeNotifier("slack"))
+def test_an_idle_worker_with_a_channel_wakes_only_when_a_reminder_falls_due(store) -> None:
+    clock = FakeClock()
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack)
     worker.tick()
-    assert worker.pause() == REMINDER_CHECK.total_seconds()
+    assert worker.pause() is None  # nothing escalated: no reminder to wait for
+    open_incident(store, clock)
+    incident = store.open_incidents(HOST)[0]
+    decision = Decision(Verdict.GIVE_UP, Reason.MAX_ATTEMPTS, None, 3, 3)
+    change = incidents.escalate(incident)
+    store.save_incident(change, [notifications.gave_up(change.incident, decision, clock.now())])
+    for _ in range(3):  # the opening, the give-up (paced a minute apart), then nothing
+        worker.tick()
+        clock.advance(30)
+    repeat = WorkerSettings(HOST).repeat_interval
+    assert worker.pause() == (repeat - 90 * S).total_seconds()  # the reminder's due time
+    clock.advance(worker.pause() or 0)
+    for _ in range(3):  # queued, sent, then nothing
+        worker.tick()
+        clock.advance(30)
+    assert [b[0].kind for b in slack.sent] == ["opened", "gave_up", "reminder"]
+    assert worker.pause() == (repeat - 90 * S).total_seconds()  # the next reminder's
 
 
 def test_a_failed_send_wakes_the_worker_at_its_retry_time(store) -> None:
@@ -119,12 +186,43 @@ def test_a_notification_the_loop_writes_wakes_the_sleeping_worker_at_once(tmp_pa
     worker.channels.append(slack)
     worker.start()
     try:
-        # Idle, it sleeps REMINDER_CHECK (30 s): only the store's signal can make this quick.
-        wait_until(lambda: worker.pause() is not None, 5, message="the worker never ticked")
+        # Idle, it sleeps until woken: only the store's signal can make this quick.
+        wait_until(lambda: worker.outbox.queue_depth() == 0, 5, message="the worker never ran")
         t.engine.add("web", health="unhealthy")
         t.healer.sweep()
         wait_until(lambda: slack.sent, 10, message="the queued notification was not sent")
         assert slack.sent[0][0].kind == "opened"
+    finally:
+        worker.stop()
+        t.store.close()
+
+
+def test_a_notification_another_process_queues_goes_out_after_the_next_sweep(tmp_path) -> None:
+    """`guardian incidents resolve` writes the resolution's notification from another
+    process: the sleeping worker has no timer, so the daemon's sweep looks for such writes."""
+    t = make_app(tmp_path, daemon=True, host=HOST, notify={"group_wait": "0s"})
+    d = Daemon(t.app)
+    worker = t.app.delivery
+    assert worker is not None
+    slack = FakeNotifier("slack")
+    worker.channels.append(slack)
+    t.engine.add("web")
+    open_incident(t.store, t.clock, "web")  # found earlier; web is fine now
+    worker.start()
+    try:
+        wait_until(lambda: slack.sent and not worker.outbox.queue_depth(), 10)  # all sent
+        wait_until(lambda: worker.pause() is None, 5, message="asleep until woken")
+        cli = SqliteStore(t.app.settings["store.path"])  # the CLI's own connection
+        try:
+            incident = cli.open_incidents(HOST)[0]
+            operator = build_operator(t.app.settings, store=cli, clock=t.app.clock, host=HOST)
+            operator.change(incident.id or 0, "resolve", "alice", "fixed by hand")
+        finally:
+            cli.close()
+        d.sweep_job()
+        kinds = lambda: [n.kind for batch in slack.sent[1:] for n in batch]  # noqa: E731
+        wait_until(kinds, 10, message="the resolution was not sent")
+        assert kinds() == ["resolved"]
     finally:
         worker.stop()
         t.store.close()
@@ -155,7 +253,7 @@ def test_a_firing_alert_wakes_the_worker_to_keep_it_alive(store) -> None:
     am = AlertmanagerNotifier("http://127.0.0.1:9", outbox, clock, 1 * S, 20 * S)
     worker = make_worker(store, clock, am)
     worker.tick()
-    assert worker.pause() == REMINDER_CHECK.total_seconds()  # nothing fires: nothing to keep
+    assert worker.pause() is None  # nothing fires: nothing to keep
     result = HealthCheckResult("web-id", "web", clock.now(), ProblemType.UNHEALTHY, "db down")
     incident = store.save_incident(incidents.record_detection(None, HOST, result, clock.now()))
     outbox.set_ref(am.name, incident.id or 0, "firing", "{}")  # an alert already fires

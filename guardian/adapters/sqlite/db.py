@@ -60,6 +60,7 @@ class Database:
         self._lock = threading.RLock()
         self._outbox_listeners: list[Callable[[], object]] = []
         self._outbox_written = False  # by the transaction in progress (under the lock)
+        self._data_version = 0  # see changed_elsewhere
         try:
             # Incidents quote what containers print: nobody else on the host reads them.
             private_dirs(self.path.parent)
@@ -85,6 +86,7 @@ class Database:
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
             self._watch_outbox()
+            self._data_version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store {self.path}: {exc}{_LEFT_ALONE}") from None
         except OSError as exc:
@@ -170,6 +172,14 @@ class Database:
     @property
     def schema_version(self) -> int:
         return int(self.query("PRAGMA user_version")[0][0])
+
+    def changed_elsewhere(self) -> bool:
+        """Whether another connection (another process: the CLI) committed since the last call
+        (SQLite's data_version); the first call compares with the file as it was opened."""
+        version = int(self.query("PRAGMA data_version")[0][0])
+        with self._lock:
+            seen, self._data_version = self._data_version, version
+        return version != seen
 
     def trace(self, callback: Callable[[str], object] | None) -> None:
         """Call `callback` with every statement run from now on (None stops); for tests that

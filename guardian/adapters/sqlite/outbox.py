@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from guardian.adapters.sqlite.db import Database
-from guardian.adapters.sqlite.schema import incident_row, to_text
+from guardian.adapters.sqlite.schema import from_text, incident_row, to_text
 from guardian.core.delivery import Next, Pending, RowState
 from guardian.core.model import HOST_SUBJECT, Incident
 from guardian.core.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
@@ -182,6 +182,21 @@ class SqliteOutbox:
         return [(r["incident_id"], r["ref"], r["data"]) for r in rows]
 
     # -- reminders --------------------------------------------------------------------------
+
+    def next_reminder_at(self, host: str, repeat_interval: timedelta) -> datetime | None:
+        """When the soonest reminder falls due (see reminders_due); None: no incident needs one."""
+        rows = self.db.query(
+            "SELECT MIN(last) FROM (SELECT MAX(o.created_at) AS last FROM incidents i"
+            " JOIN outbox o ON o.incident_id = i.id AND o.kind IN (?, ?)"
+            " WHERE i.host=? AND i.escalated=1 AND i.state IN"
+            " ('active', 'acknowledged', 'in_progress') GROUP BY i.id)",
+            (str(Kind.GAVE_UP), str(Kind.REMINDER), host),
+        )
+        last = from_text(rows[0][0]) if rows else None
+        return last + repeat_interval if last is not None else None
+
+    def changed_elsewhere(self) -> bool:
+        return self.db.changed_elsewhere()
 
     def reminders_due(
         self, host: str, repeat_interval: timedelta, now: datetime
