@@ -36,7 +36,7 @@ def measure(fleet: Fleet, tmp: Path, size: int) -> BurstResult:
     names = fleet.create(size, tag, health=True, workers=8)
     log = EventLog(fleet.url, fleet.scope)
     try:
-        wait_for(lambda: all(fleet.health(n) == "healthy" for n in names), 120, "fleet healthy")
+        wait_for(lambda: fleet.healthy(tag) == size, 60 + 2 * size, "fleet healthy", every=1)
         budget = {**OPEN_BUDGET, "max_concurrent": size}
         with GuardianRun(tmp / tag, fleet.url, fleet.scope, restart=budget, storm=NO_STORM_BREAKER):
             since = time.time() - 0.05
