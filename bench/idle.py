@@ -1,21 +1,28 @@
-"""Idle cost: Guardian at its defaults (10 s sweep, events on) and the polling baseline
-(bench/poller.py, 5 s like docker-autoheal) watch the same healthy containers over the same
-window, for several fleet sizes. CPU from /proc/<pid>/stat, RSS from VmRSS, and wake-ups: the
-times the process's threads were scheduled (/proc/<pid>/task/*/schedstat, 3rd field), per thread
-named by `py-spy dump` (when py-spy is installed) so a periodic wake-up shows whose it is."""
+"""Idle cost: Guardian at its defaults (10 s sweep, events on) beside two polling baselines that
+watch the same healthy containers over the same window, for several fleet sizes: docker-autoheal's
+loop as it runs (bench/autoheal.sh: sh, curl and jq every 5 s) and a lean poller (bench/poller.py:
+one Python process, one connection, the same filtered list every 5 s).
+
+CPU: Guardian's and the lean poller's from /proc/<pid>/task/*/schedstat (nanoseconds on a CPU,
+every thread); the shell's from /proc/<pid>/stat with the children it waited for (curl, jq, sleep:
+the cost of polling that way). RSS from VmRSS. Wake-ups: the times the threads were scheduled
+(schedstat's 3rd field), per thread named by `py-spy dump` (when py-spy is installed) so a
+periodic wake-up shows whose it is."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.engine import REPO, Fleet
-from bench.probes import GuardianRun, cpu_seconds, rss_mb, wait_for
+from bench.probes import GuardianRun, rss_mb, wait_for
 
 RATIO_FLOOR = 0.25  # Guardian's CPU at most this share of the baseline's at 100 containers
 HEALTH_INTERVAL = 30.0  # Docker's default health check interval
@@ -33,13 +40,21 @@ class IdleResult:
     containers: int
     seconds: float
     guardian: Side
-    poller: Side
+    poller: Side  # the lean Python poller
     poll_interval: float
     threads: dict[str, float] = field(default_factory=dict)  # Guardian's wake-ups/min by thread
     sweeps: float = 0.0  # Guardian's sweeps in the window
+    autoheal: Side | None = None  # docker-autoheal's shell loop
+    health_interval: float = HEALTH_INTERVAL
 
     @property
     def ratio(self) -> float:
+        """Guardian's CPU over docker-autoheal's (the issue's polling baseline)."""
+        base = self.autoheal or self.poller
+        return self.guardian.cpu_per_minute / max(base.cpu_per_minute, 1e-9)
+
+    @property
+    def ratio_lean(self) -> float:
         return self.guardian.cpu_per_minute / max(self.poller.cpu_per_minute, 1e-9)
 
 
@@ -54,8 +69,25 @@ def wakeups(pid: int) -> int:
     return total
 
 
-def _sample(pid: int) -> tuple[float, int]:
-    return cpu_seconds(pid), wakeups(pid)
+def thread_cpu(pid: int) -> float:
+    """Seconds on a CPU of every thread of `pid` (schedstat: nanoseconds, not 10 ms ticks)."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
+def shell_cpu(pid: int) -> float:
+    """utime + stime of a shell and of the children it waited for (cutime + cstime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _sample(pid: int, cpu: Callable[[int], float] = thread_cpu) -> tuple[float, int]:
+    return cpu(pid), wakeups(pid)
 
 
 def thread_runs(pid: int) -> dict[int, int]:
@@ -125,69 +157,84 @@ def measure(
                 "fleet healthy",
                 every=2,
             )
-            results.append(_window(fleet, tmp / tag, size, seconds, poll_interval))
+            result = _window(fleet, tmp / tag, size, seconds, poll_interval)
+            result.health_interval = health_interval
+            results.append(result)
         finally:
             fleet.remove(tag)
     return results
 
 
 def _window(fleet: Fleet, tmp: Path, size: int, seconds: float, poll_interval: float) -> IdleResult:
-    poller = subprocess.Popen(
-        [sys.executable, "-m", "bench.poller", fleet.url, fleet.scope, str(poll_interval)],
-        cwd=REPO,
-    )
+    args = [fleet.url, fleet.scope, str(poll_interval)]
+    poller = subprocess.Popen([sys.executable, "-m", "bench.poller", *args], cwd=REPO)
+    autoheal = subprocess.Popen(["sh", str(REPO / "bench" / "autoheal.sh"), *args], cwd=REPO)
     try:
         with GuardianRun(tmp, fleet.url, fleet.scope) as g:
             time.sleep(min(5.0, seconds))  # start-up (imports, first sweep) is not idle time
             s0, threads0 = sweeps_done(g), thread_runs(g.pid)
-            g0, p0, t0 = _sample(g.pid), _sample(poller.pid), time.monotonic()
+            g0, p0, a0 = _sample(g.pid), _sample(poller.pid), _sample(autoheal.pid, shell_cpu)
+            t0 = time.monotonic()
             time.sleep(seconds)
-            g1, p1, t1 = _sample(g.pid), _sample(poller.pid), time.monotonic()
+            g1, p1, a1 = _sample(g.pid), _sample(poller.pid), _sample(autoheal.pid, shell_cpu)
+            t1 = time.monotonic()
             threads1 = thread_runs(g.pid)
             s1 = sweeps_done(g)
             per_min = 60 / (t1 - t0)
+
+            def side(pid: int, a: tuple[float, int], b: tuple[float, int]) -> Side:
+                return Side((b[0] - a[0]) * per_min, rss_mb(pid), (b[1] - a[1]) * per_min)
+
             return IdleResult(
                 size,
                 t1 - t0,
-                Side((g1[0] - g0[0]) * per_min, rss_mb(g.pid), (g1[1] - g0[1]) * per_min),
-                Side((p1[0] - p0[0]) * per_min, rss_mb(poller.pid), (p1[1] - p0[1]) * per_min),
+                side(g.pid, g0, g1),
+                side(poller.pid, p0, p1),
                 poll_interval,
                 by_thread(g.pid, threads0, threads1, (t1 - t0) / 60),
                 s1 - s0,
+                side(autoheal.pid, a0, a1),
             )
     finally:
-        poller.terminate()
-        poller.wait(30)
+        for proc in (poller, autoheal):
+            proc.terminate()
+            proc.wait(30)
 
 
 def render(results: list[IdleResult]) -> list[str]:
     if not results:
         return []
+    interval = f"{results[0].poll_interval:g} s"
     out = [
-        "## Idle: Guardian beside a polling baseline",
+        "## Idle: Guardian beside two polling baselines",
         "",
-        "Guardian at its defaults (10 s sweep, events on) and the polling baseline "
-        f"(`bench/poller.py`: list unhealthy containers every {results[0].poll_interval:g} s, "
-        "as docker-autoheal does) run at the same time over the same healthy containers "
-        f"(health check every {HEALTH_INTERVAL:g} s), measured over the same window after "
-        "start-up. Wake-ups: times the process's threads were scheduled "
-        "(`/proc/<pid>/task/*/schedstat`).",
+        "Guardian at its defaults (10 s sweep, events on) and two polling baselines run at the "
+        "same time over the same healthy containers (health check every "
+        f"{results[0].health_interval:g} s), measured over the same window after start-up: "
+        f"docker-autoheal's loop as it runs (`bench/autoheal.sh`: every {interval}, `curl` on "
+        "the engine's socket for the unhealthy labelled containers, `jq` for their ids, in "
+        "`sh`), and a lean poller (`bench/poller.py`: one Python process keeping one "
+        f"connection, the same filtered list every {interval}). CPU per minute: Guardian's and "
+        "the lean poller's from every thread's schedstat (ns), the shell's with the children "
+        "it waited for. Wake-ups: times the process's threads were scheduled.",
         "",
-        "| containers | window | Guardian CPU s/min | baseline CPU s/min | ratio (floor ≤ 0.25 "
-        "at 100) | Guardian RSS | baseline RSS | Guardian wake-ups/min | baseline wake-ups/min |",
+        "| containers | window | Guardian CPU s/min | docker-autoheal loop | ratio (floor ≤ "
+        "0.25 at 100) | lean poller | ratio | RSS: Guardian / lean poller | wake-ups/min: "
+        "Guardian / lean poller |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         floor = (
             (" " + ("met" if r.ratio <= RATIO_FLOOR else "**missed**"))
-            if r.containers == 100
+            if r.containers == 100 and r.autoheal is not None
             else ""
         )
+        shell = f"{r.autoheal.cpu_per_minute:.3f}" if r.autoheal is not None else "–"
         out.append(
-            f"| {r.containers} | {r.seconds:.0f} s | {r.guardian.cpu_per_minute:.3f} | "
-            f"{r.poller.cpu_per_minute:.3f} | {r.ratio:.2f}{floor} | {r.guardian.rss_mb:.0f} MB | "
-            f"{r.poller.rss_mb:.0f} MB | {r.guardian.wakeups_per_minute:.0f} | "
-            f"{r.poller.wakeups_per_minute:.0f} |"
+            f"| {r.containers} | {r.seconds:.0f} s | {r.guardian.cpu_per_minute:.3f} | {shell} | "
+            f"{r.ratio:.2f}{floor} | {r.poller.cpu_per_minute:.3f} | {r.ratio_lean:.2f} | "
+            f"{r.guardian.rss_mb:.0f} / {r.poller.rss_mb:.0f} MB | "
+            f"{r.guardian.wakeups_per_minute:.0f} / {r.poller.wakeups_per_minute:.0f} |"
         )
     out += _threads(results)
     if len(results) > 1:

@@ -1,8 +1,8 @@
-"""The polling baseline: what docker-autoheal does, in Python with the Docker SDK. Every
-`interval` seconds, list the opted-in containers the engine reports unhealthy and restart them.
+"""The lean polling baseline: docker-autoheal's request from one Python process (Docker SDK, one
+kept connection) instead of a shell spawning curl and jq (bench/autoheal.sh). Every `interval`
+seconds, list the opted-in containers the engine reports unhealthy and restart them.
 
-`python -m bench.poller URL SCOPE INTERVAL`; runs until terminated.
-"""
+`python -m bench.poller URL SCOPE INTERVAL`; runs until terminated."""
 
 from __future__ import annotations
 

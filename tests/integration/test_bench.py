@@ -1,7 +1,8 @@
 """The benchmark's code path on a tiny size (3 containers, 1 trial), so it cannot rot.
 
 No timing is asserted: only that every measurement ran, that a sweep made exactly one list
-request plus one inspect per candidate, and that the benchmark removed what it created.
+request plus one inspect per candidate, that Guardian's main thread slept through the idle
+window, and that the benchmark removed what it created.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     assert results.flood is not None and results.flood.flooded.answers
     [idle] = results.idle
     assert idle.containers == 3 and idle.guardian.wakeups_per_minute > 0 < idle.poller.rss_mb
+    # Outside systemd's watchdog the main thread has no timer: idle, it never runs.
+    assert idle.threads["MainThread"] == 0, idle.threads
     [burst] = results.bursts
     assert burst.size == 3 and len(burst.samples) == 3
     assert [(x.command, x.heavy) for x in results.imports] == [
