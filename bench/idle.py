@@ -198,7 +198,11 @@ def _window(fleet: Fleet, tmp: Path, size: int, seconds: float, poll_interval: f
     finally:
         for proc in (poller, autoheal):
             proc.terminate()
-            proc.wait(30)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
 
 
 def render(results: list[IdleResult]) -> list[str]:

@@ -20,7 +20,10 @@ def main(url: str, scope: str, interval: float) -> None:
     filters = {"health": "unhealthy", "label": ["guardian.enable=true", scope]}
     while not stop.wait(interval):
         for c in api.containers(filters=filters):
-            api.restart(c["Id"], timeout=10)
+            try:
+                api.restart(c["Id"], timeout=10)
+            except docker.errors.APIError as exc:  # removed meanwhile: as autoheal, go on
+                print(f"restart {c['Id'][:12]} failed: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     assert idle.containers == 3 and idle.guardian.wakeups_per_minute > 0 < idle.poller.rss_mb
     # Outside systemd's watchdog the main thread has no timer: idle, it never runs.
     assert idle.threads["MainThread"] == 0, idle.threads
+    assert idle.autoheal is not None and idle.autoheal.rss_mb > 0  # docker-autoheal's loop ran
     [burst] = results.bursts
     assert burst.size == 3 and len(burst.samples) == 3
     assert [(x.command, x.heavy) for x in results.imports] == [
