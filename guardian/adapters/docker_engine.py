@@ -104,17 +104,23 @@ class DockerEngine:
     def _client(self) -> docker.APIClient:
         with self._lock:
             if self._api is None:
+                api = None
                 try:
                     # "auto" asks the engine for its API version: works from 20.10 to today's.
-                    self._api = docker.APIClient(
+                    api = docker.APIClient(
                         base_url=self.url, version="auto", timeout=self.timeout.total_seconds()
                     )
                     if self.url.startswith("unix://"):
                         # No HTTP proxy applies to a Unix socket; skipping requests' lookup of
                         # proxy variables saves ~0.5 ms per request (bench/RESULTS.md).
-                        self._api.trust_env = False
+                        api.trust_env = False
+                    # Docker or Podman: asked once per connection, not once per sweep.
+                    self._identity = identify(api.version())
                 except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+                    if api is not None:
+                        api.close()
                     raise EngineUnavailable(self._reason(exc)) from None
+                self._api = api
             return self._api
 
     def _reason(self, exc: BaseException) -> str:
@@ -146,15 +152,10 @@ class DockerEngine:
         self._call(lambda api: api.ping())
 
     def identity(self) -> EngineIdentity:
+        self._call(lambda api: None)  # connects, and so identifies, when not connected yet
         known = self._identity
-        if known is None:
-            try:
-                known = identify(self._call(lambda api: api.version()))
-            except docker.errors.APIError as exc:
-                raise EngineUnavailable(
-                    f"docker engine refused /version: {exc.explanation}"
-                ) from None
-            self._identity = known
+        if known is None:  # dropped by another thread in between
+            raise EngineUnavailable(f"docker engine at {self.shown_url} went away")
         return known
 
     def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:

@@ -70,3 +70,25 @@ def test_sigterm_during_a_restart_finishes_and_records_it(containers, guardian):
     )
     [incident] = rows(g.store_path, "SELECT * FROM incidents")
     assert incident["state"] == "resolved"
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_an_exited_container_is_restarted_max_attempts_times_then_escalated(
+    containers, guardian, engine_events
+):
+    name = containers.run("quits", ["sh", "-c", "sleep 1; exit 3"])
+    g = guardian(restart={"cooldown": "1s", "max_attempts": 3, "verify_timeout": "4s"})
+    db = g.store_path
+    wait_until(
+        lambda: rows(db, "SELECT * FROM actions WHERE outcome='retry_exhausted'"),
+        90,
+        0.2,
+        "retry_exhausted",
+    )
+    # Judged by the engine: three restarts (its events), and it is down again (its inspect).
+    assert engine_events.count(name, "start") == 1 + 3
+    assert containers.inspect(name)["State"]["ExitCode"] == 3
+    [incident] = rows(db, "SELECT * FROM incidents")
+    assert incident["type"] == "exited" and incident["escalated"] == 1
+    assert incident["state"] == "in_progress"
+    assert g.stop() == 0
