@@ -171,7 +171,14 @@ class DockerEngine:
                 for state in HEALTH_STATES
                 for item in self._list({**filters, "health": [state]})
             }
-            snaps = [replace(s, health=health.get(s.id)) if s.health is None else s for s in snaps]
+            # As Docker's list does: a health only for a running container (a paused or exited
+            # one's is stale).
+            snaps = [
+                replace(s, health=health.get(s.id))
+                if s.health is None and s.state == "running"
+                else s
+                for s in snaps
+            ]
         return snaps
 
     def _list(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
