@@ -23,8 +23,8 @@ import docker.errors
 import pytest
 import yaml
 
-from tests.helpers import wait_until
-from tests.integration.podman_service import HealthChecks, PodmanService
+from bench.podman import HealthChecks, PodmanService
+from tests.helpers import require_tool, wait_until
 
 IMAGE = "guardian-test-busybox:latest"
 RUN_ID = uuid.uuid4().hex[:8]
@@ -76,6 +76,7 @@ def podman_service(
     docker_api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PodmanService]:
     """One `podman system service` for the whole session, on its own socket and storage."""
+    require_tool("podman", "podman")
     service = PodmanService(tmp_path_factory.mktemp("podman"), IMAGE)
     yield service
     service.close()

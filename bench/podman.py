@@ -1,12 +1,14 @@
-"""A private `podman system service` for the Podman tier: its own socket, storage, state and
-events under one temp dir, no network namespace for its containers, and the test image loaded
-from Docker. Without systemd Podman never runs healthchecks itself: HealthChecks does, on a timer.
+"""A private `podman system service` for the benchmark and the Podman test tier: its own socket,
+storage, state and events under one temp dir, no network namespace for its containers, and the
+test image loaded from Docker. Without systemd Podman never runs healthchecks itself:
+HealthChecks does, on a timer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import docker
 
-from tests.helpers import require_tool, wait_until
+from bench.probes import wait_for
 
 # Root here lacks CAP_SYS_RESOURCE: without these limits Podman's default (raise nofile/nproc
 # to the hard maximum) fails every container start. netns=none: its containers touch no host
@@ -78,7 +80,9 @@ class PodmanService:
     """`podman system service --time=0` on unix://<dir>/podman.sock, everything under `dir`."""
 
     def __init__(self, base: Path, image: str) -> None:
-        podman = require_tool("podman", "podman")
+        podman = shutil.which("podman")
+        if podman is None:
+            raise RuntimeError("podman is not installed (Debian package: podman)")
         self.dir = base
         conf = base / "containers.conf"
         conf.write_text(CONTAINERS_CONF)
@@ -108,7 +112,7 @@ class PodmanService:
             start_new_session=True,
         )
         self.api = docker.APIClient(base_url=self.url, version="1.41", timeout=60)
-        wait_until(self._answers, 60, 0.2, "podman system service answers")
+        wait_for(self._answers, 60, "podman system service answers", every=0.2)
         saved = subprocess.run(["docker", "save", image], capture_output=True, check=True)
         subprocess.run(
             [*self.podman, "load"],
