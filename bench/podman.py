@@ -17,7 +17,7 @@ from pathlib import Path
 
 import docker
 
-from bench.probes import wait_for
+from bench.probes import stop_process, wait_for
 
 # Root here lacks CAP_SYS_RESOURCE: without these limits Podman's default (raise nofile/nproc
 # to the hard maximum) fails every container start. netns=none: its containers touch no host
@@ -135,12 +135,7 @@ class PodmanService:
             for c in self.api.containers(all=True):
                 self.api.remove_container(c["Id"], force=True)
         self.api.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_process(self.proc)
         # Storage holds root-owned overlay mounts: Podman itself takes them down.
         subprocess.run(
             [*self.podman, "system", "reset", "--force"],

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import wait_until
 from tests.integration.conftest import ENGINES
-from tests.integration.see_more import HEALTH, rows
+from tests.integration.see_more import HEALTH, gave_up, rows
 from tests.proxy import DockerProxy
 
 
@@ -47,12 +47,7 @@ def test_always_unhealthy_gives_up_after_max_attempts_even_across_kill_9(
     name = containers.run("bad", health_cmd="false")
     g = guardian(restart={"cooldown": "2s", "max_attempts": 3, "verify_timeout": "4s"})
     db = g.store_path
-    wait_until(
-        lambda: rows(db, "SELECT * FROM actions WHERE outcome='retry_exhausted'"),
-        60,
-        0.2,
-        "retry_exhausted",
-    )
+    gave_up(db)
     actions = rows(db, "SELECT kind, outcome, detail FROM actions")
     # Real restarts, counted from the engine's own events, not from Guardian's records.
     assert engine_events.count(name, "restart") == 3, actions

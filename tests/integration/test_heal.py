@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import wait_until
 from tests.integration.conftest import ENGINES
-from tests.integration.see_more import HEALTH, rows
+from tests.integration.see_more import HEALTH, gave_up, rows
 
 
 @pytest.mark.parametrize("engine", ENGINES, indirect=True)
@@ -79,12 +79,7 @@ def test_an_exited_container_is_restarted_max_attempts_times_then_escalated(
     name = containers.run("quits", ["sh", "-c", "sleep 1; exit 3"])
     g = guardian(restart={"cooldown": "1s", "max_attempts": 3, "verify_timeout": "4s"})
     db = g.store_path
-    wait_until(
-        lambda: rows(db, "SELECT * FROM actions WHERE outcome='retry_exhausted'"),
-        90,
-        0.2,
-        "retry_exhausted",
-    )
+    gave_up(db, 90)
     # Judged by the engine: three restarts (its events), and it is down again (its inspect).
     assert engine_events.count(name, "start") == 1 + 3
     assert containers.inspect(name)["State"]["ExitCode"] == 3
