@@ -1,9 +1,9 @@
 """DockerEngine: the Engine port over the Docker SDK's low-level API, for Docker and for
 Podman's Docker-compatible service (told apart by /version once per connection).
 
-One list request per sweep on Docker (the SDK's high-level `containers.list()` would inspect every
-container), one inspect per candidate, and every SDK error translated here into EngineUnavailable
-or a typed ActionOutcome.
+One list request per sweep on Docker, four on Podman (the SDK's high-level `containers.list()`
+would inspect every container), one inspect per candidate, and every SDK error translated here
+into EngineUnavailable or a typed ActionOutcome.
 """
 
 from __future__ import annotations
