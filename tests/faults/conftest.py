@@ -36,6 +36,7 @@ from tests.integration.conftest import (  # noqa: F401 - fixtures used by the fa
     base_config,
     containers,
     docker_api,
+    engine,
     engine_events,
 )
 
