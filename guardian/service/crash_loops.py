@@ -73,7 +73,8 @@ class CrashLoops:
             track = self._tracks.setdefault(snap.id, _Track())
             if not track.seen or track.seen[-1][1] != snap.restart_count:
                 track.seen.append((now, snap.restart_count))
-                if snap.exit_code is not None and len(track.seen) > 1:
+                # A running container's exit code is its start's 0, not the crash's.
+                if snap.exit_code is not None and len(track.seen) > 1 and snap.state != "running":
                     track.exit_codes = [*track.exit_codes, snap.exit_code][-5:]
             # Keep one observation from before the window as the baseline.
             start = now - self.settings.window

@@ -83,7 +83,8 @@ def test_status_names_the_engine_it_watches(podman_service, tmp_path):
         assert cli(tmp_path / kind, url, "check").returncode == 0  # creates the store
     text = cli(tmp_path / "podman", podman_service.url, "status")
     assert text.returncode == 0, text.stderr
-    assert text.stdout.startswith("engine: podman 4.") and podman_service.url in text.stdout
+    last = text.stdout.strip().splitlines()[-1]  # after the tables, which scripts parse
+    assert last.startswith("engine: podman 4.") and last.endswith(podman_service.url)
     doc = json.loads(cli(tmp_path / "podman", podman_service.url, "status", "--json").stdout)
     assert doc["engine"]["kind"] == "podman" and doc["engine"]["api_version"] == "1.41"
     docker = json.loads(cli(tmp_path / "docker", None, "status", "--json").stdout)

@@ -72,11 +72,12 @@ def test_a_loop_caught_running_between_two_crashes_stays_one_active_incident(tmp
         loop.engine.set("worker", restart_count=count, exit_code=3, state="exited")
         loop.healer.sweep()
         loop.clock.advance(5)
-    loop.engine.set("worker", restart_count=5, state="running")
+    loop.engine.set("worker", restart_count=5, state="running", exit_code=0)
     loop.healer.sweep()
     [incident] = incidents_of(loop, ProblemType.CRASH_LOOP)
     assert incident.state == "active" and incident.occurrences == 1
     assert "RestartCount 5" in incident.detail
+    assert incident.detail.endswith("last exit codes: 3, 3, 3, 3")  # not the running one's 0
 
 
 def test_oom_killed_details_name_the_memory_limit():

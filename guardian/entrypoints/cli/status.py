@@ -66,16 +66,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2))
         return EXIT_OK
-    print(
-        f"engine: {engine['kind']} {engine['version']} (Docker API {engine['api_version']}) "
-        f"at {engine['url']}\n"
-    )
     table(containers, STATUS_COLUMNS, f"no watched containers (label: {settings['watch.label']})")
     print()
     table(open_incidents, OPEN_COLUMNS, "no open incidents")
     if silences:
         print()
         table(silences, SILENCE_COLUMNS, "no silences")
+    print(
+        f"\nengine: {engine['kind']} {engine['version']} (Docker API {engine['api_version']}) "
+        f"at {engine['url']}"
+    )
     return EXIT_OK
 
 
