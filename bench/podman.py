@@ -144,4 +144,8 @@ class PodmanService:
             timeout=120,
             check=False,
         )
+        # Reset leaves the storage driver's own mount of its directory behind.
+        subprocess.run(
+            ["umount", str(self.dir / "root" / "overlay")], capture_output=True, check=False
+        )
         self.log.close()
