@@ -15,11 +15,13 @@ import tempfile
 from pathlib import Path
 
 from bench import burst, flood, graph, idle, imports, latency, overhead, storm, sweep
-from bench.engine import Fleet, PrivateEngine, engine_versions
+from bench.engine import IMAGE, Fleet, PrivateEngine, engine_versions
+from bench.podman import PodmanService
 from bench.report import Results, render
 
 PHASES = (
     "latency",
+    "podman",
     "sweep",
     "overhead",
     "idle",
@@ -65,6 +67,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def podman_latency(tmp: Path, trials: int) -> latency.LatencyResult:
+    """The events-on latency against a private `podman system service` (bench/podman.py)."""
+    service = PodmanService(Path(tempfile.mkdtemp(prefix="gbench-podman-", dir="/tmp")), IMAGE)
+    fleet = Fleet(service.url, checks=service.healthchecks)
+    try:
+        return latency.measure(fleet, tmp, trials, True, 10.0)
+    finally:
+        fleet.remove()
+        fleet.close()
+        service.close()
+        shutil.rmtree(service.dir, ignore_errors=True)
+
+
 def run(args: argparse.Namespace, command: str) -> Results:
     phases = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = set(phases) - set(PHASES)
@@ -88,6 +103,9 @@ def run(args: argparse.Namespace, command: str) -> Results:
             results.latency.append(
                 latency.measure(fleet, tmp, args.trials, False, args.poll_interval)
             )
+        if "podman" in phases:
+            _say("latency on Podman: events on")
+            results.latency.append(podman_latency(tmp, args.trials))
         if "sweep" in phases:
             sizes = sorted(int(s) for s in args.sizes.split(","))
             _say(f"sweep cost at {sizes}")

@@ -101,8 +101,10 @@ class PrivateEngine:
 class Fleet:
     """Creates benchmark containers on one engine and removes exactly those."""
 
-    def __init__(self, url: str, run_id: str | None = None) -> None:
+    def __init__(self, url: str, run_id: str | None = None, checks: Any = None) -> None:
         self.url = url
+        # Podman: who runs the healthchecks (bench.podman.HealthChecks); None: the engine does.
+        self.checks = checks
         self.run_id = run_id or uuid.uuid4().hex[:8]
         self.prefix = f"gbench-{self.run_id}-"
         self.api = docker.APIClient(base_url=url, version="auto", timeout=120)
@@ -165,6 +167,8 @@ class Fleet:
             stop_signal="SIGKILL",
         )
         self.api.start(c["Id"])
+        if self.checks is not None and check is not None:
+            self.checks.add(name, check[1])
 
     def exec_all(self, names: Iterable[str], cmd: list[str], workers: int = 8) -> None:
         def one(name: str) -> None:
@@ -179,7 +183,8 @@ class Fleet:
                     time.sleep(0.1)
             raise TimeoutError(f"{name}: not running for 5 s")
 
-        with ThreadPoolExecutor(workers) as pool:
+        held = self.checks.paused() if self.checks is not None else contextlib.nullcontext()
+        with held, ThreadPoolExecutor(workers) as pool:  # no check straddles the change
             list(pool.map(one, names))
 
     def health(self, name: str) -> str | None:

@@ -95,10 +95,9 @@ def _latency(r: Results) -> list[str]:
     ]
     for x in r.latency:
         h = x.guardian_hist
-        label = (
-            "events on" if x.mode == "events" else f"events off, {x.interval:g} s sweep (polling)"
-        )
-        floor = _floor(x.p95 <= P95_FLOOR) if x.mode == "events" else "(baseline)"
+        labels = {"events": "events on", "events (podman)": "events on, Podman"}
+        label = labels.get(x.mode, f"events off, {x.interval:g} s sweep (polling)")
+        floor = _floor(x.p95 <= P95_FLOOR) if x.mode in labels else "(baseline)"
         out.append(
             f"| {label} | {len(x.samples)} | {_ms(x.p50)} | {_ms(x.p95)} | {_ms(x.max)} | "
             f"{_ms(h.get('mean'))}, {h.get('p95_le')} s ({h.get('count')} obs.) | {floor} |"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.engine import Fleet
 from bench.probes import median, wait_for
-from guardian.adapters.docker_engine import summary_snapshot
+from guardian.adapters.engine_payloads import summary_snapshot
 from guardian.bootstrap import App, build_status
 from guardian.config import load_settings
 from guardian.core.checks import needs_inspect

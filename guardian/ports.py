@@ -44,10 +44,20 @@ class EngineEvent:
     """One container event from the engine's stream."""
 
     action: str  # health_status | die | oom | stop | start | restart | kill | destroy
+    # (Docker's names: the adapter translates Podman's `died` and `remove`)
     container_id: str
     container_name: str
     at: datetime
     attributes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class EngineIdentity:
+    """Which engine serves the API: its kind ("docker" or "podman"), version and API version."""
+
+    kind: str
+    version: str
+    api_version: str
 
 
 class Clock(Protocol):
@@ -58,9 +68,13 @@ class Engine(Protocol):
     def ping(self) -> None:
         """Raise EngineUnavailable unless the engine answers."""
 
+    def identity(self) -> EngineIdentity:
+        """Which engine answers (asked once per connection); raises EngineUnavailable."""
+
     def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
         """Containers carrying `label` ("all": every container) and matching the `scope` label
-        selector ("key" or "key=value"; empty: no restriction), in ONE request."""
+        selector ("key" or "key=value"; empty: no restriction), with their health when the
+        engine knows it: ONE request on Docker, one more per health state on Podman."""
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The full snapshot of one container; None when it no longer exists."""
@@ -227,6 +241,9 @@ class Metrics(Protocol):
     raises. Labels stay bounded: container names and fixed enums, never ids."""
 
     def engine_reachable(self, up: bool) -> None: ...
+
+    def engine_identified(self, engine: EngineIdentity) -> None:
+        """The engine that answers (guardian_build_info's engine labels)."""
 
     def swept(self, watched: int, unhealthy: int) -> None:
         """The containers the last sweep watched and found with a problem."""

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from guardian.core.labels import in_scope
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
-from guardian.ports import EngineEvent, EngineUnavailable
+from guardian.ports import EngineEvent, EngineIdentity, EngineUnavailable
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -42,6 +42,7 @@ class FakeEngine:
     inspect_calls: int = 0
     after_restart_health: str | None = "healthy"
     url: str = "fake://engine"
+    kind: str = "docker"  # what identity() reports
     output: dict[str, str] = field(default_factory=dict)  # container id -> log text
 
     def add(self, name: str, **fields: object) -> ContainerSnapshot:
@@ -72,6 +73,10 @@ class FakeEngine:
 
     def ping(self) -> None:
         self._check()
+
+    def identity(self) -> EngineIdentity:
+        self._check()
+        return EngineIdentity(self.kind, "0.0-fake", "1.41")
 
     def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
         self._check()

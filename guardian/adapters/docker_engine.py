@@ -1,8 +1,9 @@
-"""DockerEngine: the Engine port over the Docker SDK's low-level API.
+"""DockerEngine: the Engine port over the Docker SDK's low-level API, for Docker and for
+Podman's Docker-compatible service (told apart by /version once per connection).
 
-One list request per sweep (the SDK's high-level `containers.list()` would inspect every
-container), one inspect per candidate, and every SDK error translated here into EngineUnavailable
-or a typed ActionOutcome.
+One list request per sweep on Docker, four on Podman (the SDK's high-level `containers.list()`
+would inspect every container), one inspect per candidate, and every SDK error translated here
+into EngineUnavailable or a typed ActionOutcome.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import docker
@@ -18,119 +20,21 @@ import docker.errors
 import requests
 
 from guardian.adapters.engine_errors import causes, permission_denied, socket_denied
+from guardian.adapters.engine_payloads import (
+    EVENT_FILTER,
+    identify,
+    inspect_snapshot,
+    parse_event,
+    summary_snapshot,
+)
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
-from guardian.core.probes import NO_ADDRESS
 from guardian.core.redaction import redact_patterns, scrub_url
-from guardian.ports import EngineEvent, EngineUnavailable
+from guardian.ports import EngineEvent, EngineIdentity, EngineUnavailable
 
-# Bounds on what a container says through the engine (Docker keeps 4096 bytes of health output);
-# the checks and the crash-loop judge clean and cut it further.
-MAX_HEALTH_OUTPUT = 4096
 MAX_LOG_BYTES = 64 * 1024
-EVENT_ACTIONS = ("health_status", "die", "oom", "stop", "start", "restart", "kill", "destroy")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    """Docker's RFC 3339 nanosecond timestamps; the zero time means "never"."""
-    if not value or value.startswith("0001-01-01"):
-        return None
-    head, _, rest = value.partition(".")
-    if rest:
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        zone = rest[len(digits) :]
-        value = f"{head}.{digits[:6].ljust(6, '0')}{zone}"
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def health_from_status(status: str) -> str | None:
-    """The health shown in the list call's Status text, e.g. 'Up 5 minutes (unhealthy)'."""
-    if "(unhealthy)" in status:
-        return "unhealthy"
-    if "(healthy)" in status:
-        return "healthy"
-    if "(health: starting)" in status:
-        return "starting"
-    return None
-
-
-def addresses(network_settings: dict[str, Any] | None, network_mode: str) -> tuple[str, ...]:
-    """Every address the container has, first network first; a host-network container shares
-    the host's loopback (NO_ADDRESS)."""
-    if network_mode == "host":
-        return (NO_ADDRESS,)
-    networks = (network_settings or {}).get("Networks") or {}
-    out: dict[str, None] = {}
-    for name in sorted(networks):
-        for key in ("IPAddress", "GlobalIPv6Address"):
-            ip = (networks[name] or {}).get(key) or ""
-            if ip:
-                out[str(ip)] = None
-    ip = (network_settings or {}).get("IPAddress") or ""
-    if ip:
-        out[str(ip)] = None
-    return tuple(out)
-
-
-def summary_snapshot(item: dict[str, Any]) -> ContainerSnapshot:
-    names = item.get("Names") or [""]
-    mode = (item.get("HostConfig") or {}).get("NetworkMode", "")
-    return ContainerSnapshot(
-        id=item["Id"],
-        name=names[0].lstrip("/"),
-        labels=dict(item.get("Labels") or {}),
-        state=item.get("State", ""),
-        health=health_from_status(item.get("Status", "")),
-        addresses=addresses(item.get("NetworkSettings"), mode),
-    )
-
-
-def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
-    state = data.get("State") or {}
-    config = data.get("Config") or {}
-    host_config = data.get("HostConfig") or {}
-    health = state.get("Health") or {}
-    log = health.get("Log") or []
-    policy = host_config.get("RestartPolicy") or {}
-    start_period_ns = (config.get("Healthcheck") or {}).get("StartPeriod") or 0
-    return ContainerSnapshot(
-        id=data["Id"],
-        name=(data.get("Name") or "").lstrip("/"),
-        labels=dict(config.get("Labels") or {}),
-        state=state.get("Status", ""),
-        health=health.get("Status") or None,
-        inspected=True,
-        exit_code=state.get("ExitCode"),
-        oom_killed=bool(state.get("OOMKilled")),
-        started_at=parse_time(state.get("StartedAt")),
-        finished_at=parse_time(state.get("FinishedAt")),
-        restart_count=int(data.get("RestartCount") or 0),
-        restart_policy=policy.get("Name") or "",
-        restart_policy_max_retries=int(policy.get("MaximumRetryCount") or 0),
-        health_start_period=timedelta(microseconds=start_period_ns / 1000),
-        health_output=str(log[-1].get("Output") or "")[:MAX_HEALTH_OUTPUT] if log else "",
-        health_log_at=parse_time(log[-1].get("End")) if log else None,
-        addresses=addresses(data.get("NetworkSettings"), host_config.get("NetworkMode", "")),
-        memory_limit=int(host_config.get("Memory") or 0),
-        unhealthy_since=unhealthy_since(health, config.get("Healthcheck") or {}),
-    )
-
-
-def unhealthy_since(health: dict[str, Any], check: dict[str, Any]) -> datetime | None:
-    """When Docker turned the container unhealthy: the probe whose failure made the failing
-    streak reach `retries`. Docker keeps only the last 5 probes; when that one is gone, the
-    oldest kept one is the best (latest possible) answer."""
-    log = health.get("Log") or []
-    streak = int(health.get("FailingStreak") or 0)
-    if health.get("Status") != "unhealthy" or not log or streak <= 0:
-        return None
-    retries = int(check.get("Retries") or 0) or 3  # Docker's default when unset
-    index = max(len(log) - streak + min(retries, streak) - 1, 0)
-    return parse_time(log[min(index, len(log) - 1)].get("End"))
+# Podman's list leaves the health out of Status ("Up 5 minutes"); its health filter works.
+HEALTH_STATES = ("unhealthy", "starting", "healthy")
 
 
 def _not_sent(exc: BaseException) -> bool:
@@ -183,6 +87,7 @@ class DockerEngine:
         self.shown_url = scrub_url(url)  # the URL in messages: no userinfo or query values
         self.timeout = timeout
         self._api: docker.APIClient | None = None
+        self._identity: EngineIdentity | None = None  # of the engine behind this connection
         self._stream: Any = None
         self._lock = threading.Lock()
 
@@ -199,17 +104,23 @@ class DockerEngine:
     def _client(self) -> docker.APIClient:
         with self._lock:
             if self._api is None:
+                api = None
                 try:
                     # "auto" asks the engine for its API version: works from 20.10 to today's.
-                    self._api = docker.APIClient(
+                    api = docker.APIClient(
                         base_url=self.url, version="auto", timeout=self.timeout.total_seconds()
                     )
                     if self.url.startswith("unix://"):
                         # No HTTP proxy applies to a Unix socket; skipping requests' lookup of
                         # proxy variables saves ~0.5 ms per request (bench/RESULTS.md).
-                        self._api.trust_env = False
+                        api.trust_env = False
+                    # Docker or Podman: asked once per connection, not once per sweep.
+                    self._identity = identify(api.version())
                 except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+                    if api is not None:
+                        api.close()
                     raise EngineUnavailable(self._reason(exc)) from None
+                self._api = api
             return self._api
 
     def _reason(self, exc: BaseException) -> str:
@@ -225,6 +136,7 @@ class DockerEngine:
             if self._api is not None:
                 self._api.close()
             self._api = None
+            self._identity = None  # a new connection may reach another engine
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a read-only call; transport failures become EngineUnavailable."""
@@ -239,17 +151,44 @@ class DockerEngine:
     def ping(self) -> None:
         self._call(lambda api: api.ping())
 
+    def identity(self) -> EngineIdentity:
+        self._call(lambda api: None)  # connects, and so identifies, when not connected yet
+        known = self._identity
+        if known is None:  # dropped by another thread in between
+            raise EngineUnavailable(f"docker engine at {self.shown_url} went away")
+        return known
+
     def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
-        # Docker ANDs label filters, so the engine does the selecting.
+        # Docker and Podman AND label filters, so the engine does the selecting.
         selectors = [s for s in (None if label == ALL else label, scope) if s]
-        filters = {"label": selectors} if selectors else {}
+        filters: dict[str, Any] = {"label": selectors} if selectors else {}
+        snaps = [summary_snapshot(item) for item in self._list(filters)]
+        if self.identity().kind == "podman":
+            # One filtered list per health state: the same endpoint (and socket-proxy rule) as
+            # the list itself, so an unhealthy container is a candidate as on Docker.
+            health = {
+                item["Id"]: state
+                for state in HEALTH_STATES
+                for item in self._list({**filters, "health": [state]})
+            }
+            # As Docker's list does: a health only for a running container (a paused or exited
+            # one's is stale).
+            snaps = [
+                replace(s, health=health.get(s.id))
+                if s.health is None and s.state == "running"
+                else s
+                for s in snaps
+            ]
+        return snaps
+
+    def _list(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             items = self._call(lambda api: api.containers(all=True, filters=filters))
         except docker.errors.APIError as exc:
             raise EngineUnavailable(
                 f"docker engine refused to list containers: {exc.explanation}"
             ) from None
-        return [summary_snapshot(item) for item in items]
+        return list(items)
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         try:
@@ -309,7 +248,7 @@ class DockerEngine:
         return ActionOutcome(Outcome.UNKNOWN, f"{result.detail}; State.StartedAt unchanged")
 
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
-        filters = {"type": ["container"], "event": list(EVENT_ACTIONS)}
+        filters = {"type": ["container"], "event": list(EVENT_FILTER)}
         kwargs: dict[str, Any] = {"filters": filters, "decode": True}
         if since is not None:
             kwargs["since"] = since.timestamp()
@@ -317,7 +256,7 @@ class DockerEngine:
         self._stream = stream
         try:
             for raw in stream:
-                event = self._event(raw)
+                event = parse_event(raw)
                 if event is not None:
                     yield event
         except (requests.RequestException, docker.errors.DockerException, OSError) as exc:
@@ -326,25 +265,6 @@ class DockerEngine:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
-
-    @staticmethod
-    def _event(raw: dict[str, Any]) -> EngineEvent | None:
-        action = str(raw.get("Action") or raw.get("status") or "")
-        actor = raw.get("Actor") or {}
-        attributes = {k: str(v) for k, v in (actor.get("Attributes") or {}).items()}
-        if action.startswith("health_status"):
-            attributes["health_status"] = action.partition(":")[2].strip()
-            action = "health_status"
-        if action.startswith("exec_"):
-            return None
-        ns = raw.get("timeNano") or int(raw.get("time", 0)) * 1_000_000_000
-        return EngineEvent(
-            action=action,
-            container_id=str(actor.get("ID") or raw.get("id") or ""),
-            container_name=attributes.get("name", ""),
-            at=datetime.fromtimestamp(ns / 1e9, UTC),
-            attributes=attributes,
-        )
 
     def close(self) -> None:
         self.stop_events()

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from guardian import __version__
 from guardian.core.model import Decision, ProblemType, Reason, Verdict
+from guardian.ports import EngineIdentity
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -117,7 +118,7 @@ class PrometheusMetrics:
             registry=registry,
         )
         self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
-        self.build_info.info({"version": __version__})
+        self.engine_identified(None)
         # Series that alerts take increase() of exist from the start: a counter series that is
         # born at 1 shows no increase, and the first incident or restart would go unseen.
         for kind in ProblemType:
@@ -128,6 +129,16 @@ class PrometheusMetrics:
 
     def engine_reachable(self, up: bool) -> None:
         self.docker_up.set(1 if up else 0)
+
+    def engine_identified(self, engine: EngineIdentity | None) -> None:
+        """Until the engine first answers, its kind and version are "unknown"."""
+        self.build_info.info(
+            {
+                "version": __version__,
+                "engine": engine.kind if engine else "unknown",
+                "engine_version": engine.version if engine else "unknown",
+            }
+        )
 
     def swept(self, watched: int, unhealthy: int) -> None:
         self.containers_watched.set(watched)

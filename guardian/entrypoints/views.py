@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from guardian.core import incidents
 from guardian.core.model import ActionKind, Incident, RemediationAction, Silence, Transition
-from guardian.core.redaction import redact_patterns, strip_controls
+from guardian.core.redaction import redact_patterns, scrub_url, strip_controls
 
 if TYPE_CHECKING:  # the service loads only for the commands that read containers
+    from guardian.ports import EngineIdentity
     from guardian.service.status import ContainerStatus
 
 
@@ -97,6 +98,16 @@ def timeline_view(entries: list[Transition | RemediationAction]) -> list[dict[st
     return [
         transition_view(e) if isinstance(e, Transition) else timeline_action(e) for e in entries
     ]
+
+
+def engine_view(engine: EngineIdentity, url: str) -> dict[str, Any]:
+    """Which engine Guardian watches, and where (the URL without userinfo or query values)."""
+    return {
+        "kind": engine.kind,
+        "version": engine.version,
+        "api_version": engine.api_version,
+        "url": scrub_url(url),
+    }
 
 
 def container_view(c: ContainerStatus) -> dict[str, Any]:

@@ -54,14 +54,27 @@ class CrashLoops:
         return inside[-1] - base
 
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
-        if not snap.inspected:
-            return result
         now = result.observed_at
+        if not snap.inspected:
+            # A looping container that a sweep catches running for a moment (Podman restarts
+            # without a `restarting` state in between) is still looping: look again, or its
+            # incident would be resolved and reopened at every such glimpse.
+            with self._lock:
+                track = self._tracks.get(snap.id)
+                looping = track is not None and self.rises(track, now) >= self.settings.restarts
+            try:
+                full = self.engine.inspect(snap.id) if looping else None
+            except EngineUnavailable:
+                full = None
+            if full is None:
+                return result
+            snap = full
         with self._lock:
             track = self._tracks.setdefault(snap.id, _Track())
             if not track.seen or track.seen[-1][1] != snap.restart_count:
                 track.seen.append((now, snap.restart_count))
-                if snap.exit_code is not None and len(track.seen) > 1:
+                # A running container's exit code is its start's 0, not the crash's.
+                if snap.exit_code is not None and len(track.seen) > 1 and snap.state != "running":
                     track.exit_codes = [*track.exit_codes, snap.exit_code][-5:]
             # Keep one observation from before the window as the baseline.
             start = now - self.settings.window

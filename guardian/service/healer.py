@@ -56,14 +56,25 @@ class Healer:
         before = self.ctx.state.engine_seen(up)
         if up != before:
             if up:
-                log.info(
-                    "docker engine reachable", extra=kv(url=getattr(self.ctx.engine, "url", None))
-                )
+                self._engine_reached()
             else:
                 log.error("docker engine unreachable; will retry", extra=kv(reason=error))
         self.ctx.metrics.engine_reachable(up)
         for follow in self.ctx.pipeline.engine_state:
             follow(up, error)
+
+    def _engine_reached(self) -> None:
+        """Log which engine answers (Docker or Podman, at the start and after each outage)."""
+        engine = self.ctx.engine
+        fields: dict[str, object] = {"url": getattr(engine, "url", None)}
+        try:
+            identity = engine.identity()
+        except EngineUnavailable as exc:  # gone again already: the next sweep says so
+            fields["engine"] = f"unknown ({exc})"
+        else:
+            self.ctx.metrics.engine_identified(identity)
+            fields.update(engine=identity.kind, version=identity.version, api=identity.api_version)
+        log.info("docker engine reachable", extra=kv(**fields))
 
     def assess(
         self, snap: ContainerSnapshot, source: str, detected_at: datetime | None = None
@@ -168,9 +179,9 @@ class Healer:
         # without spending an inspect on them.
         if not self.ctx.settings.watches(event.attributes):
             return False
-        if action == "health_status":
-            return event.attributes.get("health_status") in ("unhealthy", "healthy")
-        return action in ("die", "oom")
+        # A health event means "look now", whatever status it carries: Podman's is the status
+        # before the check that sent it, so only an inspect tells the truth.
+        return action in ("health_status", "die", "oom")
 
     # -- incidents --------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from tests.integration.conftest import (  # noqa: F401 - fixtures used by the fa
     base_config,
     containers,
     docker_api,
+    engine,
     engine_events,
 )
 
@@ -210,13 +211,13 @@ def private_engine() -> Iterator[PrivateEngine]:
     """A running private dockerd with the test image; stopped and removed afterwards."""
     if shutil.which("dockerd") is None:
         pytest.fail("dockerd is required for the engine outage test")
-    engine = PrivateEngine()
+    dockerd = PrivateEngine()
     try:
-        engine.start()
-        engine.import_image()
-        yield engine
+        dockerd.start()
+        dockerd.import_image()
+        yield dockerd
     finally:
-        engine.destroy()
+        dockerd.destroy()
 
 
 Factory = Callable[..., GuardianProcess]

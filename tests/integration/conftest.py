@@ -23,7 +23,8 @@ import docker.errors
 import pytest
 import yaml
 
-from tests.helpers import wait_until
+from bench.podman import HealthChecks, PodmanService
+from tests.helpers import require_tool, wait_until
 
 IMAGE = "guardian-test-busybox:latest"
 RUN_ID = uuid.uuid4().hex[:8]
@@ -53,11 +54,50 @@ def docker_api() -> Iterator[docker.APIClient]:
     api.close()
 
 
+class Engine:
+    """The engine a test runs against: Docker (the default) or the run's Podman service, with
+    a low-level client to it (Podman serves the Docker API)."""
+
+    def __init__(
+        self, kind: str, api: docker.APIClient, url: str = "", checks: HealthChecks | None = None
+    ) -> None:
+        self.kind, self.api, self.url, self.checks = kind, api, url, checks
+
+    def config(self) -> dict[str, Any]:
+        """The config sections pointing a Guardian at this engine (Docker: DOCKER_HOST/default)."""
+        return {"docker": {"url": self.url}} if self.url else {}
+
+
+ENGINES = ["docker", "podman"]  # for @pytest.mark.parametrize("engine", ENGINES, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def podman_service(
+    docker_api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PodmanService]:
+    """One `podman system service` for the whole session, on its own socket and storage."""
+    require_tool("podman", "podman")
+    service = PodmanService(tmp_path_factory.mktemp("podman"), IMAGE)
+    yield service
+    service.close()
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest, docker_api: docker.APIClient) -> Engine:
+    if getattr(request, "param", "docker") == "docker":
+        return Engine("docker", docker_api)
+    podman: PodmanService = request.getfixturevalue("podman_service")
+    return Engine("podman", podman.api, podman.url, podman.healthchecks)
+
+
 class Containers:
     """Creates test containers with the run prefix and removes them afterwards."""
 
-    def __init__(self, api: docker.APIClient, test_name: str) -> None:
+    def __init__(
+        self, api: docker.APIClient, test_name: str, checks: HealthChecks | None = None
+    ) -> None:
         self.api = api
+        self.checks = checks  # Podman: who runs the healthchecks
         self.tag = test_name[:20].strip("_").replace("_", "-").lower()
         self.created: list[str] = []
         self.counter = 0
@@ -115,6 +155,8 @@ class Containers:
             stop_signal=stop_signal,
         )
         self.created.append(container["Id"])
+        if self.checks is not None and health_cmd is not None:
+            self.checks.add(name, health_interval)
         if start:
             self.api.start(container["Id"])
         return name
@@ -129,25 +171,28 @@ class Containers:
     def started_at(self, name: str) -> str:
         return str(self.inspect(name)["State"]["StartedAt"])
 
-    def make_unhealthy(self, name: str) -> None:
+    def make_unhealthy(self, name: str) -> float:
         """The standard test health check is `test ! -f /run/sick`; /run is a tmpfs that a
-        restart empties, so a restart really heals it."""
-        self.api.exec_start(self.api.exec_create(name, ["touch", "/run/sick"]))
+        restart empties, so a restart really heals it. Returns when (engine clock) it did."""
+        with self.checks.paused() if self.checks is not None else contextlib.nullcontext():
+            self.api.exec_start(self.api.exec_create(name, ["touch", "/run/sick"]))
+            return time.time()
 
     def wait_health(self, name: str, status: str, timeout: float = 20) -> None:
         wait_until(lambda: self.health(name) == status, timeout, message=f"{name} {status}")
 
     def remove_all(self) -> None:
         for cid in self.created:
+            if self.checks is not None:
+                with contextlib.suppress(docker.errors.NotFound):
+                    self.checks.remove(self.api.inspect_container(cid)["Name"].lstrip("/"))
             with contextlib.suppress(docker.errors.NotFound):
                 self.api.remove_container(cid, force=True, v=True)
 
 
 @pytest.fixture
-def containers(
-    docker_api: docker.APIClient, request: pytest.FixtureRequest
-) -> Iterator[Containers]:
-    c = Containers(docker_api, request.node.name)
+def containers(engine: Engine, request: pytest.FixtureRequest) -> Iterator[Containers]:
+    c = Containers(engine.api, request.node.name, engine.checks)
     yield c
     c.remove_all()
 
@@ -189,8 +234,8 @@ class EventRecorder:
 
 
 @pytest.fixture
-def engine_events(docker_api: docker.APIClient) -> Iterator[EventRecorder]:
-    recorder = EventRecorder(docker_api)
+def engine_events(engine: Engine) -> Iterator[EventRecorder]:
+    recorder = EventRecorder(engine.api)
     yield recorder
     recorder.close()
 
@@ -312,14 +357,15 @@ def base_config(tmp: Path, **sections: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def guardian(tmp_path: Path) -> Iterator[Any]:
-    """Factory: guardian(**sections) -> a started GuardianProcess; stopped at teardown."""
+def guardian(tmp_path: Path, engine: Engine) -> Iterator[Any]:
+    """Factory: guardian(**sections) -> a started GuardianProcess watching the test's engine;
+    stopped at teardown."""
     started: list[GuardianProcess] = []
 
     def make(
         env: dict[str, str] | None = None, start: bool = True, **sections: dict[str, Any]
     ) -> GuardianProcess:
-        g = GuardianProcess(tmp_path, base_config(tmp_path, **sections), env)
+        g = GuardianProcess(tmp_path, base_config(tmp_path, **{**engine.config(), **sections}), env)
         started.append(g)
         return g.start() if start else g
 

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import wait_until
 from tests.integration.conftest import RUN_ID
 
 WATCH = f"gdt.watch.{RUN_ID}"
@@ -47,3 +48,13 @@ def actions(db: Path, container: str | None = None) -> list[dict]:
 def exec_in(containers: Any, name: str, *cmd: str) -> None:
     api = containers.api
     api.exec_start(api.exec_create(name, list(cmd)))
+
+
+def gave_up(db: Path, timeout: float = 60) -> None:
+    """Wait until Guardian gave up on a container (retry_exhausted recorded)."""
+    wait_until(
+        lambda: rows(db, "SELECT * FROM actions WHERE outcome='retry_exhausted'"),
+        timeout,
+        0.2,
+        "retry_exhausted",
+    )

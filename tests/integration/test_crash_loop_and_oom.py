@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from tests.helpers import wait_until
+from tests.integration.conftest import ENGINES
 from tests.integration.see_more import WATCH, actions, incidents, watched
 
 
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
 def test_a_container_docker_keeps_restarting_is_one_crash_loop_incident(containers, guardian):
     name = containers.run(
         "crasher",

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.helpers import wait_until
-from tests.integration.see_more import HEALTH, rows
+from tests.integration.conftest import ENGINES
+from tests.integration.see_more import HEALTH, gave_up, rows
 
 
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
 def test_restarts_an_unhealthy_container_and_resolves_the_incident(
     containers, guardian, engine_events
 ):
@@ -16,13 +20,15 @@ def test_restarts_an_unhealthy_container_and_resolves_the_incident(
     g = guardian(watch={"interval": "30s"})  # only the event can be this fast
     before = containers.started_at(name)
 
-    containers.make_unhealthy(name)
+    sick_at = containers.make_unhealthy(name)
     wait_until(lambda: containers.started_at(name) != before, 15, 0.05, "restart")
     containers.wait_health(name, "healthy")
 
-    # Measured on the engine's clock: Docker reports unhealthy -> Guardian's restart arrives.
+    # Measured on the engine's clock: the engine reports unhealthy -> Guardian's restart arrives.
+    # The first health event after the change is the failing check's (Docker reports changes
+    # only, "health_status: unhealthy"; Podman every check, with the status before it).
     events = engine_events.of(name)
-    unhealthy = next(t for a, t in events if a == "health_status: unhealthy")
+    unhealthy = next(t for a, t in events if a.startswith("health_status") and t >= sick_at)
     restart_begins = next(t for a, t in events if a in ("kill", "restart") and t >= unhealthy)
     assert restart_begins - unhealthy < 2.0
 
@@ -64,3 +70,20 @@ def test_sigterm_during_a_restart_finishes_and_records_it(containers, guardian):
     )
     [incident] = rows(g.store_path, "SELECT * FROM incidents")
     assert incident["state"] == "resolved"
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_an_exited_container_is_restarted_max_attempts_times_then_escalated(
+    containers, guardian, engine_events
+):
+    name = containers.run("quits", ["sh", "-c", "sleep 1; exit 3"])
+    g = guardian(restart={"cooldown": "1s", "max_attempts": 3, "verify_timeout": "4s"})
+    db = g.store_path
+    gave_up(db, 90)
+    # Judged by the engine: three restarts (its events), and it is down again (its inspect).
+    assert engine_events.count(name, "start") == 1 + 3
+    assert containers.inspect(name)["State"]["ExitCode"] == 3
+    [incident] = rows(db, "SELECT * FROM incidents")
+    assert incident["type"] == "exited" and incident["escalated"] == 1
+    assert incident["state"] == "in_progress"
+    assert g.stop() == 0

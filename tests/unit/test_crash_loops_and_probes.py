@@ -61,6 +61,25 @@ def test_two_restarts_are_not_a_crash_loop_and_a_quiet_window_resolves_it(tmp_pa
     assert loop.store.get_incident(incident.id).state == "resolved"
 
 
+def test_a_loop_caught_running_between_two_crashes_stays_one_active_incident(tmp_path):
+    # Podman restarts a looping container with no `restarting` state in between: a sweep may
+    # list it running. It restarted 3 times within the window: it is still looping.
+    loop = make_app(
+        tmp_path, crash_loop={"restarts": 3, "window": "60s"}, restart={"cooldown": "60s"}
+    )
+    loop.engine.add("worker", health=None, restart_policy="always", state="exited")
+    for count in range(5):
+        loop.engine.set("worker", restart_count=count, exit_code=3, state="exited")
+        loop.healer.sweep()
+        loop.clock.advance(5)
+    loop.engine.set("worker", restart_count=5, state="running", exit_code=0)
+    loop.healer.sweep()
+    [incident] = incidents_of(loop, ProblemType.CRASH_LOOP)
+    assert incident.state == "active" and incident.occurrences == 1
+    assert "RestartCount 5" in incident.detail
+    assert incident.detail.endswith("last exit codes: 3, 3, 3, 3")  # not the running one's 0
+
+
 def test_oom_killed_details_name_the_memory_limit():
     clock = FakeClock()
     snap = FakeEngine(clock).add(

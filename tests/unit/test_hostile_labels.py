@@ -187,7 +187,7 @@ def test_a_target_that_trickles_bytes_gets_no_more_than_the_timeout(trickler):
 
 
 def test_a_containers_addresses_are_every_network_and_the_loopback_on_the_host_network():
-    from guardian.adapters.docker_engine import addresses
+    from guardian.adapters.engine_payloads import addresses
 
     two = {
         "Networks": {

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from guardian.adapters.docker_engine import inspect_snapshot
+from guardian.adapters.engine_payloads import inspect_snapshot
 from guardian.adapters.prometheus import NOTIFICATION_OUTCOMES, PrometheusMetrics
 from guardian.core.model import RemediationAction
 from tests.app import make_app
-from tests.fakes import T0
+from tests.fakes import T0, FakeClock, FakeEngine
 
 # name, type, label names: the list, plus what the alerts need.
 EXPORTED = [
@@ -32,7 +32,7 @@ EXPORTED = [
     ("guardian_store_errors", "counter", ()),
     ("guardian_notifications", "counter", ("channel", "outcome")),
     ("guardian_notification_queue_depth", "gauge", ()),
-    ("guardian_build", "info", ("version",)),
+    ("guardian_build", "info", ("version", "engine", "engine_version")),
 ]
 
 
@@ -48,12 +48,16 @@ def test_every_metric_has_its_documented_name_type_and_labels():
     assert found == expected
 
 
-def test_build_info_carries_the_version():
+def test_build_info_carries_the_version_and_the_engine_once_it_answers(tmp_path: Path):
     from guardian import __version__
 
-    registry = CollectorRegistry()
-    PrometheusMetrics(registry)
-    assert registry.get_sample_value("guardian_build_info", {"version": __version__}) == 1
+    w = make_app(tmp_path, engine=FakeEngine(FakeClock(), kind="podman"))
+    unknown = {"version": __version__, "engine": "unknown", "engine_version": "unknown"}
+    assert w.registry.get_sample_value("guardian_build_info", unknown) == 1
+    w.healer.sweep()
+    podman = {"version": __version__, "engine": "podman", "engine_version": "0.0-fake"}
+    assert w.registry.get_sample_value("guardian_build_info", podman) == 1
+    assert w.registry.get_sample_value("guardian_build_info", unknown) is None
 
 
 def test_alerted_counters_exist_at_zero_before_anything_happens():

@@ -23,7 +23,7 @@ from guardian.entrypoints.cli.tables import (
     settings_for,
     table,
 )
-from guardian.entrypoints.views import container_view, incident_view, silence_view
+from guardian.entrypoints.views import container_view, engine_view, incident_view, silence_view
 
 if TYPE_CHECKING:
     from guardian.config import Settings
@@ -49,6 +49,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     app = build_status(settings)
     try:
         app.engine.ping()
+        engine = engine_view(app.engine.identity(), settings["docker.url"])
         host = app.healer.ctx.settings.host
         now = app.clock.now()
         containers = [container_view(c) for c in container_status(app.healer)]
@@ -57,7 +58,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     finally:
         app.close()
     if args.json:
-        doc = {"containers": containers, "open_incidents": open_incidents, "silences": silences}
+        doc = {
+            "engine": engine,
+            "containers": containers,
+            "open_incidents": open_incidents,
+            "silences": silences,
+        }
         print(json.dumps(doc, indent=2))
         return EXIT_OK
     table(containers, STATUS_COLUMNS, f"no watched containers (label: {settings['watch.label']})")
@@ -66,6 +72,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if silences:
         print()
         table(silences, SILENCE_COLUMNS, "no silences")
+    print(
+        f"\nengine: {engine['kind']} {engine['version']} (Docker API {engine['api_version']}) "
+        f"at {engine['url']}"
+    )
     return EXIT_OK
 
 

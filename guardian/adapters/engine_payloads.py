@@ -1,0 +1,163 @@
+"""What the engine's JSON means: list and inspect items as snapshots, events, and which engine
+answers (/version). Docker's shapes, and where Podman's Docker-compatible API says the same thing
+another way (its event names, health events and version components).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from guardian.core.model import ContainerSnapshot
+from guardian.core.probes import NO_ADDRESS
+from guardian.ports import EngineEvent, EngineIdentity
+
+# Bounds on what a container says through the engine (Docker keeps 4096 bytes of health output);
+# the checks and the crash-loop judge clean and cut it further.
+MAX_HEALTH_OUTPUT = 4096
+# The events Guardian subscribes to. Podman 4.3 filters `die` as `died` and names a removal
+# `remove`; Docker ignores names it does not know, so one filter serves both engines.
+EVENT_ACTIONS = ("health_status", "die", "oom", "stop", "start", "restart", "kill", "destroy")
+EVENT_FILTER = (*EVENT_ACTIONS, "died", "remove")
+# Podman's names for the actions Guardian knows by Docker's.
+_ACTION_ALIASES = {"died": "die", "remove": "destroy"}
+PODMAN_COMPONENT = "Podman Engine"
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """Docker's RFC 3339 nanosecond timestamps; the zero time means "never"."""
+    if not value or value.startswith("0001-01-01"):
+        return None
+    head, _, rest = value.partition(".")
+    if rest:
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits) :]
+        value = f"{head}.{digits[:6].ljust(6, '0')}{zone}"
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def health_from_status(status: str) -> str | None:
+    """The health shown in the list call's Status text, e.g. 'Up 5 minutes (unhealthy)'."""
+    if "(unhealthy)" in status:
+        return "unhealthy"
+    if "(healthy)" in status:
+        return "healthy"
+    if "(health: starting)" in status:
+        return "starting"
+    return None
+
+
+def addresses(network_settings: dict[str, Any] | None, network_mode: str) -> tuple[str, ...]:
+    """Every address the container has, first network first; a host-network container shares
+    the host's loopback (NO_ADDRESS)."""
+    if network_mode == "host":
+        return (NO_ADDRESS,)
+    networks = (network_settings or {}).get("Networks") or {}
+    out: dict[str, None] = {}
+    for name in sorted(networks):
+        for key in ("IPAddress", "GlobalIPv6Address"):
+            ip = (networks[name] or {}).get(key) or ""
+            if ip:
+                out[str(ip)] = None
+    ip = (network_settings or {}).get("IPAddress") or ""
+    if ip:
+        out[str(ip)] = None
+    return tuple(out)
+
+
+def summary_snapshot(item: dict[str, Any]) -> ContainerSnapshot:
+    names = item.get("Names") or [""]
+    mode = (item.get("HostConfig") or {}).get("NetworkMode", "")
+    return ContainerSnapshot(
+        id=item["Id"],
+        name=names[0].lstrip("/"),
+        labels=dict(item.get("Labels") or {}),
+        state=item.get("State", ""),
+        health=health_from_status(item.get("Status", "")),
+        addresses=addresses(item.get("NetworkSettings"), mode),
+    )
+
+
+def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
+    state = data.get("State") or {}
+    config = data.get("Config") or {}
+    host_config = data.get("HostConfig") or {}
+    health = state.get("Health") or {}
+    log = health.get("Log") or []
+    policy = host_config.get("RestartPolicy") or {}
+    start_period_ns = (config.get("Healthcheck") or {}).get("StartPeriod") or 0
+    return ContainerSnapshot(
+        id=data["Id"],
+        name=(data.get("Name") or "").lstrip("/"),
+        labels=dict(config.get("Labels") or {}),
+        state=state.get("Status", ""),
+        health=health.get("Status") or None,
+        inspected=True,
+        exit_code=state.get("ExitCode"),
+        oom_killed=bool(state.get("OOMKilled")),
+        started_at=parse_time(state.get("StartedAt")),
+        finished_at=parse_time(state.get("FinishedAt")),
+        restart_count=int(data.get("RestartCount") or 0),
+        restart_policy=policy.get("Name") or "",
+        restart_policy_max_retries=int(policy.get("MaximumRetryCount") or 0),
+        health_start_period=timedelta(microseconds=start_period_ns / 1000),
+        health_output=str(log[-1].get("Output") or "")[:MAX_HEALTH_OUTPUT] if log else "",
+        health_log_at=parse_time(log[-1].get("End")) if log else None,
+        addresses=addresses(data.get("NetworkSettings"), host_config.get("NetworkMode", "")),
+        memory_limit=int(host_config.get("Memory") or 0),
+        unhealthy_since=unhealthy_since(health, config.get("Healthcheck") or {}),
+    )
+
+
+def unhealthy_since(health: dict[str, Any], check: dict[str, Any]) -> datetime | None:
+    """When Docker turned the container unhealthy: the probe whose failure made the failing
+    streak reach `retries`. Docker keeps only the last 5 probes; when that one is gone, the
+    oldest kept one is the best (latest possible) answer."""
+    log = health.get("Log") or []
+    streak = int(health.get("FailingStreak") or 0)
+    if health.get("Status") != "unhealthy" or not log or streak <= 0:
+        return None
+    retries = int(check.get("Retries") or 0) or 3  # Docker's default when unset
+    index = max(len(log) - streak + min(retries, streak) - 1, 0)
+    return parse_time(log[min(index, len(log) - 1)].get("End"))
+
+
+def parse_event(raw: dict[str, Any]) -> EngineEvent | None:
+    """One event of the stream; None for the ones Guardian has no use for (exec_*).
+
+    A health event carries its status in the action on Docker ("health_status: unhealthy") and
+    in a HealthStatus field on Podman, where it is the status before the check that sent it: the
+    healer treats every health event as "inspect now", never as the verdict."""
+    action = str(raw.get("Action") or raw.get("status") or "")
+    actor = raw.get("Actor") or {}
+    attributes = {k: str(v) for k, v in (actor.get("Attributes") or {}).items()}
+    if action.startswith("health_status"):
+        status = action.partition(":")[2].strip() or str(raw.get("HealthStatus") or "")
+        attributes["health_status"] = status
+        action = "health_status"
+    if action.startswith("exec_"):
+        return None
+    action = _ACTION_ALIASES.get(action, action)
+    ns = raw.get("timeNano") or int(raw.get("time", 0)) * 1_000_000_000
+    return EngineEvent(
+        action=action,
+        container_id=str(actor.get("ID") or raw.get("id") or ""),
+        container_name=attributes.get("name", ""),
+        at=datetime.fromtimestamp(ns / 1e9, UTC),
+        attributes=attributes,
+    )
+
+
+def identify(version: dict[str, Any]) -> EngineIdentity:
+    """Which engine answered /version: Podman lists a component named "Podman Engine"."""
+    components = {str(c.get("Name")): c for c in version.get("Components") or [] if c}
+    podman = components.get(PODMAN_COMPONENT)
+    return EngineIdentity(
+        kind="podman" if podman is not None else "docker",
+        version=str((podman or version).get("Version") or "unknown")[:40],
+        api_version=str(version.get("ApiVersion") or "unknown")[:20],
+    )
