@@ -19,8 +19,8 @@ from typing import Any
 from guardian.config_yaml import YamlError, read_yaml
 from guardian.core.durations import format_duration, parse_duration
 from guardian.core.limits import BY_KEY
-from guardian.core.policy import RestartPolicy
 from guardian.core.redaction import redact_patterns
+from guardian.core.restart_policy import RestartPolicy
 
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
 ENV_PREFIX = "GUARDIAN_"

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from guardian.core.limits import from_label
 from guardian.core.orchestrators import owner
-from guardian.core.policy import RestartPolicy
+from guardian.core.restart_policy import RestartPolicy
 
 ALL = "all"
 ENABLE = "guardian.enable"

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from guardian.core.checks import CheckSettings
 from guardian.core.labels import watched
-from guardian.core.policy import RestartPolicy
+from guardian.core.restart_policy import RestartPolicy
 
 
 @dataclass(frozen=True)

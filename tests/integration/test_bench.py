@@ -58,7 +58,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     assert idle.threads["MainThread"] == 0, idle.threads
     assert idle.autoheal is not None and idle.autoheal.rss_mb > 0  # docker-autoheal's loop ran
     [burst] = results.bursts
-    assert burst.size == 3 and len(burst.samples) == 3
+    assert burst.size == 3 and len(burst.samples) == len(burst.guardian.requests) == 3
+    assert burst.floor is not None and len(burst.floor.samples) == 3  # the bare listener's
     assert [(x.command, x.heavy) for x in results.imports] == [
         ("guardian --version", []),
         ("guardian config validate", []),

@@ -12,7 +12,7 @@ import pytest
 from guardian.config import SCHEMA, ConfigError, load_settings
 from guardian.core.durations import format_duration, parse_duration
 from guardian.core.labels import in_scope, rules_for
-from guardian.core.policy import RestartPolicy
+from guardian.core.restart_policy import RestartPolicy
 
 REPO = Path(__file__).resolve().parents[2]
 

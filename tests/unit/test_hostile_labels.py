@@ -15,8 +15,8 @@ from guardian.config import SCHEMA
 from guardian.core import labels as L
 from guardian.core.limits import LIMITS
 from guardian.core.model import ContainerSnapshot
-from guardian.core.policy import RestartPolicy
 from guardian.core.probes import ProbeSpec, parse_probe, probe_host
+from guardian.core.restart_policy import RestartPolicy
 from guardian.service.prober import Prober
 from tests.fakes import FakeClock
 from tests.helpers import wait_until

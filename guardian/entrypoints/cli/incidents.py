@@ -15,7 +15,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from guardian.core.durations import parse_duration
-from guardian.core.model import IncidentState
 from guardian.entrypoints.cli.tables import (
     EXIT_OK,
     add_json,
@@ -25,10 +24,13 @@ from guardian.entrypoints.cli.tables import (
     settings_for,
     table,
 )
-from guardian.entrypoints.views import action_view, incident_view, silence_view, timeline_view
 
 if TYPE_CHECKING:
+    from guardian.core.model import IncidentState
     from guardian.service.operator import Operator
+
+# The model and the views load only for the command that uses them: `guardian --version` and
+# `guardian config validate` start without them (bench/imports.py).
 
 INCIDENT_COLUMNS = (
     "id",
@@ -77,15 +79,19 @@ def _operator(args: argparse.Namespace) -> Iterator[Operator]:
 
 @one_line_errors
 def cmd_list(args: argparse.Namespace) -> int:
+    from guardian.entrypoints.views import incident_view
+
     with _operator(args) as op:
-        state = IncidentState(args.state) if args.state else None
-        rows = [incident_view(i) for i in op.store.list_incidents(op.host, state, args.container)]
+        found = op.store.list_incidents(op.host, args.state, args.container)
+        rows = [incident_view(i) for i in found]
     emit(args, "incidents", rows, INCIDENT_COLUMNS)
     return EXIT_OK
 
 
 @one_line_errors
 def cmd_show(args: argparse.Namespace) -> int:
+    from guardian.entrypoints.views import incident_view, timeline_view
+
     with _operator(args) as op:
         incident = op.incident(args.id)
         view, timeline = incident_view(incident), timeline_view(op.timeline(incident))
@@ -113,6 +119,8 @@ def _change(verb: str) -> Callable[[argparse.Namespace], int]:
 
 @one_line_errors
 def cmd_actions(args: argparse.Namespace) -> int:
+    from guardian.entrypoints.views import action_view
+
     with _operator(args) as op:
         since = op.clock.now() - _duration("--since", args.since) if args.since else None
         rows = [action_view(a) for a in op.store.actions(op.host, args.container, since)]
@@ -139,6 +147,8 @@ def cmd_unsilence(args: argparse.Namespace) -> int:
 
 @one_line_errors
 def cmd_silences(args: argparse.Namespace) -> int:
+    from guardian.entrypoints.views import silence_view
+
     with _operator(args) as op:
         now = op.clock.now()
         rows = [silence_view(s, now) for s in op.store.silences(op.host, now, args.all)]
@@ -146,12 +156,22 @@ def cmd_silences(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _state(value: str) -> IncidentState:
+    from guardian.core.model import IncidentState
+
+    try:
+        return IncidentState(value)
+    except ValueError:
+        allowed = ", ".join(str(s) for s in IncidentState)
+        raise argparse.ArgumentTypeError(f"{value!r} is not one of {allowed}") from None
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], cfg: WithConfig) -> None:
     """Add the incident, action and silence commands to the `guardian` parser."""
     inc = sub.add_parser("incidents", help="list, show and steer incidents")
     isub = inc.add_subparsers(dest="incidents_command", required=True, metavar="ACTION")
     lst = add_json(cfg(isub.add_parser("list", help="incidents, oldest first")))
-    lst.add_argument("--state", choices=[str(s) for s in IncidentState])
+    lst.add_argument("--state", type=_state, metavar="STATE", help="e.g. active, resolved")
     lst.add_argument("--container", metavar="NAME")
     lst.set_defaults(handler=cmd_list)
     show = add_json(cfg(isub.add_parser("show", help="one incident with its timeline")))

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from guardian.entrypoints.cli.tables import EXIT_OK, add_json, one_line_errors, settings_for, table
-from guardian.entrypoints.views import text
 
 DEAD_COLUMNS = ("id", "channel", "kind", "incident", "container", "attempts", "error", "at")
 
@@ -16,6 +15,8 @@ WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 
 
 def _dead_view(row: dict[str, Any]) -> dict[str, Any]:
+    from guardian.entrypoints.views import text  # the model loads only for this command
+
     payload = json.loads(row["payload"])
     return {
         "id": row["id"],

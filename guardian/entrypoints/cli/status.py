@@ -23,7 +23,6 @@ from guardian.entrypoints.cli.tables import (
     settings_for,
     table,
 )
-from guardian.entrypoints.views import container_view, engine_view, incident_view, silence_view
 
 if TYPE_CHECKING:
     from guardian.config import Settings
@@ -42,6 +41,12 @@ WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 def cmd_status(args: argparse.Namespace) -> int:
     # The adapters load only for the command that uses them: `config validate` stays light.
     from guardian.bootstrap import build_status, existing_store_path
+    from guardian.entrypoints.views import (
+        container_view,
+        engine_view,
+        incident_view,
+        silence_view,
+    )
     from guardian.service.status import container_status
 
     settings = settings_for(args)

@@ -1,0 +1,34 @@
+"""RestartPolicy: one container's restart rules, apart from decide() so that reading the config
+needs neither the model nor the policy (`guardian config validate` starts faster)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """The restart rules for one container (global settings with its labels applied)."""
+
+    cooldown: timedelta = timedelta(seconds=300)
+    max_attempts: int = 3
+    window: timedelta = timedelta(hours=1)
+    backoff_factor: float = 1.0
+    max_cooldown: timedelta = timedelta(hours=1)
+    reset_after: timedelta = timedelta(seconds=600)
+    max_per_minute: int = 10
+    max_concurrent: int = 2
+    dry_run: bool = False
+    # watch.orchestrated: act. Off by default: an orchestrator replaces its own containers, and
+    # a restart by Guardian alongside gives one replica two containers.
+    act_on_orchestrated: bool = False
+
+    def cooldown_after(self, attempts: int) -> timedelta:
+        """The wait after the n-th attempt: exponential with a cap, never below cooldown."""
+        if attempts <= 1 or self.backoff_factor <= 1.0:
+            return self.cooldown
+        # Cap the exponent: beyond ~60 doublings every cap is reached anyway.
+        grown = self.cooldown.total_seconds() * self.backoff_factor ** min(attempts - 1, 64)
+        capped = min(grown, self.max_cooldown.total_seconds())
+        return max(self.cooldown, timedelta(seconds=capped))
