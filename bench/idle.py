@@ -58,26 +58,27 @@ class IdleResult:
         return self.guardian.cpu_per_minute / max(self.poller.cpu_per_minute, 1e-9)
 
 
-def wakeups(pid: int) -> int:
-    """How many times the threads of `pid` were put on a CPU so far (all threads)."""
-    total = 0
+def schedstat(pid: int) -> dict[int, tuple[int, int]]:
+    """Per thread of `pid`: nanoseconds on a CPU and times put on one, so far. A thread that
+    ended meanwhile is left out."""
+    out = {}
     for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
         try:
-            total += int(stat.read_text().split()[2])
-        except (OSError, IndexError, ValueError):
-            continue  # a thread that ended meanwhile
-    return total
+            ns, _, runs = stat.read_text().split()[:3]
+            out[int(stat.parent.name)] = (int(ns), int(runs))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def wakeups(pid: int) -> int:
+    """How many times the threads of `pid` were put on a CPU so far (all threads)."""
+    return sum(runs for _, runs in schedstat(pid).values())
 
 
 def thread_cpu(pid: int) -> float:
     """Seconds on a CPU of every thread of `pid` (schedstat: nanoseconds, not 10 ms ticks)."""
-    total = 0
-    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        try:
-            total += int(stat.read_text().split()[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return total / 1e9
+    return sum(ns for ns, _ in schedstat(pid).values()) / 1e9
 
 
 def shell_cpu(pid: int) -> float:
@@ -92,13 +93,7 @@ def _sample(pid: int, cpu: Callable[[int], float] = thread_cpu) -> tuple[float, 
 
 def thread_runs(pid: int) -> dict[int, int]:
     """Per thread id: how many times it was put on a CPU so far."""
-    runs = {}
-    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        try:
-            runs[int(stat.parent.name)] = int(stat.read_text().split()[2])
-        except (OSError, IndexError, ValueError):
-            continue
-    return runs
+    return {tid: runs for tid, (_, runs) in schedstat(pid).items()}
 
 
 POOL = re.compile(r"ThreadPoolExecutor-\d+_\d+")

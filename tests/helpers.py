@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -42,3 +44,30 @@ def require_tool(command: str, package: str) -> str:
             pytest.fail(f"{command} is required in CI (Debian package: {package})")
         pytest.skip(f"{command} not installed")
     return path
+
+
+def run_in_main_thread(
+    run_forever: Callable[[], None], scenario: Callable[[], None], end: Callable[[], None]
+) -> None:
+    """Run a daemon's main loop (it installs signal handlers: it must own the main thread)
+    while `scenario` runs on another thread; `end` stops the loop once the scenario is over,
+    however it ended. Puts the signal handlers back and re-raises the scenario's failure."""
+    failed: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            scenario()
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
+            failed.append(exc)
+        finally:
+            end()
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    threading.Thread(target=drive, daemon=True).start()
+    try:
+        run_forever()
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    if failed:
+        raise failed[0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from guardian.core.model import ContainerSnapshot
 from guardian.entrypoints.daemon import Daemon
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
-from tests.helpers import wait_until
+from tests.helpers import run_in_main_thread, wait_until
 from tests.notify import NotifySocket
 from tests.proxy import DockerProxy
 
@@ -106,46 +105,39 @@ def test_watchdog_pings_stop_while_the_sweep_is_stalled_and_resume_after(tmp_pat
     seen: dict[str, Any] = {}
 
     def scenario() -> None:
-        try:
-            wait_until(lambda: engine.waiting >= 1, 10, message="first sweep")
-            wait_until(lambda: len(sock.times("WATCHDOG=1")) >= 2, 10, message="pings")
-            seen["ready_before_first_sweep"] = sock.times("READY=1")
-            engine.gate.set()
-            ready = sock.wait_for("STATUS=watching 1 container, 0 open incidents")
-            wait_until(lambda: len(after(sock.times("WATCHDOG=1"), ready)) >= 3, 10)
+        wait_until(lambda: engine.waiting >= 1, 10, message="first sweep")
+        wait_until(lambda: len(sock.times("WATCHDOG=1")) >= 2, 10, message="pings")
+        seen["ready_before_first_sweep"] = sock.times("READY=1")
+        engine.gate.set()
+        ready = sock.wait_for("STATUS=watching 1 container, 0 open incidents")
+        wait_until(lambda: len(after(sock.times("WATCHDOG=1"), ready)) >= 3, 10)
 
-            engine.gate.clear()  # the next sweep hangs in the engine call
-            n = engine.waiting
-            wait_until(lambda: engine.waiting > n, 10, message="stalled sweep")
-            stalled_at = time.monotonic()
-            withheld = sock.wait_for("STATUS=sweep stalled for 3s", 10)
-            seen["stalled_after"] = withheld - stalled_at
-            # Absence over a window: three watchdog half-periods without one ping.
-            time.sleep(1.5)
-            seen["pings_while_stalled"] = after(sock.times("WATCHDOG=1"), withheld)
+        engine.gate.clear()  # the next sweep hangs in the engine call
+        n = engine.waiting
+        wait_until(lambda: engine.waiting > n, 10, message="stalled sweep")
+        stalled_at = time.monotonic()
+        withheld = sock.wait_for("STATUS=sweep stalled for 3s", 10)
+        seen["stalled_after"] = withheld - stalled_at
+        # Absence over a window: three watchdog half-periods without one ping.
+        time.sleep(1.5)
+        seen["pings_while_stalled"] = after(sock.times("WATCHDOG=1"), withheld)
 
-            resumed = time.monotonic()
-            engine.gate.set()
-            wait_until(lambda: after(sock.times("WATCHDOG=1"), resumed), 10, message="resumed")
-            seen["resumed"] = True
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
-            seen["error"] = exc
-        finally:
-            engine.gate.set()
-            daemon.stopping.set()
+        resumed = time.monotonic()
+        engine.gate.set()
+        wait_until(lambda: after(sock.times("WATCHDOG=1"), resumed), 10, message="resumed")
+        seen["resumed"] = True
 
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    threading.Thread(target=scenario, daemon=True).start()
+    def end() -> None:
+        engine.gate.set()
+        daemon.stopping.set()
+
     try:
-        daemon.run_forever()  # the real main loop, in the main thread; returns once stopping
+        # the real main loop, in the main thread; returns once stopping
+        run_in_main_thread(daemon.run_forever, scenario, end)
     finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
         sock.wait_for("STOPPING=1", 5)
         sock.close()
 
-    if "error" in seen:
-        raise seen["error"]
     assert len(seen["ready_before_first_sweep"]) == 1  # serving, though no sweep completed
     assert 2.0 < seen["stalled_after"] < 4.0  # the limit is 2.5 s
     assert seen["pings_while_stalled"] == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from guardian.entrypoints.daemon import Daemon
 from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeNotifier
-from tests.helpers import wait_until
+from tests.helpers import run_in_main_thread, wait_until
 
 S = timedelta(seconds=1)
 HOST = "host1"
@@ -69,33 +68,21 @@ def test_the_main_loop_has_no_timer_and_wakes_for_signals_and_for_work(tmp_path,
     seen: dict[str, Any] = {}
 
     def scenario() -> None:
-        try:
-            wait_until(d.first_sweep_done.is_set, 10, message="first sweep")
-            seen["timer"] = d.systemd.next_tick_in()
-            os.kill(os.getpid(), signal.SIGHUP)
-            wait_until(lambda: "config reloaded" in caplog.messages, 10, message="reload")
-            t.engine.set("web", health="unhealthy")
-            d.kick_sweep()
-            wait_until(lambda: t.restarted() == ["web"], 10, message="restart")
-            wait_until(lambda: verify() is not None, 10, message="verify job resumed")
-            t.engine.set("web", health="healthy")
-            wait_until(lambda: [a.outcome for a in t.restarts()] == ["succeeded"], 10)
-            wait_until(lambda: verify() is None, 10, message="verify job paused")
-            seen["done"] = True
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread below
-            seen["error"] = exc
-        finally:
-            os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(d.first_sweep_done.is_set, 10, message="first sweep")
+        seen["timer"] = d.systemd.next_tick_in()
+        os.kill(os.getpid(), signal.SIGHUP)
+        wait_until(lambda: "config reloaded" in caplog.messages, 10, message="reload")
+        t.engine.set("web", health="unhealthy")
+        d.kick_sweep()
+        wait_until(lambda: t.restarted() == ["web"], 10, message="restart")
+        wait_until(lambda: verify() is not None, 10, message="verify job resumed")
+        t.engine.set("web", health="healthy")
+        wait_until(lambda: [a.outcome for a in t.restarts()] == ["succeeded"], 10)
+        wait_until(lambda: verify() is None, 10, message="verify job paused")
+        seen["done"] = True
 
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    threading.Thread(target=scenario, daemon=True).start()
-    try:
-        d.run_forever()  # the real main loop, in the main thread; returns on SIGTERM
-    finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
-    if "error" in seen:
-        raise seen["error"]
+    # the real main loop, in the main thread; SIGTERM ends it
+    run_in_main_thread(d.run_forever, scenario, lambda: os.kill(os.getpid(), signal.SIGTERM))
     assert seen["timer"] is None and seen["done"]
     assert "signal received" in caplog.messages
 
