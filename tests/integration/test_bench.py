@@ -37,7 +37,11 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
             f"--out={out}",
         ]
     )
-    assert [(x.mode, len(x.samples)) for x in results.latency] == [("events", 1), ("polling", 1)]
+    assert [(x.mode, len(x.samples)) for x in results.latency] == [
+        ("events", 1),
+        ("polling", 1),
+        ("events (podman)", 1),  # the same latency against a private podman system service
+    ]
     assert all(x.guardian_hist["count"] == 1 for x in results.latency)
     [sweep] = results.sweeps
     assert (sweep.size, sweep.lists, sweep.other) == (3, 1, 0)
@@ -53,7 +57,7 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     assert storm.notifications.get("resolved", 0) == storm.notifications["opened"]
     assert results.flood is not None and results.flood.flooded.answers
     [idle] = results.idle
-    assert idle.containers == 3 and idle.guardian.wakeups_per_minute > 0 < idle.poller.rss_mb
+    assert idle.containers == 3 and idle.guardian.rss_mb > 0 < idle.poller.rss_mb
     # Outside systemd's watchdog the main thread has no timer: idle, it never runs.
     assert idle.threads["MainThread"] == 0, idle.threads
     assert idle.autoheal is not None and idle.autoheal.rss_mb > 0  # docker-autoheal's loop ran
