@@ -11,6 +11,9 @@ from datetime import datetime, timedelta
 
 from guardian.core.verification import PendingVerify
 
+VERIFY_BACKOFF_MIN = timedelta(seconds=1)
+VERIFY_BACKOFF_MAX = timedelta(seconds=8)
+
 
 class LoopState:
     def __init__(self) -> None:
@@ -18,6 +21,8 @@ class LoopState:
         # Restart calls running, by container name, with the stop timeout Docker may wait.
         self._restarting: dict[str, timedelta] = {}
         self._pending: dict[str, PendingVerify] = {}  # restarted, awaiting verification
+        # The verify tick's next look at each pending verification, and the gap after it.
+        self._next_look: dict[int, tuple[datetime, timedelta]] = {}
         self._healthy_since: dict[str, datetime] = {}
         self._reset_checked: dict[str, datetime] = {}  # healthy streaks already reset or checked
         self._stopped_by_person: set[str] = set()  # container ids
@@ -56,6 +61,26 @@ class LoopState:
         with self.lock:
             self._pending[p.container] = p
 
+    def due_pending(self, now: datetime) -> list[PendingVerify]:
+        """The verifications the periodic tick should look at now: each one after 1 s, then 2,
+        4, up to VERIFY_BACKOFF_MAX between looks, and at its deadline. A burst's restarts would
+        otherwise cost the engine an inspect each per second while it restarts them all (its
+        own health events are judged at once, outside this backoff)."""
+        with self.lock:
+            due = []
+            for p in self._pending.values():
+                look = self._next_look.get(p.action_id)
+                if look is None or now >= min(p.deadline, look[0]):
+                    due.append(p)
+            return due
+
+    def looked(self, p: PendingVerify, now: datetime) -> None:
+        """The tick looked at `p` and found no verdict yet: double the gap to the next look."""
+        with self.lock:
+            gap = self._next_look.get(p.action_id, (now, VERIFY_BACKOFF_MIN / 2))[1] * 2
+            gap = min(gap, VERIFY_BACKOFF_MAX)
+            self._next_look[p.action_id] = (now + gap, gap)
+
     def verifying(self, container: str) -> bool:
         with self.lock:
             return container in self._pending
@@ -78,6 +103,7 @@ class LoopState:
             if self._pending.get(p.container) is not p:
                 return False
             del self._pending[p.container]
+            self._next_look.pop(p.action_id, None)
             return True
 
     def ours(self, container_id: str, container: str) -> bool:

@@ -33,9 +33,12 @@ class Verifier:
         return bool(self.ctx.state.pending())
 
     def verify(self, only: str | None = None) -> None:
-        """Check every pending verification (or the one for container `only`)."""
+        """Check the pending verifications that are due (the tick: each with a growing gap,
+        see LoopState.due_pending), or the one for container `only` at once (its event)."""
         ctx = self.ctx
-        for p in ctx.state.pending(only):
+        state = ctx.state
+        due = state.pending(only) if only is not None else state.due_pending(ctx.clock.now())
+        for p in due:
             try:
                 snap = ctx.engine.inspect(p.container_id)
             except EngineUnavailable:
@@ -49,6 +52,8 @@ class Verifier:
             outcome = judge(p, snap, now, ctx.settings.verify_timeout)
             if outcome is not None:
                 self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
+            elif only is None:
+                ctx.state.looked(p, now)
 
     def finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
         ctx = self.ctx
