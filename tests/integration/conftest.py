@@ -186,8 +186,21 @@ class Containers:
             if self.checks is not None:
                 with contextlib.suppress(docker.errors.NotFound):
                     self.checks.remove(self.api.inspect_container(cid)["Name"].lstrip("/"))
-            with contextlib.suppress(docker.errors.NotFound):
+            self._remove(cid)
+
+    def _remove(self, cid: str, tries: int = 5) -> None:
+        """Force-remove, again on a refusal: Podman 4.3 refuses while its restart policy is
+        restarting the container ("could not be stopped ... container state improper")."""
+        for attempt in range(tries):
+            try:
                 self.api.remove_container(cid, force=True, v=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError:
+                if attempt == tries - 1:
+                    raise
+                time.sleep(0.5)  # cleanup, not a measurement: let the engine's restart finish
 
 
 @pytest.fixture
