@@ -53,22 +53,18 @@ class CrashLoops:
         base = before[-1] if before else inside[0]
         return inside[-1] - base
 
+    def still_looping(self, snap: ContainerSnapshot, now: datetime) -> bool:
+        """A looping container that a sweep catches running for a moment (Podman restarts
+        without a `restarting` state in between) is still looping: the sweep inspects it, or its
+        incident would be resolved and reopened at every such glimpse."""
+        with self._lock:
+            track = self._tracks.get(snap.id)
+            return track is not None and self.rises(track, now) >= self.settings.restarts
+
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
-        now = result.observed_at
         if not snap.inspected:
-            # A looping container that a sweep catches running for a moment (Podman restarts
-            # without a `restarting` state in between) is still looping: look again, or its
-            # incident would be resolved and reopened at every such glimpse.
-            with self._lock:
-                track = self._tracks.get(snap.id)
-                looping = track is not None and self.rises(track, now) >= self.settings.restarts
-            try:
-                full = self.engine.inspect(snap.id) if looping else None
-            except EngineUnavailable:
-                full = None
-            if full is None:
-                return result
-            snap = full
+            return result
+        now = result.observed_at
         with self._lock:
             track = self._tracks.setdefault(snap.id, _Track())
             if not track.seen or track.seen[-1][1] != snap.restart_count:

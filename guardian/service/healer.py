@@ -81,7 +81,10 @@ class Healer:
     ) -> Assessment:
         """Judge one container (inspecting it when it is a candidate) and decide, without acting."""
         ctx = self.ctx
-        if needs_inspect(snap) and not snap.inspected:
+        if not snap.inspected and (
+            needs_inspect(snap)
+            or any(wanted(snap, ctx.clock.now()) for wanted in ctx.pipeline.inspect_wanted)
+        ):
             full = ctx.engine.inspect(snap.id)
             snap = full if full is not None else snap
         rules = ctx.rules.of(snap)

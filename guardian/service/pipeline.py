@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from guardian.core.assessment import Assessment
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
@@ -41,6 +42,8 @@ def _first(_container: str) -> int:
 @dataclass(frozen=True)
 class Pipeline:
     judges: tuple[Judge, ...] = ()  # in order, after the health check
+    # A judge that needs a listed container inspected although the list shows no problem.
+    inspect_wanted: tuple[Callable[[ContainerSnapshot, datetime], bool], ...] = ()
     listed: tuple[Callable[[list[ContainerSnapshot]], None], ...] = ()  # the sweep's containers
     assessed: tuple[Callable[[list[Assessment]], None], ...] = ()  # a whole sweep, before acting
     act_order: Callable[[str], int] = _first  # a sweep acts on lower keys first (dependencies)
