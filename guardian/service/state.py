@@ -77,8 +77,8 @@ class LoopState:
     def looked(self, p: PendingVerify, now: datetime) -> None:
         """The tick looked at `p` and found no verdict yet: double the gap to the next look."""
         with self.lock:
-            gap = self._next_look.get(p.action_id, (now, VERIFY_BACKOFF_MIN / 2))[1] * 2
-            gap = min(gap, VERIFY_BACKOFF_MAX)
+            last = self._next_look.get(p.action_id)
+            gap = VERIFY_BACKOFF_MIN if last is None else min(last[1] * 2, VERIFY_BACKOFF_MAX)
             self._next_look[p.action_id] = (now + gap, gap)
 
     def verifying(self, container: str) -> bool:
