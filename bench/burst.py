@@ -43,10 +43,6 @@ class BurstResult:
         return self.guardian.samples
 
     @property
-    def p50(self) -> float:
-        return median(self.samples)
-
-    @property
     def max(self) -> float:
         return max(self.samples)
 
