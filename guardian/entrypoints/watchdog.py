@@ -137,8 +137,11 @@ class SupervisorLink:
             return self.tick_interval
         if self._last_ping is None:
             return 0.0
-        due = self._last_ping + watchdog.total_seconds() / 2 - self.tick_interval
-        return max(0.0, due - self._now())
+        return max(0.0, self._last_ping + self._ping_every(watchdog) - self._now())
+
+    def _ping_every(self, watchdog: timedelta) -> float:
+        """A tick_interval before half the watchdog timeout (systemd's advice: half)."""
+        return watchdog.total_seconds() / 2 - self.tick_interval
 
     def sweep_started(self) -> None:
         self.liveness.started()
@@ -184,8 +187,7 @@ class SupervisorLink:
             self._withholding = False
             log.info("sweep alive again; watchdog pings resumed")
         # Called when next_tick_in() says, or sooner: ping a tick_interval before half the timeout.
-        due = watchdog.total_seconds() / 2 - self.tick_interval
-        if self._last_ping is None or now - self._last_ping >= due:
+        if self._last_ping is None or now - self._last_ping >= self._ping_every(watchdog):
             self._last_ping = now
             self.supervisor.ping()
 

@@ -71,6 +71,17 @@ def withdraw_unsent(conn: sqlite3.Connection, host: str) -> int:
     return len(ids)
 
 
+# Per escalated open incident of a host: when its last give-up or reminder message was queued.
+# Reminders fall due a repeat_interval after it (reminders_due, next_reminder_at).
+_LAST_ESCALATION = (
+    "SELECT i.id, MAX(o.created_at) AS last FROM incidents i"
+    " JOIN outbox o ON o.incident_id = i.id AND o.kind IN (?, ?)"
+    " WHERE i.host=? AND i.escalated=1 AND i.state IN"
+    " ('active', 'acknowledged', 'in_progress') GROUP BY i.id"
+)
+_ESCALATION_KINDS = (str(Kind.GAVE_UP), str(Kind.REMINDER))
+
+
 class SqliteOutbox:
     """The worker's view of the outbox, over the store's Database (same connection and lock)."""
 
@@ -186,11 +197,7 @@ class SqliteOutbox:
     def next_reminder_at(self, host: str, repeat_interval: timedelta) -> datetime | None:
         """When the soonest reminder falls due (see reminders_due); None: no incident needs one."""
         rows = self.db.query(
-            "SELECT MIN(last) FROM (SELECT MAX(o.created_at) AS last FROM incidents i"
-            " JOIN outbox o ON o.incident_id = i.id AND o.kind IN (?, ?)"
-            " WHERE i.host=? AND i.escalated=1 AND i.state IN"
-            " ('active', 'acknowledged', 'in_progress') GROUP BY i.id)",
-            (str(Kind.GAVE_UP), str(Kind.REMINDER), host),
+            f"SELECT MIN(last) FROM ({_LAST_ESCALATION})", (*_ESCALATION_KINDS, host)
         )
         last = from_text(rows[0][0]) if rows else None
         return last + repeat_interval if last is not None else None
@@ -206,11 +213,7 @@ class SqliteOutbox:
         message, so they get no reminder either."""
         cutoff = to_text(now - repeat_interval)
         rows = self.db.query(
-            "SELECT i.id, MAX(o.created_at) AS last FROM incidents i"
-            " JOIN outbox o ON o.incident_id = i.id AND o.kind IN (?, ?)"
-            " WHERE i.host=? AND i.escalated=1 AND i.state IN"
-            " ('active', 'acknowledged', 'in_progress') GROUP BY i.id HAVING last <= ?",
-            (str(Kind.GAVE_UP), str(Kind.REMINDER), host, cutoff),
+            f"{_LAST_ESCALATION} HAVING last <= ?", (*_ESCALATION_KINDS, host, cutoff)
         )
         out = []
         for r in rows:
