@@ -52,7 +52,8 @@ def memory_detail(snap: ContainerSnapshot) -> str:
     return "no memory limit: the host ran out of memory"
 
 
-def _skip(snap: ContainerSnapshot, now: datetime, why: str, source: str) -> HealthCheckResult:
+def skip(snap: ContainerSnapshot, now: datetime, why: str, source: str) -> HealthCheckResult:
+    """Not judged, and why (`guardian check` shows it): neither a problem nor a recovery."""
     return HealthCheckResult(snap.id, snap.name, now, skipped=why, source=source)
 
 
@@ -76,19 +77,19 @@ def evaluate(
 
     state = snap.state
     if state == "paused":
-        return _skip(snap, now, "paused", source)
+        return skip(snap, now, "paused", source)
     if state == "restarting":
-        return _skip(snap, now, "restarting_by_docker", source)
+        return skip(snap, now, "restarting_by_docker", source)
     if state in ("exited", "dead"):
         return _judge_stopped(snap, now, settings, stopped_by_person, source)
     if state != "running":
-        return _skip(snap, now, state or "unknown_state", source)
+        return skip(snap, now, state or "unknown_state", source)
     if snap.health == "starting":
-        return _skip(snap, now, "starting", source)
+        return skip(snap, now, "starting", source)
     if snap.health == "unhealthy":
         grace = max(settings.start_grace, snap.health_start_period)
         if snap.started_at is not None and grace and now - snap.started_at < grace:
-            return _skip(snap, now, "in_grace", source)
+            return skip(snap, now, "in_grace", source)
         return _problem(
             snap, now, ProblemType.UNHEALTHY, snap.health_output or "health check failing", source
         )
@@ -107,14 +108,14 @@ def _judge_stopped(
         detail = f"killed by the kernel OOM killer (exit {code}); {memory_detail(snap)}"
         return _problem(snap, now, ProblemType.OOM_KILLED, detail, source)
     if stopped_by_person:
-        return _skip(snap, now, "stopped_by_person", source)
+        return skip(snap, now, "stopped_by_person", source)
     docker_retries = snap.restart_policy == "on-failure" and (
         snap.restart_policy_max_retries == 0 or snap.restart_count < snap.restart_policy_max_retries
     )
     if snap.restart_policy in DOCKER_OWNED_POLICIES or docker_retries:
-        return _skip(snap, now, "restart_policy_owned_by_docker", source)
+        return skip(snap, now, "restart_policy_owned_by_docker", source)
     if code is None or code in settings.ignore_exit_codes:
-        return _skip(snap, now, "exit_code_ignored", source)
+        return skip(snap, now, "exit_code_ignored", source)
     if code in SIGNAL_EXIT_CODES:
-        return _skip(snap, now, "stopped_by_signal", source)
+        return skip(snap, now, "stopped_by_signal", source)
     return _problem(snap, now, ProblemType.EXITED, f"{snap.state} with exit code {code}", source)

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment, SweepReport
-from guardian.core.checks import evaluate, needs_inspect, reported_at
+from guardian.core.checks import evaluate, needs_inspect, reported_at, skip
 from guardian.core.model import (
     HOST_PROBLEMS,
     ContainerSnapshot,
@@ -85,6 +85,12 @@ class Healer:
             needs_inspect(snap)
             or any(wanted(snap, ctx.clock.now()) for wanted in ctx.pipeline.inspect_wanted)
         ):
+            if ctx.state.restart_running(snap.name):
+                # Guardian's own restart is at it: an inspect now would wait for the engine to
+                # stop the container (up to its stop timeout), and the exit it shows is the
+                # restart's own. Neither a problem nor a recovery; its verification judges it.
+                result = skip(snap, ctx.clock.now(), "restart_in_flight", source)
+                return Assessment(snap, ctx.rules.of(snap), result)
             full = ctx.engine.inspect(snap.id)
             snap = full if full is not None else snap
         rules = ctx.rules.of(snap)
@@ -178,6 +184,12 @@ class Healer:
             state.started(cid)
         for follow in self.ctx.pipeline.events:
             follow(event)
+        if state.restart_running(event.container_name):
+            # The restart's own kill, die and start: the call is at it and the verification
+            # judges what comes of it. An inspect now waits until the engine has stopped the
+            # container, a job thread and the engine's time spent for nothing (a burst of 100
+            # made 100 of them).
+            return False
         # Event attributes carry the container's labels: skip containers Guardian does not watch
         # without spending an inspect on them.
         if not self.ctx.settings.watches(event.attributes):

@@ -81,6 +81,11 @@ class LoopState:
             gap = VERIFY_BACKOFF_MIN if last is None else min(last[1] * 2, VERIFY_BACKOFF_MAX)
             self._next_look[p.action_id] = (now + gap, gap)
 
+    def restart_running(self, container: str) -> bool:
+        """Guardian's restart call for `container` runs now (claimed, not yet returned)."""
+        with self.lock:
+            return container in self._restarting
+
     def verifying(self, container: str) -> bool:
         with self.lock:
             return container in self._pending
