@@ -20,6 +20,7 @@ from bench.latency import NO_STORM_BREAKER, OPEN_BUDGET
 from bench.probes import EventLog, GuardianRun, median, wait_for
 
 MAX_FLOOR_20 = 0.3  # seconds: the issue's floor for the max at 20
+LISTENERS = {"bare listener": "listener", "listener, inspect first": "listener-inspect"}
 
 
 @dataclass
@@ -36,7 +37,8 @@ class BurstRun:
 class BurstResult:
     size: int
     guardian: BurstRun
-    floor: BurstRun | None = None  # the bare listener (bench/listener.py)
+    # The bare listener (bench/listener.py) by name: "bare listener", "listener, inspect first".
+    floors: dict[str, BurstRun] = field(default_factory=dict)
 
     @property
     def samples(self) -> list[float]:
@@ -54,11 +56,12 @@ def burst_interval(size: int) -> float:
 
 
 def measure(fleet: Fleet, tmp: Path, size: int, floor: bool = True) -> BurstResult:
-    """The burst healed by Guardian, then (with `floor`) by the bare listener, each on a fleet of
-    its own."""
+    """The burst healed by Guardian, then (with `floor`) by the bare listener, without and with
+    an inspect before each restart, each on a fleet of its own."""
     result = BurstResult(size, _run(fleet, tmp, size, "guardian"))
     if floor:
-        result.floor = _run(fleet, tmp, size, "listener")
+        for name, healer in LISTENERS.items():
+            result.floors[name] = _run(fleet, tmp, size, healer)
     return result
 
 
@@ -112,6 +115,8 @@ def _healer(
         return
     out = tmp / "requests.txt"
     args = [sys.executable, "-m", "bench.listener", fleet.url, fleet.scope, str(out)]
+    if healer == "listener-inspect":
+        args.append("--inspect")
     proc = subprocess.Popen(args, cwd=REPO)
     try:
         wait_for(lambda: out.exists() and out.read_text(), 30, "the listener to subscribe")
@@ -154,8 +159,10 @@ def render(bursts: list[BurstResult]) -> list[str]:
         "request (Guardian: the intent it records just before the call) and to the engine's "
         "`kill` event of that restart (the engine's pace included). The same burst is then "
         "healed by a bare listener (`bench/listener.py`: each restart in its own thread the "
-        "moment the event arrives, no decision, no store), the floor on this machine. `spread`: "
-        "first to last unhealthy event.",
+        "moment the event arrives, no decision, no store), the floor on this machine, and by the "
+        "same listener inspecting each container before its restart, as Guardian does (the "
+        "floor for a healer that checks before it acts). `spread`: first to last unhealthy "
+        "event.",
         "",
         "| burst | healer | spread | → request p50 / max | → engine's kill p50 / max | floor: "
         "max at 20 ≤ 0.3 s, linear growth |",
@@ -174,8 +181,8 @@ def render(bursts: list[BurstResult]) -> list[str]:
         else:
             floor = "–"
         out.append(_row(b.size, "Guardian", b.guardian, floor))
-        if b.floor is not None:
-            out.append(_row(b.size, "bare listener", b.floor, ""))
+        for name, run in b.floors.items():
+            out.append(_row(b.size, name, run, ""))
     return [*out, ""]
 
 
