@@ -6,7 +6,6 @@ environment and `config show` all go through it. Per-container label overrides l
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import os
 import re
@@ -411,6 +410,8 @@ def _unknown_key(section: str, key: Any, keys: list[str]) -> str:
     listed = ", ".join(keys)
     if len(listed) <= 300:
         return f"unknown key {section}.{_shown(key)}; allowed: {listed}"
+    import difflib  # loaded for an error only (CLI start-up, bench/imports)
+
     close = difflib.get_close_matches(str(key), keys, n=3)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     where = f"the {len(keys)} keys of {section} are listed in the README"
@@ -428,6 +429,8 @@ def _check_environment(env: Mapping[str, str], values: Mapping[str, Mapping[str,
         rest = name.removeprefix(ENV_PREFIX)
         if rest == name or rest in known or name in named or name == CONFIG_ENV:
             continue
+        import difflib  # loaded for an error only
+
         close = difflib.get_close_matches(rest, list(known), n=1, cutoff=0.75)
         section = next((s for s in SCHEMA if rest.startswith(s.upper() + "_")), None)
         if close:

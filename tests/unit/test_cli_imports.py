@@ -62,6 +62,9 @@ def test_config_validate_imports_no_adapter_library(tmp_path: Path) -> None:
     # Nor the model and the decision point: reading a config needs only its rules (~10 ms of
     # dataclass creation saved on every `guardian config validate`, ExecReload's check).
     assert "guardian.core.model" not in modules and "guardian.core.policy" not in modules
+    # Nor what only other commands or an error need: the user's name (silence --by), JSON
+    # output, "did you mean" (~4 ms; config validate is also the unit's ExecStartPre).
+    assert {"getpass", "json", "difflib"} & modules == set()
 
 
 def test_the_reader_sees_a_heavy_import_when_a_command_makes_one() -> None:

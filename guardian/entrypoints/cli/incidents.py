@@ -7,8 +7,6 @@ while it runs. Incident changes are judged by the core state machine; a refusal 
 from __future__ import annotations
 
 import argparse
-import getpass
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -21,6 +19,7 @@ from guardian.entrypoints.cli.tables import (
     cell,
     emit,
     one_line_errors,
+    print_json,
     settings_for,
     table,
 )
@@ -51,6 +50,8 @@ WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 
 def _user() -> str:
     try:
+        import getpass  # asked when a silence is set, not when the parser is built
+
         return getpass.getuser()
     except (KeyError, OSError):
         return "operator"
@@ -96,7 +97,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         incident = op.incident(args.id)
         view, timeline = incident_view(incident), timeline_view(op.timeline(incident))
     if args.json:
-        print(json.dumps({"incident": view, "timeline": timeline}, indent=2))
+        print_json({"incident": view, "timeline": timeline})
         return EXIT_OK
     for key, value in view.items():
         if value not in (None, ""):
@@ -132,7 +133,7 @@ def cmd_actions(args: argparse.Namespace) -> int:
 def cmd_silence(args: argparse.Namespace) -> int:
     with _operator(args) as op:
         duration = _duration("--for", args.duration)
-        s = op.silence(args.container, duration, args.reason or "", args.by)
+        s = op.silence(args.container, duration, args.reason or "", args.by or _user())
     print(f"{s.container} silenced until {s.until.isoformat(timespec='seconds')}: {s.reason}")
     return EXIT_OK
 
@@ -140,7 +141,7 @@ def cmd_silence(args: argparse.Namespace) -> int:
 @one_line_errors
 def cmd_unsilence(args: argparse.Namespace) -> int:
     with _operator(args) as op:
-        s = op.unsilence(args.container, args.by)
+        s = op.unsilence(args.container, args.by or _user())
     print(f"{s.container}: silence lifted")
     return EXIT_OK
 
@@ -195,11 +196,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], cfg: With
     sil.add_argument("container")
     sil.add_argument("--for", dest="duration", required=True, metavar="DURATION")
     sil.add_argument("--reason", required=True, metavar="TEXT")
-    sil.add_argument("--by", default=_user(), metavar="NAME", help="default: the current user")
+    sil.add_argument("--by", metavar="NAME", help="default: the current user")
     sil.set_defaults(handler=cmd_silence)
     uns = cfg(sub.add_parser("unsilence", help="lift a container's silence"))
     uns.add_argument("container")
-    uns.add_argument("--by", default=_user(), metavar="NAME", help="default: the current user")
+    uns.add_argument("--by", metavar="NAME", help="default: the current user")
     uns.set_defaults(handler=cmd_unsilence)
     sls = add_json(cfg(sub.add_parser("silences", help="silences in force")))
     sls.add_argument("--all", action="store_true", help="also ended and expired ones")

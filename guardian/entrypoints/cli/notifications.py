@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from typing import Any
 
-from guardian.entrypoints.cli.tables import EXIT_OK, add_json, one_line_errors, settings_for, table
+from guardian.entrypoints.cli.tables import (
+    EXIT_OK,
+    add_json,
+    one_line_errors,
+    print_json,
+    settings_for,
+    table,
+)
 
 DEAD_COLUMNS = ("id", "channel", "kind", "incident", "container", "attempts", "error", "at")
 
@@ -15,6 +21,8 @@ WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 
 
 def _dead_view(row: dict[str, Any]) -> dict[str, Any]:
+    import json  # loaded by the command that reads payloads (see tables.print_json)
+
     from guardian.entrypoints.views import text  # the model loads only for this command
 
     payload = json.loads(row["payload"])
@@ -41,7 +49,7 @@ def cmd_notifications(args: argparse.Namespace) -> int:
     finally:
         outbox.db.close()
     if args.json:
-        print(json.dumps({"queued": queued, "dead_letters": dead}, indent=2))
+        print_json({"queued": queued, "dead_letters": dead})
         return EXIT_OK
     print(f"queued for delivery: {queued}")
     print()

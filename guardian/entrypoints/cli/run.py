@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from guardian.entrypoints.cli.tables import EXIT_OK, CliError, settings_for, table
+from guardian.entrypoints.cli.tables import EXIT_OK, CliError, print_json, settings_for, table
 
 if TYPE_CHECKING:
     from guardian.core.assessment import Assessment
@@ -99,7 +98,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         app.close()
     rows = [_row(a) for a in report.rows]
     if args.json:
-        print(json.dumps({"dry_run": not args.apply, "containers": rows}, indent=2))
+        print_json({"dry_run": not args.apply, "containers": rows})
     else:
         table(
             rows, CHECK_COLUMNS, "no watched containers (label: {})".format(settings["watch.label"])

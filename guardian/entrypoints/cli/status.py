@@ -9,7 +9,6 @@ It needs no notification secrets: it builds no channel.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from guardian.entrypoints.cli.tables import (
     EXIT_OK,
     add_json,
     one_line_errors,
+    print_json,
     settings_for,
     table,
 )
@@ -69,7 +69,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "open_incidents": open_incidents,
             "silences": silences,
         }
-        print(json.dumps(doc, indent=2))
+        print_json(doc)
         return EXIT_OK
     table(containers, STATUS_COLUMNS, f"no watched containers (label: {settings['watch.label']})")
     print()

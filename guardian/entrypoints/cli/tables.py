@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -53,7 +52,7 @@ def emit(
 ) -> None:
     """Print a listing: `{key: rows}` as JSON with --json, else a table of `columns`."""
     if getattr(args, "json", False):
-        print(json.dumps({key: rows}, indent=2))
+        print_json({key: rows})
     else:
         table(rows, columns, f"no {key.replace('_', ' ')}")
 
@@ -75,6 +74,14 @@ def one_line_errors(command: Command) -> Command:
             return EXIT_FAILURE
 
     return run
+
+
+def print_json(doc: object) -> None:
+    """A command's --json output. The json module loads when a command prints it, not with the
+    parser (`config validate` starts without it: bench/imports.py)."""
+    import json
+
+    print(json.dumps(doc, indent=2))
 
 
 def add_json(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
