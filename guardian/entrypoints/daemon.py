@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent import futures
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -52,9 +53,9 @@ MAX_RESTART_THREADS = 256
 
 
 def job_threads(settings: Settings) -> int:
-    """Threads for the jobs: a restart holds its thread while the container stops, so a burst
-    proceeds at once only with a thread for each of `restart.max_concurrent` restarts, plus
-    threads that decide about the others meanwhile. Threads start only when needed."""
+    """Threads for the jobs: a reaction holds its thread while it inspects, so a burst proceeds
+    at once with a thread for each of `restart.max_concurrent` containers, plus threads for the
+    other jobs. Threads start only when needed."""
     return JOB_THREADS + min(int(settings["restart.max_concurrent"]), MAX_RESTART_THREADS)
 
 
@@ -80,6 +81,10 @@ class Daemon:
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
+        # Restart calls, once decided and recorded: each holds a thread until the engine has
+        # stopped and started its container; decide() keeps them within restart.max_concurrent
+        # (a reload may raise it: threads start only when needed).
+        self.restarts: futures.ThreadPoolExecutor | None = None
         liveness = SweepLiveness(
             stall_limit(app.settings), monotonic, app.healer.ctx.state.longest_stop
         )
@@ -221,6 +226,24 @@ class Daemon:
         self.app.metrics.store_failed()
         log.error("store error; job abandoned until its next run", extra=kv(job=job, reason=exc))
 
+    def run_restart(self, call: Callable[[], None]) -> None:
+        """Run a restart call on a restart thread: the sweep or reaction that decided it goes on
+        (a sweep that finds a burst no longer waits for one container's stop after another)."""
+        if self.restarts is None:
+            call()
+            return
+        self.restarts.submit(self._restart_call, call)
+
+    def _restart_call(self, call: Callable[[], None]) -> None:
+        try:
+            call()
+        except StoreError as exc:
+            self._store_failed("restart", exc)
+        except Exception:
+            log.exception("restart failed")
+        finally:
+            self.work_changed()  # a restart now awaits verification: resume the verify job
+
     def react(self, container_id: str, detected_at: datetime | None) -> None:
         try:
             self.app.healer.react(container_id, detected_at)
@@ -359,6 +382,8 @@ class Daemon:
         except ListenError:
             self.app.close()
             raise
+        self.restarts = futures.ThreadPoolExecutor(MAX_RESTART_THREADS, "restart")
+        self.app.healer.remediator.run_calls_on(self.run_restart)
         self.scheduler.start()
         if self.app.delivery is not None:
             self.app.delivery.start()
@@ -391,6 +416,8 @@ class Daemon:
         self.systemd.stopping()
         self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
         self.scheduler.shutdown(wait=True)
+        if self.restarts is not None:
+            self.restarts.shutdown(wait=True)  # calls in flight record their outcomes
         if self.http is not None:
             self.http.stop()
         if self._listener is not None:

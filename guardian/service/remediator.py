@@ -6,6 +6,7 @@ restart through here, so every restart gets the same retry, record, metrics and 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
@@ -35,6 +36,13 @@ log = logging.getLogger("guardian.remediator")
 _QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
 RESTART_WITH_REASON = "restart_with"
 
+# Runs a restart call, decided and recorded: here and now, or on a thread of its own.
+RunCall = Callable[[Callable[[], None]], None]
+
+
+def run_here(call: Callable[[], None]) -> None:
+    call()
+
 
 def held_back(decision: Decision) -> str:
     """Why a restart did not happen, for the history: the verdict, when it may, and why."""
@@ -48,6 +56,14 @@ class Remediator:
         self.ctx = ctx
         self.recorder = recorder
         self.decisions = decisions
+        self._run_call: RunCall = run_here
+
+    def run_calls_on(self, run: RunCall) -> None:
+        """Where restart calls run once decided, claimed and their intent recorded: on the
+        deciding thread (commands, tests) until the daemon gives its restart threads. A call
+        returns once the engine has stopped and started the container, up to its stop timeout
+        later: on the sweep's thread, a burst the sweep found waited for one stop after another."""
+        self._run_call = run
 
     def _decide_and_claim(self, snap: ContainerSnapshot, rules: ContainerRules) -> Decision:
         """Decide under the lock and claim the restart, so no other thread acts meanwhile."""
@@ -91,9 +107,14 @@ class Remediator:
             str(decision.reason),
             decision,
         )
-        result = self._restart(snap, a.rules, decision, action, incident, a.detected_at)
-        if result.outcome is Outcome.PERMANENT_FAILURE:
-            self.recorder.gone(incident, result.detail, self.ctx.clock.now())
+
+        def gone_if_removed(result: ActionOutcome) -> None:
+            if result.outcome is Outcome.PERMANENT_FAILURE:
+                self.recorder.gone(incident, result.detail, self.ctx.clock.now())
+
+        self._restart(
+            snap, a.rules, decision, action, incident, a.detected_at, then=gone_if_removed
+        )
 
     def restart_followers(self, leader: str) -> None:
         """`leader` was restarted by Guardian and is healthy: restart the containers that
@@ -165,10 +186,12 @@ class Remediator:
         incident: Incident | None,
         detected_at: datetime | None,
         verify_incident: bool = True,
-    ) -> ActionOutcome:
-        """Write the intent, restart (one retry when the request never reached the engine),
-        record the outcome with its notification, and hand a restart to verification.
-        The caller has claimed the restart (`_decide_and_claim`); it is released here."""
+        then: Callable[[ActionOutcome], None] | None = None,
+    ) -> None:
+        """Write the intent, then (see run_calls_on) restart (one retry when the request never
+        reached the engine), record the outcome with its notification, hand a restart to
+        verification and tell `then`. The caller has claimed the restart
+        (`_decide_and_claim`); it is released once the call returned."""
         ctx, now = self.ctx, action.requested_at
         try:
             action_id = ctx.store.record_intent(action)
@@ -187,6 +210,41 @@ class Remediator:
                 stop_timeout=int(rules.stop_timeout.total_seconds()),
             ),
         )
+        pending = PendingVerify(
+            action_id,
+            incident.id if incident is not None and verify_incident else None,
+            snap.name,
+            snap.id,
+            now,
+            now,  # the deadline counts from the call's return (below)
+            snap.started_at,
+            decision.attempt,
+            decision.max_attempts,
+        )
+
+        def call() -> None:
+            result = self._call_engine(snap, rules, decision, pending, incident)
+            if then is not None:
+                then(result)
+
+        try:
+            self._run_call(call)
+        except Exception:
+            # Refused (the daemon is stopping: the intent without an outcome is reconciled at
+            # the next start) or failed here: the claim ends either way (twice is harmless).
+            ctx.state.release(snap.name)
+            raise
+
+    def _call_engine(
+        self,
+        snap: ContainerSnapshot,
+        rules: ContainerRules,
+        decision: Decision,
+        pending: PendingVerify,
+        incident: Incident | None,
+    ) -> ActionOutcome:
+        """The restart call and what follows it: on the thread run_calls_on chose."""
+        ctx, now, action_id = self.ctx, pending.restarted_at, pending.action_id
         try:
             result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
             if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
@@ -215,17 +273,7 @@ class Remediator:
         if result.outcome in (Outcome.RESTARTED, Outcome.UNKNOWN):
             # UNKNOWN is never repeated blindly: verification observes what really happened.
             ctx.state.await_verification(
-                PendingVerify(
-                    action_id,
-                    incident.id if incident is not None and verify_incident else None,
-                    snap.name,
-                    snap.id,
-                    now,
-                    done + ctx.settings.verify_timeout,
-                    snap.started_at,
-                    decision.attempt,
-                    decision.max_attempts,
-                )
+                replace(pending, deadline=done + ctx.settings.verify_timeout)
             )
         else:
             ctx.restart_ended(snap.name, str(result.outcome))

@@ -6,14 +6,20 @@ and holds a job thread, or the whole sweep, meanwhile."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from guardian.core.assessment import SweepReport
 from guardian.core.model import ActionOutcome, ProblemType
+from guardian.entrypoints.daemon import Daemon
 from guardian.ports import EngineEvent
-from tests.app import TestApp
+from tests.app import TestApp, make_app
+from tests.helpers import run_in_main_thread, wait_until
 
 WATCHED = {"guardian.enable": "true"}
 # What the engine reports about a container while `docker restart` stops and starts it.
@@ -89,3 +95,42 @@ def test_a_sweep_meeting_a_restart_midway_leaves_the_container_to_it(
     # Nothing new was opened for the exit the restart itself caused.
     types = sorted((i.container, i.type) for i in w.store.open_incidents("h"))
     assert types == [("app", ProblemType.UNHEALTHY), ("sick", ProblemType.UNHEALTHY)]
+
+
+def test_a_sweep_requests_every_restart_before_the_first_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events off (or the stream lost): the sweep finds the burst. A restart call returns once
+    the engine has stopped and started the container, up to its stop timeout later; the sweep
+    made the calls one after another, so the last of N containers waited for N stops. Here no
+    call returns before all three are in: one after another, the first waits in vain."""
+    t = make_app(
+        tmp_path,
+        daemon=True,
+        http={"listen": "127.0.0.1:0"},
+        watch={"events": False},
+        restart={"max_concurrent": 3},
+        storm={"threshold": "100%"},
+    )
+    names = ["a", "b", "c"]
+    for name in names:
+        t.engine.add(name, health="unhealthy")
+    together = threading.Barrier(len(names), timeout=10)
+    real = t.engine.restart
+
+    def restart(cid: str, timeout: timedelta, started: datetime | None) -> ActionOutcome:
+        together.wait()  # the engine stops them all at once
+        return real(cid, timeout, started)
+
+    monkeypatch.setattr(t.engine, "restart", restart)
+    d = Daemon(t.app)
+
+    def scenario() -> None:
+        wait_until(
+            lambda: sorted(str(a.outcome) for a in t.restarts()) == ["restarted"] * 3,
+            20,
+            message="three restarts returned",
+        )
+
+    run_in_main_thread(d.run_forever, scenario, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    assert sorted(t.restarted()) == names and not together.broken
