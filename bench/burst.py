@@ -21,6 +21,8 @@ from bench.probes import EventLog, GuardianRun, median, wait_for
 
 MAX_FLOOR_20 = 0.3  # seconds: the issue's floor for the max at 20
 LISTENERS = {"bare listener": "listener", "listener, inspect first": "listener-inspect"}
+SWEEP_ONLY = "2s"  # Guardian with events off: its sweep finds the burst
+SWEEP_ONLY_UP_TO = 20  # burst sizes also healed that way
 
 
 @dataclass
@@ -39,6 +41,7 @@ class BurstResult:
     guardian: BurstRun
     # The bare listener (bench/listener.py) by name: "bare listener", "listener, inspect first".
     floors: dict[str, BurstRun] = field(default_factory=dict)
+    sweep_only: BurstRun | None = None  # Guardian with events off: found by its sweep
 
     @property
     def samples(self) -> list[float]:
@@ -59,6 +62,8 @@ def measure(fleet: Fleet, tmp: Path, size: int, floor: bool = True) -> BurstResu
     """The burst healed by Guardian, then (with `floor`) by the bare listener, without and with
     an inspect before each restart, each on a fleet of its own."""
     result = BurstResult(size, _run(fleet, tmp, size, "guardian"))
+    if size <= SWEEP_ONLY_UP_TO:
+        result.sweep_only = _run(fleet, tmp, size, "guardian-sweep")
     if floor:
         for name, healer in LISTENERS.items():
             result.floors[name] = _run(fleet, tmp, size, healer)
@@ -108,9 +113,12 @@ def _healer(
     """Run Guardian (budget for the whole burst, storm breaker off) or the bare listener; yield
     a function giving, per container, when its first restart was requested (unix time)."""
     tmp.mkdir(parents=True, exist_ok=True)
-    if healer == "guardian":
+    if healer in ("guardian", "guardian-sweep"):
         budget = {**OPEN_BUDGET, "max_concurrent": size}
-        with GuardianRun(tmp, fleet.url, fleet.scope, restart=budget, storm=NO_STORM_BREAKER) as g:
+        watch = {"events": False, "interval": SWEEP_ONLY} if healer == "guardian-sweep" else {}
+        with GuardianRun(
+            tmp, fleet.url, fleet.scope, restart=budget, storm=NO_STORM_BREAKER, watch=watch
+        ) as g:
             yield lambda: _intents(Path(g.config["store"]["path"]))
         return
     out = tmp / "requests.txt"
@@ -161,8 +169,10 @@ def render(bursts: list[BurstResult]) -> list[str]:
         "healed by a bare listener (`bench/listener.py`: each restart in its own thread the "
         "moment the event arrives, no decision, no store), the floor on this machine, and by the "
         "same listener inspecting each container before its restart, as Guardian does (the "
-        "floor for a healer that checks before it acts). `spread`: first to last unhealthy "
-        "event.",
+        "floor for a healer that checks before it acts). Up to 20 containers, Guardian with "
+        f"events off (a sweep every {SWEEP_ONLY}) heals the burst too: its sweep finds it and "
+        "must not wait for one container's restart before it requests the next. `spread`: "
+        "first to last unhealthy event.",
         "",
         "| burst | healer | spread | → request p50 / max | → engine's kill p50 / max | floor: "
         "max at 20 ≤ 0.3 s, linear growth |",
@@ -181,6 +191,10 @@ def render(bursts: list[BurstResult]) -> list[str]:
         else:
             floor = "–"
         out.append(_row(b.size, "Guardian", b.guardian, floor))
+        if b.sweep_only is not None:
+            out.append(
+                _row(b.size, f"Guardian, events off (sweep every {SWEEP_ONLY})", b.sweep_only, "")
+            )
         for name, run in b.floors.items():
             out.append(_row(b.size, name, run, ""))
     return [*out, ""]

@@ -63,7 +63,8 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     assert idle.autoheal is not None and idle.autoheal.rss_mb > 0  # docker-autoheal's loop ran
     [burst] = results.bursts
     assert burst.size == 3 and len(burst.samples) == len(burst.guardian.requests) == 3
-    # Both listeners healed the same burst, the one inspecting first as well.
+    # Guardian with events off (its sweep found the burst) and both listeners healed it too.
+    assert burst.sweep_only is not None and len(burst.sweep_only.requests) == 3
     assert {name: len(run.requests) for name, run in burst.floors.items()} == {
         "bare listener": 3,
         "listener, inspect first": 3,
