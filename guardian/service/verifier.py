@@ -38,7 +38,14 @@ class Verifier:
         ctx = self.ctx
         state = ctx.state
         due = state.pending(only) if only is not None else state.due_pending(ctx.clock.now())
+        try:
+            starting = self._still_starting(due) if len(due) > 1 else set()
+        except EngineUnavailable:
+            return  # judged when the engine answers again
         for p in due:
+            if p.container_id in starting and ctx.clock.now() < p.deadline:
+                state.looked(p, ctx.clock.now())  # no verdict possible yet (core.verification)
+                continue
             try:
                 snap = ctx.engine.inspect(p.container_id)
             except EngineUnavailable:
@@ -54,6 +61,19 @@ class Verifier:
                 self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
             elif only is None:
                 ctx.state.looked(p, now)
+
+    def _still_starting(self, due: list[PendingVerify]) -> set[str]:
+        """Of the containers of `due`, those running whose health check has not answered since
+        the restart (`starting`): one list for all of them. After a burst most are, and an
+        inspect each (the container's lock in the engine) would tell the busy engine's
+        answer nothing a verdict needs; the others are inspected."""
+        s = self.ctx.settings
+        ids = {p.container_id for p in due}
+        return {
+            c.id
+            for c in self.ctx.engine.list_containers(s.watch_label, s.scope)
+            if c.id in ids and c.state == "running" and c.health == "starting"
+        }
 
     def finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
         ctx = self.ctx

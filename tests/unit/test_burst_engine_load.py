@@ -134,3 +134,38 @@ def test_a_sweep_requests_every_restart_before_the_first_returns(
 
     run_in_main_thread(d.run_forever, scenario, lambda: os.kill(os.getpid(), signal.SIGTERM))
     assert sorted(t.restarted()) == names and not together.broken
+
+
+def test_the_verify_tick_asks_one_list_for_a_burst_and_inspects_only_news(w: TestApp) -> None:
+    """After a burst, every restarted container reports `starting` until its first health check:
+    no verdict is possible then, and an inspect each told the busy engine nothing. The tick
+    asks one list for all of them and inspects only those whose health has news."""
+    names = [f"c{i}" for i in range(5)]
+    for i in range(20):
+        w.engine.add(f"ok{i}")  # five unhealthy out of 25: no storm
+    for name in names:
+        w.engine.add(name, health="unhealthy")
+    w.engine.after_restart_health = "starting"
+    w.healer.sweep()
+    assert sorted(w.restarted()) == names
+    lists, inspects = w.engine.list_calls, w.engine.inspect_calls
+    w.clock.advance(1)
+    w.healer.verifier.verify()  # all five due, all starting
+    assert (w.engine.list_calls - lists, w.engine.inspect_calls - inspects) == (1, 0)
+    w.engine.set("c0", health="healthy")
+    w.engine.set("c1", health="unhealthy")
+    w.clock.advance(2)
+    w.healer.verifier.verify()
+    assert w.engine.inspect_calls - inspects == 2  # the two with news, judged by an inspect
+    outcomes = {a.container: str(a.outcome) for a in w.restarts()}
+    assert outcomes == {
+        "c0": "succeeded",
+        "c1": "unhealthy_after_restart",
+        **{n: "restarted" for n in names[2:]},
+    }
+    w.clock.advance(60)  # past verify_timeout: the rest are judged, each by its inspect
+    w.healer.verifier.verify()
+    assert w.engine.inspect_calls - inspects == 5
+    assert {str(a.outcome) for a in w.restarts() if a.container in names[2:]} == {
+        "unhealthy_after_restart"
+    }
