@@ -49,6 +49,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--idle-health-interval", type=float, default=idle.HEALTH_INTERVAL, help="seconds"
     )
     p.add_argument("--bursts", default="20,100", help="burst sizes (default 20,100)")
+    p.add_argument(
+        "--burst-runs",
+        type=int,
+        default=burst.DEFAULT_RUNS,
+        help=f"runs of each burst per healer, interleaved (default {burst.DEFAULT_RUNS})",
+    )
     p.add_argument("--storm-containers", type=int, default=100)
     p.add_argument(
         "--storm-hold",
@@ -122,7 +128,7 @@ def run(args: argparse.Namespace, command: str) -> Results:
         if "burst" in phases:
             for size in sorted(int(s) for s in args.bursts.split(",")):
                 _say(f"burst of {size}")
-                results.bursts.append(burst.measure(fleet, tmp, size))
+                results.bursts.append(burst.measure(fleet, tmp, size, runs=args.burst_runs))
         if "imports" in phases:
             _say("CLI start-up imports")
             results.imports = imports.measure()
