@@ -172,13 +172,16 @@ class Fleet:
 
     def exec_all(self, names: Iterable[str], cmd: list[str], workers: int = 8) -> None:
         def one(name: str) -> None:
-            # In a burst, Guardian may be restarting this container already (409: not running).
+            # In a burst, Guardian may be restarting this container already: not running when
+            # the exec is created (409) or when it starts (500 "is not running": it stopped in
+            # between). Again, once it runs.
             for _ in range(50):
                 try:
                     self.api.exec_start(self.api.exec_create(name, cmd))
                     return
                 except docker.errors.APIError as exc:
-                    if exc.status_code != 409:
+                    stopped = "is not running" in str(exc.explanation or "")
+                    if exc.status_code != 409 and not stopped:
                         raise
                     time.sleep(0.1)
             raise TimeoutError(f"{name}: not running for 5 s")
