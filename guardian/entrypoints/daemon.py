@@ -243,6 +243,11 @@ class Daemon:
             log.exception("restart failed")
         finally:
             self.work_changed()  # a restart now awaits verification: resume the verify job
+            # A slot is free: the container held back longest for one is judged again now.
+            waiter = self.app.healer.ctx.state.next_slot_waiter()
+            if waiter is not None and not self.stopping.is_set():
+                with contextlib.suppress(Exception):  # the scheduler is shutting down
+                    self.scheduler.add_job(self.react, args=[waiter, None], misfire_grace_time=None)
 
     def react(self, container_id: str, detected_at: datetime | None) -> None:
         try:

@@ -89,6 +89,8 @@ class Remediator:
             case Verdict.GIVE_UP:
                 self._give_up(incident, decision)
             case Verdict.WAIT | Verdict.DENY:
+                if decision.reason is Reason.CONCURRENCY:
+                    self.ctx.state.wait_for_slot(a.snapshot.name, a.snapshot.id)
                 self._note_decision(incident, a.snapshot, decision)
 
     def _restart_incident(self, a: Assessment, incident: Incident, decision: Decision) -> None:

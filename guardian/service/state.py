@@ -21,6 +21,8 @@ class LoopState:
         # Restart calls running, by container name, with the stop timeout Docker may wait.
         self._restarting: dict[str, timedelta] = {}
         self._pending: dict[str, PendingVerify] = {}  # restarted, awaiting verification
+        # Containers restart.max_concurrent held back, oldest first: name -> container id.
+        self._slot_waiters: dict[str, str] = {}
         # The verify tick's next look at each pending verification, and the gap after it.
         self._next_look: dict[int, tuple[datetime, timedelta]] = {}
         self._healthy_since: dict[str, datetime] = {}
@@ -37,6 +39,21 @@ class LoopState:
         may legitimately take `stop_timeout` longer than any other engine call."""
         with self.lock:
             self._restarting[container] = stop_timeout
+            self._slot_waiters.pop(container, None)
+
+    def wait_for_slot(self, container: str, container_id: str) -> None:
+        """restart.max_concurrent held `container`'s restart back: judge it again when a
+        restart call ends (next_slot_waiter), not only at the next sweep."""
+        with self.lock:
+            self._slot_waiters.setdefault(container, container_id)
+
+    def next_slot_waiter(self) -> str | None:
+        """The id of the container held back longest for a free slot, taken off the list."""
+        with self.lock:
+            if not self._slot_waiters:
+                return None
+            name = next(iter(self._slot_waiters))
+            return self._slot_waiters.pop(name)
 
     def release(self, container: str) -> None:
         with self.lock:

@@ -169,3 +169,38 @@ def test_the_verify_tick_asks_one_list_for_a_burst_and_inspects_only_news(w: Tes
     assert {str(a.outcome) for a in w.restarts() if a.container in names[2:]} == {
         "unhealthy_after_restart"
     }
+
+
+def test_a_restart_held_for_a_free_slot_goes_ahead_when_one_frees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """restart.max_concurrent holds the restarts beyond it (`max_concurrent` in the decision).
+    When a restart call ends, the oldest held container is judged again at once, not at the next
+    sweep: here the sweep comes once a minute, and all three are restarted within seconds."""
+    t = make_app(
+        tmp_path,
+        daemon=True,
+        http={"listen": "127.0.0.1:0"},
+        watch={"events": False, "interval": "60s"},
+        restart={"max_concurrent": 1},
+        storm={"threshold": "100%"},
+    )
+    names = ["a", "b", "c"]
+    for name in names:
+        t.engine.add(name, health="unhealthy")
+    d = Daemon(t.app)
+    real = t.engine.restart
+
+    def restart(cid: str, timeout: timedelta, started: datetime | None) -> ActionOutcome:
+        d.first_sweep_done.wait(10)  # the engine is still stopping it when the sweep ends
+        return real(cid, timeout, started)
+
+    monkeypatch.setattr(t.engine, "restart", restart)
+    held: list[str] = []
+
+    def scenario() -> None:
+        wait_until(lambda: sorted(t.restarted()) == names, 10, message="three restarts")
+        held.extend(a.container for a in t.actions() if a.reason == "max_concurrent")
+
+    run_in_main_thread(d.run_forever, scenario, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    assert sorted(held) == ["b", "c"]  # the first sweep held them: one slot
