@@ -41,10 +41,19 @@ def restarted(p: PendingVerify, snap: ContainerSnapshot) -> bool:
     return snap.started_at >= p.restarted_at - timedelta(seconds=1)
 
 
+def awaiting_first_check(p: PendingVerify, snap: ContainerSnapshot, now: datetime) -> bool:
+    """No verdict yet, whatever else an inspect would show: the container runs and its health
+    check has not answered since its start (`starting`), and the deadline is ahead. The list
+    call's summary tells this as well as an inspect does."""
+    return snap.state == "running" and snap.health == "starting" and now < p.deadline
+
+
 def judge(
     p: PendingVerify, snap: ContainerSnapshot, now: datetime, timeout: timedelta
 ) -> Outcome | None:
     """Outcome of a pending verification, or None to keep watching."""
+    if awaiting_first_check(p, snap, now):
+        return None
     did_restart = restarted(p, snap)
     if snap.state in ("exited", "dead") and did_restart:
         return Outcome.UNHEALTHY_AFTER_RESTART

@@ -12,7 +12,12 @@ from datetime import datetime
 
 from guardian.core import notifications
 from guardian.core.model import ActionKind, ContainerSnapshot, IncidentState, Outcome
-from guardian.core.verification import PendingVerify, judge, verdict_detail
+from guardian.core.verification import (
+    PendingVerify,
+    awaiting_first_check,
+    judge,
+    verdict_detail,
+)
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.context import LoopContext
@@ -39,12 +44,13 @@ class Verifier:
         state = ctx.state
         due = state.pending(only) if only is not None else state.due_pending(ctx.clock.now())
         try:
-            starting = self._still_starting(due) if len(due) > 1 else set()
+            listed = self._listed(due) if len(due) > 1 else {}
         except EngineUnavailable:
             return  # judged when the engine answers again
         for p in due:
-            if p.container_id in starting and ctx.clock.now() < p.deadline:
-                state.looked(p, ctx.clock.now())  # no verdict possible yet (core.verification)
+            summary = listed.get(p.container_id)
+            if summary is not None and awaiting_first_check(p, summary, ctx.clock.now()):
+                state.looked(p, ctx.clock.now())
                 continue
             try:
                 snap = ctx.engine.inspect(p.container_id)
@@ -62,18 +68,15 @@ class Verifier:
             elif only is None:
                 ctx.state.looked(p, now)
 
-    def _still_starting(self, due: list[PendingVerify]) -> set[str]:
-        """Of the containers of `due`, those running whose health check has not answered since
-        the restart (`starting`): one list for all of them. After a burst most are, and an
-        inspect each (the container's lock in the engine) would tell the busy engine's
-        answer nothing a verdict needs; the others are inspected."""
+    def _listed(self, due: list[PendingVerify]) -> dict[str, ContainerSnapshot]:
+        """The list call's summaries of the containers of `due`, by id: one list for all of them
+        (four requests on Podman). After a burst most still await their first health check,
+        and an inspect each (the container's lock in the engine) would tell the busy engine's
+        answer nothing a verdict needs (core.verification.awaiting_first_check)."""
         s = self.ctx.settings
         ids = {p.container_id for p in due}
-        return {
-            c.id
-            for c in self.ctx.engine.list_containers(s.watch_label, s.scope)
-            if c.id in ids and c.state == "running" and c.health == "starting"
-        }
+        listed = self.ctx.engine.list_containers(s.watch_label, s.scope)
+        return {c.id: c for c in listed if c.id in ids}
 
     def finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
         ctx = self.ctx

@@ -9,16 +9,19 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from guardian.core.assessment import SweepReport
-from guardian.core.model import ActionOutcome, ProblemType
+from guardian.core.model import ActionOutcome, ContainerSnapshot, ProblemType
+from guardian.core.verification import PendingVerify, awaiting_first_check, judge
 from guardian.entrypoints.daemon import Daemon
 from guardian.ports import EngineEvent
 from tests.app import TestApp, make_app
+from tests.fakes import T0
 from tests.helpers import run_in_main_thread, wait_until
 
 WATCHED = {"guardian.enable": "true"}
@@ -204,3 +207,21 @@ def test_a_restart_held_for_a_free_slot_goes_ahead_when_one_frees(
 
     run_in_main_thread(d.run_forever, scenario, lambda: os.kill(os.getpid(), signal.SIGTERM))
     assert sorted(held) == ["b", "c"]  # the first sweep held them: one slot
+
+
+@pytest.mark.parametrize("health", ["starting", "healthy", "unhealthy", None])
+@pytest.mark.parametrize("before_deadline", [True, False])
+def test_what_the_tick_skips_is_what_judge_cannot_decide(
+    health: str | None, before_deadline: bool
+) -> None:
+    """The tick skips a container only where judge() would give no verdict, whatever the
+    inspect it saves would have shown (a new start, or none)."""
+    p = PendingVerify(1, 1, "app", "app-id", T0, T0 + timedelta(seconds=30), T0)
+    now = T0 + timedelta(seconds=10 if before_deadline else 40)
+    summary = ContainerSnapshot(id="app-id", name="app", labels={}, state="running", health=health)
+    skipped = awaiting_first_check(p, summary, now)
+    assert skipped == (health == "starting" and before_deadline)
+    if skipped:
+        for started in (None, T0 - timedelta(hours=1), T0 + timedelta(seconds=5)):
+            full = replace(summary, inspected=True, started_at=started)
+            assert judge(p, full, now, timedelta(seconds=30)) is None
