@@ -81,10 +81,10 @@ class Daemon:
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
-        # Restart calls, once decided and recorded: each holds a thread until the engine has
-        # stopped and started its container; decide() keeps them within restart.max_concurrent
-        # (a reload may raise it: threads start only when needed).
-        self.restarts: futures.ThreadPoolExecutor | None = None
+        # Restart calls, once decided and recorded (from start(): run_restart): each holds a
+        # thread until the engine has stopped and started its container; decide() keeps them
+        # within restart.max_concurrent (a reload may raise it: threads start only when needed).
+        self.restarts = futures.ThreadPoolExecutor(MAX_RESTART_THREADS, "restart")
         liveness = SweepLiveness(
             stall_limit(app.settings), monotonic, app.healer.ctx.state.longest_stop
         )
@@ -229,9 +229,6 @@ class Daemon:
     def run_restart(self, call: Callable[[], None]) -> None:
         """Run a restart call on a restart thread: the sweep or reaction that decided it goes on
         (a sweep that finds a burst no longer waits for one container's stop after another)."""
-        if self.restarts is None:
-            call()
-            return
         self.restarts.submit(self._restart_call, call)
 
     def _restart_call(self, call: Callable[[], None]) -> None:
@@ -387,7 +384,6 @@ class Daemon:
         except ListenError:
             self.app.close()
             raise
-        self.restarts = futures.ThreadPoolExecutor(MAX_RESTART_THREADS, "restart")
         self.app.healer.remediator.run_calls_on(self.run_restart)
         self.scheduler.start()
         if self.app.delivery is not None:
@@ -421,8 +417,7 @@ class Daemon:
         self.systemd.stopping()
         self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
         self.scheduler.shutdown(wait=True)
-        if self.restarts is not None:
-            self.restarts.shutdown(wait=True)  # calls in flight record their outcomes
+        self.restarts.shutdown(wait=True)  # calls in flight record their outcomes
         if self.http is not None:
             self.http.stop()
         if self._listener is not None:
