@@ -29,6 +29,7 @@ from guardian.adapters.notify.pagerduty import PagerDutyNotifier
 from guardian.adapters.notify.slack_bot import SlackBotNotifier
 from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
 from guardian.adapters.notify.webhook import WebhookNotifier
+from guardian.adapters.private_files import readable_by_others
 from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
@@ -158,10 +159,15 @@ def claim_instance(settings: Settings) -> HostLock:
     opens anything: lock the store and the engine. Raises InstanceConflict naming the other
     Guardian; the app built with the lock releases it (a running Guardian container on the
     engine is looked for at the first contact with the engine: App.rival)."""
-    lock = HostLock(
-        store_path(settings), engine_key(settings["docker.url"]), settings["watch.scope"]
-    )
+    path = store_path(settings)
+    lock = HostLock(path, engine_key(settings["docker.url"]), settings["watch.scope"])
     lock.acquire()
+    if mode := readable_by_others(path):
+        # The operator's choice is kept, but the store quotes what containers printed.
+        log.warning(
+            "store readable by other users",
+            extra=kv(store=str(path), mode=mode, fix=f"chmod 600 {path}"),
+        )
     return lock
 
 

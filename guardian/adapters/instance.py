@@ -15,6 +15,7 @@ import socket
 import struct
 from pathlib import Path
 
+from guardian.adapters.private_files import open_private
 from guardian.core.labels import ALL, SELF
 from guardian.ports import Engine, InstanceConflict, StoreError
 
@@ -91,8 +92,8 @@ class HostLock:
         """flock the store file itself (SQLite's own locks are fcntl locks, which flock never
         meets on Linux), so nothing new appears in the state directory."""
         try:
-            self.store.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.store, os.O_RDWR | os.O_CREAT, 0o644)
+            # Created private here when the lock is first to touch the path: 0644 would stay.
+            fd = open_private(self.store)
         except OSError as exc:
             raise StoreError(f"store {self.store}: cannot open: {exc.strerror or exc}") from None
         try:

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from guardian.adapters.instance import HostLock
 from guardian.adapters.sqlite.store import SqliteStore
-from tests.app import make_app
+from guardian.bootstrap import claim_instance
+from guardian.logs import FIELDS
+from tests.app import make_app, settings_for
 
 
 def mode(path: Path) -> int:
@@ -50,3 +53,44 @@ def test_an_existing_store_keeps_the_mode_its_operator_gave_it(tmp_path: Path) -
     path.chmod(0o640)
     SqliteStore(path).close()
     assert mode(path) == 0o640
+
+
+@pytest.fixture
+def usual_umask() -> Iterator[None]:
+    """The umask most shells and service managers leave: 022."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_the_instance_lock_is_first_to_touch_the_store_and_creates_it_private(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "new" / "sub" / "guardian.db"
+    lock = HostLock(path, "unix:///nowhere.sock", "")
+    lock.acquire()
+    try:
+        store = SqliteStore(path)  # the database finds the file the lock made
+        store.close()
+        assert mode(path) == 0o600
+        assert mode(tmp_path / "new") == mode(tmp_path / "new" / "sub") == 0o700
+    finally:
+        lock.release()
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_a_store_readable_by_others_is_warned_about_once_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "guardian.db"
+    SqliteStore(path).close()
+    path.chmod(0o644)
+    settings = settings_for(tmp_path, {"store": {"path": str(path)}})
+    lock = claim_instance(settings)
+    lock.release()
+    [warning] = [r for r in caplog.records if "readable by other users" in r.getMessage()]
+    assert getattr(warning, FIELDS)["mode"] == "0644"
+    assert mode(path) == 0o644  # the operator's choice is kept

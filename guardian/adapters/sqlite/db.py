@@ -6,7 +6,6 @@ outbox and retention receive it and go through `transaction()` and `query()`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import threading
@@ -15,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from guardian.adapters.private_files import private_dirs, private_file
 from guardian.adapters.sqlite.schema import MIGRATIONS
 from guardian.ports import StoreError
 
@@ -26,28 +26,6 @@ def where(*conditions: tuple[str, Any]) -> tuple[str, tuple[Any, ...]]:
     query takes optional filters, e.g. `where(("host=?", host), ("container=?", None))`."""
     kept = [(sql, value) for sql, value in conditions if value is not None]
     return " AND ".join(sql for sql, _ in kept), tuple(value for _, value in kept)
-
-
-def private_dirs(directory: Path) -> None:
-    """Create the directories missing up to `directory`, each 0700 whatever the umask."""
-    missing = [p for p in (directory, *directory.parents) if not p.exists()]
-    for d in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
-            d.mkdir(mode=0o700)
-            d.chmod(0o700)
-
-
-def private_file(path: Path) -> None:
-    """Create `path` empty and 0600 whatever the umask, unless it exists (its mode is then the
-    operator's choice). SQLite gives its -wal and -shm files the database file's mode."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    try:
-        os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
 
 
 class Database:
