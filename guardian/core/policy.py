@@ -46,10 +46,13 @@ class AttemptHistory:
 
 @dataclass(frozen=True)
 class HostLoad:
-    """Host-wide restart activity: request times of recent restarts and how many are running."""
+    """Host-wide restart activity: request times of recent restarts, how many running restarts
+    hold a restart.max_concurrent slot, and when the next one gives its slot up by time (a
+    restart past the operator's stop timeout only waits out a container's own, longer one)."""
 
     recent_restarts: tuple[datetime, ...] = ()
     in_flight: int = 0
+    slot_free_at: datetime | None = None
     storm: StormHold | None = None  # a host-level storm incident open and not acknowledged
 
 
@@ -173,7 +176,11 @@ def decide(
         )
     if host.in_flight >= policy.max_concurrent:
         return Decision(
-            Verdict.WAIT, Reason.CONCURRENCY, attempt=n + 1, max_attempts=policy.max_attempts
+            Verdict.WAIT,
+            Reason.CONCURRENCY,
+            host.slot_free_at,
+            attempt=n + 1,
+            max_attempts=policy.max_attempts,
         )
 
     if policy.dry_run:

@@ -29,6 +29,9 @@ class PendingVerify:
     previous_started_at: datetime | None
     attempt: int = 0
     max_attempts: int = 0
+    # Found at start-up: Guardian stopped while the engine still waited out the container's
+    # stop timeout. No restart seen by the deadline means it never happened (interrupted).
+    left_to_engine: bool = False
 
 
 def restarted(p: PendingVerify, snap: ContainerSnapshot) -> bool:
@@ -67,6 +70,8 @@ def judge(
         if snap.health is None and did_restart and stable:
             return Outcome.SUCCEEDED
     if now >= p.deadline:
+        if p.left_to_engine and not did_restart:
+            return Outcome.INTERRUPTED
         return Outcome.UNHEALTHY_AFTER_RESTART
     return None
 
@@ -79,6 +84,11 @@ def verdict_detail(
         return f"observed {snap.health or 'running and stable'} after restart"
     if outcome is Outcome.UNKNOWN:
         return "observed healthy, but the restart was not confirmed"
+    if outcome is Outcome.INTERRUPTED:
+        return (
+            "Guardian stopped mid-restart; the container did not restart within its stop"
+            f" timeout and verify_timeout (state={snap.state} health={snap.health or 'none'})"
+        )
     seen = f"(state={snap.state} health={snap.health or 'none'})"
     after = f"{format_elapsed(now - p.restarted_at)} after the restart"
     if now < p.deadline:

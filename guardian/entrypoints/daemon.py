@@ -14,7 +14,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent import futures
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -31,6 +30,7 @@ from guardian.entrypoints.http_server import (
     metrics_handler,
 )
 from guardian.entrypoints.reloader import Reloader
+from guardian.entrypoints.restart_threads import RestartThreads
 from guardian.entrypoints.wakeup import Wakeup, WakingEvent
 from guardian.entrypoints.watchdog import (
     STARTING,
@@ -50,6 +50,10 @@ RETENTION_TICK = timedelta(days=1)
 MAX_BACKOFF = 30.0
 JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions beside restarts
 MAX_RESTART_THREADS = 256
+# How long a stop waits for restart calls in flight to return and record their outcomes; those
+# still waiting out a container's stop timeout then are left to the engine (and reconciled at
+# the next start), so a stop never waits for a container's stop timeout.
+STOP_GRACE = timedelta(seconds=3)
 
 
 def job_threads(settings: Settings) -> int:
@@ -84,7 +88,7 @@ class Daemon:
         # Restart calls, once decided and recorded (from start(): run_restart): each holds a
         # thread until the engine has stopped and started its container; decide() keeps them
         # within restart.max_concurrent (a reload may raise it: threads start only when needed).
-        self.restarts = futures.ThreadPoolExecutor(MAX_RESTART_THREADS, "restart")
+        self.restarts = RestartThreads(MAX_RESTART_THREADS)
         liveness = SweepLiveness(
             stall_limit(app.settings), monotonic, app.healer.ctx.state.longest_stop
         )
@@ -226,10 +230,23 @@ class Daemon:
         self.app.metrics.store_failed()
         log.error("store error; job abandoned until its next run", extra=kv(job=job, reason=exc))
 
-    def run_restart(self, call: Callable[[], None]) -> None:
+    def run_restart(self, call: Callable[[], None], slot_until: datetime | None = None) -> None:
         """Run a restart call on a restart thread: the sweep or reaction that decided it goes on
-        (a sweep that finds a burst no longer waits for one container's stop after another)."""
-        self.restarts.submit(self._restart_call, call)
+        (a sweep that finds a burst no longer waits for one container's stop after another).
+        A call that gives its restart.max_concurrent slot up while it still runs (`slot_until`,
+        a long stop timeout from a label) lets the container held back longest go ahead then."""
+        self.restarts.submit(lambda: self._restart_call(call))
+        if slot_until is not None:
+            with contextlib.suppress(Exception):  # the scheduler is shutting down
+                self.scheduler.add_job(
+                    self._slot_freed, "date", run_date=slot_until, misfire_grace_time=None
+                )
+
+    def _slot_freed(self) -> None:
+        """A restart slot is free: the container held back longest for one is judged again."""
+        waiter = self.app.healer.ctx.state.next_slot_waiter()
+        if waiter is not None and not self.stopping.is_set():
+            self.react(waiter, None)
 
     def _restart_call(self, call: Callable[[], None]) -> None:
         try:
@@ -417,7 +434,13 @@ class Daemon:
         self.systemd.stopping()
         self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
         self.scheduler.shutdown(wait=True)
-        self.restarts.shutdown(wait=True)  # calls in flight record their outcomes
+        left = self.restarts.close(STOP_GRACE.total_seconds())
+        if left:
+            log.warning(
+                "restarts left to the engine; the next start reconciles them",
+                extra=kv(count=left),
+            )
+        self.app.healer.ctx.state.stop()  # what they return is the next start's to reconcile
         if self.http is not None:
             self.http.stop()
         if self._listener is not None:

@@ -39,7 +39,8 @@ class DecisionPoint:
             )
             load = HostLoad(
                 recent_restarts=ctx.store.restart_times(host, now - timedelta(minutes=1)),
-                in_flight=ctx.state.restarts_in_flight(),
+                in_flight=ctx.state.restarts_in_flight(now),
+                slot_free_at=ctx.state.next_slot_free(now),
                 storm=ctx.pipeline.storm_holds(),
             )
         silence = ctx.store.active_silence(host, container, now)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment
@@ -35,13 +35,24 @@ log = logging.getLogger("guardian.remediator")
 # Reasons that never change while the inputs stay the same: record them once per incident.
 _QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
 RESTART_WITH_REASON = "restart_with"
+STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine may wait to stop
 
-# Runs a restart call, decided and recorded: here and now, or on a thread of its own.
-RunCall = Callable[[Callable[[], None]], None]
+# Runs a restart call, decided and recorded: here and now, or on a thread of its own. The
+# second argument: when the call gives its restart.max_concurrent slot up while still running
+# (None: when it returns), so whoever waits for a slot can be judged again then.
+RunCall = Callable[[Callable[[], None], datetime | None], None]
 
 
-def run_here(call: Callable[[], None]) -> None:
+def run_here(call: Callable[[], None], slot_until: datetime | None = None) -> None:
     call()
+
+
+def slot_until(stop_timeout: timedelta, budget: timedelta, now: datetime) -> datetime | None:
+    """Until when a restart holds a restart.max_concurrent slot: while the engine may be waiting
+    within the operator's restart.stop_timeout (`budget`). A label asking for a longer stop
+    timeout (DESIGN 14) costs the host no more slot time than the operator's own setting; past
+    it the call only waits for the container's own process to end."""
+    return now + budget if stop_timeout > budget else None
 
 
 def held_back(decision: Decision) -> str:
@@ -68,9 +79,11 @@ class Remediator:
     def _decide_and_claim(self, snap: ContainerSnapshot, rules: ContainerRules) -> Decision:
         """Decide under the lock and claim the restart, so no other thread acts meanwhile."""
         with self.ctx.state.lock:
-            decision = self.decisions.decision_for(snap, rules, self.ctx.clock.now())
+            now = self.ctx.clock.now()
+            decision = self.decisions.decision_for(snap, rules, now)
             if decision.restart:
-                self.ctx.state.claim(snap.name, rules.stop_timeout)
+                slot = slot_until(rules.stop_timeout, self.ctx.settings.stop_timeout, now)
+                self.ctx.state.claim(snap.name, rules.stop_timeout, slot)
                 if decision.reason is Reason.STORM_CANARY:
                     self.ctx.pipeline.storm_canary(snap.name)
         self.ctx.metrics.decided(decision)
@@ -195,6 +208,9 @@ class Remediator:
         verification and tell `then`. The caller has claimed the restart
         (`_decide_and_claim`); it is released once the call returned."""
         ctx, now = self.ctx, action.requested_at
+        # Recorded so that a start after a stop mid-call knows how long the engine may take.
+        stop = str(int(rules.stop_timeout.total_seconds()))
+        action = replace(action, extra={**action.extra, STOP_TIMEOUT_KEY: stop})
         try:
             action_id = ctx.store.record_intent(action)
         except Exception:
@@ -230,7 +246,7 @@ class Remediator:
                 then(result)
 
         try:
-            self._run_call(call)
+            self._run_call(call, ctx.state.slot_until(snap.name))
         except Exception:
             # Refused (the daemon is stopping: the intent without an outcome is reconciled at
             # the next start) or failed here: the claim ends either way (twice is harmless).
@@ -254,6 +270,13 @@ class Remediator:
                 result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
         finally:
             ctx.state.release(snap.name)
+        if ctx.state.stopped:
+            # Guardian stopped while the engine waited out the stop timeout: the intent stays
+            # without an outcome, and the next start reconciles it (Verifier.reconcile).
+            log.info(
+                "restart returned after stop; left to the next start", extra=kv(container=snap.name)
+            )
+            return result
         done = ctx.clock.now()
         ctx.metrics.restart_returned((done - now).total_seconds())
         log.info(

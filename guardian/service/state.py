@@ -7,6 +7,7 @@ lock, and `lock` is public for the few sequences that must be atomic (decide, th
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.verification import PendingVerify
@@ -15,11 +16,23 @@ VERIFY_BACKOFF_MIN = timedelta(seconds=1)
 VERIFY_BACKOFF_MAX = timedelta(seconds=8)
 
 
+@dataclass(frozen=True)
+class RestartCall:
+    """A restart call running: the stop timeout the engine may wait out, and until when it holds
+    a restart.max_concurrent slot (None: until it returns)."""
+
+    stop_timeout: timedelta
+    slot_until: datetime | None = None
+
+    def holds_slot(self, now: datetime) -> bool:
+        return self.slot_until is None or now < self.slot_until
+
+
 class LoopState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        # Restart calls running, by container name, with the stop timeout Docker may wait.
-        self._restarting: dict[str, timedelta] = {}
+        # Restart calls running, by container name.
+        self._restarting: dict[str, RestartCall] = {}
         self._pending: dict[str, PendingVerify] = {}  # restarted, awaiting verification
         # Containers restart.max_concurrent held back, oldest first: name -> container id.
         self._slot_waiters: dict[str, str] = {}
@@ -31,14 +44,21 @@ class LoopState:
         self._muted: set[str] = set()  # containers labelled guardian.notify=false
         self._engine_up: bool | None = None
         self._watched = 0
+        self._stopped = False
 
     # -- restarts in flight and awaiting verification ----------------------------------------
 
-    def claim(self, container: str, stop_timeout: timedelta = timedelta(0)) -> None:
+    def claim(
+        self,
+        container: str,
+        stop_timeout: timedelta = timedelta(0),
+        slot_until: datetime | None = None,
+    ) -> None:
         """A restart call for `container` starts (call under `lock`, after deciding); Docker
-        may legitimately take `stop_timeout` longer than any other engine call."""
+        may legitimately take `stop_timeout` longer than any other engine call. It counts
+        against restart.max_concurrent until `slot_until` (None: until it returns)."""
         with self.lock:
-            self._restarting[container] = stop_timeout
+            self._restarting[container] = RestartCall(stop_timeout, slot_until)
             self._slot_waiters.pop(container, None)
 
     def wait_for_slot(self, container: str, container_id: str) -> None:
@@ -55,6 +75,24 @@ class LoopState:
             name = next(iter(self._slot_waiters))
             return self._slot_waiters.pop(name)
 
+    def slot_until(self, container: str) -> datetime | None:
+        """Until when `container`'s running restart call holds its slot (None: until it returns,
+        or no call runs)."""
+        with self.lock:
+            call = self._restarting.get(container)
+            return call.slot_until if call is not None else None
+
+    def stop(self) -> None:
+        """Guardian stops: restart calls still running are left to the engine; what they return
+        is not recorded (their intents are reconciled at the next start, as after a crash)."""
+        with self.lock:
+            self._stopped = True
+
+    @property
+    def stopped(self) -> bool:
+        with self.lock:
+            return self._stopped
+
     def release(self, container: str) -> None:
         with self.lock:
             self._restarting.pop(container, None)
@@ -63,11 +101,23 @@ class LoopState:
         """The longest stop timeout of the restarts running now: how much longer than usual
         the loop may legitimately take to turn (the watchdog's and /healthz's allowance)."""
         with self.lock:
-            return max(self._restarting.values(), default=timedelta(0))
+            return max((c.stop_timeout for c in self._restarting.values()), default=timedelta(0))
 
-    def restarts_in_flight(self) -> int:
+    def restarts_in_flight(self, now: datetime) -> int:
+        """The restart calls that hold a restart.max_concurrent slot at `now`."""
         with self.lock:
-            return len(self._restarting)
+            return sum(1 for c in self._restarting.values() if c.holds_slot(now))
+
+    def long_stops(self, now: datetime) -> int:
+        """The restart calls past their slot: only waiting out a container's own stop timeout."""
+        with self.lock:
+            return sum(1 for c in self._restarting.values() if not c.holds_slot(now))
+
+    def next_slot_free(self, now: datetime) -> datetime | None:
+        """When the next running restart call gives its slot up by time (None: none will)."""
+        with self.lock:
+            ends = [c.slot_until for c in self._restarting.values() if c.slot_until is not None]
+            return min((t for t in ends if t > now), default=None)
 
     def busy(self, container: str) -> bool:
         """A restart of `container` is running or awaits its verification."""

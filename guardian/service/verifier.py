@@ -8,10 +8,16 @@ reported healed otherwise.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from guardian.core import notifications
-from guardian.core.model import ActionKind, ContainerSnapshot, IncidentState, Outcome
+from guardian.core.model import (
+    ActionKind,
+    ContainerSnapshot,
+    IncidentState,
+    Outcome,
+    RemediationAction,
+)
 from guardian.core.verification import (
     PendingVerify,
     awaiting_first_check,
@@ -22,7 +28,7 @@ from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.context import LoopContext
 from guardian.service.recorder import Recorder
-from guardian.service.remediator import Remediator
+from guardian.service.remediator import STOP_TIMEOUT_KEY, Remediator
 
 log = logging.getLogger("guardian.verify")
 
@@ -139,6 +145,27 @@ class Verifier:
                     self.recorder.gone(incident, "container gone", now)
                 continue
             restarted = snap.started_at is not None and snap.started_at >= action.requested_at
+            if not restarted and snap.state == "running" and self._may_still_stop(action, now):
+                # Guardian stopped while the engine waited out the container's stop timeout
+                # (Daemon.stop leaves such calls to the engine): its restart may still come.
+                # Verified like any restart, never requested a second time meanwhile.
+                self._resume(
+                    action_id,
+                    action.incident_id,
+                    snap,
+                    action.requested_at,
+                    deadline=self._stop_deadline(action),
+                    previous_started_at=snap.started_at,
+                    left_to_engine=True,
+                )
+                log.warning(
+                    "reconciled unfinished action",
+                    extra=kv(
+                        container=action.container,
+                        detail="restart left to the engine at stop; verifying it",
+                    ),
+                )
+                continue
             detail = (
                 "Guardian stopped mid-restart; State.StartedAt shows the container restarted"
                 if restarted
@@ -154,8 +181,26 @@ class Verifier:
                 self._resume(action_id, action.incident_id, snap, action.requested_at)
         return count
 
+    def _stop_deadline(self, action: RemediationAction) -> datetime:
+        """When a restart requested by `action` must have healed: its stop timeout (recorded
+        with the intent; the operator's when absent) and verify_timeout after the request."""
+        s = self.ctx.settings
+        recorded = action.extra.get(STOP_TIMEOUT_KEY, "")
+        stop = timedelta(seconds=int(recorded)) if recorded.isdigit() else s.stop_timeout
+        return action.requested_at + stop + s.verify_timeout
+
+    def _may_still_stop(self, action: RemediationAction, now: datetime) -> bool:
+        return now < self._stop_deadline(action)
+
     def _resume(
-        self, action_id: int, incident_id: int | None, snap: ContainerSnapshot, at: datetime
+        self,
+        action_id: int,
+        incident_id: int | None,
+        snap: ContainerSnapshot,
+        at: datetime,
+        deadline: datetime | None = None,
+        previous_started_at: datetime | None = None,
+        left_to_engine: bool = False,
     ) -> None:
         self.ctx.state.await_verification(
             PendingVerify(
@@ -164,7 +209,8 @@ class Verifier:
                 snap.name,
                 snap.id,
                 at,
-                at + self.ctx.settings.verify_timeout,
-                None,
+                deadline or at + self.ctx.settings.verify_timeout,
+                previous_started_at,
+                left_to_engine=left_to_engine,
             )
         )

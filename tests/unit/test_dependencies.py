@@ -69,7 +69,7 @@ def test_restart_with_restarts_the_follower_after_the_dependency_is_healthy(tmp_
     assert loop.restarted() == ["db", "app"]
     [follow] = [a for a in loop.actions("app") if a.kind == "restart"]
     assert follow.reason == "restart_with"
-    assert follow.extra == {"restart_with": "db"}
+    assert follow.extra["restart_with"] == "db"
     assert follow.incident_id == loop.store.open_incidents(loop.host, "db")[0].id
 
 

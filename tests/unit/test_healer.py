@@ -240,10 +240,33 @@ def test_crash_between_intent_and_outcome_is_reconciled(w: TestApp) -> None:
     w.clock.advance(5)
     healer = w.restart_guardian().healer
     assert healer.verifier.reconcile() == 1
+    # Within the call's stop timeout the engine may still be restarting it: no second restart.
+    healer.sweep()
+    assert w.engine.restarts == []
+    [action] = w.restarts()
+    assert action.outcome is None
+    w.clock.advance(120)  # past the stop timeout and verify_timeout: it never restarted
+    healer.verifier.verify()
     [action] = w.restarts()
     assert action.outcome is Outcome.INTERRUPTED and "did not restart" in action.detail
     # The interrupted attempt still counts: the next one waits for the cooldown like any other.
     assert w.store.unfinished_actions("h") == []
+
+
+def test_a_crash_long_after_the_intent_is_reconciled_at_once(w: TestApp) -> None:
+    snap = w.engine.add("app", health="unhealthy")
+    result = evaluate(snap, w.clock.now(), CheckSettings())
+    incident = w.store.save_incident(record_detection(None, "h", result, w.clock.now()))
+    w.store.record_intent(
+        RemediationAction(
+            None, incident.id, "h", "app", snap.id, ActionKind.RESTART, w.clock.now(), "allowed"
+        )
+    )
+    w.clock.advance(3600)
+    healer = w.restart_guardian().healer
+    assert healer.verifier.reconcile() == 1
+    [action] = w.restarts()
+    assert action.outcome is Outcome.INTERRUPTED and "did not restart" in action.detail
 
 
 def test_vanished_container_incident_is_closed(w: TestApp) -> None:

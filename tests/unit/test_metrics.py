@@ -171,6 +171,8 @@ def test_a_restart_cut_short_by_a_crash_is_counted_as_interrupted(loop):
     )
     healer.ctx.store.record_intent(intent)
     assert healer.verifier.reconcile() == 1
+    clock.advance(3600)  # past its stop timeout and verify_timeout: it never restarted
+    healer.verifier.verify()
     interrupted = {"container": "web", "outcome": "interrupted"}
     assert sample(registry, "guardian_restarts_total", **interrupted) == 1
 

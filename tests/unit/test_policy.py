@@ -54,6 +54,7 @@ class Case:
     retry_in: float | None = None  # seconds from NOW
     attempt: int | None = None
     storm: StormHold | None = None
+    slot_free_in: float | None = None  # seconds from NOW: a long stop gives its slot up
 
 
 CASES = [
@@ -208,6 +209,14 @@ CASES = [
     ),
     Case("host budget: max_concurrent", Verdict.WAIT, Reason.CONCURRENCY, host_in_flight=2),
     Case(
+        "host budget: max_concurrent, a long stop gives its slot up soon: retry then",
+        Verdict.WAIT,
+        Reason.CONCURRENCY,
+        host_in_flight=2,
+        slot_free_in=4,
+        retry_in=4,
+    ),
+    Case(
         "host budget: one slot left",
         Verdict.RESTART,
         Reason.ALLOWED,
@@ -320,7 +329,10 @@ def test_decide(case: Case) -> None:
         in_flight=case.in_flight,
         engine_denied=case.engine_denied,
     )
-    host = HostLoad(tuple(ago(s) for s in case.host_recent), case.host_in_flight, case.storm)
+    slot_free_at = NOW + timedelta(seconds=case.slot_free_in) if case.slot_free_in else None
+    host = HostLoad(
+        tuple(ago(s) for s in case.host_recent), case.host_in_flight, slot_free_at, case.storm
+    )
     d = decide(case.target, history, host, case.policy, NOW)
     assert (d.verdict, d.reason) == (case.verdict, case.reason)
     expected_retry = NOW + timedelta(seconds=case.retry_in) if case.retry_in is not None else None
