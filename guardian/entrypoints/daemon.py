@@ -428,7 +428,8 @@ class Daemon:
             self.scheduler.reschedule_job("sweep", trigger="interval", seconds=seconds)
 
     def stop(self) -> None:
-        """Finish in-flight work, stop the jobs, close the store."""
+        """Stop the jobs, give restart calls in flight STOP_GRACE to record their outcomes (the
+        rest are left to the engine), close the store."""
         self.stopping.set()
         log.info("guardian stopping")
         self.systemd.stopping()
