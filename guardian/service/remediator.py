@@ -252,9 +252,17 @@ class Remediator:
             if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
                 # One retry on identical input: the request never reached the engine.
                 result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
-        finally:
+        except BaseException:
             ctx.state.release(snap.name)
+            raise
         done = ctx.clock.now()
+        # UNKNOWN is never repeated blindly: verification observes what really happened.
+        verify = result.outcome in (Outcome.RESTARTED, Outcome.UNKNOWN)
+        if verify:
+            pending = replace(pending, deadline=done + ctx.settings.verify_timeout)
+            ctx.state.hand_over(pending)
+        else:
+            ctx.state.release(snap.name)
         ctx.metrics.restart_returned((done - now).total_seconds())
         log.info(
             "restart finished",
@@ -271,13 +279,12 @@ class Remediator:
                 done,
             )
             notes = self.recorder.notes(snap.name, note)
-        ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
-        if result.outcome in (Outcome.RESTARTED, Outcome.UNKNOWN):
-            # UNKNOWN is never repeated blindly: verification observes what really happened.
-            ctx.state.await_verification(
-                replace(pending, deadline=done + ctx.settings.verify_timeout)
-            )
-        else:
+        try:
+            ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
+        finally:
+            if verify:
+                ctx.state.recorded(pending)
+        if not verify:
             ctx.restart_ended(snap.name, str(result.outcome))
         return result
 
