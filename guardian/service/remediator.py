@@ -66,13 +66,16 @@ class Remediator:
         self._run_call = run
 
     def _decide_and_claim(self, snap: ContainerSnapshot, rules: ContainerRules) -> Decision:
-        """Decide under the lock and claim the restart, so no other thread acts meanwhile."""
-        with self.ctx.state.lock:
-            decision = self.decisions.decision_for(snap, rules, self.ctx.clock.now())
+        """Decide and claim the restart under one hold of the lock, so no other thread acts
+        meanwhile (the history is read before, outside it: DecisionPoint.decision_for)."""
+
+        def claim(decision: Decision) -> None:
             if decision.restart:
                 self.ctx.state.claim(snap.name, rules.stop_timeout)
                 if decision.reason is Reason.STORM_CANARY:
                     self.ctx.pipeline.storm_canary(snap.name)
+
+        decision = self.decisions.decision_for(snap, rules, self.ctx.clock.now(), claim)
         self.ctx.metrics.decided(decision)
         return decision
 

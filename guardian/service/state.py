@@ -28,6 +28,7 @@ class LoopState:
         # Changes whenever a restart of the container starts, is handed to verification or ends:
         # what a thread read from the store before may be stale when it changed (turn()).
         self._turns: dict[str, int] = {}
+        self._claims = 0  # restarts claimed so far, host-wide (mark())
         # Containers restart.max_concurrent held back, oldest first: name -> container id.
         self._slot_waiters: dict[str, str] = {}
         # The verify tick's next look at each pending verification, and the gap after it.
@@ -48,6 +49,7 @@ class LoopState:
             self._restarting[container] = stop_timeout
             self._slot_waiters.pop(container, None)
             self._turn(container)
+            self._claims += 1
 
     def wait_for_slot(self, container: str, container_id: str) -> None:
         """restart.max_concurrent held `container`'s restart back: judge it again when a
@@ -185,6 +187,13 @@ class LoopState:
             return self._turns.get(container, 0) == turn and not (
                 container in self._restarting or container in self._pending
             )
+
+    def mark(self, container: str) -> tuple[int, int]:
+        """Read before reading a decision's history from the store (outside `lock`), and again
+        under `lock` before deciding: unchanged, no restart was claimed on the host, nor did
+        one of `container` start or end meanwhile, so what was read is what decide() needs."""
+        with self.lock:
+            return self._claims, self._turns.get(container, 0)
 
     def _turn(self, container: str) -> None:
         self._turns[container] = self._turns.get(container, 0) + 1
