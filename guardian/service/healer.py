@@ -287,3 +287,5 @@ class Healer:
             if incident.container not in present and not ctx.state.busy(incident.container):
                 self.recorder.gone(incident, "no longer listed by the engine", now)
         ctx.state.forget_absent(present)
+        # A restart in flight still counts for its container, whatever the list said.
+        ctx.metrics.containers_present(present | set(ctx.state.in_flight_names()))

@@ -76,6 +76,11 @@ class LoopState:
         with self.lock:
             return max(self._restarting.values(), default=timedelta(0))
 
+    def in_flight_names(self) -> list[str]:
+        """The containers whose restart runs or awaits its verification."""
+        with self.lock:
+            return [*self._restarting, *self._pending]
+
     def restarts_in_flight(self) -> int:
         with self.lock:
             return len(self._restarting)
