@@ -199,6 +199,7 @@ def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> 
         verify_timeout=settings["restart.verify_timeout"],
         self_id=self_id,
         scope=settings["watch.scope"],
+        labels_may_loosen=settings["labels.allow_loosen"],
     )
 
 

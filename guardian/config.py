@@ -17,6 +17,7 @@ from typing import Any
 
 from guardian.config_yaml import YamlError, read_yaml
 from guardian.core.durations import format_duration, parse_duration
+from guardian.core.labels import LOOSENABLE
 from guardian.core.limits import BY_KEY
 from guardian.core.redaction import redact_patterns
 from guardian.core.restart_policy import RestartPolicy
@@ -161,6 +162,22 @@ def _hosts() -> Key:
     return Key(None, parse, "a list of host names, addresses or networks such as 10.0.0.0/8")
 
 
+def _keys_of(allowed: tuple[str, ...]) -> Key:
+    def parse(v: Any) -> tuple[str, ...]:
+        if v is None:
+            return ()
+        if isinstance(v, str):
+            v = v.replace(",", " ").split()
+        if not isinstance(v, list) or not all(isinstance(k, str) for k in v):
+            raise ValueError
+        keys = {k.strip() for k in v}
+        if not keys <= set(allowed):
+            raise ValueError
+        return tuple(k for k in allowed if k in keys)
+
+    return Key(None, parse, "a list of " + ", ".join(allowed) + " (or empty)")
+
+
 _HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
 
@@ -253,6 +270,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "ignore_exit_codes": _with(_exit_codes(), (0,)),
         "dry_run": _with(_bool(), False),
     },
+    # Labels may only tighten the restart policy; the keys listed here may ask for more too
+    # (more attempts, a shorter cooldown). Whoever starts a container writes its labels.
+    "labels": {"allow_loosen": _with(_keys_of(LOOSENABLE), ())},
     "probe": {
         "period": _with(_limited("probe.period"), 10 * S),
         "timeout": _with(_limited("probe.timeout"), 2 * S),
@@ -344,6 +364,7 @@ RELOADABLE = (
     "watch.scope",
     "watch.start_grace",
     "restart.",
+    "labels.",
     "store.retention",
     "log.",
 )

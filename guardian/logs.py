@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import threading
+import traceback
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -161,9 +162,15 @@ class RedactingFilter(logging.Filter):
                 {k: self.redact(v) if isinstance(v, str) else v for k, v in fields.items()},
             )
         if record.exc_info and record.exc_info[1] is not None:
-            # Tracebacks of HTTP libraries quote URLs; keep only the redacted one-line summary.
+            # Tracebacks of HTTP libraries quote URLs: the line carries the redacted summary,
+            # and at log.level debug the redacted traceback too, as one field of the same line.
             exc = record.exc_info[1]
             record.msg = f"{record.msg}: {self.redact(type(exc).__name__ + ': ' + str(exc))}"
+            if logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+                text = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+                fields = dict(getattr(record, FIELDS, None) or {})
+                fields["traceback"] = self.redact(text)
+                setattr(record, FIELDS, fields)
             record.exc_info, record.exc_text = None, None
         return True
 

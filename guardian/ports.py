@@ -264,6 +264,9 @@ class Metrics(Protocol):
     def restart_ended(self, container: str, outcome: str) -> None:
         """A restart's final outcome (an Outcome, or retry_exhausted when Guardian gave up)."""
 
+    def containers_present(self, names: set[str]) -> None:
+        """A sweep listed these watched containers: the series of any other one end."""
+
     def open_incidents(self, counts: dict[tuple[str, str], int], exhausted: set[str]) -> None:
         """Replace the open incidents by (type, state), and the containers Guardian gave up on."""
 

@@ -3,13 +3,20 @@ injected registry.
 
 Labels stay bounded: container names and fixed enums, never container or incident ids.
 The README's metrics table lists them; monitoring/ holds the alerts and the dashboard.
+What the loop's state says now (the gauges, and the restarts of the containers still there) is
+read at scrape time by a custom collector (LoopCollector), never cleared and refilled.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from guardian import __version__
 from guardian.core.model import Decision, ProblemType, Reason, Verdict
@@ -30,23 +37,93 @@ NOTIFICATION_OUTCOMES = (
 )
 
 
+@dataclass(frozen=True)
+class LoopNow:
+    """What the loop's state says now: replaced whole by each update, read whole by a scrape."""
+
+    watched: int = 0
+    unhealthy: int = 0
+    open_incidents: tuple[tuple[tuple[str, str], int], ...] = ()  # ((type, state), count)
+    exhausted: frozenset[str] = frozenset()
+    last_sweep: float = float("nan")  # Not 0 (1970): "no sweep yet" is not a sweep 56 years late
+    docker_up: float = 0.0
+    queue_depth: int = 0
+    # Restarts by (container, outcome) of the containers still there: a removed container's
+    # series end (forget_containers).
+    restarts: tuple[tuple[tuple[str, str], int], ...] = ()
+
+
+@dataclass(eq=False)  # registered by identity
+class LoopCollector(Collector):
+    """The gauges and guardian_restarts_total, built at scrape time from one LoopNow: a scrape
+    sees every series that exists, whichever thread updates what meanwhile."""
+
+    now: LoopNow = field(default_factory=LoopNow)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def update(self, **changes: object) -> None:
+        with self.lock:
+            self.now = replace(self.now, **changes)  # type: ignore[arg-type]
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.now  # one value, replaced whole: no lock needed to read it
+        yield _gauge("guardian_containers_watched", "Containers opted in to Guardian.", now.watched)
+        yield _gauge(
+            "guardian_containers_unhealthy",
+            "Watched containers with a problem at the last sweep.",
+            now.unhealthy,
+        )
+        incidents = GaugeMetricFamily(
+            "guardian_incidents_open",
+            "Incidents not yet closed, by type and state.",
+            labels=["type", "state"],
+        )
+        for (kind, state), n in now.open_incidents:
+            incidents.add_metric([kind, state], n)
+        yield incidents
+        restarts = CounterMetricFamily(
+            "guardian_restarts",
+            "Restarts by final outcome (retry_exhausted: Guardian gave up on the container).",
+            labels=["container", "outcome"],
+        )
+        for (container, outcome), n in now.restarts:
+            restarts.add_metric([container, outcome], n)
+        yield restarts
+        exhausted = GaugeMetricFamily(
+            "guardian_restarts_exhausted",
+            "1 while the container has an open incident whose restart attempts are used up.",
+            labels=["container"],
+        )
+        for name in sorted(now.exhausted):
+            exhausted.add_metric([name], 1)
+        yield exhausted
+        yield _gauge(
+            "guardian_last_sweep_timestamp_seconds",
+            "Unix time of the last completed sweep (NaN until the first one).",
+            now.last_sweep,
+        )
+        yield _gauge(
+            "guardian_docker_up", "1 when the Docker engine answered the last call.", now.docker_up
+        )
+        yield _gauge(
+            "guardian_notification_queue_depth",
+            "Notifications waiting in the outbox.",
+            now.queue_depth,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return self.collect()  # the families without series: names, types and label names
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
 class PrometheusMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.containers_watched = Gauge(
-            "guardian_containers_watched", "Containers opted in to Guardian.", registry=registry
-        )
-        self.containers_unhealthy = Gauge(
-            "guardian_containers_unhealthy",
-            "Watched containers with a problem at the last sweep.",
-            registry=registry,
-        )
-        self.incidents_open = Gauge(
-            "guardian_incidents_open",
-            "Incidents not yet closed, by type and state.",
-            ["type", "state"],
-            registry=registry,
-        )
+        self.loop_now = LoopCollector()
+        registry.register(self.loop_now)
         self.incidents_total = Counter(
             "guardian_incidents",
             "Incidents opened (or reopened by a recurrence), by type.",
@@ -57,18 +134,6 @@ class PrometheusMetrics:
             "guardian_restart_decisions",
             "Restart decisions taken by the policy, by decision and reason.",
             ["decision", "reason"],
-            registry=registry,
-        )
-        self.restarts_total = Counter(
-            "guardian_restarts",
-            "Restarts by final outcome (retry_exhausted: Guardian gave up on the container).",
-            ["container", "outcome"],
-            registry=registry,
-        )
-        self.restarts_exhausted = Gauge(
-            "guardian_restarts_exhausted",
-            "1 while the container has an open incident whose restart attempts are used up.",
-            ["container"],
             registry=registry,
         )
         self.detection_to_restart = Histogram(
@@ -89,18 +154,6 @@ class PrometheusMetrics:
             buckets=DURATION_BUCKETS,
             registry=registry,
         )
-        self.last_sweep = Gauge(
-            "guardian_last_sweep_timestamp_seconds",
-            "Unix time of the last completed sweep (NaN until the first one).",
-            registry=registry,
-        )
-        # Not 0 (1970): "no sweep yet" must not read as a sweep 56 years late.
-        self.last_sweep.set(float("nan"))
-        self.docker_up = Gauge(
-            "guardian_docker_up",
-            "1 when the Docker engine answered the last call.",
-            registry=registry,
-        )
         self.store_errors = Counter(
             "guardian_store_errors",
             "Store operations that failed (a failed write is logged and healing continues).",
@@ -110,11 +163,6 @@ class PrometheusMetrics:
             "guardian_notifications",
             "Notification deliveries by channel and outcome.",
             ["channel", "outcome"],
-            registry=registry,
-        )
-        self.notification_queue_depth = Gauge(
-            "guardian_notification_queue_depth",
-            "Notifications waiting in the outbox.",
             registry=registry,
         )
         self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
@@ -128,7 +176,7 @@ class PrometheusMetrics:
     # -- the Metrics port -------------------------------------------------------------------
 
     def engine_reachable(self, up: bool) -> None:
-        self.docker_up.set(1 if up else 0)
+        self.loop_now.update(docker_up=1.0 if up else 0.0)
 
     def engine_identified(self, engine: EngineIdentity | None) -> None:
         """Until the engine first answers, its kind and version are "unknown"."""
@@ -141,13 +189,12 @@ class PrometheusMetrics:
         )
 
     def swept(self, watched: int, unhealthy: int) -> None:
-        self.containers_watched.set(watched)
-        self.containers_unhealthy.set(unhealthy)
+        self.loop_now.update(watched=watched, unhealthy=unhealthy)
 
     def sweep_finished(self, seconds: float, completed_at: datetime | None) -> None:
         self.sweep_duration.observe(seconds)
         if completed_at is not None:
-            self.last_sweep.set(completed_at.timestamp())
+            self.loop_now.update(last_sweep=completed_at.timestamp())
 
     def incident_opened(self, kind: ProblemType) -> None:
         self.incidents_total.labels(type=str(kind)).inc()
@@ -165,11 +212,21 @@ class PrometheusMetrics:
         self.restart_duration.observe(seconds)
 
     def restart_ended(self, container: str, outcome: str) -> None:
-        self.restarts_total.labels(container=container, outcome=outcome).inc()
+        with self.loop_now.lock:
+            counts = dict(self.loop_now.now.restarts)
+            counts[(container, outcome)] = counts.get((container, outcome), 0) + 1
+            self.loop_now.now = replace(self.loop_now.now, restarts=tuple(sorted(counts.items())))
+
+    def containers_present(self, names: set[str]) -> None:
+        with self.loop_now.lock:
+            now = self.loop_now.now
+            kept = tuple(kv for kv in now.restarts if kv[0][0] in names)
+            self.loop_now.now = replace(now, restarts=kept)
 
     def open_incidents(self, counts: dict[tuple[str, str], int], exhausted: set[str]) -> None:
-        self.set_open_incidents(counts)
-        self.set_exhausted(exhausted)
+        self.loop_now.update(
+            open_incidents=tuple(sorted(counts.items())), exhausted=frozenset(exhausted)
+        )
 
     def store_failed(self) -> None:
         self.store_errors.inc()
@@ -181,21 +238,9 @@ class PrometheusMetrics:
         self.count_notification(channel, outcome)
 
     def notification_queue(self, depth: int) -> None:
-        self.notification_queue_depth.set(depth)
+        self.loop_now.update(queue_depth=depth)
 
     # -- helpers ----------------------------------------------------------------------------
-
-    def set_open_incidents(self, counts: dict[tuple[str, str], int]) -> None:
-        """Replace the open-incident gauge with fresh counts keyed by (type, state)."""
-        self.incidents_open.clear()
-        for (kind, state), n in counts.items():
-            self.incidents_open.labels(type=kind, state=state).set(n)
-
-    def set_exhausted(self, containers: set[str]) -> None:
-        """Replace the exhausted-restarts gauge: one series per container Guardian gave up on."""
-        self.restarts_exhausted.clear()
-        for name in containers:
-            self.restarts_exhausted.labels(container=name).set(1)
 
     def add_notification_channel(self, channel: str) -> None:
         """Create every outcome series of a channel at 0, so its first failure is alertable."""

@@ -1,15 +1,17 @@
 """Per-container rules from Docker labels: opt-in, overrides of the restart policy, self-marking.
 
 A bad label is reported as a warning for that container and the global value is used instead;
-one container's typo never stops Guardian from watching the others.
+one container's typo never stops Guardian from watching the others. Labels only tighten the
+operator's policy (fewer attempts, a longer cooldown) unless the operator allows loosening a key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
+from guardian.core.durations import format_duration
 from guardian.core.limits import from_label
 from guardian.core.orchestrators import owner
 from guardian.core.restart_policy import RestartPolicy
@@ -21,6 +23,10 @@ MAX_ATTEMPTS = "guardian.max_attempts"
 COOLDOWN = "guardian.cooldown"
 STOP_TIMEOUT = "guardian.stop_timeout"
 NOTIFY = "guardian.notify"
+
+# The keys whose labels may ask for more than the operator configured, when the operator lists
+# them in labels.allow_loosen: a label's own name without the "guardian." prefix.
+LOOSENABLE = ("max_attempts", "cooldown")
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
@@ -66,6 +72,15 @@ def watched(labels: Mapping[str, str], watch_label: str, scope: str) -> bool:
     return in_scope(labels, scope) and opted_in(labels, watch_label)
 
 
+def _loosens(label: str, raw: str, allowed: str) -> str:
+    """The warning for a label that asks for more than the operator configured."""
+    key = label.removeprefix("guardian.")
+    return (
+        f"label {label}={raw[:40]!r}: expected {allowed} (restart.{key}); a label may only "
+        f"tighten it unless labels.allow_loosen lists {key}"
+    )
+
+
 def rules_for(
     labels: Mapping[str, str],
     base: RestartPolicy,
@@ -73,22 +88,36 @@ def rules_for(
     watch_label: str,
     self_id: str | None = None,
     container_id: str = "",
+    may_loosen: Collection[str] = (),
 ) -> ContainerRules:
-    """Apply the container's labels to the global policy; collect a warning per bad label."""
+    """Apply the container's labels to the global policy; collect a warning per bad label.
+
+    A label may ask for fewer attempts or a longer cooldown than `base`; more attempts or a
+    shorter cooldown only for the keys in `may_loosen` (the operator's labels.allow_loosen).
+    Whoever starts a container writes its labels, not the operator."""
     warnings: list[str] = []
     policy = base
     # Bounded like the config keys they override (core.limits): a bad value is a warning.
     if MAX_ATTEMPTS in labels:
         attempts, warning = from_label(MAX_ATTEMPTS, labels[MAX_ATTEMPTS])
         if isinstance(attempts, int):
-            policy = replace(policy, max_attempts=attempts)
+            if attempts <= base.max_attempts or "max_attempts" in may_loosen:
+                policy = replace(policy, max_attempts=attempts)
+            else:
+                warning = _loosens(
+                    MAX_ATTEMPTS, labels[MAX_ATTEMPTS], f"at most {base.max_attempts}"
+                )
         warnings += [warning] if warning else []
     if COOLDOWN in labels:
         cooldown, warning = from_label(COOLDOWN, labels[COOLDOWN])
         if isinstance(cooldown, timedelta):
-            policy = replace(
-                policy, cooldown=cooldown, max_cooldown=max(cooldown, base.max_cooldown)
-            )
+            if cooldown >= base.cooldown or "cooldown" in may_loosen:
+                policy = replace(
+                    policy, cooldown=cooldown, max_cooldown=max(cooldown, base.max_cooldown)
+                )
+            else:
+                least = f"at least {format_duration(base.cooldown)}"
+                warning = _loosens(COOLDOWN, labels[COOLDOWN], least)
         warnings += [warning] if warning else []
     if STOP_TIMEOUT in labels:
         stop, warning = from_label(STOP_TIMEOUT, labels[STOP_TIMEOUT])

@@ -5,12 +5,31 @@ Every restart decision, and what `guardian status` shows, is asked here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.labels import ContainerRules
-from guardian.core.model import ActionKind, ContainerSnapshot, Decision, Outcome
+from guardian.core.model import ActionKind, ContainerSnapshot, Decision, Outcome, Silence
 from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
+from guardian.core.storm import StormHold
 from guardian.service.context import LoopContext
+
+# Times the history is read again when restarts were claimed while it was read (mark()).
+REREADS = 3
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What the store says about one container and the host, read outside the loop lock."""
+
+    attempts: tuple[datetime, ...]
+    reset_at: datetime | None
+    engine_denied: bool
+    recent_restarts: tuple[datetime, ...]
+    storm: StormHold | None
+    silence: Silence | None
+    dependencies: tuple[str, ...]
 
 
 class DecisionPoint:
@@ -18,41 +37,76 @@ class DecisionPoint:
         self.ctx = ctx
 
     def decision_for(
-        self, snap: ContainerSnapshot, rules: ContainerRules, now: datetime
+        self,
+        snap: ContainerSnapshot,
+        rules: ContainerRules,
+        now: datetime,
+        then: Callable[[Decision], None] | None = None,
     ) -> Decision:
-        """Gather the history from the store and the loop's state, and ask decide().
+        """Gather the history from the store and the loop's state, and ask decide(); `then`
+        runs with the decision under the loop lock (claiming the restart it allows).
+
+        The store is read outside the loop lock, which the event thread, /healthz and the
+        watchdog take too: a store held by another writer (the CLI) stalls this thread only.
+        Under the lock, what the loop does now (restarts running or verifying) is read, and
+        the history is read again when a restart was claimed meanwhile (LoopState.mark).
 
         Attempts are this container's (its id): a new container under an old name (`docker
         compose up` after a fix) starts with a fresh budget. What holds a name back whoever
         carries it (a restart in flight, a silence) stays keyed by the name."""
+        state = self.ctx.state
+        for tries_left in range(REREADS, -1, -1):
+            mark = state.mark(snap.name)
+            read = self._read(snap, rules, now)
+            with state.lock:
+                # Still stale after REREADS: other threads keep claiming restarts. What they
+                # run counts in `in_flight` here, exactly; only the per-minute count may miss
+                # the ones claimed during the last read.
+                if tries_left and state.mark(snap.name) != mark:
+                    continue
+                decision = self._decide(snap, rules, read, now)
+                if then is not None:
+                    then(decision)
+                return decision
+        raise AssertionError("unreachable")  # the last try always decides
+
+    def _read(self, snap: ContainerSnapshot, rules: ContainerRules, now: datetime) -> _Read:
         ctx, host, policy = self.ctx, self.ctx.settings.host, rules.policy
         container = snap.name
         horizon = now - max(
             policy.window, policy.max_cooldown, policy.cooldown, timedelta(minutes=1)
         )
-        with ctx.state.lock:
-            history = AttemptHistory(
-                attempts=ctx.store.restart_times(host, horizon, container, snap.id),
-                reset_at=ctx.store.last_reset(host, container),
-                in_flight=ctx.state.busy(container),
-                engine_denied=self._engine_denied(snap, now - policy.window),
-            )
-            load = HostLoad(
-                recent_restarts=ctx.store.restart_times(host, now - timedelta(minutes=1)),
-                in_flight=ctx.state.restarts_in_flight(now),
-                slot_free_at=ctx.state.next_slot_free(now),
-                storm=ctx.pipeline.storm_holds(),
-            )
-        silence = ctx.store.active_silence(host, container, now)
-        deps = ctx.pipeline.unhealthy_dependencies(container)
-        return decide(
-            Target(container, rules.opted_in, rules.is_self, deps, rules.orchestrator),
-            history,
-            load,
-            policy,
-            now,
-            silence,
+        return _Read(
+            attempts=tuple(ctx.store.restart_times(host, horizon, container, snap.id)),
+            reset_at=ctx.store.last_reset(host, container),
+            engine_denied=self._engine_denied(snap, now - policy.window),
+            recent_restarts=tuple(ctx.store.restart_times(host, now - timedelta(minutes=1))),
+            storm=ctx.pipeline.storm_holds(),
+            silence=ctx.store.active_silence(host, container, now),
+            dependencies=ctx.pipeline.unhealthy_dependencies(container),
         )
+
+    def _decide(
+        self, snap: ContainerSnapshot, rules: ContainerRules, read: _Read, now: datetime
+    ) -> Decision:
+        """decide() over what was read and what the loop does now (call under the lock)."""
+        state = self.ctx.state
+        history = AttemptHistory(
+            attempts=read.attempts,
+            reset_at=read.reset_at,
+            in_flight=state.busy(snap.name),
+            engine_denied=read.engine_denied,
+        )
+        load = HostLoad(
+            recent_restarts=read.recent_restarts,
+            in_flight=state.restarts_in_flight(now),
+            slot_free_at=state.next_slot_free(now),
+            storm=read.storm,
+        )
+        target = Target(
+            snap.name, rules.opted_in, rules.is_self, read.dependencies, rules.orchestrator
+        )
+        return decide(target, history, load, rules.policy, now, read.silence)
 
     def _engine_denied(self, snap: ContainerSnapshot, since: datetime) -> bool:
         """Whether the engine refused the last restart of a problem that is still open."""

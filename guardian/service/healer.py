@@ -259,8 +259,11 @@ class Healer:
         ctx, host, name = self.ctx, self.ctx.settings.host, snap.name
         since = ctx.state.healthy_since(name, now)
         if open_names is None or name in open_names:
+            # A restart that started, or was verified, while the store was read makes what was
+            # read stale: its verification has the say.
+            turn = ctx.state.turn(name)
             for incident in self._retire_replaced(snap, now):
-                if incident.is_open and not ctx.state.verifying(name):
+                if incident.is_open and ctx.state.idle(name, turn):
                     self.recorder.recovered(incident, "observed healthy", now)
         policy = ctx.settings.policy
         if now - since < policy.reset_after or not ctx.state.first_reset_check(name, since):
@@ -284,3 +287,5 @@ class Healer:
             if incident.container not in present and not ctx.state.busy(incident.container):
                 self.recorder.gone(incident, "no longer listed by the engine", now)
         ctx.state.forget_absent(present)
+        # A restart in flight still counts for its container, whatever the list said.
+        ctx.metrics.containers_present(present | set(ctx.state.in_flight_names()))

@@ -77,15 +77,18 @@ class Remediator:
         self._run_call = run
 
     def _decide_and_claim(self, snap: ContainerSnapshot, rules: ContainerRules) -> Decision:
-        """Decide under the lock and claim the restart, so no other thread acts meanwhile."""
-        with self.ctx.state.lock:
-            now = self.ctx.clock.now()
-            decision = self.decisions.decision_for(snap, rules, now)
+        """Decide and claim the restart under one hold of the lock, so no other thread acts
+        meanwhile (the history is read before, outside it: DecisionPoint.decision_for)."""
+        now = self.ctx.clock.now()
+
+        def claim(decision: Decision) -> None:
             if decision.restart:
                 slot = slot_until(rules.stop_timeout, self.ctx.settings.stop_timeout, now)
                 self.ctx.state.claim(snap.name, rules.stop_timeout, slot)
                 if decision.reason is Reason.STORM_CANARY:
                     self.ctx.pipeline.storm_canary(snap.name)
+
+        decision = self.decisions.decision_for(snap, rules, now, claim)
         self.ctx.metrics.decided(decision)
         return decision
 
@@ -268,16 +271,25 @@ class Remediator:
             if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
                 # One retry on identical input: the request never reached the engine.
                 result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
-        finally:
+        except BaseException:
             ctx.state.release(snap.name)
+            raise
         if ctx.state.stopped:
             # Guardian stopped while the engine waited out the stop timeout: the intent stays
             # without an outcome, and the next start reconciles it (Verifier.reconcile).
+            ctx.state.release(snap.name)
             log.info(
                 "restart returned after stop; left to the next start", extra=kv(container=snap.name)
             )
             return result
         done = ctx.clock.now()
+        # UNKNOWN is never repeated blindly: verification observes what really happened.
+        verify = result.outcome in (Outcome.RESTARTED, Outcome.UNKNOWN)
+        if verify:
+            pending = replace(pending, deadline=done + ctx.settings.verify_timeout)
+            ctx.state.hand_over(pending)
+        else:
+            ctx.state.release(snap.name)
         ctx.metrics.restart_returned((done - now).total_seconds())
         log.info(
             "restart finished",
@@ -294,13 +306,12 @@ class Remediator:
                 done,
             )
             notes = self.recorder.notes(snap.name, note)
-        ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
-        if result.outcome in (Outcome.RESTARTED, Outcome.UNKNOWN):
-            # UNKNOWN is never repeated blindly: verification observes what really happened.
-            ctx.state.await_verification(
-                replace(pending, deadline=done + ctx.settings.verify_timeout)
-            )
-        else:
+        try:
+            ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
+        finally:
+            if verify:
+                ctx.state.recorded(pending)
+        if not verify:
             ctx.restart_ended(snap.name, str(result.outcome))
         return result
 

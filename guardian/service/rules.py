@@ -31,7 +31,15 @@ class RuleBook:
         if cached is not None and cached[0] == snap.labels:
             return cached[1]
         s = self.settings
-        rules = rules_for(snap.labels, s.policy, s.stop_timeout, s.watch_label, s.self_id, snap.id)
+        rules = rules_for(
+            snap.labels,
+            s.policy,
+            s.stop_timeout,
+            s.watch_label,
+            s.self_id,
+            snap.id,
+            s.labels_may_loosen,
+        )
         with self._lock:
             if self.settings is s:  # not retuned meanwhile: these rules are still the ones
                 self._rules[snap.id] = (dict(snap.labels), rules)

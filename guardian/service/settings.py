@@ -20,6 +20,7 @@ class HealerSettings:
     verify_timeout: timedelta
     self_id: str | None = None
     scope: str = ""  # watch.scope label selector; empty: the whole host
+    labels_may_loosen: tuple[str, ...] = ()  # labels.allow_loosen (core.labels.LOOSENABLE)
 
     def watches(self, labels: dict[str, str]) -> bool:
         """The one "is this container watched" predicate (sweep, events, status, API)."""

@@ -34,6 +34,14 @@ class LoopState:
         # Restart calls running, by container name.
         self._restarting: dict[str, RestartCall] = {}
         self._pending: dict[str, PendingVerify] = {}  # restarted, awaiting verification
+        # Handed over to verification, the call's outcome not yet written (action ids): busy and
+        # verifying, but not judged before the row a verdict would overwrite exists.
+        self._unrecorded: set[int] = set()
+        self._finishing: set[int] = set()  # settled, their verdict being written (action ids)
+        # Changes whenever a restart of the container starts, is handed to verification or ends:
+        # what a thread read from the store before may be stale when it changed (turn()).
+        self._turns: dict[str, int] = {}
+        self._claims = 0  # restarts claimed so far, host-wide (mark())
         # Containers restart.max_concurrent held back, oldest first: name -> container id.
         self._slot_waiters: dict[str, str] = {}
         # The verify tick's next look at each pending verification, and the gap after it.
@@ -60,6 +68,8 @@ class LoopState:
         with self.lock:
             self._restarting[container] = RestartCall(stop_timeout, slot_until)
             self._slot_waiters.pop(container, None)
+            self._turn(container)
+            self._claims += 1
 
     def wait_for_slot(self, container: str, container_id: str) -> None:
         """restart.max_concurrent held `container`'s restart back: judge it again when a
@@ -95,13 +105,19 @@ class LoopState:
 
     def release(self, container: str) -> None:
         with self.lock:
-            self._restarting.pop(container, None)
+            if self._restarting.pop(container, None) is not None:
+                self._turn(container)
 
     def longest_stop(self) -> timedelta:
         """The longest stop timeout of the restarts running now: how much longer than usual
         the loop may legitimately take to turn (the watchdog's and /healthz's allowance)."""
         with self.lock:
             return max((c.stop_timeout for c in self._restarting.values()), default=timedelta(0))
+
+    def in_flight_names(self) -> list[str]:
+        """The containers whose restart runs or awaits its verification."""
+        with self.lock:
+            return [*self._restarting, *self._pending]
 
     def restarts_in_flight(self, now: datetime) -> int:
         """The restart calls that hold a restart.max_concurrent slot at `now`."""
@@ -128,22 +144,46 @@ class LoopState:
         with self.lock:
             self._pending[p.container] = p
 
-    def due_pending(self, now: datetime) -> list[PendingVerify]:
-        """The verifications the periodic tick should look at now: each one after 1 s, then 2,
-        4, up to VERIFY_BACKOFF_MAX between looks, and at its deadline. A burst's restarts would
-        otherwise cost the engine an inspect each per second while it restarts them all (its
-        own health events are judged at once, outside this backoff)."""
+    def hand_over(self, p: PendingVerify) -> None:
+        """The restart call of `p.container` returned: from running to verifying in one step,
+        before any I/O. With a gap between the two (the outcome's SQLite write), a sweep or an
+        event saw the container neither restarting nor verifying and resolved its incident
+        "observed healthy" without the verification. `p` is judged once `recorded(p)`."""
+        with self.lock:
+            self._restarting.pop(p.container, None)
+            self._pending[p.container] = p
+            self._unrecorded.add(p.action_id)
+            self._turn(p.container)
+
+    def recorded(self, p: PendingVerify) -> None:
+        """The call's outcome is in the store: a verdict may now be written over it."""
+        with self.lock:
+            self._unrecorded.discard(p.action_id)
+
+    def due_pending(self, now: datetime, only: str | None = None) -> list[PendingVerify]:
+        """The verifications to judge now: container `only`'s at once (its event), or those the
+        periodic tick should look at: each one after 1 s, then 2, 4, up to VERIFY_BACKOFF_MAX
+        between looks, and at its deadline. A burst's restarts would otherwise cost the engine
+        an inspect each per second while it restarts them all. A verification whose call's
+        outcome is not written yet is not due (hand_over)."""
         with self.lock:
             due = []
-            for p in self._pending.values():
+            for name, p in self._pending.items():
+                if p.action_id in self._unrecorded or p.action_id in self._finishing:
+                    continue
+                if only is not None and name != only:
+                    continue
                 look = self._next_look.get(p.action_id)
-                if look is None or now >= min(p.deadline, look[0]):
+                if only is not None or look is None or now >= min(p.deadline, look[0]):
                     due.append(p)
             return due
 
     def looked(self, p: PendingVerify, now: datetime) -> None:
-        """The tick looked at `p` and found no verdict yet: double the gap to the next look."""
+        """The tick looked at `p` and found no verdict yet: double the gap to the next look
+        (nothing when another thread settled `p` meanwhile: its entry stays forgotten)."""
         with self.lock:
+            if self._pending.get(p.container) is not p:
+                return
             last = self._next_look.get(p.action_id)
             gap = VERIFY_BACKOFF_MIN if last is None else min(last[1] * 2, VERIFY_BACKOFF_MAX)
             self._next_look[p.action_id] = (now + gap, gap)
@@ -170,13 +210,48 @@ class LoopState:
             )
 
     def settle(self, p: PendingVerify) -> bool:
-        """Take `p` off the pending list; False when another thread already settled it."""
+        """This thread writes `p`'s verdict; False when another thread already does. `p` stays
+        verifying (busy) until `settled(p)`: a sweep in between would see the container neither
+        verifying nor its incident resolved yet, and resolve it "observed healthy"."""
         with self.lock:
             if self._pending.get(p.container) is not p:
                 return False
-            del self._pending[p.container]
-            self._next_look.pop(p.action_id, None)
+            if p.action_id in self._unrecorded or p.action_id in self._finishing:
+                return False
+            self._finishing.add(p.action_id)
             return True
+
+    def settled(self, p: PendingVerify) -> None:
+        """`p`'s verdict is written: the container is no longer verifying."""
+        with self.lock:
+            self._finishing.discard(p.action_id)
+            self._next_look.pop(p.action_id, None)
+            if self._pending.get(p.container) is p:
+                del self._pending[p.container]
+                self._turn(p.container)
+
+    def turn(self, container: str) -> int:
+        """Read before reading `container`'s incidents or history from the store; `idle(name,
+        turn)` afterwards says whether no restart ran or started meanwhile."""
+        with self.lock:
+            return self._turns.get(container, 0)
+
+    def idle(self, container: str, turn: int) -> bool:
+        """No restart of `container` runs or awaits verification, and none did since `turn`."""
+        with self.lock:
+            return self._turns.get(container, 0) == turn and not (
+                container in self._restarting or container in self._pending
+            )
+
+    def mark(self, container: str) -> tuple[int, int]:
+        """Read before reading a decision's history from the store (outside `lock`), and again
+        under `lock` before deciding: unchanged, no restart was claimed on the host, nor did
+        one of `container` start or end meanwhile, so what was read is what decide() needs."""
+        with self.lock:
+            return self._claims, self._turns.get(container, 0)
+
+    def _turn(self, container: str) -> None:
+        self._turns[container] = self._turns.get(container, 0) + 1
 
     def ours(self, container_id: str, container: str) -> bool:
         """Whether an engine event about this container comes from a restart Guardian made."""
@@ -210,6 +285,9 @@ class LoopState:
             for streaks in (self._healthy_since, self._reset_checked):
                 for name in [n for n in streaks if n not in present]:
                     del streaks[name]
+            busy = set(self._restarting) | set(self._pending)
+            for name in [n for n in self._turns if n not in present and n not in busy]:
+                del self._turns[name]
 
     # -- what people and labels said ----------------------------------------------------------
 

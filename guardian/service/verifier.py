@@ -48,7 +48,7 @@ class Verifier:
         see LoopState.due_pending), or the one for container `only` at once (its event)."""
         ctx = self.ctx
         state = ctx.state
-        due = state.pending(only) if only is not None else state.due_pending(ctx.clock.now())
+        due = state.due_pending(ctx.clock.now(), only)
         try:
             listed = self._listed(due) if len(due) > 1 else {}
         except EngineUnavailable:
@@ -85,9 +85,17 @@ class Verifier:
         return {c.id: c for c in listed if c.id in ids}
 
     def finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
-        ctx = self.ctx
-        if not ctx.state.settle(p):
+        """Write `p`'s verdict (once, whichever thread gets here first); the container stays
+        verifying until its incident carries the verdict."""
+        if not self.ctx.state.settle(p):
             return
+        try:
+            self._finish(p, outcome, detail, now)
+        finally:
+            self.ctx.state.settled(p)
+
+    def _finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
+        ctx = self.ctx
         incident = ctx.store.get_incident(p.incident_id) if p.incident_id is not None else None
         notes: tuple[notifications.Notification, ...] = ()
         if incident is not None and outcome is Outcome.UNHEALTHY_AFTER_RESTART:

@@ -181,8 +181,8 @@ def test_labels_override_the_policy_per_container() -> None:
     rules = rules_for(
         {
             "guardian.enable": "true",
-            "guardian.max_attempts": "5",
-            "guardian.cooldown": "60s",
+            "guardian.max_attempts": "2",
+            "guardian.cooldown": "10m",
             "guardian.stop_timeout": "20",
         },
         BASE,
@@ -190,7 +190,7 @@ def test_labels_override_the_policy_per_container() -> None:
         "guardian.enable",
     )
     assert rules.opted_in and not rules.warnings
-    assert rules.policy.max_attempts == 5 and rules.policy.cooldown == timedelta(seconds=60)
+    assert rules.policy.max_attempts == 2 and rules.policy.cooldown == timedelta(minutes=10)
     assert rules.stop_timeout == timedelta(seconds=20)
 
 

@@ -168,6 +168,7 @@ def test_a_tcp_probe_failing_threshold_times_restarts_and_success_resolves(tmp_p
         state = loop.healer.ctx.state  # verification is not what this test is about
         for pending in state.pending():
             state.settle(pending)
+            state.settled(pending)
         tick(loop, 1)
         assert loop.store.get_incident(incident.id).state == "in_progress"
         tick(loop, 1)

@@ -66,6 +66,89 @@ def test_an_out_of_range_rule_label_is_one_warning_and_the_global_value(label, v
     assert warning.startswith(f"label {label}={value!r}: expected ")
 
 
+LOOSER = {L.MAX_ATTEMPTS: "1000", L.COOLDOWN: "0s"}
+
+
+def test_a_label_that_asks_for_more_than_the_operator_configured_is_refused():
+    base = RestartPolicy(max_attempts=3, cooldown=timedelta(minutes=5))
+    rules = L.rules_for({**ON, **LOOSER}, base, timedelta(seconds=10), "guardian.enable")
+    assert rules.policy == base
+    more, shorter = rules.warnings
+    assert more.startswith("label guardian.max_attempts='1000': expected at most 3 ")
+    assert shorter.startswith("label guardian.cooldown='0s': expected at least 5m ")
+    assert all("labels.allow_loosen" in w for w in rules.warnings)
+
+
+@pytest.mark.parametrize(
+    ("labels", "max_attempts", "cooldown"),
+    [
+        ({L.MAX_ATTEMPTS: "1"}, 1, timedelta(minutes=5)),
+        ({L.MAX_ATTEMPTS: "3"}, 3, timedelta(minutes=5)),  # the operator's own value
+        ({L.COOLDOWN: "2h"}, 3, timedelta(hours=2)),
+        ({L.COOLDOWN: "5m"}, 3, timedelta(minutes=5)),
+    ],
+)
+def test_a_label_may_tighten_the_operators_policy(labels, max_attempts, cooldown):
+    base = RestartPolicy(max_attempts=3, cooldown=timedelta(minutes=5))
+    rules = L.rules_for(labels, base, timedelta(seconds=10), "guardian.enable")
+    assert rules.warnings == ()
+    assert (rules.policy.max_attempts, rules.policy.cooldown) == (max_attempts, cooldown)
+    # A longer cooldown is never cut by the operator's cap on its growth.
+    assert rules.policy.max_cooldown >= rules.policy.cooldown
+
+
+@pytest.mark.parametrize(
+    ("allowed", "max_attempts", "cooldown", "refused"),
+    [
+        (("max_attempts",), 1000, timedelta(minutes=5), L.COOLDOWN),
+        (("cooldown",), 3, timedelta(0), L.MAX_ATTEMPTS),
+        (("max_attempts", "cooldown"), 1000, timedelta(0), None),
+    ],
+)
+def test_the_operator_allows_loosening_per_key(allowed, max_attempts, cooldown, refused):
+    base = RestartPolicy(max_attempts=3, cooldown=timedelta(minutes=5))
+    rules = L.rules_for(LOOSER, base, timedelta(seconds=10), "guardian.enable", may_loosen=allowed)
+    assert (rules.policy.max_attempts, rules.policy.cooldown) == (max_attempts, cooldown)
+    assert [w.split("=")[0] for w in rules.warnings] == ([f"label {refused}"] if refused else [])
+
+
+def test_labels_allow_loosen_names_only_keys_a_label_can_loosen(tmp_path):
+    from guardian.config import ConfigError, load_settings
+
+    assert load_settings(None, env={})["labels.allow_loosen"] == ()
+    env = {"GUARDIAN_LABELS_ALLOW_LOOSEN": "cooldown, max_attempts"}
+    assert load_settings(None, env=env)["labels.allow_loosen"] == ("max_attempts", "cooldown")
+    with pytest.raises(ConfigError) as bad:
+        load_settings(None, env={"GUARDIAN_LABELS_ALLOW_LOOSEN": "stop_timeout"})
+    assert "labels.allow_loosen" in str(bad.value) and "max_attempts, cooldown" in str(bad.value)
+
+
+def test_a_label_cannot_take_more_restarts_than_the_operator_allows_unless_allowed(tmp_path):
+    from tests.app import make_app
+    from tests.fakes import FakeEngine
+
+    def restarts(**config: dict[str, object]) -> int:
+        clock = FakeClock()
+        engine = FakeEngine(clock)
+        engine.add("greedy", labels={**ON, **LOOSER}, health="unhealthy")
+        engine.after_restart_health = "unhealthy"
+        loop = make_app(
+            tmp_path / str(len(list(tmp_path.iterdir()))),
+            engine=engine,
+            clock=clock,
+            restart={"max_attempts": 2, "cooldown": "30s", "verify_timeout": "5s"},
+            **config,
+        )
+        for _ in range(20):
+            loop.healer.sweep()
+            clock.advance(31)
+            loop.verify()
+        return len(engine.restarts)
+
+    assert restarts() == 2
+    assert restarts(labels={"allow_loosen": ["max_attempts", "cooldown"]}) > 2
+
+
 def test_the_longest_values_a_label_can_say_are_accepted():
     spec, warnings = parse_probe(
         {"guardian.probe.http": "http://:80/", "guardian.probe.timeout": "1m"}, DEFAULTS

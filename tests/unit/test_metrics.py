@@ -42,7 +42,8 @@ def test_every_metric_has_its_documented_name_type_and_labels():
     found = {}
     for collector in collectors:
         for family in collector.describe():
-            found[family.name] = (family.type, tuple(getattr(collector, "_labelnames", ())))
+            labels = getattr(family, "_labelnames", None) or getattr(collector, "_labelnames", ())
+            found[family.name] = (family.type, tuple(labels))
     expected = {name: (kind, labels) for name, kind, labels in EXPORTED}
     expected["guardian_build"] = ("info", ())  # an Info's labels are its value, not label names
     assert found == expected
@@ -271,3 +272,65 @@ def test_a_storm_escalation_is_no_containers_exhausted_restarts(tmp_path):
     assert storm.escalated
     assert loop.metric("guardian_incidents_open", type="storm", state="active") == 1
     assert loop.metric("guardian_restarts_exhausted", container="(host)") == 0
+
+
+def test_a_scrape_during_updates_never_misses_a_series_that_exists():
+    import threading
+
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    metrics = PrometheusMetrics(CollectorRegistry())
+    # Always open: one unhealthy incident and one container given up on; the rest come and go.
+    metrics.open_incidents({("unhealthy", "active"): 1}, {"db"})
+    metrics.restart_ended("db", "succeeded")
+    stop = threading.Event()
+
+    def update(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            counts = {("unhealthy", "active"): 1 + i % 3, ("exited", "resolved"): i % 2}
+            metrics.open_incidents({k: v for k, v in counts.items() if v}, {"db", f"c{n}-{i % 4}"})
+            metrics.swept(10 + i % 5, i % 3)
+            metrics.restart_ended(f"c{n}-{i % 4}", "succeeded")
+            metrics.containers_present({"db", f"c{n}-{i % 4}"})
+            metrics.notification_queue(i % 7)
+
+    updaters = [threading.Thread(target=update, args=(n,), daemon=True) for n in range(6)]
+    for t in updaters:
+        t.start()
+    try:
+        for _ in range(300):
+            text = generate_latest(metrics.registry).decode()
+            seen = {
+                (s.name, tuple(sorted(s.labels.items())))
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+            }
+            assert ("guardian_incidents_open", (("state", "active"), ("type", "unhealthy"))) in seen
+            assert ("guardian_restarts_exhausted", (("container", "db"),)) in seen
+            assert ("guardian_containers_watched", ()) in seen
+    finally:
+        stop.set()
+        for t in updaters:
+            t.join(10)
+    restarts = {("db", "succeeded")} | {
+        (f"c{n}-{i}", "succeeded") for n in range(6) for i in range(4)
+    }
+    assert sample(metrics.registry, "guardian_restarts_total", container="db", outcome="succeeded")
+    assert {k for k, _ in metrics.loop_now.now.restarts} <= restarts
+
+
+def test_a_removed_containers_series_end(loop):
+    healer, engine, clock, registry = loop
+    engine.add("web", health="unhealthy")
+    engine.add("db")
+    healer.sweep()
+    clock.advance(1)
+    healer.verifier.verify()
+    assert sample(registry, "guardian_restarts_total", container="web", outcome="succeeded") == 1
+    del engine.containers[engine.id_of("web")]
+    healer.sweep()
+    assert sample(registry, "guardian_restarts_total", container="web", outcome="succeeded") is None
+    assert sample(registry, "guardian_containers_watched") == 1
