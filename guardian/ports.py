@@ -61,7 +61,14 @@ class EngineIdentity:
 
 
 class Clock(Protocol):
+    """Two readings: `now()` is the wall clock (aware UTC), for what people read and what the
+    store keeps across restarts; it may step (NTP, a stale boot, a VM resumed). `monotonic()`
+    is seconds on a clock that never steps and counts suspend: every duration within a run
+    (deadlines, holds, streaks, pacing, schedules) is measured on it (DESIGN 12)."""
+
     def now(self) -> datetime: ...
+
+    def monotonic(self) -> float: ...
 
 
 class Engine(Protocol):
