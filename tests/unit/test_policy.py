@@ -309,6 +309,52 @@ CASES = [
         policy=replace(POLICY, max_attempts=1),
         retry_in=3200,
     ),
+    # The wall clock stepped back: stamps ahead of NOW (negative "seconds ago") count as now.
+    Case(
+        "attempts made a day ahead still count after the clock is corrected",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(-86400, -86700, -87000),
+        retry_in=3600,
+    ),
+    Case(
+        "the cooldown runs from now for an attempt stamped ahead of the clock",
+        Verdict.WAIT,
+        Reason.COOLDOWN,
+        attempts=(-3600,),
+        retry_in=300,
+        attempt=2,
+    ),
+    Case(
+        "one attempt before a step back and two after still reach the cap",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(-3000, 900, 400),
+        retry_in=2700,
+    ),
+    Case(
+        "restarts stamped ahead of the clock use the host budget",
+        Verdict.WAIT,
+        Reason.RATE_LIMITED,
+        host_recent=(-7200,) * 10,
+        retry_in=60,
+        attempt=1,
+    ),
+    Case(
+        "a reset stamped ahead of the clock orders nothing: the window's attempts count",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(1500, 1200, 900),
+        reset=-600,
+        retry_in=2100,
+    ),
+    Case(
+        "a clock stepped forward past the window frees the budget (a new run cannot know)",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        attempts=(86400 + 30, 86400 + 20, 86400 + 10),
+        attempt=1,
+    ),
 ]
 
 
