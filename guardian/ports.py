@@ -276,6 +276,9 @@ class Metrics(Protocol):
 
     def store_failed(self) -> None: ...
 
+    def clock_stepped(self, seconds: float) -> None:
+        """The wall clock stepped by `seconds` against the monotonic clock (back: negative)."""
+
     def notification_channel(self, channel: str) -> None:
         """A channel is configured: its series exist from the start."""
 
