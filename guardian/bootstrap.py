@@ -280,7 +280,7 @@ def build_status(
     sqlite = store or SqliteStore(store_path(settings))
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
     resilient = ResilientStore(sqlite, metrics)
-    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"])
+    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
     docker_url = Redactor()
     docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone
     install_redaction(docker_url)
