@@ -129,9 +129,8 @@ class DockerEngine:
             return self._api
 
     def _saw_response(self, response: requests.Response, *_args: Any, **_kwargs: Any) -> None:
-        """Every response carries the engine's time: read it when due (EngineClock)."""
-        if self.engine_clock.due():
-            self.engine_clock.saw_date(response.headers.get("Date"))
+        """Every response carries the engine's time (EngineClock)."""
+        self.engine_clock.saw_date(response.headers.get("Date"), response.elapsed.total_seconds())
 
     def _reason(self, exc: BaseException) -> str:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

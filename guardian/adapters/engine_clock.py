@@ -2,10 +2,11 @@
 health probe times, event times) are judged in Guardian's frame even when the two clocks differ
 (a remote engine, a host whose clock Guardian does not share, a skewed VM).
 
-The skew is read from the `Date` header that every engine response carries (a socket proxy
-that allows only Guardian's endpoints still sends it), at connect and again every REFRESH, or
-at once after Guardian's own wall clock stepped. A header has whole seconds, so a skew within
-TOLERANCE of the one in use is noise: a local engine's skew stays exactly zero.
+Every engine response carries a `Date` header (a socket proxy that allows only Guardian's
+endpoints still sends it, unlike /info's SystemTime). A header has whole seconds, so one answer
+bounds the skew within about a second; each answer narrows the bounds, and answers that
+contradict them (either clock stepped) start them afresh. While the bounds allow no skew at all,
+there is none: a local engine's stamps are taken as they are.
 """
 
 from __future__ import annotations
@@ -18,18 +19,13 @@ from email.utils import parsedate_to_datetime
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import Clock
 
-REFRESH = 60.0  # seconds on the monotonic clock between two readings of the engine's clock
-TOLERANCE = timedelta(seconds=2)
-_STEP = 2.0  # seconds Guardian's wall clock may move against its monotonic clock unnoticed
-
 
 class EngineClock:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._lock = threading.Lock()
         self._skew = timedelta(0)  # the engine's clock minus Guardian's
-        self._read_at: float | None = None  # monotonic, when the skew was last read
-        self._offset = 0.0  # Guardian's wall minus monotonic then
+        self._bounds: tuple[float, float] | None = None  # what the answers allow, in seconds
 
     @property
     def skew(self) -> timedelta:
@@ -37,35 +33,28 @@ class EngineClock:
         with self._lock:
             return self._skew
 
-    def due(self) -> bool:
-        """Whether the next response's Date should be read: never read, REFRESH passed, or
-        Guardian's own wall clock stepped since the last reading."""
-        mono = self.clock.monotonic()
-        offset = self.clock.now().timestamp() - mono
-        with self._lock:
-            return (
-                self._read_at is None
-                or mono - self._read_at >= REFRESH
-                or abs(offset - self._offset) > _STEP
-            )
-
-    def saw_date(self, date: str | None) -> None:
-        """An engine response's `Date` header (RFC 7231, whole seconds), just received."""
+    def saw_date(self, date: str | None, elapsed: float = 0.0) -> None:
+        """An engine response's `Date` header (RFC 7231), just received, `elapsed` seconds
+        after its request was sent."""
         if not date:
             return
         try:
-            engine_now = parsedate_to_datetime(date)
+            engine_at = parsedate_to_datetime(date)
         except (TypeError, ValueError):
-            return  # a broken header tells nothing; the last skew stays
-        if engine_now.tzinfo is None:
+            return  # a broken header tells nothing; the skew stays
+        if engine_at.tzinfo is None:
             return
-        mono, now = self.clock.monotonic(), self.clock.now()
-        # The header's second began up to a second ago: its middle is the best estimate.
-        skew = engine_now + timedelta(milliseconds=500) - now
+        received = self.clock.now().timestamp()
+        sent = received - max(0.0, elapsed)
+        # The engine wrote the header between `sent` and `received`, within its second.
+        low, high = engine_at.timestamp() - received, engine_at.timestamp() + 1 - sent
         with self._lock:
-            self._read_at, self._offset = mono, now.timestamp() - mono
-            if abs(skew - self._skew) > TOLERANCE:
-                self._skew = skew
+            if self._bounds is not None:
+                narrowed = max(low, self._bounds[0]), min(high, self._bounds[1])
+                if narrowed[0] <= narrowed[1]:
+                    low, high = narrowed
+            self._bounds = (low, high)
+            self._skew = timedelta(0) if low <= 0 <= high else timedelta(seconds=(low + high) / 2)
 
     def ours(self, stamp: datetime) -> datetime:
         """An engine stamp in Guardian's frame."""
