@@ -234,6 +234,9 @@ class Outbox(Protocol):
     def next_reminder_at(self, host: str, repeat_interval: timedelta) -> datetime | None:
         """When reminders_due will next return an incident, as things stand (None: never)."""
 
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped by `step`: pending deliveries' retry times move with it."""
+
     def changed_elsewhere(self) -> bool:
         """Whether another process (the CLI) wrote to the outbox's store since the last call."""
 

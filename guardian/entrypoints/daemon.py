@@ -92,7 +92,7 @@ class Daemon:
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
         self.reloader = Reloader(app, reread, self.systemd, self.reschedule_sweep)
         self.scheduler = SteadyScheduler(
-            StepWatch(app.clock, app.metrics),
+            StepWatch(app.clock, app.metrics, app.follow_step),
             executors={"default": ThreadPoolExecutor(max_workers=job_threads(app.settings))},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,

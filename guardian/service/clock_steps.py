@@ -1,12 +1,14 @@
 """StepWatch: notices the wall clock stepping against the monotonic clock, logs each step once
-and counts it (guardian_clock_steps_total). Durations never depend on the wall clock; the
-scheduler follows a step with its jobs' wall-clock run times (entrypoints/scheduling.py).
+and counts it (guardian_clock_steps_total), and hands it to `on_step`: the loop's parts move the
+stamps they hold for durations by it (deadlines, holds, streaks, pacing, probe schedules), and
+the scheduler its jobs' run times (entrypoints/scheduling.py), so no duration depends on a step.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 from guardian.logs import kv
@@ -22,9 +24,16 @@ STEP = timedelta(seconds=3)
 class StepWatch:
     """Call `look()` often (every scheduler turn): the step since the last look, or zero."""
 
-    def __init__(self, clock: Clock, metrics: Metrics, threshold: timedelta = STEP) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        metrics: Metrics,
+        on_step: Callable[[timedelta], None] | None = None,
+        threshold: timedelta = STEP,
+    ) -> None:
         self.clock = clock
         self.metrics = metrics
+        self.on_step = on_step
         self.threshold = threshold.total_seconds()
         self._lock = threading.Lock()
         self._offset = self._read()
@@ -46,4 +55,10 @@ class StepWatch:
             "clock count as now",
             extra=kv(step=f"{step:+.0f}s", now=self.clock.now().isoformat(timespec="seconds")),
         )
-        return timedelta(seconds=step)
+        moved = timedelta(seconds=step)
+        if self.on_step is not None:
+            try:
+                self.on_step(moved)
+            except Exception:
+                log.exception("following the clock step failed")
+        return moved
