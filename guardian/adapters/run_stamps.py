@@ -1,13 +1,14 @@
 """RunStamps: the restart requests and counter resets this run wrote, with a monotonic reading
 of each, so that read back they are placed by the monotonic clock: a step of the wall clock
 within a run neither shortens nor lengthens a cooldown, an attempt window or the host budget.
-Stamps from before this run are read as the store keeps them (decide() counts one that lies
-ahead of the clock as now: core.stamps).
+Stamps from before this run move by the steps since it began; a step before it cannot be told
+from time passing (decide() counts a stamp ahead of the clock as now: core.stamps).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,6 +33,15 @@ class RunStamps:
         self._lock = threading.Lock()
         self._restarts: list[_Stamp] = []
         self._resets: list[_Stamp] = []
+        self._began = self._offset()
+
+    def _offset(self) -> float:
+        """Wall minus monotonic, in seconds: it changes only when the wall clock steps."""
+        return self.clock.now().timestamp() - self.clock.monotonic()
+
+    def stepped(self) -> timedelta:
+        """How far the wall clock stepped since this run began (forward: positive)."""
+        return timedelta(seconds=self._offset() - self._began)
 
     def wrote_restart(self, host: str, container: str, container_id: str, at: datetime) -> None:
         with self._lock:
@@ -60,8 +70,9 @@ class RunStamps:
         container: str | None = None,
         container_id: str | None = None,
     ) -> tuple[datetime, ...]:
-        """The restart times after `since`: `read(since)` asks the store; this run's own
-        requests among them are placed by the monotonic clock."""
+        """The restart times after `since`: `read(after)` asks the store; this run's own
+        requests among them are placed by the monotonic clock, the others moved by the steps
+        since this run began."""
         with self._lock:
             ours = self._placed(
                 s
@@ -70,12 +81,19 @@ class RunStamps:
                 and (container is None or s.container == container)
                 and (container_id is None or s.container_id == container_id)
             )
+        stepped = self.stepped()
         # A stamp written before a step forward lies earlier than it counts: ask further back.
         widen = max((placed - s.at for s, placed in ours), default=timedelta(0))
-        written = {s.at for s, _ in ours}
-        stored = read(since - max(widen, timedelta(0)))
-        older = tuple(t for t in stored if t not in written and t > since)
-        return older + tuple(placed for _, placed in ours if placed > since)
+        # This run's own among the stored ones, as many times as it wrote each (after a step
+        # back, two requests may carry the same stamp).
+        written = Counter(s.at for s, _ in ours)
+        older = []
+        for t in read(since - max(widen, stepped, timedelta(0))):
+            if written[t]:
+                written[t] -= 1
+            elif t + stepped > since:
+                older.append(t + stepped)
+        return tuple(older) + tuple(placed for _, placed in ours if placed > since)
 
     def last_reset(self, host: str, container: str, stored: datetime | None) -> datetime | None:
         """The last counter reset: this run's own, placed by the monotonic clock, when the
@@ -87,4 +105,4 @@ class RunStamps:
         for s, placed in ours:
             if s.at == stored:
                 return placed
-        return stored
+        return None if stored is None else stored + self.stepped()
