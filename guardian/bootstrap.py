@@ -13,7 +13,7 @@ import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -101,6 +101,12 @@ class App:
         scope = self.settings["watch.scope"]
         other = rival_container(self.engine, own, scope)
         return engine_taken(scope, other) if other else ""
+
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped (service.clock_steps): every duration keeps its length."""
+        self.healer.follow_step(step)
+        if self.delivery is not None:
+            self.delivery.follow_step(step)
 
     @property
     def verifier(self) -> Verifier:
@@ -268,6 +274,7 @@ def build_loop(
         storm_open=host.storm_open,
         unhealthy_dependencies=dependencies.unhealthy,
         followers=dependencies.followers,
+        stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step),
     )
     ctx = LoopContext(engine, store, clock, metrics, state, pipeline, RuleBook(hs, state))
     recorder = Recorder(ctx)
@@ -291,8 +298,8 @@ def build_status(
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
-    resilient = ResilientStore(sqlite, metrics)
-    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"])
+    resilient = ResilientStore(sqlite, metrics, clock)
+    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
     docker_url = Redactor()
     docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone
     install_redaction(docker_url)

@@ -61,7 +61,14 @@ class EngineIdentity:
 
 
 class Clock(Protocol):
+    """Two readings: `now()` is the wall clock (aware UTC), for what people read and what the
+    store keeps across restarts; it may step (NTP, a stale boot, a VM resumed). `monotonic()`
+    is seconds on a clock that never steps and counts suspend: every duration within a run
+    (deadlines, holds, streaks, pacing, schedules) is measured on it (DESIGN 12)."""
+
     def now(self) -> datetime: ...
+
+    def monotonic(self) -> float: ...
 
 
 class Engine(Protocol):
@@ -227,6 +234,9 @@ class Outbox(Protocol):
     def next_reminder_at(self, host: str, repeat_interval: timedelta) -> datetime | None:
         """When reminders_due will next return an incident, as things stand (None: never)."""
 
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped by `step`: pending deliveries' retry times move with it."""
+
     def changed_elsewhere(self) -> bool:
         """Whether another process (the CLI) wrote to the outbox's store since the last call."""
 
@@ -271,6 +281,9 @@ class Metrics(Protocol):
         """Replace the open incidents by (type, state), and the containers Guardian gave up on."""
 
     def store_failed(self) -> None: ...
+
+    def clock_stepped(self, seconds: float) -> None:
+        """The wall clock stepped by `seconds` against the monotonic clock (back: negative)."""
 
     def notification_channel(self, channel: str) -> None:
         """A channel is configured: its series exist from the start."""

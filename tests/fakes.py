@@ -14,15 +14,35 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 class FakeClock:
-    def __init__(self, start: datetime = T0) -> None:
+    """Both readings of the Clock port. `advance` lets time pass (both move); `step` moves
+    only the wall clock, as NTP or a person does on a host; `tick` moves only the monotonic
+    clock (a wall clock slewed back over the same time)."""
+
+    def __init__(self, start: datetime = T0, monotonic: float = 1000.0) -> None:
         self.current = start
+        self.mono = monotonic
 
     def now(self) -> datetime:
         return self.current
 
+    def monotonic(self) -> float:
+        return self.mono
+
     def advance(self, seconds: float = 0, **kwargs: float) -> datetime:
+        delta = timedelta(seconds=seconds, **kwargs)
+        self.current += delta
+        self.mono += delta.total_seconds()
+        return self.current
+
+    def step(self, seconds: float = 0, **kwargs: float) -> datetime:
+        """The wall clock jumps (back when negative); no time passes."""
         self.current += timedelta(seconds=seconds, **kwargs)
         return self.current
+
+    def tick(self, seconds: float = 0, **kwargs: float) -> float:
+        """Only the monotonic clock moves."""
+        self.mono += timedelta(seconds=seconds, **kwargs).total_seconds()
+        return self.mono
 
 
 @dataclass

@@ -19,6 +19,8 @@ import docker
 import docker.errors
 import requests
 
+from guardian.adapters.clock import SystemClock
+from guardian.adapters.engine_clock import EngineClock
 from guardian.adapters.engine_errors import causes, permission_denied, socket_denied
 from guardian.adapters.engine_payloads import (
     EVENT_FILTER,
@@ -30,7 +32,7 @@ from guardian.adapters.engine_payloads import (
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.redaction import redact_patterns, scrub_url
-from guardian.ports import EngineEvent, EngineIdentity, EngineUnavailable
+from guardian.ports import Clock, EngineEvent, EngineIdentity, EngineUnavailable
 
 MAX_LOG_BYTES = 64 * 1024
 # Podman's list leaves the health out of Status ("Up 5 minutes"); its health filter works.
@@ -80,10 +82,12 @@ def classify(exc: BaseException) -> ActionOutcome:
 
 
 class DockerEngine:
-    """The Engine port for a Docker (or Docker-API compatible) engine at `url`."""
+    """The Engine port for a Docker (or Docker-API compatible) engine at `url`. Its stamps come
+    back in Guardian's frame (`clock`'s), whatever the engine's clock says (EngineClock)."""
 
-    def __init__(self, url: str, timeout: timedelta) -> None:
+    def __init__(self, url: str, timeout: timedelta, clock: Clock | None = None) -> None:
         self.url = url
+        self.engine_clock = EngineClock(clock or SystemClock())
         self.shown_url = scrub_url(url)  # the URL in messages: no userinfo or query values
         self.timeout = timeout
         self._api: docker.APIClient | None = None
@@ -110,6 +114,7 @@ class DockerEngine:
                     api = docker.APIClient(
                         base_url=self.url, version="auto", timeout=self.timeout.total_seconds()
                     )
+                    api.hooks["response"].append(self._saw_response)
                     if self.url.startswith("unix://"):
                         # No HTTP proxy applies to a Unix socket; skipping requests' lookup of
                         # proxy variables saves ~0.5 ms per request (bench/RESULTS.md).
@@ -122,6 +127,10 @@ class DockerEngine:
                     raise EngineUnavailable(self._reason(exc)) from None
                 self._api = api
             return self._api
+
+    def _saw_response(self, response: requests.Response, *_args: Any, **_kwargs: Any) -> None:
+        """Every response carries the engine's time (EngineClock)."""
+        self.engine_clock.saw_date(response.headers.get("Date"), response.elapsed.total_seconds())
 
     def _reason(self, exc: BaseException) -> str:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -192,7 +201,8 @@ class DockerEngine:
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         try:
-            return inspect_snapshot(self._call(lambda api: api.inspect_container(container_id)))
+            data = self._call(lambda api: api.inspect_container(container_id))
+            return self.engine_clock.snapshot(inspect_snapshot(data))
         except docker.errors.NotFound:
             return None
         except docker.errors.APIError as exc:
@@ -251,14 +261,14 @@ class DockerEngine:
         filters = {"type": ["container"], "event": list(EVENT_FILTER)}
         kwargs: dict[str, Any] = {"filters": filters, "decode": True}
         if since is not None:
-            kwargs["since"] = since.timestamp()
+            kwargs["since"] = self.engine_clock.theirs(since).timestamp()
         stream = self._call(lambda api: api.events(**kwargs))
         self._stream = stream
         try:
             for raw in stream:
                 event = parse_event(raw)
                 if event is not None:
-                    yield event
+                    yield replace(event, at=self.engine_clock.ours(event.at))
         except (requests.RequestException, docker.errors.DockerException, OSError) as exc:
             raise EngineUnavailable(self._reason(exc)) from None
         finally:

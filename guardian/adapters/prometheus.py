@@ -159,6 +159,15 @@ class PrometheusMetrics:
             "Store operations that failed (a failed write is logged and healing continues).",
             registry=registry,
         )
+        self.clock_steps = Counter(
+            "guardian_clock_steps",
+            "Steps of the wall clock against the monotonic clock (NTP, a person, a VM resumed), "
+            "by direction; durations never depend on the wall clock.",
+            ["direction"],
+            registry=registry,
+        )
+        for direction in ("forward", "back"):
+            self.clock_steps.labels(direction=direction)
         self.notifications_total = Counter(
             "guardian_notifications",
             "Notification deliveries by channel and outcome.",
@@ -230,6 +239,9 @@ class PrometheusMetrics:
 
     def store_failed(self) -> None:
         self.store_errors.inc()
+
+    def clock_stepped(self, seconds: float) -> None:
+        self.clock_steps.labels(direction="forward" if seconds > 0 else "back").inc()
 
     def notification_channel(self, channel: str) -> None:
         self.add_notification_channel(channel)

@@ -3,7 +3,8 @@
 Reads go straight to the wrapped store. A failed write is logged and counted
 (guardian_store_errors_total) instead of stopping the loop; restart intents that could not be
 written are kept in memory, still count against the restart budget (restart_times), and are
-written as soon as the store accepts writes again.
+written as soon as the store accepts writes again. Given a clock, this run's restart requests
+and counter resets are read back as the monotonic clock places them (RunStamps).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from guardian.adapters.run_stamps import RunStamps
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionKind,
@@ -28,7 +30,7 @@ from guardian.core.model import (
 )
 from guardian.core.notifications import Notification
 from guardian.logs import kv
-from guardian.ports import Metrics, Store, StoreError
+from guardian.ports import Clock, Metrics, Store, StoreError
 
 log = logging.getLogger("guardian.store")
 
@@ -36,9 +38,10 @@ log = logging.getLogger("guardian.store")
 class ResilientStore:
     """The Store port over another Store; write failures degrade to "healing without a record"."""
 
-    def __init__(self, inner: Store, metrics: Metrics) -> None:
+    def __init__(self, inner: Store, metrics: Metrics, clock: Clock | None = None) -> None:
         self.inner = inner
         self.metrics = metrics
+        self.run_stamps = RunStamps(clock) if clock is not None else None
         self._lock = threading.RLock()
         self._next_id = -1
         # Actions not yet written, by their temporary (negative) id, in order.
@@ -106,6 +109,10 @@ class ResilientStore:
     ) -> int:
         # While the store refuses writes, the notifications of a kept action are dropped with
         # it (logged and counted as store errors): the restart itself matters more.
+        if self.run_stamps is not None and action.kind == ActionKind.RESTART:
+            self.run_stamps.wrote_restart(
+                action.host, action.container, action.container_id, action.requested_at
+            )
         with self._lock:
             if not self._flush():
                 return self._keep(action)
@@ -153,6 +160,8 @@ class ResilientStore:
         return count
 
     def record_reset(self, host: str, container: str, at: datetime) -> None:
+        if self.run_stamps is not None:
+            self.run_stamps.wrote_reset(host, container, at)
         try:
             self.inner.record_reset(host, container, at)
         except StoreError as exc:
@@ -169,6 +178,15 @@ class ResilientStore:
         container: str | None = None,
         container_id: str | None = None,
     ) -> tuple[datetime, ...]:
+        if self.run_stamps is not None:
+            recorded = self.run_stamps.restart_times(
+                host,
+                since,
+                lambda after: self.inner.restart_times(host, after, container, container_id),
+                container,
+                container_id,
+            )
+            return recorded  # the ones kept in memory are among this run's
         recorded = self.inner.restart_times(host, since, container, container_id)
         with self._lock:
             kept = tuple(
@@ -206,7 +224,10 @@ class ResilientStore:
         return self.inner.unfinished_actions(host)
 
     def last_reset(self, host: str, container: str) -> datetime | None:
-        return self.inner.last_reset(host, container)
+        stored = self.inner.last_reset(host, container)
+        if self.run_stamps is None:
+            return stored
+        return self.run_stamps.last_reset(host, container, stored)
 
     # -- operator reads and writes go straight through (a person sees errors at once) ---------
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from guardian.core.stamps import no_later_than
+
 
 class Status(StrEnum):
     DELIVERED = "delivered"  # 2xx
@@ -106,14 +108,22 @@ def pick_batch(
     """
     heads = _heads(pending)
     ready = [p for p in heads.values() if p.due_at <= now]
-    if not ready or min(p.created_at for p in ready) + group_wait > now:
+    # A notification stamped ahead of the clock (it stepped back since) was queued now.
+    if not ready or min(no_later_than(p.created_at, now) for p in ready) + group_wait > now:
         return []  # nothing due, or the oldest still waits for its group to gather
     return ready[:max_batch]
 
 
-def next_batch_at(pending: list[Pending], group_wait: timedelta) -> datetime | None:
+def next_batch_at(
+    pending: list[Pending], group_wait: timedelta, now: datetime | None = None
+) -> datetime | None:
     """The first time `pick_batch()` chooses something from `pending` (None: nothing pending):
     the earliest head of an incident both due and past its group_wait. The worker sleeps until
-    then instead of asking again and again."""
+    then instead of asking again and again. Given `now`, a notification stamped ahead of it
+    counts as queued now, as in pick_batch()."""
     heads = _heads(pending)
-    return min((max(p.due_at, p.created_at + group_wait) for p in heads.values()), default=None)
+
+    def queued(p: Pending) -> datetime:
+        return p.created_at if now is None else no_later_than(p.created_at, now)
+
+    return min((max(p.due_at, queued(p) + group_wait) for p in heads.values()), default=None)

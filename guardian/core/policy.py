@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from guardian.core.model import Decision, Reason, Silence, Verdict
 from guardian.core.restart_policy import RestartPolicy
+from guardian.core.stamps import ahead, no_later_than
 from guardian.core.storm import StormHold
 
 RATE_WINDOW = timedelta(minutes=1)
@@ -59,11 +60,18 @@ class HostLoad:
 def counted_attempts(
     history: AttemptHistory, policy: RestartPolicy, now: datetime
 ) -> list[datetime]:
-    """The attempts that count against max_attempts: inside the window and after the last reset."""
+    """The attempts that count against max_attempts: inside the window and after the last reset.
+
+    An attempt stamped ahead of `now` counts as made now; a reset stamped ahead of `now` is not
+    trusted to order the attempts (the clock stepped back in between), so every attempt in the
+    window counts. Either way a step back never hands the budget back.
+    """
     start = now - policy.window
-    if history.reset_at is not None and history.reset_at > start:
-        start = history.reset_at
-    return sorted(a for a in history.attempts if start < a <= now)
+    counted = [no_later_than(a, now) for a in history.attempts]
+    reset = history.reset_at
+    if reset is not None and not ahead(reset, now):
+        return sorted(a for a in counted if a > max(start, reset))
+    return sorted(a for a in counted if a > start)
 
 
 def decide(
@@ -151,10 +159,10 @@ def decide(
             max_attempts=policy.max_attempts,
         )
 
-    # Cooldown runs from the last attempt of any age, so a reset never allows a quick repeat.
-    past = [a for a in history.attempts if a <= now]
-    if past:
-        ready_at = max(past) + policy.cooldown_after(max(n, 1))
+    # Cooldown runs from the last attempt of any age, so a reset never allows a quick repeat;
+    # one stamped ahead of the clock was made "now" at the latest.
+    if history.attempts:
+        ready_at = no_later_than(max(history.attempts), now) + policy.cooldown_after(max(n, 1))
         if now < ready_at:
             return Decision(
                 Verdict.WAIT,
@@ -164,7 +172,9 @@ def decide(
                 max_attempts=policy.max_attempts,
             )
 
-    recent = sorted(t for t in host.recent_restarts if now - RATE_WINDOW < t <= now)
+    recent = sorted(
+        t for t in (no_later_than(r, now) for r in host.recent_restarts) if now - RATE_WINDOW < t
+    )
     if len(recent) >= policy.max_per_minute:
         retry_at = recent[len(recent) - policy.max_per_minute] + RATE_WINDOW
         return Decision(

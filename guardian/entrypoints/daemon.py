@@ -12,12 +12,10 @@ import contextlib
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from guardian.bootstrap import App
 from guardian.config import Settings
@@ -31,6 +29,7 @@ from guardian.entrypoints.http_server import (
 )
 from guardian.entrypoints.reloader import Reloader
 from guardian.entrypoints.restart_threads import RestartThreads
+from guardian.entrypoints.scheduling import SteadyScheduler
 from guardian.entrypoints.wakeup import Wakeup, WakingEvent
 from guardian.entrypoints.watchdog import (
     STARTING,
@@ -41,6 +40,7 @@ from guardian.entrypoints.watchdog import (
 )
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
+from guardian.service.clock_steps import StepWatch
 
 log = logging.getLogger("guardian.daemon")
 
@@ -69,10 +69,11 @@ class Daemon:
     def __init__(
         self,
         app: App,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] | None = None,
         reread: Callable[[], Settings] | None = None,
     ) -> None:
         self.app = app
+        monotonic = monotonic or app.clock.monotonic
         self.wakeup = Wakeup()  # the main loop sleeps on it: no timer unless systemd's watchdog
         self.stopping = WakingEvent(self.wakeup)
         self._signalled: list[int] = []  # signal handlers only append: no locks in a handler
@@ -94,7 +95,8 @@ class Daemon:
         )
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
         self.reloader = Reloader(app, reread, self.systemd, self.reschedule_sweep)
-        self.scheduler = BackgroundScheduler(
+        self.scheduler = SteadyScheduler(
+            StepWatch(app.clock, app.metrics, app.follow_step),
             executors={"default": ThreadPoolExecutor(max_workers=job_threads(app.settings))},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,
@@ -144,7 +146,7 @@ class Daemon:
 
     def sweep(self) -> None:
         healer = self.app.healer
-        started = self.app.clock.now()
+        started = self.app.clock.monotonic()
         try:
             if not self._reconciled:
                 self.app.engine.ping()
@@ -173,7 +175,7 @@ class Daemon:
         finished = self.app.clock.now()
         completed = report.engine_error is None
         self.app.metrics.sweep_finished(
-            (finished - started).total_seconds(), finished if completed else None
+            self.app.clock.monotonic() - started, finished if completed else None
         )
         # An unreachable engine is no stall: the loop turned, and will heal once it answers.
         self.engine_error, self.last_turn_at = report.engine_error, finished
@@ -314,23 +316,18 @@ class Daemon:
     # -- health -----------------------------------------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        """Healthy while a sweep has turned within 3 x interval, plus the stop timeout of a
-        restart in progress (a container that takes its time to stop does not stall the loop).
-        A sweep that found the engine unreachable turned: restarting Guardian would not help."""
-        interval = self.app.settings["watch.interval"]
-        last = self.last_turn_at
-        now = self.app.clock.now()
-        if last is None:
+        """The watchdog's rule (SweepLiveness, on the monotonic clock): healthy while the sweep
+        job shows progress within its limit (3 x interval plus the longest engine call, plus
+        the stop timeout of a restart in progress). A sweep that found the engine unreachable
+        turned: restarting Guardian would not help. Not healthy before the first sweep."""
+        liveness = self.systemd.liveness
+        if self.last_turn_at is None:
             return False, "no sweep completed yet"
-        age = now - last
-        limit = (3 * interval + self.app.healer.ctx.state.longest_stop()).total_seconds()
-        if age.total_seconds() > limit:
-            return (
-                False,
-                f"last sweep completed {age.total_seconds():.0f}s ago (limit {limit:.0f}s)",
-            )
+        age, limit = liveness.stalled_for(), liveness.limit_now()
+        if not liveness.alive():
+            return False, f"sweep stalled for {age:.0f}s (limit {limit:.0f}s)"
         engine = "; docker engine unreachable" if self.engine_error else ""
-        return True, f"ok: last sweep {age.total_seconds():.1f}s ago{engine}"
+        return True, f"ok: last sweep {age:.1f}s ago{engine}"
 
     def readyz(self) -> tuple[bool, str]:
         """Ready when the store answers and the engine is reachable."""

@@ -13,7 +13,6 @@ import json
 import logging
 import resource
 import socket
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 
+from guardian.adapters.clock import monotonic
 from guardian.logs import kv
 
 log = logging.getLogger("guardian.http")
@@ -81,14 +81,26 @@ class JsonErrorTask(ErrorTask):  # type: ignore[misc]
 
 
 class TimedChannel(HTTPChannel):  # type: ignore[misc]
-    """A waitress connection that remembers when the request it is reading began."""
+    """A waitress connection that remembers when the request it is reading began, and when it
+    was last active, on the monotonic clock: a step of the wall clock neither closes every
+    connection nor lets one sit for the step's length."""
 
     error_task_class = JsonErrorTask
     request_began = 0.0
+    _active_at = 0.0
+
+    @property
+    def last_activity(self) -> float:
+        return self._active_at
+
+    @last_activity.setter
+    def last_activity(self, _wall: float) -> None:
+        # waitress stamps activity with time.time(); its idle timeout reads it back here.
+        self._active_at = monotonic()
 
     def received(self, data: bytes) -> bool:
         if self.request is None:
-            self.request_began = time.time()
+            self.request_began = monotonic()
         return bool(super().received(data))
 
 
@@ -120,7 +132,7 @@ class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
                 channel.will_close = True
 
     def readable(self) -> bool:
-        now = time.time()
+        now = monotonic()
         if now >= self.next_cleanup:
             self.next_cleanup = now + 1.0
             self.maintenance(now)
@@ -132,7 +144,7 @@ class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
         the next timeout check or the end of the pause."""
         if not self.active_channels and not self.paused_until:
             return None
-        now = time.time()
+        now = monotonic()
         if self.paused_until and now >= self.paused_until:
             self.paused_until = 0.0
         return max(0.001, min(self.next_cleanup, self.paused_until or self.next_cleanup) - now)
@@ -178,7 +190,7 @@ class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
 
     def pause(self, seconds: float, what: str, message: str, exc: OSError | None = None) -> None:
         """Stop accepting for `seconds`; logged once until a client is accepted again."""
-        self.paused_until = time.time() + seconds
+        self.paused_until = monotonic() + seconds
         if self.short_of != what:
             self.short_of = what
             reason = (exc.strerror or str(exc)) if exc is not None else None

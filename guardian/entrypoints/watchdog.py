@@ -31,9 +31,10 @@ MAX_TICK = 1.0  # a ping goes at most this long before half the watchdog timeout
 def stall_limit(settings: Settings) -> timedelta:
     """How long a sweep may run (or be missing) before it counts as stalled, restarts aside.
 
-    Three intervals, like /healthz, plus the longest engine call. A restart in progress adds
-    its own stop timeout while it runs (SweepLiveness's `allowance`), so a container's
-    `guardian.stop_timeout` never makes a legitimate restart look like a stall.
+    Three intervals plus the longest engine call, for the watchdog and /healthz alike. A
+    restart in progress adds its own stop timeout while it runs (SweepLiveness's
+    `allowance`), so a container's `guardian.stop_timeout` never makes a legitimate restart
+    look like a stall.
     """
     limit: timedelta = 3 * settings["watch.interval"] + settings["docker.timeout"]
     return limit
@@ -99,8 +100,13 @@ class SweepLiveness:
             since = self._running_since if self._running_since is not None else self._last_end
         return self._now() - since
 
+    def limit_now(self) -> float:
+        """Seconds the sweep may show no progress now: `limit` plus the allowance."""
+        return self.limit + self._allowance().total_seconds()
+
     def alive(self) -> bool:
-        return self.stalled_for() <= self.limit + self._allowance().total_seconds()
+        """The one liveness rule, for the watchdog and for /healthz."""
+        return self.stalled_for() <= self.limit_now()
 
 
 class SupervisorLink:

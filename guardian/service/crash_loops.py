@@ -43,6 +43,12 @@ class CrashLoops:
         self._lock = threading.Lock()
         self._tracks: dict[str, _Track] = {}
 
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped: the restarts seen keep their place in the window."""
+        with self._lock:
+            for track in self._tracks.values():
+                track.seen = [(at + step, count) for at, count in track.seen]
+
     def rises(self, track: _Track, now: datetime) -> int:
         """Restarts within the window: the count now minus the count at the window's start."""
         start = now - self.settings.window

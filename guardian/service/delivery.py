@@ -127,7 +127,7 @@ class DeliveryWorker:
         pending = [q.pending for q in queued]
         batch = pick_batch(pending, self.settings.group_wait, channel.max_batch, now)
         if not batch:
-            self._due_at(next_batch_at(pending, self.settings.group_wait))
+            self._due_at(next_batch_at(pending, self.settings.group_wait, now))
             return 0
         chosen = {p.row_id for p in batch}
         rows = [q for q in queued if q.pending.row_id in chosen]
@@ -175,6 +175,17 @@ class DeliveryWorker:
             log.warning("notification refused by the channel; not retried", extra=fields)
         else:
             log.warning("notification dead-lettered after retries", extra=fields)
+
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped: a channel's pacing and the next wake keep their length (the
+        outbox's retry times move with it: Outbox.follow_step)."""
+        self._next_send = {k: at + step for k, at in self._next_send.items()}
+        if self._due is not None:
+            self._due += step
+        if self._next_reminder is not None:
+            self._next_reminder += step
+        self.outbox.follow_step(step)
+        self.wake()
 
     # -- the thread -------------------------------------------------------------------------
 

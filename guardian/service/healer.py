@@ -8,7 +8,7 @@ core.policy.decide(), every incident change through core.incidents. It is driven
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment, SweepReport
@@ -42,6 +42,12 @@ class Healer:
         self.recorder = recorder
         self.remediator = remediator
         self.verifier = verifier
+
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped by `step`: the loop's state and parts move their stamps."""
+        self.ctx.state.follow_step(step)
+        for follow in self.ctx.pipeline.stepped:
+            follow(step)
 
     # -- observe ----------------------------------------------------------------------------
 

@@ -79,6 +79,16 @@ class HostWatch:
 
     # -- storm ------------------------------------------------------------------------------
 
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped: the storm's hold and window, and how long the engine has
+        been unreachable, keep their length."""
+        with self._lock:
+            self._unhealthy = {k: at + step for k, at in self._unhealthy.items()}
+            if self._engine_down_since is not None:
+                self._engine_down_since += step
+            if self._hold_until is not None:
+                self._hold_until += step
+
     def storm_holds(self) -> StormHold | None:
         """The hold of an open storm nobody acknowledged (an input to decide()), else None."""
         incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)

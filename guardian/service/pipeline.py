@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from guardian.core.assessment import Assessment
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
@@ -57,3 +57,5 @@ class Pipeline:
     storm_open: Callable[[], bool] = _never  # a storm speaks for the openings meanwhile
     unhealthy_dependencies: Callable[[str], tuple[str, ...]] = _none
     followers: Callable[[str], tuple[str, ...]] = _none  # guardian.restart_with
+    # The wall clock stepped by this much: the stamps a part holds for durations move with it.
+    stepped: tuple[Callable[[timedelta], None], ...] = ()

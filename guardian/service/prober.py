@@ -61,6 +61,14 @@ class Prober:
         self._targets: dict[str, _Target] = {}  # container name -> target
         self._warned: set[tuple[str, str]] = set()
 
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped: every probe keeps its period and its timeout."""
+        with self._lock:
+            for t in self._targets.values():
+                t.next_due += step
+                if t.started is not None:
+                    t.started += step
+
     def has_targets(self) -> bool:
         with self._lock:
             return bool(self._targets)

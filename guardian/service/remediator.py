@@ -265,7 +265,8 @@ class Remediator:
         incident: Incident | None,
     ) -> ActionOutcome:
         """The restart call and what follows it: on the thread run_calls_on chose."""
-        ctx, now, action_id = self.ctx, pending.restarted_at, pending.action_id
+        ctx, action_id = self.ctx, pending.action_id
+        began = ctx.clock.monotonic()  # a duration: never the wall clock (DESIGN 12)
         try:
             result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
             if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
@@ -290,7 +291,7 @@ class Remediator:
             ctx.state.hand_over(pending)
         else:
             ctx.state.release(snap.name)
-        ctx.metrics.restart_returned((done - now).total_seconds())
+        ctx.metrics.restart_returned(ctx.clock.monotonic() - began)
         log.info(
             "restart finished",
             extra=kv(container=snap.name, outcome=result.outcome, detail=result.detail),

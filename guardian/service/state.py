@@ -7,7 +7,7 @@ lock, and `lock` is public for the few sequences that must be atomic (decide, th
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from guardian.core.verification import PendingVerify
@@ -288,6 +288,25 @@ class LoopState:
             busy = set(self._restarting) | set(self._pending)
             for name in [n for n in self._turns if n not in present and n not in busy]:
                 del self._turns[name]
+
+    # -- the wall clock stepped ---------------------------------------------------------------
+
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped by `step` (service.clock_steps): the deadlines held here move
+        with it, so a verification's timeout, the next look and a healthy streak keep their
+        length (DESIGN 12). A restart's own stamps stay: they are compared with the engine's,
+        which the step did not move. A verdict being judged from the deadline before the step
+        is not settled (settle() sees a new entry) and is judged again at the next look."""
+        with self.lock:
+            for name, p in self._pending.items():
+                self._pending[name] = replace(p, deadline=p.deadline + step)
+            self._next_look = {k: (at + step, gap) for k, (at, gap) in self._next_look.items()}
+            self._healthy_since = {k: at + step for k, at in self._healthy_since.items()}
+            self._reset_checked = {k: at + step for k, at in self._reset_checked.items()}
+            self._restarting = {
+                k: replace(c, slot_until=c.slot_until + step) if c.slot_until else c
+                for k, c in self._restarting.items()
+            }
 
     # -- what people and labels said ----------------------------------------------------------
 

@@ -4,9 +4,12 @@ returns for a restart, a removed container and an absent engine."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from guardian.adapters.clock import monotonic
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.core.model import Outcome
 from guardian.ports import EngineUnavailable
@@ -86,3 +89,45 @@ def test_events_arrive_and_stop_events_ends_the_stream(containers):
     thread.join(5)
     assert not thread.is_alive()
     engine.close()
+
+
+class SkewedClock:
+    """Guardian's clocks with the wall clock `skew` off the engine's (the engine is real)."""
+
+    def __init__(self, skew: timedelta) -> None:
+        self.skew = skew
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.skew
+
+    def monotonic(self) -> float:
+        return monotonic()
+
+
+@pytest.mark.parametrize("minutes", [10, -10])
+def test_the_engines_stamps_come_back_in_guardians_frame(containers, minutes):
+    """Guardian's clock 10 minutes off the engine's: State.StartedAt, the health probe's time
+    and event times are read in Guardian's frame (from the Date of the engine's answers)."""
+    clock = SkewedClock(timedelta(minutes=minutes))
+    engine = DockerEngine("unix:///var/run/docker.sock", timedelta(seconds=10), clock)
+    seen: list[datetime] = []
+
+    def listen() -> None:
+        for event in engine.events(clock.now() - timedelta(seconds=1)):
+            if event.container_name.startswith(f"gdt-{RUN_ID}-skew"):
+                seen.append(event.at)
+
+    engine.ping()
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    wait_until(lambda: engine.subscribed, 10, message="event stream open")
+    name = containers.run("skew", health_cmd="true")
+    containers.wait_health(name, "healthy")
+    snap = engine.inspect(containers.inspect(name)["Id"])
+    assert snap is not None and snap.started_at is not None and snap.health_log_at is not None
+    for stamp in (snap.started_at, snap.health_log_at):
+        assert abs((clock.now() - stamp).total_seconds()) < 30, (stamp, clock.now())
+    wait_until(lambda: seen, 10, message="the container's events")
+    assert abs((clock.now() - seen[0]).total_seconds()) < 30
+    engine.close()
+    thread.join(timeout=5)

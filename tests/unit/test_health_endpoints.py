@@ -25,6 +25,19 @@ def get(routes: Routes, path: str, method: str = "GET") -> Response:
     return routes.dispatch(Request(method, path, {}, {}, b""))
 
 
+def test_healthz_answers_from_the_monotonic_clock_through_wall_clock_steps(daemon):
+    """A step back of an hour used to give a negative age and "ok" for the hour; a step
+    forward, a false stall. The wall clock is not what /healthz measures."""
+    clock, routes = daemon.app.clock, daemon.routes()
+    daemon.sweep_job()
+    clock.step(hours=-1)
+    clock.advance(61)  # the sweep stalled: 61s passed since it turned, whatever the wall says
+    assert get(routes, "/healthz").body == b"sweep stalled for 61s (limit 60s)\n"
+    daemon.sweep_job()
+    clock.step(hours=2)
+    assert get(routes, "/healthz").body == b"ok: last sweep 0.0s ago\n"
+
+
 def test_healthz_is_503_before_the_first_sweep(daemon):
     response = get(daemon.routes(), "/healthz")
     assert response.status == 503
@@ -32,19 +45,22 @@ def test_healthz_is_503_before_the_first_sweep(daemon):
 
 
 def test_healthz_turns_503_when_the_sweep_stalls_and_200_when_it_recovers(daemon):
+    """The watchdog's rule: 3 x interval (10s) plus docker.timeout (30s), on the monotonic
+    clock."""
     clock, routes = daemon.app.clock, daemon.routes()
-    daemon.sweep()
+    daemon.sweep_job()
     assert get(routes, "/healthz").status == 200
 
-    clock.advance(30)  # exactly 3 x interval: still fine
+    clock.advance(60)  # exactly the limit: still fine
     assert get(routes, "/healthz").status == 200
 
     clock.advance(1)  # no sweep has turned since: the loop is stalled
     response = get(routes, "/healthz")
     assert response.status == 503
-    assert response.body == b"last sweep completed 31s ago (limit 30s)\n"
+    assert response.body == b"sweep stalled for 61s (limit 60s)\n"
+    assert not daemon.systemd.liveness.alive()  # the watchdog's answer is the same one
 
-    daemon.sweep()
+    daemon.sweep_job()
     response = get(routes, "/healthz")
     assert response.status == 200
     assert response.body.startswith(b"ok")
@@ -58,7 +74,7 @@ def test_healthz_stays_200_while_the_engine_is_unreachable_and_readyz_says_so(da
     engine.reachable = False
     for _ in range(5):
         clock.advance(10)
-        daemon.sweep()
+        daemon.sweep_job()
         response = get(routes, "/healthz")
         assert response.status == 200, response.body
         assert response.body == b"ok: last sweep 0.0s ago; docker engine unreachable\n"
@@ -69,7 +85,7 @@ def test_healthz_stays_200_while_the_engine_is_unreachable_and_readyz_says_so(da
 
     engine.reachable = True
     clock.advance(5)
-    daemon.sweep()
+    daemon.sweep_job()
     assert get(routes, "/healthz").body.startswith(b"ok: last sweep 0.0s ago\n")
     assert get(routes, "/readyz").status == 200
     assert registry.get_sample_value("guardian_docker_up") == 1

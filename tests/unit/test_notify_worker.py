@@ -228,3 +228,22 @@ def test_a_channel_that_raises_does_not_stop_delivery_to_the_others(store, clock
     worker.tick()
     assert len(slack.sent) == 1
     assert sample(worker, "broken", "transient_failure") == 1
+
+
+@pytest.mark.parametrize("hours", [-1, 1])
+def test_a_step_of_the_wall_clock_neither_stops_nor_hurries_a_retry(store, clock, hours):
+    """A 429 asks for 2 s: after a step back of an hour the retry used to wait the hour, after
+    a step forward it went out at once. The step (StepWatch) moves the retry time with it."""
+    slack = FakeNotifier("slack", results=[Result(Status.RATE_LIMITED, "429", 2 * S)])
+    worker = make_worker(store, clock, slack)
+    open_incident(store, clock)
+    worker.tick()
+    clock.step(hours=hours)
+    worker.follow_step(timedelta(hours=hours))
+    clock.advance(1.9)
+    worker.tick()
+    assert len(slack.sent) == 1
+    assert worker.pause() < 1  # not the step's length
+    clock.advance(0.1)
+    worker.tick()
+    assert len(slack.sent) == 2

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from guardian.adapters.run_stamps import RunStamps
 from guardian.core.model import Reason, Verdict
 from guardian.core.policy import (
     AttemptHistory,
@@ -21,9 +22,10 @@ from guardian.core.policy import (
     reset_due,
 )
 from guardian.core.storm import StormHold
-from tests.fakes import T0
+from tests.fakes import T0, FakeClock
 
 NOW = T0
+RATE = timedelta(minutes=1)
 POLICY = RestartPolicy(
     cooldown=timedelta(seconds=300),
     max_attempts=3,
@@ -318,6 +320,52 @@ CASES = [
         policy=replace(POLICY, max_attempts=1),
         retry_in=3200,
     ),
+    # The wall clock stepped back: stamps ahead of NOW (negative "seconds ago") count as now.
+    Case(
+        "attempts made a day ahead still count after the clock is corrected",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(-86400, -86700, -87000),
+        retry_in=3600,
+    ),
+    Case(
+        "the cooldown runs from now for an attempt stamped ahead of the clock",
+        Verdict.WAIT,
+        Reason.COOLDOWN,
+        attempts=(-3600,),
+        retry_in=300,
+        attempt=2,
+    ),
+    Case(
+        "one attempt before a step back and two after still reach the cap",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(-3000, 900, 400),
+        retry_in=2700,
+    ),
+    Case(
+        "restarts stamped ahead of the clock use the host budget",
+        Verdict.WAIT,
+        Reason.RATE_LIMITED,
+        host_recent=(-7200,) * 10,
+        retry_in=60,
+        attempt=1,
+    ),
+    Case(
+        "a reset stamped ahead of the clock orders nothing: the window's attempts count",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(1500, 1200, 900),
+        reset=-600,
+        retry_in=2100,
+    ),
+    Case(
+        "a clock stepped forward past the window frees the budget (a new run cannot know)",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        attempts=(86400 + 30, 86400 + 20, 86400 + 10),
+        attempt=1,
+    ),
 ]
 
 
@@ -455,3 +503,96 @@ def test_host_budget_is_never_exceeded(policy, script) -> None:
         in_minute = [u for u in times if t - timedelta(minutes=1) < u <= t]
         assert len(in_minute) <= policy.max_per_minute
     assert all(running <= policy.max_concurrent for _, _, running in restarts)
+
+
+# -- the same properties while the wall clock steps -------------------------------------------
+
+# Each step as above, plus a step of the wall clock (seconds) and whether Guardian restarts
+# before it (a new run: its memory of this run's stamps is gone). Across runs the clock only
+# steps back (a clock corrected after running ahead), and no run follows a step forward: a new
+# run cannot tell a step forward before it from time that passed.
+wall_steps = st.sampled_from([0, 0, 0, 5, -5, 30, -30, 3600, -3600, 86400, -86400])
+stepped_script = st.lists(
+    st.tuples(
+        st.integers(0, 40),
+        st.integers(0, 3),
+        st.booleans(),
+        st.booleans(),
+        wall_steps,
+        st.integers(0, 9).map(lambda n: n == 0),
+    ),
+    min_size=1,
+    max_size=120,
+)
+
+
+def simulate_with_steps(policy: RestartPolicy, script):
+    """Drive decide() as the service feeds it (the store's stamps through RunStamps, healthy
+    streaks moved by each step) while the wall clock steps; return the restarts (monotonic
+    time, container, restarts running) and every counter reset (monotonic time)."""
+    clock = FakeClock(NOW)
+    stamps = RunStamps(clock)
+    stored: list[tuple[datetime, int]] = []  # restart requests as the store keeps them
+    stored_resets: dict[int, datetime] = {}
+    restarts: list[tuple[float, int, int]] = []
+    resets: dict[int, list[float]] = {}
+    healthy_since: dict[int, datetime] = {}
+    running: set[int] = set()
+    forward = False
+    for wait, c, healthy, finish, step, new_run in script:
+        clock.advance(wait)
+        if new_run and not forward:
+            stamps, healthy_since, running = RunStamps(clock), {}, set()
+            step = -abs(step)
+        else:  # what StepWatch hands the loop's state (LoopState.follow_step)
+            healthy_since = {k: t + timedelta(seconds=step) for k, t in healthy_since.items()}
+            forward = forward or step > 0
+        clock.step(step)
+        if finish:
+            running.clear()
+        now, name = clock.now(), f"c{c}"
+        last_reset = stamps.last_reset("h", name, stored_resets.get(c))
+        if healthy:
+            since = healthy_since.setdefault(c, now)
+            if reset_due(since, last_reset, policy, now):
+                stored_resets[c] = now
+                stamps.wrote_reset("h", name, now)
+                resets.setdefault(c, []).append(clock.monotonic())
+            continue
+        healthy_since.pop(c, None)
+
+        def read(after: datetime, who: int | None = None) -> tuple[datetime, ...]:
+            return tuple(t for t, w in stored if t > after and who in (None, w))
+
+        horizon = now - max(policy.window, policy.max_cooldown, policy.cooldown, RATE)
+        mine = stamps.restart_times("h", horizon, lambda a, c=c: read(a, c), name, name)
+        everyone = stamps.restart_times("h", now - RATE, read)
+        history = AttemptHistory(mine, last_reset, c in running)
+        d = decide(Target(name), history, HostLoad(everyone, len(running)), policy, now)
+        if d.restart:
+            stored.append((now, c))
+            stamps.wrote_restart("h", name, name, now)
+            restarts.append((clock.monotonic(), c, len(running) + 1))
+            running.add(c)
+    return restarts, resets
+
+
+@settings(max_examples=400, deadline=None)
+@given(policies, stepped_script)
+def test_the_cap_holds_in_real_time_over_any_sequence_of_clock_steps(policy, script) -> None:
+    """Measured on the monotonic clock: the cooldown, max_attempts within the window since the
+    last reset, and the host budget, however the wall clock stepped."""
+    restarts, resets = simulate_with_steps(policy, script)
+    cooldown, window = policy.cooldown.total_seconds(), policy.window.total_seconds()
+    for c in {who for _, who, _ in restarts}:
+        times = [t for t, who, _ in restarts if who == c]
+        for a, b in itertools.pairwise(times):
+            assert b - a >= cooldown
+        for t in times:
+            last_reset = max((r for r in resets.get(c, []) if r <= t), default=None)
+            start = t - window if last_reset is None else max(t - window, last_reset)
+            assert sum(1 for u in times if start < u <= t) <= policy.max_attempts
+    times = [t for t, _, _ in restarts]
+    for t in times:
+        assert sum(1 for u in times if t - 60 < u <= t) <= policy.max_per_minute
+    assert all(n <= policy.max_concurrent for _, _, n in restarts)

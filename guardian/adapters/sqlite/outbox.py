@@ -205,6 +205,19 @@ class SqliteOutbox:
     def changed_elsewhere(self) -> bool:
         return self.db.changed_elsewhere()
 
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped: the pending deliveries' retry times move with it, so a
+        backoff or a Retry-After keeps its length (a step back no longer stops them)."""
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT id, next_attempt_at FROM deliveries WHERE state='pending'"
+            ).fetchall()
+            for row_id, at in rows:
+                conn.execute(
+                    "UPDATE deliveries SET next_attempt_at=? WHERE id=?",
+                    (to_text(datetime.fromisoformat(at) + step), row_id),
+                )
+
     def reminders_due(
         self, host: str, repeat_interval: timedelta, now: datetime
     ) -> list[tuple[Incident, datetime]]:

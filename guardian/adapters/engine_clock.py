@@ -1,0 +1,82 @@
+"""EngineClock: the engine's clock against Guardian's, so the engine's stamps (State.StartedAt,
+health probe times, event times) are judged in Guardian's frame even when the two clocks differ
+(a remote engine, a host whose clock Guardian does not share, a skewed VM).
+
+Every engine response carries a `Date` header (a socket proxy that allows only Guardian's
+endpoints still sends it, unlike /info's SystemTime). A header has whole seconds, so one answer
+bounds the skew within about a second; each answer narrows the bounds, and answers that
+contradict them (either clock stepped) start them afresh. While the bounds allow no skew at all,
+there is none: a local engine's stamps are taken as they are.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+
+from guardian.core.model import ContainerSnapshot
+from guardian.ports import Clock
+
+
+class EngineClock:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._skew = timedelta(0)  # the engine's clock minus Guardian's
+        self._bounds: tuple[float, float] | None = None  # what the answers allow, in seconds
+
+    @property
+    def skew(self) -> timedelta:
+        """The engine's clock minus Guardian's wall clock (positive: the engine is ahead)."""
+        with self._lock:
+            return self._skew
+
+    def saw_date(self, date: str | None, elapsed: float = 0.0) -> None:
+        """An engine response's `Date` header (RFC 7231), just received, `elapsed` seconds
+        after its request was sent."""
+        if not date:
+            return
+        try:
+            engine_at = parsedate_to_datetime(date)
+        except (TypeError, ValueError):
+            return  # a broken header tells nothing; the skew stays
+        if engine_at.tzinfo is None:
+            return
+        received = self.clock.now().timestamp()
+        sent = received - max(0.0, elapsed)
+        # The engine wrote the header between `sent` and `received`, within its second.
+        low, high = engine_at.timestamp() - received, engine_at.timestamp() + 1 - sent
+        with self._lock:
+            if self._bounds is not None:
+                narrowed = max(low, self._bounds[0]), min(high, self._bounds[1])
+                if narrowed[0] <= narrowed[1]:
+                    low, high = narrowed
+            self._bounds = (low, high)
+            self._skew = timedelta(0) if low <= 0 <= high else timedelta(seconds=(low + high) / 2)
+
+    def ours(self, stamp: datetime) -> datetime:
+        """An engine stamp in Guardian's frame."""
+        return stamp - self.skew
+
+    def theirs(self, stamp: datetime) -> datetime:
+        """A Guardian stamp in the engine's frame (e.g. the `since` of an event stream)."""
+        return stamp + self.skew
+
+    def snapshot(self, snap: ContainerSnapshot) -> ContainerSnapshot:
+        """`snap` with the engine's stamps in Guardian's frame."""
+        skew = self.skew
+        if not skew:
+            return snap
+        return replace(
+            snap,
+            started_at=_minus(snap.started_at, skew),
+            finished_at=_minus(snap.finished_at, skew),
+            health_log_at=_minus(snap.health_log_at, skew),
+            unhealthy_since=_minus(snap.unhealthy_since, skew),
+        )
+
+
+def _minus(stamp: datetime | None, skew: timedelta) -> datetime | None:
+    return None if stamp is None else stamp - skew

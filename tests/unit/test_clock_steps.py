@@ -1,0 +1,155 @@
+"""Steps of the wall clock: noticed once, counted, and followed by the scheduler's jobs."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.core.model import Outcome
+from guardian.entrypoints.scheduling import SteadyScheduler
+from guardian.service.clock_steps import StepWatch
+from tests.app import TestApp
+from tests.fakes import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def metrics() -> PrometheusMetrics:
+    return PrometheusMetrics(CollectorRegistry())
+
+
+def steps(metrics: PrometheusMetrics, direction: str) -> float | None:
+    return metrics.registry.get_sample_value("guardian_clock_steps_total", {"direction": direction})
+
+
+def test_a_step_is_logged_once_and_counted_by_direction(clock, metrics, caplog) -> None:
+    watch = StepWatch(clock, metrics)
+    assert steps(metrics, "back") == 0 and steps(metrics, "forward") == 0
+    clock.step(hours=-1)
+    with caplog.at_level(logging.WARNING, "guardian.clock"):
+        assert watch.look() == timedelta(hours=-1)
+        clock.advance(10)
+        assert watch.look() == timedelta(0)  # time passing is no step
+    assert [r.getMessage() for r in caplog.records] == [
+        "wall clock stepped; durations run on the monotonic clock, stamps ahead of the clock "
+        "count as now"
+    ]
+    assert steps(metrics, "back") == 1
+    clock.step(days=1)
+    assert watch.look() == timedelta(days=1)
+    assert steps(metrics, "forward") == 1
+
+
+def test_slewing_never_adds_up_to_a_step(clock, metrics) -> None:
+    """NTP slews a clock by under a millisecond per second; the baseline follows it."""
+    watch = StepWatch(clock, metrics)
+    for _ in range(10_000):
+        clock.advance(2)
+        clock.step(0.001)
+        assert watch.look() == timedelta(0)
+    assert steps(metrics, "forward") == 0
+
+
+def test_the_scheduler_moves_its_jobs_by_the_step(clock, metrics) -> None:
+    """APScheduler keeps run times on the wall clock: after a step back of an hour, the sweep
+    runs at its next interval anyway, and a paused job resumes at once, not an hour later."""
+    scheduler = SteadyScheduler(StepWatch(clock, metrics), timezone="UTC")
+    scheduler.start(paused=True)
+    try:
+        due = clock.now() + timedelta(seconds=2)
+        scheduler.add_job(print, "interval", id="sweep", seconds=2, next_run_time=due)
+        scheduler.add_job(print, "interval", id="verify", seconds=1, next_run_time=None)
+        verify_grid = scheduler.get_job("verify").trigger.start_date
+
+        clock.step(hours=-1)
+        assert scheduler.follow_steps() == timedelta(hours=-1)
+        assert scheduler.get_job("sweep").next_run_time == due - timedelta(hours=1)
+        assert scheduler.get_job("verify").trigger.start_date == verify_grid - timedelta(hours=1)
+
+        clock.step(days=1)
+        scheduler.follow_steps()
+        assert scheduler.get_job("sweep").next_run_time == due + timedelta(days=1, hours=-1)
+        assert scheduler.follow_steps() == timedelta(0)  # followed once
+    finally:
+        scheduler.shutdown(wait=False)
+
+
+# -- the loop through a step: every duration keeps its length -------------------------------
+
+
+def follow(w: TestApp) -> StepWatch:
+    """The daemon's step watch over the test's app (the scheduler looks at every turn)."""
+    return StepWatch(w.clock, w.app.metrics, w.app.follow_step)
+
+
+def give_up(w: TestApp) -> None:
+    w.engine.add("bad", health="unhealthy")
+    w.engine.after_restart_health = "unhealthy"
+    for _ in range(20):
+        w.healer.sweep()
+        w.clock.advance(1)
+        w.verify()
+        w.clock.advance(2)
+    assert len(w.engine.restarts) == 3
+
+
+@pytest.mark.parametrize("hours", [2, -2, 24, -24])
+def test_a_step_within_a_run_hands_no_attempt_back(w: TestApp, hours: int) -> None:
+    """3 attempts within the hour, then the wall clock steps past the window (forward) or
+    before the attempts (back): the attempts still count, placed by the monotonic clock."""
+    steps = follow(w)
+    give_up(w)
+    w.clock.step(hours=hours)
+    steps.look()
+    for _ in range(10):
+        w.healer.sweep()
+        w.clock.advance(60)
+    assert len(w.engine.restarts) == 3
+    w.clock.advance(3600)  # an hour of real time: the window frees the budget
+    w.healer.sweep()
+    assert len(w.engine.restarts) == 4
+
+
+def test_a_step_forward_does_not_end_a_verification_early(w: TestApp) -> None:
+    """verify_timeout is 30 s of real time: a step forward of an hour judged the starting
+    container unhealthy_after_restart and said so."""
+    steps = follow(w)
+    w.engine.add("app", health="unhealthy")
+    w.engine.after_restart_health = "starting"
+    w.healer.sweep()
+    assert len(w.engine.restarts) == 1
+    w.clock.advance(1)
+    w.clock.step(hours=1)
+    steps.look()
+    w.verify()
+    assert w.app.verifier.awaiting() and [a.outcome for a in w.restarts()] == [Outcome.RESTARTED]
+    w.clock.advance(5)
+    w.engine.set("app", health="healthy")
+    w.verify()
+    assert [a.outcome for a in w.restarts()] == [Outcome.SUCCEEDED]
+
+
+@pytest.mark.parametrize("hours", [1, -1])
+def test_a_healthy_streak_keeps_its_length_through_a_step(w: TestApp, hours: int) -> None:
+    """reset_after is 600 s of continuous health, whatever the wall clock does meanwhile."""
+    steps = follow(w)
+    w.engine.add("app", health="unhealthy")
+    w.healer.sweep()
+    w.verify()
+    w.clock.advance(300)
+    w.healer.sweep()
+    w.clock.step(hours=hours)
+    steps.look()
+    w.healer.sweep()
+    assert w.store.last_reset("h", "app") is None
+    w.clock.advance(301)
+    w.healer.sweep()
+    assert w.store.last_reset("h", "app") == w.clock.now()

@@ -1,0 +1,72 @@
+"""EngineClock: the engine's stamps in Guardian's frame, from the Date header of its answers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from email.utils import format_datetime
+
+import pytest
+
+from guardian.adapters.engine_clock import EngineClock
+from guardian.core.model import ContainerSnapshot
+from tests.fakes import FakeClock
+
+
+def date_of(clock: FakeClock, skew: float) -> str:
+    """The Date header an engine `skew` seconds ahead of `clock` sends now (whole seconds)."""
+    return format_datetime(clock.now() + timedelta(seconds=skew), usegmt=True)
+
+
+def answers(engine: EngineClock, clock: FakeClock, skew: float, n: int = 12) -> None:
+    """`n` answers 2.37 s apart (sweeps): their Dates fall at every phase of a second."""
+    for _ in range(n):
+        clock.advance(2.37)
+        engine.saw_date(date_of(clock, skew), elapsed=0.002)
+
+
+@pytest.mark.parametrize("skew", [600.3, -600.8, 3 * 3600 + 0.5])
+def test_an_engine_minutes_off_gets_its_stamps_translated(skew) -> None:
+    clock = FakeClock()
+    engine = EngineClock(clock)
+    engine.saw_date(date_of(clock, skew))
+    assert abs(engine.skew.total_seconds() - skew) <= 1  # one answer: within its second
+    answers(engine, clock, skew)
+    assert abs(engine.skew.total_seconds() - skew) <= 0.1  # answers narrow it down
+    started = clock.now() - timedelta(seconds=30)  # as Guardian's clock would have said
+    snap = ContainerSnapshot(
+        "id", "web", {}, "running", "healthy", started_at=started + timedelta(seconds=skew)
+    )
+    translated = engine.snapshot(snap).started_at
+    assert translated is not None and abs((translated - started).total_seconds()) <= 0.1
+    assert engine.theirs(engine.ours(started)) == started
+
+
+def test_a_local_engine_stays_exactly_in_step() -> None:
+    """While the answers allow no skew at all, there is none."""
+    clock = FakeClock()
+    engine = EngineClock(clock)
+    answers(engine, clock, 0, 40)
+    assert engine.skew == timedelta(0)
+    snap = ContainerSnapshot("id", "web", {}, "running", None, started_at=clock.now())
+    assert engine.snapshot(snap) is snap
+
+
+def test_a_step_of_either_clock_starts_the_bounds_afresh() -> None:
+    clock = FakeClock()
+    engine = EngineClock(clock)
+    answers(engine, clock, 0)
+    clock.step(minutes=10)  # only Guardian's clock: the engine's is 10 minutes behind it now
+    engine.saw_date(date_of(clock, -600))
+    assert abs(engine.skew.total_seconds() + 600) <= 1
+    answers(engine, clock, -600 + 3600)  # the engine's clock steps an hour forward
+    assert abs(engine.skew.total_seconds() - 3000) <= 0.1
+
+
+@pytest.mark.parametrize("header", [None, "", "yesterday", "Mon, 32 Foo 2026 99:99:99"])
+def test_a_broken_date_header_keeps_the_skew(header) -> None:
+    clock = FakeClock()
+    engine = EngineClock(clock)
+    answers(engine, clock, 600)
+    before = engine.skew
+    engine.saw_date(header)
+    assert engine.skew == before
