@@ -44,14 +44,17 @@ from guardian.config import (
     reloadable,
     reloaded,
 )
+from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
+from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
 from guardian.core.storm import StormSettings
 from guardian.credentials import load_token, resolve_secret
 from guardian.logs import install_redaction, kv, reconfigure_logging
 from guardian.ports import Clock, Engine, Metrics, Notifier, ProbeRunner, Store, StoreError
+from guardian.service.channel_check import ChannelCheck
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.decisions import DecisionPoint
@@ -357,19 +360,16 @@ def build_operator(
     return Operator(store, clock or SystemClock(), host or socket.gethostname())
 
 
-def build_delivery(
+def build_channels(
     settings: Settings,
-    store: SqliteStore,
+    outbox: SqliteOutbox,
     clock: Clock,
-    metrics: Metrics,
-    host: str,
+    redact: Redactor,
     env: Mapping[str, str] | None = None,
-) -> DeliveryWorker:
-    """The outbox worker and the channels configured in `notify:`; secrets are read here, from
-    the environment or files, and registered for redaction in every log line."""
+) -> list[Notifier]:
+    """The channels configured in `notify:`; secrets are read here, from the environment or
+    files, and registered with `redact`. Raises ConfigError."""
     n = settings.values["notify"]
-    redact = Redactor()
-    outbox = SqliteOutbox(store.db)
     timeout, pacing = n["timeout"], n["pacing"]
     channels: list[Notifier] = []
     if url := resolve_secret(settings, "slack_webhook_url", redact, env):
@@ -419,17 +419,58 @@ def build_delivery(
             channels += apprise_channels(urls, timeout, pacing, redact)
         except AppriseConfigError as exc:
             raise ConfigError(f"notify.apprise_urls: {exc}") from None
+    return channels
+
+
+def build_delivery(
+    settings: Settings,
+    store: SqliteStore,
+    clock: Clock,
+    metrics: Metrics,
+    host: str,
+    env: Mapping[str, str] | None = None,
+) -> DeliveryWorker:
+    """The outbox worker and the channels configured in `notify:`; every secret read is
+    registered for redaction in every log line."""
+    n = settings.values["notify"]
+    redact = Redactor()
+    outbox = SqliteOutbox(store.db)
+    channels = build_channels(settings, outbox, clock, redact, env)
     retry = RetryPolicy(
         max_attempts=n["max_attempts"],
         backoff=n["retry_backoff"],
         max_backoff=n["max_backoff"],
         max_retry_after=n["max_retry_after"],
     )
-    ws = WorkerSettings(host, n["group_wait"], n["repeat_interval"], retry)
+    notice = started_notice(settings, host, clock) if n["on_start"] else None
+    ws = WorkerSettings(host, n["group_wait"], n["repeat_interval"], retry, on_start=notice)
     install_redaction(redact)
     worker = DeliveryWorker(outbox, channels, clock, metrics, ws, redact)
     store.db.on_outbox_written(worker.wake)  # whatever writes a notification wakes the worker
     return worker
+
+
+def started_notice(settings: Settings, host: str, clock: Clock) -> Notification:
+    """notify.on_start's message: this host, this version, the containers it watches."""
+    from guardian import __version__
+
+    watching = f"the containers labelled {settings['watch.label']}=true"
+    if settings["watch.scope"]:
+        watching += f" within {settings['watch.scope']}"
+    return notifications.started(host, __version__, watching, clock.now())
+
+
+def build_channel_check(
+    settings: Settings, env: Mapping[str, str] | None = None, clock: Clock | None = None
+) -> ChannelCheck:
+    """`guardian notify test`: the configured channels over a throwaway in-memory outbox (a
+    test message leaves no thread root or alert in the daemon's store). Raises ConfigError."""
+    clock = clock or SystemClock()
+    redact = Redactor()
+    outbox = SqliteOutbox(SqliteStore(":memory:").db)
+    channels = build_channels(settings, outbox, clock, redact, env)
+    install_redaction(redact)
+    return ChannelCheck(channels, clock, socket.gethostname(), redact)
 
 
 def build_outbox(settings: Settings) -> SqliteOutbox:

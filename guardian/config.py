@@ -289,6 +289,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_retry_after": _with(_duration(S, DAY), 5 * M),
         "timeout": _with(_duration(timedelta(milliseconds=100), 5 * M), 10 * S),
         "pacing": _with(_duration(ZERO, M), S),
+        # A message through every channel when Guardian starts: host, version, what it watches.
+        "on_start": _with(_bool(), False),
         # Channels: a channel is on when its secret (or address) is configured. Secrets only
         # through *_env (the NAME of an environment variable) or *_file (a path).
         "slack_webhook_url_env": _optional(_env_name()),

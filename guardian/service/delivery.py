@@ -23,7 +23,7 @@ from guardian.core.delivery import (
     next_state,
     pick_batch,
 )
-from guardian.core.notifications import reminder
+from guardian.core.notifications import Notification, reminder
 from guardian.core.redaction import Redactor
 from guardian.logs import kv
 from guardian.ports import Clock, Metrics, Notifier, Outbox, QueuedDelivery
@@ -39,6 +39,7 @@ class WorkerSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # The shortest pause between two ticks, so a channel failing at once cannot spin the thread.
     min_pause: timedelta = timedelta(milliseconds=250)
+    on_start: Notification | None = None  # queued when the worker starts (notify.on_start)
 
 
 def _outcome(result: Result, state: RowState) -> str:
@@ -221,6 +222,8 @@ class DeliveryWorker:
         if self._thread is None:
             names = ",".join(c.name for c in self.channels) or "none"
             log.info("notification worker started", extra=kv(channels=names))
+            if self.settings.on_start is not None and self.channels:
+                self.outbox.enqueue([self.settings.on_start])
             self._thread = threading.Thread(target=self.run, name="notify", daemon=True)
             self._thread.start()
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from tests.helpers import wait_until
 from tests.integration.notify_helpers import notifying, run
+from tests.messages import slack_mrkdwn, unescaped
 from tests.receiver import receiver
-from tests.unit.test_notify_escaping import slack_mrkdwn, unescaped
 
 ATTACK = "<!channel> <@U024BE7LH> <https://evil.example/reset|Reset your password>"
 SECRET = "gdtSecretEscaping0123456789"

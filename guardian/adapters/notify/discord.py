@@ -25,6 +25,8 @@ _COLOR = {
     Kind.GAVE_UP: 0xF56C6C,
     Kind.ACKNOWLEDGED: 0x909399,
     Kind.REMINDER: 0xF56C6C,
+    Kind.TEST: 0x909399,
+    Kind.STARTED: 0x909399,
 }
 
 # Discord's limits: content, an embed's title, a field's value, a description; the short fields
@@ -57,6 +59,14 @@ def _field(name: str, value: str, inline: bool) -> dict[str, Any]:
 
 
 def embed(n: Notification) -> dict[str, Any]:
+    if n.notice:
+        return {
+            "title": plain(n.headline, TITLE_MAX),
+            "color": _COLOR[n.kind],
+            "description": escape(n.detail, DESCRIPTION_MAX),
+            "fields": [_field("Next", n.next_step, False)],
+            "timestamp": n.at.isoformat(),
+        }
     fields = [
         _field("Container", n.container, True),
         _field("Host", n.host, True),

@@ -22,6 +22,8 @@ _EMOJI = {
     Kind.GAVE_UP: ":rotating_light:",
     Kind.ACKNOWLEDGED: ":eyes:",
     Kind.REMINDER: ":alarm_clock:",
+    Kind.TEST: ":test_tube:",
+    Kind.STARTED: ":shield:",
 }
 MAX_BLOCKS = 50
 # Slack's limits: a header's plain text, a field, a section's or context's text, the fallback.
@@ -61,7 +63,20 @@ def _field(label: str, value: str) -> dict[str, str]:
     return {"type": "mrkdwn", "text": fit(f"*{label}*\n{escape(value)}", FIELD_MAX)}
 
 
+def _notice(n: Notification) -> list[dict[str, Any]]:
+    header = plain(f"{_EMOJI[n.kind]} {n.headline}", HEADER_MAX)
+    text = fit(escape(n.detail), SECTION_MAX) or "-"
+    after = fit(escape(n.next_step), SECTION_MAX - 8)
+    return [
+        {"type": "header", "text": {"type": "plain_text", "text": header}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": f"*Next:* {after}"}]},
+    ]
+
+
 def blocks_for(n: Notification) -> list[dict[str, Any]]:
+    if n.notice:
+        return _notice(n)
     fields = [
         _field("Container", n.container),
         _field("Host", n.host),
