@@ -15,11 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.instance import HostLock, engine_key, engine_taken, rival_container
 from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
 from guardian.adapters.notify.apprise import AppriseConfigError, apprise_channels
@@ -61,6 +63,7 @@ from guardian.service.decisions import DecisionPoint
 from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.dependencies import Dependencies
 from guardian.service.healer import Healer
+from guardian.service.heartbeat import Heartbeat
 from guardian.service.host import HostWatch
 from guardian.service.oom import OomEvents
 from guardian.service.operator import Operator
@@ -74,6 +77,7 @@ from guardian.service.state import LoopState
 from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian")
+MAX_PING_URL = 2048
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
 
 
@@ -91,6 +95,7 @@ class App:
     operator: Operator
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
+    heartbeat: Heartbeat | None = None  # told of each sweep by the daemon
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
     api_token: str | None = None
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
@@ -319,6 +324,7 @@ def build_daemon(
             settings, sqlite, app.clock, app.metrics, app.healer.ctx.settings.host, env
         )
         app.api_token = load_token(settings, env)
+        app.heartbeat = build_heartbeat(settings, app.metrics, env)
     except ConfigError:
         app.close()
         raise
@@ -471,6 +477,42 @@ def build_channel_check(
     channels = build_channels(settings, outbox, clock, redact, env)
     install_redaction(redact)
     return ChannelCheck(channels, clock, socket.gethostname(), redact)
+
+
+def _ping_url(key: str, url: str | None) -> str | None:
+    """A heartbeat URL checked without quoting it (it is a secret)."""
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url) if len(url) <= MAX_PING_URL and url.isprintable() else None
+        host = parts.hostname if parts is not None else None
+    except ValueError:
+        parts = host = None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        raise ConfigError(
+            f"{key}: expected an http:// or https:// URL of at most {MAX_PING_URL} characters"
+            " (the value is not shown: it is a secret)"
+        )
+    return url
+
+
+def build_heartbeat(
+    settings: Settings, metrics: Metrics, env: Mapping[str, str] | None = None
+) -> Heartbeat | None:
+    """The heartbeat to a push monitor when heartbeat.url_* is set; its URLs are secrets,
+    registered for redaction in every log line. Raises ConfigError."""
+    redact = Redactor()
+    url = _ping_url("heartbeat.url", resolve_secret(settings, "heartbeat.url", redact, env))
+    fail = resolve_secret(settings, "heartbeat.fail_url", redact, env)
+    fail = _ping_url("heartbeat.fail_url", fail)
+    if url is None:
+        if fail is not None:
+            raise ConfigError("heartbeat.fail_url: needs heartbeat.url_env or heartbeat.url_file")
+        return None
+    pinger = HttpPinger(url, fail, settings["heartbeat.timeout"])
+    redact.add(failure_url(url))
+    install_redaction(redact)
+    return Heartbeat(pinger, settings["heartbeat.interval"], metrics, redact)
 
 
 def build_outbox(settings: Settings) -> SqliteOutbox:

@@ -322,6 +322,17 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "apprise_urls_env": _optional(_env_name()),
         "apprise_urls_file": _optional(_text()),
     },
+    # A push monitor (healthchecks.io, Uptime Kuma) pinged after sweeps that reached the engine,
+    # at most once per interval; the failure URL while the engine is unreachable. The URLs are
+    # secrets: *_env (a variable's NAME) or *_file (a path). No URL: no heartbeat.
+    "heartbeat": {
+        "url_env": _optional(_env_name()),
+        "url_file": _optional(_text()),
+        "fail_url_env": _optional(_env_name()),
+        "fail_url_file": _optional(_text()),
+        "interval": _with(_duration(S, DAY), M),
+        "timeout": _with(_duration(timedelta(milliseconds=100), M), 10 * S),
+    },
     # The bearer token of the API: read from this environment variable, or from token_file when
     # that is set. No token: the API is off (its reads too, unless public_reads).
     "api": {

@@ -275,3 +275,7 @@ class Metrics(Protocol):
     def notification_sent(self, channel: str, outcome: str) -> None: ...
 
     def notification_queue(self, depth: int) -> None: ...
+
+    def heartbeat_pinged(self, up: bool, delivered: bool | None) -> None:
+        """A heartbeat ping (up: all is well, else the failure ping) was answered or not;
+        None: the heartbeat is configured (its series exist from the start)."""
