@@ -56,6 +56,10 @@ class Notification:
     actor: str = ""
     escalated: bool = False  # Guardian gave up on the incident: a human must look at it
     id: int | None = None  # the outbox row, once stored
+    # The receivers its container's guardian.notify label names (core.routing); () none. None:
+    # not known where it was built (a reminder, an acknowledgement): the incident's earlier
+    # news says (the outbox fills it in).
+    receivers: tuple[str, ...] | None = None
 
     @property
     def firing(self) -> bool:
@@ -118,6 +122,8 @@ def from_dict(d: dict[str, Any]) -> Notification:
     fields = dict(d)
     fields["kind"] = Kind(fields["kind"])
     fields["at"] = datetime.fromisoformat(fields["at"])
+    if fields.get("receivers") is not None:
+        fields["receivers"] = tuple(fields["receivers"])
     return Notification(**fields)
 
 
