@@ -15,11 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.instance import HostLock, engine_key, engine_taken, rival_container
 from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
 from guardian.adapters.notify.apprise import AppriseConfigError, apprise_channels
@@ -39,26 +42,33 @@ from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdSupervisor
 from guardian.config import (
     DEFAULT_STORE_PATH,
+    SCHEMA,
     ConfigError,
     Settings,
     changed_keys,
     reloadable,
     reloaded,
 )
+from guardian.config_receivers import TYPES, legacy, new_config
+from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
+from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
+from guardian.core.routing import Route, Routing
 from guardian.core.storm import StormSettings
-from guardian.credentials import load_token, resolve_secret
+from guardian.credentials import load_token, read_secret, resolve_secret
 from guardian.logs import install_redaction, kv, reconfigure_logging
 from guardian.ports import Clock, Engine, Metrics, Notifier, ProbeRunner, Store, StoreError
+from guardian.service.channel_check import ChannelCheck
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.decisions import DecisionPoint
 from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.dependencies import Dependencies
 from guardian.service.healer import Healer
+from guardian.service.heartbeat import Heartbeat
 from guardian.service.host import HostWatch
 from guardian.service.oom import OomEvents
 from guardian.service.operator import Operator
@@ -72,6 +82,7 @@ from guardian.service.state import LoopState
 from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian")
+MAX_PING_URL = 2048
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
 
 
@@ -89,6 +100,7 @@ class App:
     operator: Operator
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
+    heartbeat: Heartbeat | None = None  # told of each sweep by the daemon
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
     api_token: str | None = None
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
@@ -336,6 +348,7 @@ def build_daemon(
             settings, sqlite, app.clock, app.metrics, app.healer.ctx.settings.host, env
         )
         app.api_token = load_token(settings, env)
+        app.heartbeat = build_heartbeat(settings, app.metrics, env)
     except ConfigError:
         app.close()
         raise
@@ -377,6 +390,123 @@ def build_operator(
     return Operator(store, clock or SystemClock(), host or socket.gethostname())
 
 
+def build_channels(
+    settings: Settings,
+    outbox: SqliteOutbox,
+    clock: Clock,
+    redact: Redactor,
+    env: Mapping[str, str] | None = None,
+) -> tuple[list[Notifier], Routing]:
+    """The channels of every receiver (notify.channels, and the flat keys' receivers with a
+    deprecation note each) and the routing between them; secrets are read here, from the
+    environment or files, and registered with `redact`. Raises ConfigError."""
+    n = settings.values["notify"]
+    channels: list[Notifier] = []
+    receivers: dict[str, tuple[str, ...]] = {}
+    for spec in legacy(n):
+        log.warning(
+            f"notify.{spec['type']}_* keys are deprecated; write under notify.channels: "
+            + new_config(spec, SCHEMA["notify"])
+        )
+        flat = TYPES[str(spec["type"])]
+
+        def old_secret(key: str, flat: dict[str, str] = flat) -> str | None:
+            return resolve_secret(settings, flat[f"{key}_env"].removesuffix("_env"), redact, env)
+
+        built = _receiver(spec, old_secret, "notify.", outbox, clock, settings, redact)
+        receivers[str(spec["name"])] = tuple(c.name for c in built)
+        channels += built
+    for spec in n["channels"]:
+        where = f"notify.channels ({spec['name']})."
+
+        def new_secret(key: str, spec: Mapping[str, Any] = spec, where: str = where) -> str | None:
+            var, path = spec[f"{key}_env"], spec[f"{key}_file"]
+            value = read_secret(
+                where + key, var or "", path or "", os.environ if env is None else env
+            )
+            if value:
+                redact.add(value)
+            return value
+
+        built = _receiver(spec, new_secret, where, outbox, clock, settings, redact)
+        receivers[str(spec["name"])] = tuple(c.name for c in built)
+        channels += built
+    routes = tuple(
+        Route(
+            r["receivers"],
+            frozenset(r["kinds"]),
+            frozenset(r["severity"]),
+            r["containers"],
+            r["continue"],
+        )
+        for r in n["routes"]
+    )
+    return channels, Routing(receivers, routes, n["default"])
+
+
+def _receiver(
+    spec: Mapping[str, Any],
+    secret: Callable[[str], str | None],
+    where: str,
+    outbox: SqliteOutbox,
+    clock: Clock,
+    settings: Settings,
+    redact: Redactor,
+) -> list[Notifier]:
+    """One receiver's channels (one, or one per Apprise URL), named for the receiver."""
+    name, kind = str(spec["name"]), spec["type"]
+    timeout, pacing = settings["notify.timeout"], settings["notify.pacing"]
+    legacy_name = where == "notify."
+    match kind:
+        case "slack":
+            return [SlackWebhookNotifier(secret("url") or "", timeout, pacing, name=name)]
+        case "slack_bot":
+            token = secret("token") or ""
+            if not spec["channel"]:
+                raise ConfigError("notify.slack_bot_channel: required with a Slack bot token")
+            bot = SlackBotNotifier(
+                token, spec["channel"], spec["api_url"], outbox, timeout, pacing, name=name
+            )
+            return [bot]
+        case "discord":
+            return [DiscordNotifier(secret("url") or "", timeout, pacing, name=name)]
+        case "email":
+            password = secret("password")
+            to = [a.strip() for a in (spec["to"] or "").split(",") if a.strip()]
+            if not to or not spec["from"]:
+                raise ConfigError(
+                    "notify.email_from and notify.email_to: required with email_smtp_host"
+                )
+            email = EmailNotifier(
+                spec["smtp_host"],
+                spec["smtp_port"],
+                spec["security"],
+                spec["from"],
+                to,
+                timeout,
+                spec["username"],
+                password,
+                name=name,
+            )
+            return [email]
+        case "webhook":
+            url = secret("url") or ""
+            return [WebhookNotifier(url, secret("secret"), timeout, name=name)]
+        case "alertmanager":
+            redact.add_credentials_of(spec["url"])
+            resend = spec["resend_interval"]
+            return [AlertmanagerNotifier(spec["url"], outbox, clock, timeout, resend, name=name)]
+        case "pagerduty":
+            key = secret("routing_key") or ""
+            return [PagerDutyNotifier(key, spec["url"], timeout, spec["events"], name=name)]
+        case _:
+            try:
+                prefix = None if legacy_name else name
+                return list(apprise_channels(secret("urls") or "", timeout, pacing, redact, prefix))
+            except AppriseConfigError as exc:
+                raise ConfigError(f"{where}apprise_urls: {exc}") from None
+
+
 def build_delivery(
     settings: Settings,
     store: SqliteStore,
@@ -385,71 +515,86 @@ def build_delivery(
     host: str,
     env: Mapping[str, str] | None = None,
 ) -> DeliveryWorker:
-    """The outbox worker and the channels configured in `notify:`; secrets are read here, from
-    the environment or files, and registered for redaction in every log line."""
+    """The outbox worker and the channels configured in `notify:`; every secret read is
+    registered for redaction in every log line."""
     n = settings.values["notify"]
     redact = Redactor()
     outbox = SqliteOutbox(store.db)
-    timeout, pacing = n["timeout"], n["pacing"]
-    channels: list[Notifier] = []
-    if url := resolve_secret(settings, "slack_webhook_url", redact, env):
-        channels.append(SlackWebhookNotifier(url, timeout, pacing))
-    if token := resolve_secret(settings, "slack_bot_token", redact, env):
-        if not n["slack_bot_channel"]:
-            raise ConfigError("notify.slack_bot_channel: required with a Slack bot token")
-        channels.append(
-            SlackBotNotifier(
-                token, n["slack_bot_channel"], n["slack_api_url"], outbox, timeout, pacing
-            )
-        )
-    if url := resolve_secret(settings, "discord_webhook_url", redact, env):
-        channels.append(DiscordNotifier(url, timeout, pacing))
-    password = resolve_secret(settings, "email_password", redact, env)
-    if n["email_smtp_host"]:
-        to = [a.strip() for a in (n["email_to"] or "").split(",") if a.strip()]
-        if not to or not n["email_from"]:
-            raise ConfigError(
-                "notify.email_from and notify.email_to: required with email_smtp_host"
-            )
-        channels.append(
-            EmailNotifier(
-                n["email_smtp_host"],
-                n["email_smtp_port"],
-                n["email_security"],
-                n["email_from"],
-                to,
-                timeout,
-                n["email_username"],
-                password,
-            )
-        )
-    if url := resolve_secret(settings, "webhook_url", redact, env):
-        secret = resolve_secret(settings, "webhook_secret", redact, env)
-        channels.append(WebhookNotifier(url, secret, timeout))
-    if n["alertmanager_url"]:
-        channels.append(
-            AlertmanagerNotifier(
-                n["alertmanager_url"], outbox, clock, timeout, n["alertmanager_resend_interval"]
-            )
-        )
-    if key := resolve_secret(settings, "pagerduty_routing_key", redact, env):
-        channels.append(PagerDutyNotifier(key, n["pagerduty_url"], timeout, n["pagerduty_events"]))
-    if urls := resolve_secret(settings, "apprise_urls", redact, env):
-        try:
-            channels += apprise_channels(urls, timeout, pacing, redact)
-        except AppriseConfigError as exc:
-            raise ConfigError(f"notify.apprise_urls: {exc}") from None
+    channels, routing = build_channels(settings, outbox, clock, redact, env)
     retry = RetryPolicy(
         max_attempts=n["max_attempts"],
         backoff=n["retry_backoff"],
         max_backoff=n["max_backoff"],
         max_retry_after=n["max_retry_after"],
     )
-    ws = WorkerSettings(host, n["group_wait"], n["repeat_interval"], retry)
+    notice = started_notice(settings, host, clock) if n["on_start"] else None
+    ws = WorkerSettings(host, n["group_wait"], n["repeat_interval"], retry, on_start=notice)
     install_redaction(redact)
-    worker = DeliveryWorker(outbox, channels, clock, metrics, ws, redact)
+    named = n["channels"] or n["routes"] or n["default"]  # else every channel hears everything
+    worker = DeliveryWorker(
+        outbox, channels, clock, metrics, ws, redact, routing if named else None
+    )
     store.db.on_outbox_written(worker.wake)  # whatever writes a notification wakes the worker
     return worker
+
+
+def started_notice(settings: Settings, host: str, clock: Clock) -> Notification:
+    """notify.on_start's message: this host, this version, the containers it watches."""
+    from guardian import __version__
+
+    watching = f"the containers labelled {settings['watch.label']}=true"
+    if settings["watch.scope"]:
+        watching += f" within {settings['watch.scope']}"
+    return notifications.started(host, __version__, watching, clock.now())
+
+
+def build_channel_check(
+    settings: Settings, env: Mapping[str, str] | None = None, clock: Clock | None = None
+) -> ChannelCheck:
+    """`guardian notify test`: the configured channels over a throwaway in-memory outbox (a
+    test message leaves no thread root or alert in the daemon's store). Raises ConfigError."""
+    clock = clock or SystemClock()
+    redact = Redactor()
+    outbox = SqliteOutbox(SqliteStore(":memory:").db)
+    channels, _ = build_channels(settings, outbox, clock, redact, env)
+    install_redaction(redact)
+    return ChannelCheck(channels, clock, socket.gethostname(), redact)
+
+
+def _ping_url(key: str, url: str | None) -> str | None:
+    """A heartbeat URL checked without quoting it (it is a secret)."""
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url) if len(url) <= MAX_PING_URL and url.isprintable() else None
+        host = parts.hostname if parts is not None else None
+    except ValueError:
+        parts = host = None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        raise ConfigError(
+            f"{key}: expected an http:// or https:// URL of at most {MAX_PING_URL} characters"
+            " (the value is not shown: it is a secret)"
+        )
+    return url
+
+
+def build_heartbeat(
+    settings: Settings, metrics: Metrics, env: Mapping[str, str] | None = None
+) -> Heartbeat | None:
+    """The heartbeat to a push monitor when heartbeat.url_* is set; its URLs are secrets,
+    registered for redaction in every log line. Raises ConfigError."""
+    redact = Redactor()
+    url = _ping_url("heartbeat.url", resolve_secret(settings, "heartbeat.url", redact, env))
+    fail = resolve_secret(settings, "heartbeat.fail_url", redact, env)
+    fail = _ping_url("heartbeat.fail_url", fail)
+    if url is None:
+        if fail is not None:
+            raise ConfigError("heartbeat.fail_url: needs heartbeat.url_env or heartbeat.url_file")
+        return None
+    pinger = HttpPinger(url, fail, settings["heartbeat.timeout"])
+    redact.add(failure_url(url))
+    install_redaction(redact)
+    return Heartbeat(pinger, settings["heartbeat.interval"], metrics, redact)
 
 
 def build_outbox(settings: Settings) -> SqliteOutbox:

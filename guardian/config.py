@@ -15,6 +15,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from guardian.config_receivers import (
+    ReceiverError,
+    check_names,
+    parse_channels,
+    parse_default,
+    parse_routes,
+)
 from guardian.config_yaml import YamlError, read_yaml
 from guardian.core.durations import format_duration, parse_duration
 from guardian.core.labels import LOOSENABLE
@@ -309,6 +316,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_retry_after": _with(_duration(S, DAY), 5 * M),
         "timeout": _with(_duration(timedelta(milliseconds=100), 5 * M), 10 * S),
         "pacing": _with(_duration(ZERO, M), S),
+        # A message through every channel when Guardian starts: host, version, what it watches.
+        "on_start": _with(_bool(), False),
         # Channels: a channel is on when its secret (or address) is configured. Secrets only
         # through *_env (the NAME of an environment variable) or *_file (a path).
         "slack_webhook_url_env": _optional(_env_name()),
@@ -339,6 +348,22 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "pagerduty_events": _with(_choice("escalations", "all"), "escalations"),
         "apprise_urls_env": _optional(_env_name()),
         "apprise_urls_file": _optional(_text()),
+        # Named receivers ({name, type, ...}: config_receivers.py), routes between them, and the
+        # receivers of what no route claims (empty: every receiver). README: Receivers and routes.
+        "channels": Key((), lambda v: parse_channels(v, SCHEMA["notify"]), "receivers"),
+        "routes": Key((), parse_routes, "routes"),
+        "default": Key((), parse_default, "receiver names"),
+    },
+    # A push monitor (healthchecks.io, Uptime Kuma) pinged after sweeps that reached the engine,
+    # at most once per interval; the failure URL while the engine is unreachable. The URLs are
+    # secrets: *_env (a variable's NAME) or *_file (a path). No URL: no heartbeat.
+    "heartbeat": {
+        "url_env": _optional(_env_name()),
+        "url_file": _optional(_text()),
+        "fail_url_env": _optional(_env_name()),
+        "fail_url_file": _optional(_text()),
+        "interval": _with(_duration(S, DAY), M),
+        "timeout": _with(_duration(timedelta(milliseconds=100), M), 10 * S),
     },
     # The bearer token of the API: read from this environment variable, or from token_file when
     # that is set. No token: the API is off (its reads too, unless public_reads).
@@ -515,11 +540,17 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
                 continue
             try:
                 values[section][key] = spec.parse(raw)
+            except ReceiverError as exc:
+                raise ConfigError(f"{where}{exc}") from None
             except (ValueError, TypeError, OverflowError):
                 raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None
             if (section, key) == ("store", "path"):
                 store_explicit = True
     _check_environment(env, values)
+    try:
+        check_names(values["notify"])
+    except ReceiverError as exc:
+        raise ConfigError(f"notify.{exc}") from None
     r = values["restart"]
     if r["max_cooldown"] < r["cooldown"]:
         raise ConfigError(

@@ -56,12 +56,14 @@ def resolve_secret(
     redact: Redactor,
     env: Mapping[str, str] | None = None,
 ) -> str | None:
-    """The secret `notify.<name>` from the env var named by `<name>_env` or the file named by
-    `<name>_file` (set only one); None when neither is configured."""
-    var, path = settings[f"notify.{name}_env"], settings[f"notify.{name}_file"]
+    """The secret `notify.<name>` (or `<section>.<name>` when `name` is dotted) from the env
+    var named by `<name>_env` or the file named by `<name>_file` (set only one); None when
+    neither is configured."""
+    key = name if "." in name else f"notify.{name}"
+    var, path = settings[f"{key}_env"], settings[f"{key}_file"]
     if var and path:
-        raise ConfigError(f"notify.{name}_env and notify.{name}_file: set only one of them")
-    value = read_secret(f"notify.{name}", var, path, os.environ if env is None else env)
+        raise ConfigError(f"{key}_env and {key}_file: set only one of them")
+    value = read_secret(key, var, path, os.environ if env is None else env)
     if value:
         redact.add(value)
     return value

@@ -4,7 +4,7 @@ Notifier, Metrics, ProbeRunner. Adapters implement them (adapters/), tests use t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -216,8 +216,13 @@ class Outbox(Protocol):
 
     def enqueue(self, notifications: Sequence[Notification]) -> None: ...
 
-    def fan_out(self, channels: Sequence[str]) -> int:
-        """One delivery per channel for every event not yet dispatched; returns how many."""
+    def fan_out(
+        self,
+        channels: Sequence[str],
+        select: Callable[[Notification], Sequence[str]] | None = None,
+    ) -> int:
+        """One delivery per channel (of those `select` chooses for the event, when given) for
+        every event not yet dispatched; returns how many."""
 
     def pending(self, channel: str) -> list[QueuedDelivery]: ...
 
@@ -291,3 +296,7 @@ class Metrics(Protocol):
     def notification_sent(self, channel: str, outcome: str) -> None: ...
 
     def notification_queue(self, depth: int) -> None: ...
+
+    def heartbeat_pinged(self, up: bool, delivered: bool | None) -> None:
+        """A heartbeat ping (up: all is well, else the failure ping) was answered or not;
+        None: the heartbeat is configured (its series exist from the start)."""

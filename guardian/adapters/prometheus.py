@@ -174,6 +174,12 @@ class PrometheusMetrics:
             ["channel", "outcome"],
             registry=registry,
         )
+        self.heartbeat_pings = Counter(
+            "guardian_heartbeat_pings",
+            "Heartbeat pings to the push monitor, by ping (up or fail) and outcome.",
+            ["ping", "outcome"],
+            registry=registry,
+        )
         self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
         self.engine_identified(None)
         # Series that alerts take increase() of exist from the start: a counter series that is
@@ -251,6 +257,13 @@ class PrometheusMetrics:
 
     def notification_queue(self, depth: int) -> None:
         self.loop_now.update(queue_depth=depth)
+
+    def heartbeat_pinged(self, up: bool, delivered: bool | None) -> None:
+        ping = "up" if up else "fail"
+        for outcome in ("delivered", "failed"):
+            series = self.heartbeat_pings.labels(ping=ping, outcome=outcome)
+            if delivered is not None and (outcome == "delivered") == delivered:
+                series.inc()
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from datetime import timedelta
 from guardian.core.durations import format_duration
 from guardian.core.limits import from_label
 from guardian.core.orchestrators import owner
+from guardian.core.receivers import RECEIVER_NAME, RECEIVER_NAME_ALLOWED
 from guardian.core.restart_policy import RestartPolicy
 
 ALL = "all"
@@ -27,6 +28,7 @@ NOTIFY = "guardian.notify"
 # The keys whose labels may ask for more than the operator configured, when the operator lists
 # them in labels.allow_loosen: a label's own name without the "guardian." prefix.
 LOOSENABLE = ("max_attempts", "cooldown")
+MAX_LABEL_RECEIVERS = 8
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
@@ -41,6 +43,7 @@ class ContainerRules:
     policy: RestartPolicy
     stop_timeout: timedelta
     notify: bool = True
+    receivers: tuple[str, ...] = ()  # guardian.notify=<receiver names>: who hears of it
     warnings: tuple[str, ...] = ()
     orchestrator: str = ""  # who else owns it (core.orchestrators); "": nobody
 
@@ -50,6 +53,17 @@ def _flag(value: str | None) -> bool | None:
         return None
     v = value.strip().lower()
     return True if v in _TRUE else False if v in _FALSE else None
+
+
+def receiver_names(value: str) -> tuple[str, ...] | None:
+    """The receiver names of a guardian.notify label ("db-team,pager"); None when it is not a
+    list of at most MAX_LABEL_RECEIVERS names."""
+    names = value.replace(",", " ").split()
+    if not names or len(names) > MAX_LABEL_RECEIVERS or len(value) > 600:
+        return None
+    if not all(RECEIVER_NAME.fullmatch(n) for n in names):
+        return None
+    return tuple(dict.fromkeys(names))
 
 
 def opted_in(labels: Mapping[str, str], watch_label: str) -> bool:
@@ -125,8 +139,14 @@ def rules_for(
             stop_timeout = stop
         warnings += [warning] if warning else []
     notify = _flag(labels.get(NOTIFY))
+    receivers: tuple[str, ...] = ()
     if labels.get(NOTIFY) is not None and notify is None:
-        warnings.append(f"label {NOTIFY}={labels[NOTIFY][:40]!r}: expected true or false")
+        receivers = receiver_names(labels[NOTIFY]) or ()
+        if not receivers:
+            warnings.append(
+                f"label {NOTIFY}={labels[NOTIFY][:40]!r}: expected true, false or up to "
+                f"{MAX_LABEL_RECEIVERS} receiver names ({RECEIVER_NAME_ALLOWED})"
+            )
     is_self = _flag(labels.get(SELF)) is True or (
         bool(self_id) and bool(container_id) and container_id.startswith(self_id or "")
     )
@@ -136,6 +156,7 @@ def rules_for(
         policy=policy,
         stop_timeout=stop_timeout,
         notify=notify is not False,
+        receivers=receivers,
         warnings=tuple(warnings),
         orchestrator=owner(labels),
     )

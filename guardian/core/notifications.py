@@ -24,6 +24,12 @@ class Kind(StrEnum):
     GAVE_UP = "gave_up"
     ACKNOWLEDGED = "acknowledged"
     REMINDER = "reminder"
+    TEST = "test"  # `guardian notify test`: a channel check, about no incident
+    STARTED = "started"  # notify.on_start: Guardian started, about no incident
+
+
+# Messages about Guardian itself, not an incident: no container, no state, never paged.
+NOTICES = frozenset({Kind.TEST, Kind.STARTED})
 
 
 # What may be the first a receiver hears of an incident; any other kind is news of an incident
@@ -50,11 +56,20 @@ class Notification:
     actor: str = ""
     escalated: bool = False  # Guardian gave up on the incident: a human must look at it
     id: int | None = None  # the outbox row, once stored
+    # The receivers its container's guardian.notify label names (core.routing); () none. None:
+    # not known where it was built (a reminder, an acknowledgement): the incident's earlier
+    # news says (the outbox fills it in).
+    receivers: tuple[str, ...] | None = None
 
     @property
     def firing(self) -> bool:
         """True while the incident needs attention (for alerting channels)."""
-        return self.kind not in (Kind.RESOLVED,)
+        return self.kind not in (Kind.RESOLVED, Kind.TEST, Kind.STARTED)
+
+    @property
+    def notice(self) -> bool:
+        """About Guardian itself (a test, a start-up), not about an incident."""
+        return self.kind in NOTICES
 
     @property
     def headline(self) -> str:
@@ -77,9 +92,15 @@ class Notification:
                 return f"Acknowledged by {self.actor or 'someone'}: {what}"
             case Kind.REMINDER:
                 return f"Still unresolved: {what}"
+            case Kind.TEST:
+                return f"[TEST] Guardian on {self.host}: a test message, nothing is wrong"
+            case Kind.STARTED:
+                return f"Guardian started on {self.host}"
 
     def text(self) -> str:
         """The plain-text rendering (Slack fallback, email body, Discord content)."""
+        if self.notice:
+            return "\n".join(line for line in (self.headline, self.detail, self.next_step) if line)
         lines = [self.headline, f"state: {self.state}" + (", escalated" if self.escalated else "")]
         if self.max_attempts:
             lines.append(f"attempt {self.attempt} of {self.max_attempts}")
@@ -101,6 +122,8 @@ def from_dict(d: dict[str, Any]) -> Notification:
     fields = dict(d)
     fields["kind"] = Kind(fields["kind"])
     fields["at"] = datetime.fromisoformat(fields["at"])
+    if fields.get("receivers") is not None:
+        fields["receivers"] = tuple(fields["receivers"])
     return Notification(**fields)
 
 
@@ -241,4 +264,34 @@ def with_incident(n: Notification, incident: Incident) -> Notification:
     """Fill in what is only known once the incident is saved (its id and state)."""
     return replace(
         n, incident_id=incident.id, state=str(incident.state), escalated=incident.escalated
+    )
+
+
+def test_message(host: str, channel: str, now: datetime) -> Notification:
+    """`guardian notify test`: one clearly marked message that asks for nothing."""
+    return Notification(
+        Kind.TEST,
+        None,
+        host,
+        "",
+        "",
+        "",
+        now,
+        detail=f"Sent by `guardian notify test` to the channel {channel}.",
+        next_step="nothing: this channel reaches you",
+    )
+
+
+def started(host: str, version: str, watching: str, now: datetime) -> Notification:
+    """notify.on_start: Guardian is up, which version, and what it watches."""
+    return Notification(
+        Kind.STARTED,
+        None,
+        host,
+        "",
+        "",
+        "",
+        now,
+        detail=f"Guardian {version} watches {watching}.",
+        next_step="nothing: incidents follow as they happen",
     )

@@ -112,6 +112,8 @@ class Daemon:
         finally:
             self.systemd.sweep_finished(status_line(self.app, self.engine_error))
             self.work_changed()
+            if self.app.heartbeat is not None and self.refused is None:
+                self.app.heartbeat.swept(engine_reached=self.engine_error is None)
 
     def wanted_jobs(self) -> tuple[bool, bool]:
         return self.app.prober.has_targets(), self.app.verifier.awaiting()

@@ -23,8 +23,9 @@ from guardian.core.delivery import (
     next_state,
     pick_batch,
 )
-from guardian.core.notifications import reminder
+from guardian.core.notifications import Notification, reminder
 from guardian.core.redaction import Redactor
+from guardian.core.routing import Routing
 from guardian.logs import kv
 from guardian.ports import Clock, Metrics, Notifier, Outbox, QueuedDelivery
 
@@ -39,6 +40,7 @@ class WorkerSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # The shortest pause between two ticks, so a channel failing at once cannot spin the thread.
     min_pause: timedelta = timedelta(milliseconds=250)
+    on_start: Notification | None = None  # queued when the worker starts (notify.on_start)
 
 
 def _outcome(result: Result, state: RowState) -> str:
@@ -63,9 +65,13 @@ class DeliveryWorker:
         metrics: Metrics,
         settings: WorkerSettings,
         redact: Redactor | None = None,
+        routing: Routing | None = None,
     ) -> None:
         self.outbox = outbox
         self.channels = list(channels)
+        # Who hears what (None: every channel hears everything).
+        self.routing = routing
+        self._unknown_warned: set[str] = set()
         self.clock = clock
         self.metrics = metrics
         self.settings = settings
@@ -86,7 +92,7 @@ class DeliveryWorker:
         """Do what is due now; returns how many messages were sent (whatever their outcome)."""
         now = self.clock.now()
         self._due = None
-        self.outbox.fan_out([c.name for c in self.channels])
+        self.outbox.fan_out([c.name for c in self.channels], self._select)
         self._remind(now)
         sent = 0
         for channel in self.channels:
@@ -99,6 +105,19 @@ class DeliveryWorker:
         self._depth = self.outbox.queue_depth()
         self.metrics.notification_queue(self._depth)
         return sent
+
+    def _select(self, n: Notification) -> list[str]:
+        """The channels that deliver `n` (the routing's choice, every one without routing)."""
+        if self.routing is None:
+            return [c.name for c in self.channels]
+        for name in self.routing.unknown(n.receivers or ()):
+            if name not in self._unknown_warned and len(self._unknown_warned) < 100:
+                self._unknown_warned.add(name)
+                log.warning(
+                    "label guardian.notify names no receiver; its routes and default hear it",
+                    extra=kv(container=n.container, receiver=name),
+                )
+        return self.routing.channels_of(n)
 
     def _remind(self, now: datetime) -> None:
         """Queue the reminders due, and note when the next one will be (the worker wakes then)."""
@@ -232,6 +251,8 @@ class DeliveryWorker:
         if self._thread is None:
             names = ",".join(c.name for c in self.channels) or "none"
             log.info("notification worker started", extra=kv(channels=names))
+            if self.settings.on_start is not None and self.channels:
+                self.outbox.enqueue([self.settings.on_start])
             self._thread = threading.Thread(target=self.run, name="notify", daemon=True)
             self._thread.start()
 

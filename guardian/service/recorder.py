@@ -5,6 +5,7 @@ hears of a change (a label can mute a container; an open storm speaks for new op
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 
 from guardian.core import incidents, notifications
@@ -56,6 +57,8 @@ class Recorder:
         store then queues none of its later news but escalations, see insert_notifications)."""
         if self.ctx.state.muted(container):
             return ()
+        receivers = self.ctx.state.receivers_of(container)
+        notes = tuple(replace(n, receivers=receivers) for n in notes)
         if self.ctx.pipeline.storm_open():
             return tuple(n for n in notes if n.kind is not Kind.OPENED)
         return notes

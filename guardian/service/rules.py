@@ -48,6 +48,7 @@ class RuleBook:
         for warning in fresh:
             log.warning("bad label ignored", extra=kv(container=snap.name, problem=warning))
         self.state.mute(snap.name, not rules.notify)
+        self.state.address(snap.name, rules.receivers)
         return rules
 
     def retune(self, settings: HealerSettings) -> None:

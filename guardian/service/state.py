@@ -50,6 +50,7 @@ class LoopState:
         self._reset_checked: dict[str, datetime] = {}  # healthy streaks already reset or checked
         self._stopped_by_person: set[str] = set()  # container ids
         self._muted: set[str] = set()  # containers labelled guardian.notify=false
+        self._receivers: dict[str, tuple[str, ...]] = {}  # guardian.notify=<receiver names>
         self._engine_up: bool | None = None
         self._watched = 0
         self._stopped = False
@@ -332,6 +333,18 @@ class LoopState:
     def muted(self, container: str) -> bool:
         with self.lock:
             return container in self._muted
+
+    def address(self, container: str, receivers: tuple[str, ...]) -> None:
+        """The receivers the container's guardian.notify label names (() none)."""
+        with self.lock:
+            if receivers:
+                self._receivers[container] = receivers
+            else:
+                self._receivers.pop(container, None)
+
+    def receivers_of(self, container: str) -> tuple[str, ...]:
+        with self.lock:
+            return self._receivers.get(container, ())
 
     # -- what the last sweep saw ---------------------------------------------------------------
 

@@ -171,6 +171,7 @@ def test_a_notification_the_loop_writes_wakes_the_sleeping_worker_at_once(tmp_pa
     assert worker is not None
     slack = FakeNotifier("slack")
     worker.channels.append(slack)
+    worker.routing = None  # no receivers configured: the one channel hears everything
     worker.start()
     try:
         # Idle, it sleeps until woken: only the store's signal can make this quick.
@@ -193,6 +194,7 @@ def test_a_notification_another_process_queues_goes_out_after_the_next_sweep(tmp
     assert worker is not None
     slack = FakeNotifier("slack")
     worker.channels.append(slack)
+    worker.routing = None  # no receivers configured: the one channel hears everything
     t.engine.add("web")
     open_incident(t.store, t.clock, "web")  # found earlier; web is fine now
     worker.start()

@@ -21,7 +21,7 @@ import requests
 
 from guardian.adapters.notify.transport import Reply, classify, post
 from guardian.adapters.sqlite.outbox import SqliteOutbox
-from guardian.core.delivery import Result
+from guardian.core.delivery import DELIVERED, Result
 from guardian.core.notifications import Kind, Notification
 from guardian.logs import kv
 from guardian.ports import Clock
@@ -82,6 +82,8 @@ class AlertmanagerNotifier:
         resolved: list[Notification] = []
         sent: dict[int, dict[str, Any]] = {}  # an incident's latest alert in this batch
         for n in batch:
+            if n.kind is Kind.STARTED:
+                continue  # an alert is a problem that fires; a start-up is none
             known = self._outbox.ref(self.name, n.incident_id or 0)
             starts = known[0] if known else n.at.isoformat()
             previous = sent.get(n.incident_id or 0) or (
@@ -110,6 +112,8 @@ class AlertmanagerNotifier:
                 firing.append((n, alert))
             else:
                 resolved.append(n)
+        if not alerts:
+            return DELIVERED
         result = self._post(alerts)
         if result.ok:
             for n, alert in firing:

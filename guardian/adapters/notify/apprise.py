@@ -177,10 +177,15 @@ def _import() -> Any:
 
 
 def apprise_channels(
-    text: str, timeout: timedelta, pacing: timedelta, redact: Redactor
+    text: str,
+    timeout: timedelta,
+    pacing: timedelta,
+    redact: Redactor,
+    receiver: str | None = None,
 ) -> list[AppriseNotifier]:
     """One AppriseNotifier per URL of the apprise_urls secret `text`, every credential-bearing
-    part registered with `redact`. Raises AppriseConfigError naming the URL by its position."""
+    part registered with `redact`; named by channel_names(), or `receiver`, `receiver:2`, ...
+    for a named receiver. Raises AppriseConfigError naming the URL by its position."""
     urls = parse_urls(text)
     for url in urls:
         for part in secret_parts(url):
@@ -197,7 +202,10 @@ def apprise_channels(
     apprise = _import()
     asset = apprise.AppriseAsset(storage_mode="memory", async_mode=False)
     channels = []
-    for i, (url, name) in enumerate(zip(urls, channel_names(urls), strict=True), start=1):
+    names = channel_names(urls)
+    if receiver is not None:
+        names = [receiver if i == 1 else f"{receiver}:{i}" for i in range(1, len(urls) + 1)]
+    for i, (url, name) in enumerate(zip(urls, names, strict=True), start=1):
         if not scheme(url):
             raise AppriseConfigError(f"URL {i}: not a URL (expected scheme://...)")
         with _apprise_log():

@@ -23,6 +23,8 @@ _TYPE = {
     Kind.GAVE_UP: "failure",
     Kind.ACKNOWLEDGED: "info",
     Kind.REMINDER: "failure",
+    Kind.TEST: "info",
+    Kind.STARTED: "info",
 }
 _GRAVITY = ("info", "success", "warning", "failure")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()#!|~>])")
@@ -47,6 +49,8 @@ def code(text: str) -> str:
 
 def _fields(n: Notification) -> list[tuple[str, str, bool]]:
     """(label, value, came from the container) for one notification."""
+    if n.notice:
+        return [("Host", n.host, False), ("About", n.detail, False), ("Next", n.next_step, False)]
     rows = [
         ("Container", n.container, True),
         ("Host", n.host, False),

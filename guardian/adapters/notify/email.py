@@ -1,7 +1,9 @@
 """EmailNotifier: plain-text mail over SMTP (smtplib) with STARTTLS or TLS and optional auth.
 
 SMTP does not deduplicate: a failure after the message data was sent is an unknown outcome
-and is never resent.
+and is never resent. What a container wrote reaches the Subject header only through header():
+no line break can start a header of its own, and no `=?charset?...?=` encoded-word in it is
+decoded by the reader's mail program into text Guardian never wrote.
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ from email.message import EmailMessage
 
 from guardian.core.delivery import DELIVERED, Result, Status
 from guardian.core.notifications import Notification
+from guardian.core.redaction import strip_controls
+
+SUBJECT_MAX = 200
+
+
+def header(text: str, limit: int = SUBJECT_MAX) -> str:
+    """`text` fit for a header: one line, no control character, no encoded-word opener."""
+    text = " ".join(strip_controls(text).split()).replace("=?", "= ?")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def compose(batch: Sequence[Notification], sender: str, to: Sequence[str]) -> EmailMessage:
@@ -25,10 +36,10 @@ def compose(batch: Sequence[Notification], sender: str, to: Sequence[str]) -> Em
         hosts = ", ".join(sorted({n.host for n in batch}))
         subject = f"[guardian] {len(batch)} events on {hosts}"
         body = "\n\n".join(n.text() for n in batch)
-    msg["Subject"] = subject[:200]
+    msg["Subject"] = header(subject)
     msg["From"] = sender
     msg["To"] = ", ".join(to)
-    msg.set_content(body + "\n")
+    msg.set_content(strip_controls(body) + "\n")
     return msg
 
 

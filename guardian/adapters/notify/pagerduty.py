@@ -12,14 +12,15 @@ import requests
 
 from guardian.adapters.notify.transport import Reply, classify, post
 from guardian.core.delivery import DELIVERED, Result
-from guardian.core.notifications import Kind, Notification
+from guardian.core.notifications import NOTICES, Kind, Notification
 
-_ACTION = {Kind.ACKNOWLEDGED: "acknowledge", Kind.RESOLVED: "resolve"}
+# A test resolves an incident that never was: the routing key is checked, nobody is paged.
+_ACTION = {Kind.ACKNOWLEDGED: "acknowledge", Kind.RESOLVED: "resolve", Kind.TEST: "resolve"}
 _ESCALATIONS = frozenset({Kind.GAVE_UP, Kind.REMINDER, Kind.ACKNOWLEDGED, Kind.RESOLVED})
 
 
 def dedup_key(n: Notification) -> str:
-    return f"guardian/{n.host}/{n.incident_id}"
+    return f"guardian/{n.host}/{'test' if n.kind is Kind.TEST else n.incident_id}"
 
 
 class PagerDutyNotifier:
@@ -45,7 +46,9 @@ class PagerDutyNotifier:
 
     def send(self, batch: Sequence[Notification]) -> Result:
         n = batch[0]
-        if self._events == "escalations" and n.kind not in _ESCALATIONS:
+        if n.kind is Kind.STARTED or (
+            self._events == "escalations" and n.kind not in _ESCALATIONS | NOTICES
+        ):
             return DELIVERED  # only escalations page a human; healing alone does not
         doc = {
             "routing_key": self._key,

@@ -24,6 +24,13 @@ from guardian.core.notifications import Notification, to_dict
 SCHEMA_VERSION = 1
 
 
+def document(n: Notification) -> dict[str, object]:
+    """One notification as schema version 1 has it (the routing Guardian did is not in it)."""
+    doc = to_dict(n)
+    doc.pop("receivers", None)
+    return doc
+
+
 def idempotency_key(batch: Sequence[Notification]) -> str:
     ids = ",".join(f"{n.host}/{n.id}" for n in batch)
     return "guardian-" + hashlib.sha256(ids.encode()).hexdigest()[:32]
@@ -56,7 +63,7 @@ class WebhookNotifier:
         doc = {
             "version": SCHEMA_VERSION,
             "source": "guardian",
-            "notifications": [to_dict(n) for n in batch],
+            "notifications": [document(n) for n in batch],
         }
         body = json.dumps(doc, sort_keys=True).encode()
         headers = {"Idempotency-Key": idempotency_key(batch)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,10 +38,22 @@ def insert_notifications(conn: sqlite3.Connection, notifications: Sequence[Notif
             )
             if told.fetchone() is None:
                 continue
+        if n.receivers is None and n.incident_id is not None:
+            n = replace(n, receivers=_receivers_told(conn, n.incident_id))
         conn.execute(
             "INSERT INTO outbox (incident_id, kind, payload, created_at) VALUES (?,?,?,?)",
             (n.incident_id, str(n.kind), json.dumps(to_dict(n)), to_text(n.at)),
         )
+
+
+def _receivers_told(conn: sqlite3.Connection, incident_id: int) -> tuple[str, ...] | None:
+    """The container receivers of an incident's latest news (a reminder or an acknowledgement
+    goes where the incident's opening went)."""
+    row = conn.execute(
+        "SELECT payload FROM outbox WHERE incident_id=? ORDER BY id DESC LIMIT 1", (incident_id,)
+    ).fetchone()
+    found = json.loads(row[0]).get("receivers") if row is not None else None
+    return tuple(found) if isinstance(found, list) else None
 
 
 def withdraw_unsent(conn: sqlite3.Connection, host: str) -> int:
@@ -92,15 +104,25 @@ class SqliteOutbox:
         with self.db.transaction() as conn:
             insert_notifications(conn, notifications)
 
-    def fan_out(self, channels: Sequence[str]) -> int:
-        """One delivery row per channel for every event not yet dispatched; returns how many
-        events were dispatched."""
+    def fan_out(
+        self,
+        channels: Sequence[str],
+        select: Callable[[Notification], Sequence[str]] | None = None,
+    ) -> int:
+        """One delivery row per channel for every event not yet dispatched (per the channels
+        `select` chooses for it, when given); returns how many events were dispatched."""
         if not self.db.query("SELECT 1 FROM outbox WHERE dispatched=0 LIMIT 1"):
             return 0  # the common case: no write transaction every poll
         with self.db.transaction() as conn:
-            rows = list(conn.execute("SELECT id, created_at FROM outbox WHERE dispatched=0"))
+            rows = list(
+                conn.execute("SELECT id, created_at, payload FROM outbox WHERE dispatched=0")
+            )
             for row in rows:
-                for channel in channels:
+                chosen = channels
+                if select is not None:
+                    wanted = set(select(from_dict(json.loads(row["payload"]))))
+                    chosen = [c for c in channels if c in wanted]
+                for channel in chosen:
                     conn.execute(
                         "INSERT OR IGNORE INTO deliveries (outbox_id, channel, next_attempt_at)"
                         " VALUES (?,?,?)",

@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     status.register(sub, with_config)
     incidents.register(sub, with_config)
     notifications.register(sub, with_config)
+    notifications.register_notify(sub, with_config)
     return p
 
 

@@ -9,7 +9,7 @@ It needs no notification secrets: it builds no channel.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +98,8 @@ def _plain(key: str, value: Any) -> Any:
         return REDACTED
     if isinstance(value, timedelta):
         return format_duration(value) if value else "0s"
+    if isinstance(value, Mapping):  # a receiver or a route (notify.channels, notify.routes)
+        return {k: _plain(k, v) for k, v in value.items()}
     if isinstance(value, tuple | list):
         return [_plain(key, v) for v in value]
     if isinstance(value, str) and "://" in value:

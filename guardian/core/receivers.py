@@ -1,0 +1,12 @@
+"""The words of routing that config and labels check before anything else loads: a receiver's
+name, the severities and the kinds a route may name (core.routing applies them)."""
+
+from __future__ import annotations
+
+import re
+
+RECEIVER_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+RECEIVER_NAME_ALLOWED = "lower-case letters, digits, '-', '_', '.'; at most 63 characters"
+SEVERITIES = ("info", "warning", "critical")
+# notifications.Kind's values but "test" (a test is never routed); tests hold the two equal.
+ROUTED_KINDS = ("opened", "attempt", "resolved", "gave_up", "acknowledged", "reminder", "started")
