@@ -194,6 +194,7 @@ def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> 
         verify_timeout=settings["restart.verify_timeout"],
         self_id=self_id,
         scope=settings["watch.scope"],
+        approval_ttl=settings["restart.approval_ttl"],
     )
 
 
@@ -292,7 +293,7 @@ def build_status(
     install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
     healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics)
-    operator = Operator(resilient, clock, hs.host)
+    operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"])
     return App(
         settings, engine, resilient, clock, metrics, healer, prober, operator, prune=sqlite.prune
     )
@@ -360,7 +361,12 @@ def build_operator(
 ) -> Operator:
     """The store and clock alone, for CLI commands that do not need the engine."""
     store = store or SqliteStore(existing_store_path(settings))
-    return Operator(store, clock or SystemClock(), host or socket.gethostname())
+    return Operator(
+        store,
+        clock or SystemClock(),
+        host or socket.gethostname(),
+        settings["restart.approval_ttl"],
+    )
 
 
 def build_delivery(

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from guardian.core.limits import from_label
 from guardian.core.orchestrators import owner
-from guardian.core.restart_policy import RestartPolicy
+from guardian.core.restart_policy import ACTIONS, RestartPolicy
 
 ALL = "all"
 ENABLE = "guardian.enable"
@@ -21,6 +21,8 @@ MAX_ATTEMPTS = "guardian.max_attempts"
 COOLDOWN = "guardian.cooldown"
 STOP_TIMEOUT = "guardian.stop_timeout"
 NOTIFY = "guardian.notify"
+ACTION = "guardian.action"
+ACT_AFTER = "guardian.act_after"
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
@@ -44,6 +46,20 @@ def _flag(value: str | None) -> bool | None:
         return None
     v = value.strip().lower()
     return True if v in _TRUE else False if v in _FALSE else None
+
+
+def _action(raw: str, base: str) -> tuple[str, str | None]:
+    """The action a `guardian.action` label asks for, or the operator's with a warning: a label
+    may only ask Guardian to do less on its own than restart.action says (DESIGN 14)."""
+    value = raw.strip().lower()
+    if value not in ACTIONS:
+        return base, f"label {ACTION}={raw[:40]!r}: expected one of {', '.join(ACTIONS)}"
+    if ACTIONS.index(value) < ACTIONS.index(base):
+        return base, (
+            f"label {ACTION}={value}: does more than restart.action={base}; the operator's"
+            " value applies"
+        )
+    return value, None
 
 
 def opted_in(labels: Mapping[str, str], watch_label: str) -> bool:
@@ -94,6 +110,21 @@ def rules_for(
         stop, warning = from_label(STOP_TIMEOUT, labels[STOP_TIMEOUT])
         if isinstance(stop, timedelta):
             stop_timeout = stop
+        warnings += [warning] if warning else []
+    if ACTION in labels:
+        action, warning = _action(labels[ACTION], base.action)
+        policy = replace(policy, action=action)
+        warnings += [warning] if warning else []
+    if ACT_AFTER in labels:
+        wait, warning = from_label(ACT_AFTER, labels[ACT_AFTER])
+        if isinstance(wait, timedelta):
+            if wait >= base.act_after:
+                policy = replace(policy, act_after=wait)
+            else:  # labels only ask for more patience than the operator's (DESIGN 14)
+                warning = (
+                    f"label {ACT_AFTER}={labels[ACT_AFTER][:40]!r}: shorter than"
+                    " restart.act_after; the operator's value applies"
+                )
         warnings += [warning] if warning else []
     notify = _flag(labels.get(NOTIFY))
     if labels.get(NOTIFY) is not None and notify is None:

@@ -45,14 +45,31 @@ class DecisionPoint:
             )
         silence = ctx.store.active_silence(host, container, now)
         deps = ctx.pipeline.unhealthy_dependencies(container)
+        approval = ctx.store.approval_for(host, container) if policy.action == "ask" else None
+        since = self._problem_since(snap) if policy.act_after else None
         return decide(
-            Target(container, rules.opted_in, rules.is_self, deps, rules.orchestrator),
+            Target(container, rules.opted_in, rules.is_self, deps, rules.orchestrator, since),
             history,
             load,
             policy,
             now,
             silence,
+            approval,
         )
+
+    def _problem_since(self, snap: ContainerSnapshot) -> datetime | None:
+        """Since when the container's problem lasts, for restart.act_after: the engine's time
+        (the failing health check, the exit), else when its incident opened."""
+        if snap.state == "running" and snap.unhealthy_since is not None:
+            return snap.unhealthy_since
+        if snap.state in ("exited", "dead") and snap.finished_at is not None:
+            return snap.finished_at
+        opened = [
+            i.opened_at
+            for i in self.ctx.store.open_incidents(self.ctx.settings.host, snap.name)
+            if i.container_id in ("", snap.id)
+        ]
+        return min(opened, default=None)
 
     def _engine_denied(self, snap: ContainerSnapshot, since: datetime) -> bool:
         """Whether the engine refused the last restart of a problem that is still open."""

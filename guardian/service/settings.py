@@ -20,6 +20,7 @@ class HealerSettings:
     verify_timeout: timedelta
     self_id: str | None = None
     scope: str = ""  # watch.scope label selector; empty: the whole host
+    approval_ttl: timedelta = timedelta(hours=1)  # restart.approval_ttl (guardian.action=ask)
 
     def watches(self, labels: dict[str, str]) -> bool:
         """The one "is this container watched" predicate (sweep, events, status, API)."""

@@ -23,6 +23,7 @@ _TYPE = {
     Kind.GAVE_UP: "failure",
     Kind.ACKNOWLEDGED: "info",
     Kind.REMINDER: "failure",
+    Kind.APPROVAL: "warning",
 }
 _GRAVITY = ("info", "success", "warning", "failure")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()#!|~>])")

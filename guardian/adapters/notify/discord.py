@@ -17,6 +17,7 @@ _COLOR = {
     Kind.GAVE_UP: 0xF56C6C,
     Kind.ACKNOWLEDGED: 0x909399,
     Kind.REMINDER: 0xF56C6C,
+    Kind.APPROVAL: 0xE6A23C,
 }
 
 

@@ -14,6 +14,7 @@ _EMOJI = {
     Kind.GAVE_UP: ":rotating_light:",
     Kind.ACKNOWLEDGED: ":eyes:",
     Kind.REMINDER: ":alarm_clock:",
+    Kind.APPROVAL: ":raised_hand:",
 }
 MAX_BLOCKS = 50
 
