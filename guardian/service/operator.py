@@ -167,17 +167,17 @@ class Operator:
         return saved
 
     def _awaiting(self, incident: Incident, last: Approval | None) -> bool:
-        """Whether the incident's latest decision is a restart awaiting approval, made after
-        the last answer (an answer used or expired needs a fresh request)."""
+        """Whether Guardian held a restart of this incident back for a person's approval
+        (guardian.action=ask; a silence, cooldown or storm may hold it as well) since the last
+        answer (an answer used or expired needs a fresh request)."""
         assert incident.id is not None
-        held = [
-            a
+        return any(
+            a.incident_id == incident.id
+            and a.kind == ActionKind.DECISION
+            and (a.reason == str(Reason.AWAITING_APPROVAL) or a.extra.get("action") == "ask")
+            and (last is None or a.requested_at >= last.created_at)
             for a in self.store.actions(self.host, incident.container)
-            if a.incident_id == incident.id and a.kind != ActionKind.APPROVAL
-        ]
-        if not held or held[-1].reason != str(Reason.AWAITING_APPROVAL):
-            return False
-        return last is None or held[-1].requested_at >= last.created_at
+        )
 
     def silence(self, container: str, duration: timedelta, reason: str, by: str) -> Silence:
         container = _text("the container name", container, MAX_CONTAINER)

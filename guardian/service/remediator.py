@@ -35,6 +35,7 @@ log = logging.getLogger("guardian.remediator")
 # Reasons that never change while the inputs stay the same: record them once per incident.
 _QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
 RESTART_WITH_REASON = "restart_with"
+ACTION_KEY = "action"  # a held-back decision's extra: the container's guardian.action
 STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine may wait to stop
 
 # Runs a restart call, decided and recorded: here and now, or on a thread of its own. The
@@ -126,7 +127,7 @@ class Remediator:
                     self.ctx.state.wait_for_slot(a.snapshot.name, a.snapshot.id)
                 if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
                     self._recheck(a.snapshot.id, decision.retry_at)
-                self._note_decision(incident, a.snapshot, decision)
+                self._note_decision(incident, a.snapshot, decision, a.rules.policy.action)
 
     def _restart_approved(self, a: Assessment, incident: Incident, decision: Decision) -> None:
         """A restart a person approved: the approval is used once (compare-and-set), so two
@@ -455,9 +456,15 @@ class Remediator:
         )
 
     def _note_decision(
-        self, incident: Incident, snap: ContainerSnapshot, decision: Decision
+        self,
+        incident: Incident,
+        snap: ContainerSnapshot,
+        decision: Decision,
+        action: str = "restart",
     ) -> None:
-        """Record a held-back restart once per incident and reason, not on every sweep."""
+        """Record a held-back restart once per incident and reason, not on every sweep; the
+        container's action when it is not `restart` (a person may approve an `ask` container's
+        restart while a silence or cooldown still holds it)."""
         if decision.reason in _QUIET_WAITS or incident.id is None:
             return
         store = self.ctx.store
@@ -483,6 +490,7 @@ class Remediator:
                 decision,
                 outcome=Outcome.POLICY_DENIED,
                 detail=held_back(decision),
+                extra={ACTION_KEY: action} if action != "restart" else None,
             ),
             notes,
         )
