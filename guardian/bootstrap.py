@@ -159,16 +159,21 @@ def claim_instance(settings: Settings) -> HostLock:
     opens anything: lock the store and the engine. Raises InstanceConflict naming the other
     Guardian; the app built with the lock releases it (a running Guardian container on the
     engine is looked for at the first contact with the engine: App.rival)."""
-    path = store_path(settings)
-    lock = HostLock(path, engine_key(settings["docker.url"]), settings["watch.scope"])
+    lock = HostLock(
+        store_path(settings), engine_key(settings["docker.url"]), settings["watch.scope"]
+    )
     lock.acquire()
+    return lock
+
+
+def warn_if_readable(path: Path) -> None:
+    """Once at start: an existing store keeps the mode its operator gave it, but it quotes what
+    containers printed, so a mode that lets others read it is said."""
     if mode := readable_by_others(path):
-        # The operator's choice is kept, but the store quotes what containers printed.
         log.warning(
             "store readable by other users",
             extra=kv(store=str(path), mode=mode, fix=f"chmod 600 {path}"),
         )
-    return lock
 
 
 def existing_store_path(settings: Settings) -> Path:
@@ -315,6 +320,7 @@ def build_daemon(
     `env`), the API token and systemd. Raises StoreError or ConfigError. The app holds `lock`
     (claim_instance) and opens the store it locked."""
     sqlite = store or SqliteStore(lock.store if lock is not None else store_path(settings))
+    warn_if_readable(sqlite.db.path)  # once the store is known to be good
     app = build_status(
         settings, engine=engine, clock=clock, store=sqlite, metrics=metrics, host=host
     )

@@ -11,9 +11,8 @@ import pytest
 
 from guardian.adapters.instance import HostLock
 from guardian.adapters.sqlite.store import SqliteStore
-from guardian.bootstrap import claim_instance
 from guardian.logs import FIELDS
-from tests.app import make_app, settings_for
+from tests.app import make_app
 
 
 def mode(path: Path) -> int:
@@ -88,9 +87,7 @@ def test_a_store_readable_by_others_is_warned_about_once_at_start(
     path = tmp_path / "guardian.db"
     SqliteStore(path).close()
     path.chmod(0o644)
-    settings = settings_for(tmp_path, {"store": {"path": str(path)}})
-    lock = claim_instance(settings)
-    lock.release()
+    make_app(tmp_path / "app", sqlite=SqliteStore(path), daemon=True).app.close()
     [warning] = [r for r in caplog.records if "readable by other users" in r.getMessage()]
     assert getattr(warning, FIELDS)["mode"] == "0644"
     assert mode(path) == 0o644  # the operator's choice is kept
