@@ -218,6 +218,7 @@ def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> 
         self_id=self_id,
         scope=settings["watch.scope"],
         labels_may_loosen=settings["labels.allow_loosen"],
+        approval_ttl=settings["restart.approval_ttl"],
     )
 
 
@@ -317,7 +318,7 @@ def build_status(
     install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
     healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics)
-    operator = Operator(resilient, clock, hs.host)
+    operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"])
     return App(
         settings, engine, resilient, clock, metrics, healer, prober, operator, prune=sqlite.prune
     )
@@ -387,7 +388,12 @@ def build_operator(
 ) -> Operator:
     """The store and clock alone, for CLI commands that do not need the engine."""
     store = store or SqliteStore(existing_store_path(settings))
-    return Operator(store, clock or SystemClock(), host or socket.gethostname())
+    return Operator(
+        store,
+        clock or SystemClock(),
+        host or socket.gethostname(),
+        settings["restart.approval_ttl"],
+    )
 
 
 def build_channels(

@@ -276,6 +276,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_concurrent": _with(_int(1, 1000), 2),
         "ignore_exit_codes": _with(_exit_codes(), (0,)),
         "dry_run": _with(_bool(), False),
+        # What Guardian does once decide() allows it (core.restart_policy.ACTIONS).
+        "action": _with(_choice("restart", "stop", "ask", "notify"), "restart"),
+        "act_after": _with(_limited("restart.act_after"), ZERO),
+        # An approval (action ask) allows one restart of its incident until it expires.
+        "approval_ttl": _with(_duration(M, 7 * DAY), H),
     },
     # Labels may only tighten the restart policy; the keys listed here may ask for more too
     # (more attempts, a shorter cooldown). Whoever starts a container writes its labels.
@@ -425,6 +430,8 @@ class Settings:
             max_concurrent=r["max_concurrent"],
             dry_run=r["dry_run"],
             act_on_orchestrated=self.values["watch"]["orchestrated"] == "act",
+            action=r["action"],
+            act_after=r["act_after"],
         )
 
 

@@ -13,6 +13,7 @@ from guardian.core.delivery import Next, Pending, Result
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionOutcome,
+    Approval,
     ContainerSnapshot,
     Decision,
     Incident,
@@ -96,6 +97,10 @@ class Engine(Protocol):
 
         `previous_started_at` (State.StartedAt before the request) settles an unknown outcome.
         """
+
+    def stop(self, container_id: str, stop_timeout: timedelta) -> ActionOutcome:
+        """Stop (guardian.action=stop) and classify what happened; never raises for engine
+        errors. STOPPED when the engine stopped it (or it was not running)."""
 
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
         """Container events from `since` on; ends or raises EngineUnavailable when cut off."""
@@ -186,6 +191,20 @@ class Store(Protocol):
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None: ...
 
     def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]: ...
+
+    def add_approval(
+        self, approval: Approval, notifications: Sequence[Notification] = ()
+    ) -> Approval: ...
+
+    def approvals(self, incident_id: int) -> list[Approval]: ...
+
+    def approval_for(self, host: str, container: str) -> Approval | None:
+        """The latest answer for an open incident of `container`."""
+
+    def use_approval(self, approval_id: int, at: datetime) -> bool:
+        """Compare-and-set: False when the approval was used already."""
+
+    def unused_approvals(self, host: str, now: datetime) -> list[Approval]: ...
 
     def close(self) -> None: ...
 

@@ -58,6 +58,7 @@ class FakeEngine:
     reachable: bool = True
     restart_outcomes: list[ActionOutcome] = field(default_factory=list)
     restarts: list[str] = field(default_factory=list)  # container ids, in order
+    stops: list[str] = field(default_factory=list)  # container ids, in order
     list_calls: int = 0
     inspect_calls: int = 0
     after_restart_health: str | None = "healthy"
@@ -135,6 +136,22 @@ class FakeEngine:
             oom_killed=False,
         )
         return ActionOutcome(Outcome.RESTARTED, "restart request completed")
+
+    def stop(self, container_id: str, stop_timeout: timedelta) -> ActionOutcome:
+        self.stops.append(container_id)
+        if not self.reachable:
+            return ActionOutcome(Outcome.TRANSIENT_FAILURE, "unreachable", True)
+        if container_id not in self.containers:
+            return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists (404)")
+        snap = self.containers[container_id]
+        self.containers[container_id] = replace(
+            snap,
+            state="exited",
+            health=None if snap.health is None else snap.health,
+            exit_code=143,
+            finished_at=self.clock.now(),
+        )
+        return ActionOutcome(Outcome.STOPPED, "stop request completed")
 
     def logs(self, container_id: str, tail: int) -> str:
         self._check()

@@ -241,6 +241,30 @@ class DockerEngine:
             self._drop()
         return result
 
+    def stop(self, container_id: str, stop_timeout: timedelta) -> ActionOutcome:
+        try:
+            api = self._client()
+        except EngineUnavailable as exc:
+            return ActionOutcome(Outcome.TRANSIENT_FAILURE, str(exc), True)
+        try:
+            api.stop(container_id, timeout=int(stop_timeout.total_seconds()))
+            return ActionOutcome(Outcome.STOPPED, "stop request completed")
+        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+            result = classify(exc)
+        if result.outcome is Outcome.UNKNOWN:
+            # Sent, no answer: the container's state tells whether it stopped.
+            try:
+                snap = self.inspect(container_id)
+            except EngineUnavailable:
+                return result
+            if snap is None:
+                return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists")
+            if snap.state != "running":
+                return ActionOutcome(Outcome.STOPPED, f"{result.detail}; it is {snap.state}")
+        elif result.outcome is Outcome.TRANSIENT_FAILURE:
+            self._drop()
+        return result
+
     def _settle_unknown(
         self, container_id: str, previous: datetime | None, result: ActionOutcome
     ) -> ActionOutcome:

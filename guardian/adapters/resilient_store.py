@@ -20,6 +20,7 @@ from guardian.adapters.run_stamps import RunStamps
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionKind,
+    Approval,
     Incident,
     IncidentState,
     Outcome,
@@ -253,6 +254,24 @@ class ResilientStore:
 
     def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:
         return self.inner.silences(host, now, include_ended)
+
+    # A person's answer and its use are never dropped: a failure reaches the caller.
+    def add_approval(
+        self, approval: Approval, notifications: Sequence[Notification] = ()
+    ) -> Approval:
+        return self.inner.add_approval(approval, notifications)
+
+    def approvals(self, incident_id: int) -> list[Approval]:
+        return self.inner.approvals(incident_id)
+
+    def approval_for(self, host: str, container: str) -> Approval | None:
+        return self.inner.approval_for(host, container)
+
+    def use_approval(self, approval_id: int, at: datetime) -> bool:
+        return self.inner.use_approval(approval_id, at)
+
+    def unused_approvals(self, host: str, now: datetime) -> list[Approval]:
+        return self.inner.unused_approvals(host, now)
 
     def close(self) -> None:
         self._flush()

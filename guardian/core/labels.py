@@ -15,7 +15,7 @@ from guardian.core.durations import format_duration
 from guardian.core.limits import from_label
 from guardian.core.orchestrators import owner
 from guardian.core.receivers import RECEIVER_NAME, RECEIVER_NAME_ALLOWED
-from guardian.core.restart_policy import RestartPolicy
+from guardian.core.restart_policy import ACTIONS, RestartPolicy
 
 ALL = "all"
 ENABLE = "guardian.enable"
@@ -24,6 +24,8 @@ MAX_ATTEMPTS = "guardian.max_attempts"
 COOLDOWN = "guardian.cooldown"
 STOP_TIMEOUT = "guardian.stop_timeout"
 NOTIFY = "guardian.notify"
+ACTION = "guardian.action"
+ACT_AFTER = "guardian.act_after"
 
 # The keys whose labels may ask for more than the operator configured, when the operator lists
 # them in labels.allow_loosen: a label's own name without the "guardian." prefix.
@@ -64,6 +66,20 @@ def receiver_names(value: str) -> tuple[str, ...] | None:
     if not all(RECEIVER_NAME.fullmatch(n) for n in names):
         return None
     return tuple(dict.fromkeys(names))
+
+
+def _action(raw: str, base: str) -> tuple[str, str | None]:
+    """The action a `guardian.action` label asks for, or the operator's with a warning: a label
+    may only ask Guardian to do less on its own than restart.action says (DESIGN 14)."""
+    value = raw.strip().lower()
+    if value not in ACTIONS:
+        return base, f"label {ACTION}={raw[:40]!r}: expected one of {', '.join(ACTIONS)}"
+    if ACTIONS.index(value) < ACTIONS.index(base):
+        return base, (
+            f"label {ACTION}={value}: does more than restart.action={base}; the operator's"
+            " value applies"
+        )
+    return value, None
 
 
 def opted_in(labels: Mapping[str, str], watch_label: str) -> bool:
@@ -137,6 +153,21 @@ def rules_for(
         stop, warning = from_label(STOP_TIMEOUT, labels[STOP_TIMEOUT])
         if isinstance(stop, timedelta):
             stop_timeout = stop
+        warnings += [warning] if warning else []
+    if ACTION in labels:
+        action, warning = _action(labels[ACTION], base.action)
+        policy = replace(policy, action=action)
+        warnings += [warning] if warning else []
+    if ACT_AFTER in labels:
+        wait, warning = from_label(ACT_AFTER, labels[ACT_AFTER])
+        if isinstance(wait, timedelta):
+            if wait >= base.act_after:
+                policy = replace(policy, act_after=wait)
+            else:  # labels only ask for more patience than the operator's (DESIGN 14)
+                warning = (
+                    f"label {ACT_AFTER}={labels[ACT_AFTER][:40]!r}: shorter than"
+                    " restart.act_after; the operator's value applies"
+                )
         warnings += [warning] if warning else []
     notify = _flag(labels.get(NOTIFY))
     receivers: tuple[str, ...] = ()

@@ -68,6 +68,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("restart.cooldown", "guardian.cooldown", DurationRange(timedelta(0), YEAR)),
     # Docker waits this long for a clean stop on every restart: the longest a restart can take.
     Limit("restart.stop_timeout", "guardian.stop_timeout", DurationRange(timedelta(0), 10 * M)),
+    # Patience before acting on a problem: at most a day (a longer wait is a person's job).
+    Limit("restart.act_after", "guardian.act_after", DurationRange(timedelta(0), 24 * H)),
     Limit("probe.period", "guardian.probe.period", DurationRange(S, H)),
     Limit("probe.timeout", "guardian.probe.timeout", DurationRange(timedelta(milliseconds=100), M)),
     Limit("probe.failure_threshold", "guardian.probe.failure_threshold", IntRange(1, 100)),

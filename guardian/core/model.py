@@ -162,6 +162,7 @@ class Verdict(StrEnum):
     WAIT = "wait"  # not now; may retry at `retry_at`
     DENY = "deny"  # never, for as long as the inputs stay the same (policy-denied)
     GIVE_UP = "give_up"  # attempts exhausted: escalate, keep the incident open
+    STOP = "stop"  # guardian.action=stop: stop it and leave it to a person
 
 
 class Reason(StrEnum):
@@ -180,6 +181,11 @@ class Reason(StrEnum):
     STORM = "storm"
     STORM_CANARY = "storm_canary"  # allowed: the one restart that tries whether a storm is over
     ORCHESTRATOR_MANAGED = "orchestrator_managed"  # Swarm, Kubernetes, Nomad recreate it
+    NOTIFY_ONLY = "notify_only"  # guardian.action=notify: people are told, Guardian never acts
+    ACT_AFTER = "act_after"  # patience: the problem has not lasted act_after yet
+    AWAITING_APPROVAL = "awaiting_approval"  # guardian.action=ask: a person approves each one
+    APPROVED = "approved"  # allowed: a person approved this restart of the incident
+    APPROVAL_DENIED = "approval_denied"  # a person said no to restarting this incident
 
 
 @dataclass(frozen=True)
@@ -192,10 +198,36 @@ class Decision:
     attempt: int = 0  # the number this restart would be within the window (1-based)
     max_attempts: int = 0
     detail: str = ""  # e.g. which dependency is unhealthy
+    approval: Approval | None = None  # the approval a restart (reason approved) uses
 
     @property
     def restart(self) -> bool:
         return self.verdict is Verdict.RESTART
+
+    @property
+    def acts(self) -> bool:
+        """Guardian acts on the container now (a restart or, by its action, a stop)."""
+        return self.verdict in (Verdict.RESTART, Verdict.STOP)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A person's answer for one incident of a container whose action is `ask`: `approved`
+    allows one restart until `expires_at` (used once: `used_at`); a denial ends the question."""
+
+    id: int | None
+    incident_id: int
+    host: str
+    container: str
+    approved: bool
+    by: str
+    reason: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+
+    def usable(self, now: datetime) -> bool:
+        return self.approved and self.used_at is None and now < self.expires_at
 
 
 class Outcome(StrEnum):
@@ -210,6 +242,7 @@ class Outcome(StrEnum):
     UNKNOWN = "unknown"
     RETRY_EXHAUSTED = "retry_exhausted"
     INTERRUPTED = "interrupted"  # Guardian died between intent and outcome
+    STOPPED = "stopped"  # guardian.action=stop: stopped as asked, left to a person
 
 
 @dataclass(frozen=True)
@@ -226,6 +259,8 @@ class ActionKind(StrEnum):
 
     RESTART = "restart"  # a restart request, with its outcome
     DECISION = "decision"  # a restart held back or given up on, with the reason
+    STOP = "stop"  # a stop request (guardian.action=stop), with its outcome
+    APPROVAL = "approval"  # a person approved or denied a restart (guardian.action=ask)
 
 
 @dataclass(frozen=True)

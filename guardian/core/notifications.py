@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from guardian.core.model import Decision, Incident, Outcome, ProblemType, Verdict
+from guardian.core.model import Decision, Incident, Outcome, ProblemType, Reason, Verdict
 from guardian.core.redaction import untrusted
 
 DETAIL_MAX = 300  # characters of health output kept in a message
@@ -26,6 +26,7 @@ class Kind(StrEnum):
     REMINDER = "reminder"
     TEST = "test"  # `guardian notify test`: a channel check, about no incident
     STARTED = "started"  # notify.on_start: Guardian started, about no incident
+    APPROVAL = "approval"  # guardian.action=ask: a restart waits for a person's approval
 
 
 # Messages about Guardian itself, not an incident: no container, no state, never paged.
@@ -34,7 +35,7 @@ NOTICES = frozenset({Kind.TEST, Kind.STARTED})
 
 # What may be the first a receiver hears of an incident; any other kind is news of an incident
 # the receiver was already told of, and is only sent then.
-FIRST_NEWS = frozenset({Kind.OPENED, Kind.GAVE_UP, Kind.REMINDER})
+FIRST_NEWS = frozenset({Kind.OPENED, Kind.GAVE_UP, Kind.REMINDER, Kind.APPROVAL})
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class Notification:
         match self.kind:
             case Kind.OPENED:
                 return f"Incident opened: {what}"
+            case Kind.ATTEMPT if self.outcome == Outcome.STOPPED:
+                return f"Stopped (guardian.action=stop), left to a person: {what}"
             case Kind.ATTEMPT:
                 n = f"{self.attempt} of {self.max_attempts}"
                 return f"Restart attempt {n}: {what} — {self.outcome}"
@@ -96,6 +99,8 @@ class Notification:
                 return f"[TEST] Guardian on {self.host}: a test message, nothing is wrong"
             case Kind.STARTED:
                 return f"Guardian started on {self.host}"
+            case Kind.APPROVAL:
+                return f"Restart awaits approval: {what}"
 
     def text(self) -> str:
         """The plain-text rendering (Slack fallback, email body, Discord content)."""
@@ -154,6 +159,8 @@ def plan(decision: Decision | None) -> str:
             return (
                 f"Guardian restarts it now (attempt {decision.attempt} of {decision.max_attempts})"
             )
+        case Verdict.WAIT if decision.reason is Reason.AWAITING_APPROVAL:
+            return "a restart awaits a person's approval (guardian incidents approve)"
         case Verdict.WAIT:
             return f"restart held back ({decision.reason}) until {_when(decision.retry_at)}"
         case Verdict.DENY:
@@ -161,6 +168,8 @@ def plan(decision: Decision | None) -> str:
             return f"not restarted: {decision.reason}{why}"
         case Verdict.GIVE_UP:
             return "attempts exhausted: a human must look at it"
+        case Verdict.STOP:
+            return "Guardian stops it (guardian.action=stop) and leaves it to a person"
 
 
 def opened(incident: Incident, decision: Decision | None, now: datetime) -> Notification:
@@ -182,6 +191,7 @@ _AFTER = {
     Outcome.PERMANENT_FAILURE: "the container is gone; the incident is closed",
     Outcome.UNHEALTHY_AFTER_RESTART: "another attempt after the cooldown, if any are left",
     Outcome.SUCCEEDED: "nothing: it is healthy",
+    Outcome.STOPPED: "nothing: stopped as guardian.action=stop asks; a person starts it again",
 }
 
 
@@ -202,6 +212,26 @@ def attempt(
         outcome=str(outcome),
         detail=untrusted(detail, DETAIL_MAX),
         next_step=_AFTER.get(outcome, "Guardian keeps watching"),
+    )
+
+
+def awaiting_approval(
+    incident: Incident, decision: Decision, ttl: timedelta, now: datetime
+) -> Notification:
+    """A restart of `incident` is allowed but for a person's approval: name the commands."""
+    n = incident.id
+    return _base(
+        incident,
+        Kind.APPROVAL,
+        now,
+        attempt=max(decision.attempt - 1, 0),
+        max_attempts=decision.max_attempts,
+        detail=untrusted(incident.detail, DETAIL_MAX),
+        next_step=(
+            f"approve one restart: guardian incidents approve {n} --by NAME"
+            f" (or POST /api/v1/incidents/{n}/approve); refuse: guardian incidents deny {n}"
+            f" --by NAME; an approval expires after {int(ttl.total_seconds() // 60)} min"
+        ),
     )
 
 

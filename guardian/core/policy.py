@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from guardian.core.model import Decision, Reason, Silence, Verdict
+from guardian.core.model import Approval, Decision, Reason, Silence, Verdict
 from guardian.core.restart_policy import RestartPolicy
 from guardian.core.stamps import ahead, no_later_than
 from guardian.core.storm import StormHold
@@ -28,6 +28,9 @@ class Target:
     unhealthy_dependencies: tuple[str, ...] = ()
     # Who else owns it, e.g. "Docker Swarm (service web)" (core.orchestrators); "": nobody.
     orchestrator: str = ""
+    # Since when its problem lasts (the engine's unhealthy or exit time, else the incident's
+    # opening), for restart.act_after; None: unknown, no patience applies.
+    problem_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -81,18 +84,23 @@ def decide(
     policy: RestartPolicy,
     now: datetime,
     silence: Silence | None = None,
+    approval: Approval | None = None,
 ) -> Decision:
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
     Guards in order: never Guardian itself; never a container that is not opted in; never a
-    container an orchestrator owns unless the operator opted in to acting on those; not while a
-    maintenance silence is active (wait until it ends); never again after the engine refused
-    this problem's restart (403); one restart at a time per container; a host storm holds every
+    container an orchestrator owns unless the operator opted in to acting on those; never one
+    whose action is `notify`; not while a maintenance silence is active (wait until it ends);
+    never again after the engine refused this problem's restart (403), nor after a person denied
+    it (action `ask`); one restart at a time per container; a host storm holds every
     restart until its hold ends, then lets one canary through (the other guards still apply to
     it; the last canary that did not heal waits for another) and holds the rest until the
     canary's verdict; an unhealthy dependency holds its dependents; max_attempts within the
-    window (give up); cooldown since the last attempt (exponential with a cap); the host budget
-    (per minute, then concurrent); dry run.
+    window (give up); patience (act only once the problem has lasted `act_after`); cooldown
+    since the last attempt (exponential with a cap); the host budget (per minute, then
+    concurrent); dry run. Then the container's action: `restart`; `stop` (the verdict STOP,
+    within the same guards); `ask`, where only a usable approval of a person (`approval`, for
+    the open incident) lets the restart through, once.
     """
     if target.is_self:
         return Decision(Verdict.DENY, Reason.SELF)
@@ -105,12 +113,20 @@ def decide(
             Reason.ORCHESTRATOR_MANAGED,
             detail=f"{target.orchestrator} owns it; Guardian only reports it",
         )
+    if policy.action == "notify":
+        return Decision(
+            Verdict.DENY,
+            Reason.NOTIFY_ONLY,
+            detail="guardian.action=notify: people are told, a person acts",
+        )
     if silence is not None and silence.active(now):
         # A person said "hands off" until then; this also keeps give-up from escalating.
         return Decision(Verdict.WAIT, Reason.SILENCED, silence.until)
     if history.engine_denied:
         # A 403 does not change by asking again: never retried for the same problem.
         return Decision(Verdict.DENY, Reason.ENGINE_DENIED)
+    if approval is not None and not approval.approved:
+        return Decision(Verdict.DENY, Reason.APPROVAL_DENIED, detail=f"denied by {approval.by}")
     if history.in_flight:
         return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
     canary = False
@@ -159,6 +175,19 @@ def decide(
             max_attempts=policy.max_attempts,
         )
 
+    if policy.act_after and target.problem_since is not None:
+        # A stamp ahead of the clock counts as now: patience never shrinks with a step.
+        since = min(target.problem_since, now)
+        if now < since + policy.act_after:
+            return Decision(
+                Verdict.WAIT,
+                Reason.ACT_AFTER,
+                since + policy.act_after,
+                attempt=n + 1,
+                max_attempts=policy.max_attempts,
+                detail=f"act_after: acts once the problem has lasted {policy.act_after}",
+            )
+
     # Cooldown runs from the last attempt of any age, so a reset never allows a quick repeat;
     # one stamped ahead of the clock was made "now" at the latest.
     if history.attempts:
@@ -196,6 +225,28 @@ def decide(
     if policy.dry_run:
         return Decision(
             Verdict.DENY, Reason.DRY_RUN, attempt=n + 1, max_attempts=policy.max_attempts
+        )
+    if policy.action == "stop":
+        return Decision(
+            Verdict.STOP, Reason.ALLOWED, attempt=n + 1, max_attempts=policy.max_attempts
+        )
+    if policy.action == "ask":
+        if approval is None or not approval.usable(now):
+            return Decision(
+                Verdict.WAIT,
+                Reason.AWAITING_APPROVAL,
+                attempt=n + 1,
+                max_attempts=policy.max_attempts,
+                detail="guardian.action=ask: a person approves each restart",
+            )
+        return Decision(
+            Verdict.RESTART,
+            Reason.STORM_CANARY if canary else Reason.APPROVED,
+            attempt=n + 1,
+            max_attempts=policy.max_attempts,
+            detail=f"approved by {approval.by}"
+            + (f": {approval.reason}" if approval.reason else ""),
+            approval=approval,
         )
     return Decision(
         Verdict.RESTART,

@@ -9,4 +9,13 @@ RECEIVER_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 RECEIVER_NAME_ALLOWED = "lower-case letters, digits, '-', '_', '.'; at most 63 characters"
 SEVERITIES = ("info", "warning", "critical")
 # notifications.Kind's values but "test" (a test is never routed); tests hold the two equal.
-ROUTED_KINDS = ("opened", "attempt", "resolved", "gave_up", "acknowledged", "reminder", "started")
+ROUTED_KINDS = (
+    "opened",
+    "attempt",
+    "resolved",
+    "gave_up",
+    "acknowledged",
+    "reminder",
+    "started",
+    "approval",
+)

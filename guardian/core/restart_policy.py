@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+# What Guardian does once decide() allows it, from most to least it does on its own: restart;
+# stop it and leave it to a person; ask a person to approve each restart; only notify.
+ACTIONS = ("restart", "stop", "ask", "notify")
+
 
 @dataclass(frozen=True)
 class RestartPolicy:
@@ -23,6 +27,9 @@ class RestartPolicy:
     # watch.orchestrated: act. Off by default: an orchestrator replaces its own containers, and
     # a restart by Guardian alongside gives one replica two containers.
     act_on_orchestrated: bool = False
+    action: str = "restart"  # one of ACTIONS
+    # Patience: act only once the problem has lasted this long (the incident opens at once).
+    act_after: timedelta = timedelta(0)
 
     def cooldown_after(self, attempts: int) -> timedelta:
         """The wait after the n-th attempt: exponential with a cap, never below cooldown."""

@@ -21,6 +21,7 @@ from guardian.core.model import IncidentState
 from guardian.entrypoints.http_server import Handler, Request, Response
 from guardian.entrypoints.views import (
     action_view,
+    approval_view,
     container_view,
     incident_view,
     silence_view,
@@ -28,7 +29,7 @@ from guardian.entrypoints.views import (
 )
 from guardian.ports import EngineUnavailable
 from guardian.service.healer import Healer
-from guardian.service.operator import BadRequest, NotFound, Operator
+from guardian.service.operator import BadRequest, NotFound, Operator, Refused
 from guardian.service.status import container_status
 
 PREFIX = "/api/v1"
@@ -115,7 +116,7 @@ class Api:
             return _error(400, str(exc))
         except NotFound as exc:
             return _error(404, str(exc))
-        except InvalidTransition as exc:
+        except (InvalidTransition, Refused) as exc:
             return _error(409, str(exc))
         except EngineUnavailable as exc:
             return _error(503, str(exc))
@@ -150,6 +151,8 @@ class Api:
                 return lambda r: self.show_incident(incident_id)
             case ("POST", ["incidents", incident_id, ("ack" | "resolve" | "close") as verb]):
                 return lambda r: self.change(r, incident_id, verb)
+            case ("POST", ["incidents", incident_id, ("approve" | "deny") as verb]):
+                return lambda r: self.answer(r, incident_id, verb == "approve")
             case ("GET", ["actions"]):
                 return self.list_actions
             case ("GET", ["containers"]):
@@ -198,6 +201,12 @@ class Api:
         body = _body(request, required, {"reason"})
         incident = self.op.change(number, verb, body["by"], body.get("reason", ""))
         return _json(200, {"incident": incident_view(incident)})
+
+    def answer(self, request: Request, incident_id: str, approve: bool) -> Response:
+        number = self._id(incident_id)
+        body = _body(request, {"by"}, {"reason"})
+        answer = self.op.answer(number, approve, body["by"], body.get("reason", ""))
+        return _json(200, {"approval": approval_view(answer)})
 
     def list_actions(self, request: Request) -> Response:
         since_text = _query(request, "since")

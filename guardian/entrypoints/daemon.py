@@ -45,6 +45,9 @@ from guardian.service.clock_steps import StepWatch
 log = logging.getLogger("guardian.daemon")
 
 VERIFY_TICK = timedelta(seconds=1)
+# While a restart awaits a person's approval, how often the store is asked for one (the CLI
+# writes it from another process): the only wait a person's answer has.
+APPROVAL_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
 RETENTION_TICK = timedelta(days=1)
 MAX_BACKOFF = 30.0
@@ -77,7 +80,8 @@ class Daemon:
         self.wakeup = Wakeup()  # the main loop sleeps on it: no timer unless systemd's watchdog
         self.stopping = WakingEvent(self.wakeup)
         self._signalled: list[int] = []  # signal handlers only append: no locks in a handler
-        self._following = (False, False)  # (probes, verify) jobs as the main loop last set them
+        # (probes, verify, approvals) jobs as the main loop last set them
+        self._following = (False, False, False)
         self.first_sweep_done = threading.Event()
         self.last_turn_at: datetime | None = None  # the last sweep that completed or found the
         # engine unreachable: either way the loop turned
@@ -115,8 +119,9 @@ class Daemon:
             if self.app.heartbeat is not None and self.refused is None:
                 self.app.heartbeat.swept(engine_reached=self.engine_error is None)
 
-    def wanted_jobs(self) -> tuple[bool, bool]:
-        return self.app.prober.has_targets(), self.app.verifier.awaiting()
+    def wanted_jobs(self) -> tuple[bool, bool, bool]:
+        awaited = bool(self.app.healer.ctx.state.approvals_awaited())
+        return self.app.prober.has_targets(), self.app.verifier.awaiting(), awaited
 
     def work_changed(self) -> None:
         """After a job that may have given the probe or verify job work, or taken the last of it
@@ -132,9 +137,10 @@ class Daemon:
         Called from the main loop, never from a job: scheduler.shutdown() holds the job store
         lock while it waits for running jobs, so a job touching the scheduler would deadlock
         a stop. Jobs wake the main loop for it (work_changed)."""
-        probes, verify = self._following = self.wanted_jobs()
+        probes, verify, approvals = self._following = self.wanted_jobs()
         self._follow("probes", probes)
         self._follow("verify", verify)
+        self._follow("approvals", approvals)
 
     def _follow(self, job_id: str, wanted: bool) -> None:
         job = self.scheduler.get_job(job_id)
@@ -209,6 +215,44 @@ class Daemon:
             log.exception("verification failed")
         finally:
             self.work_changed()
+
+    def look_for_approvals(self) -> None:
+        """A restart awaits approval: judge each such container again once a person approved
+        (the CLI writes approvals from another process; decide() still holds the restart)."""
+        state = self.app.healer.ctx.state
+        try:
+            awaited = state.approvals_awaited()
+            host = self.app.healer.ctx.settings.host
+            found = self.app.store.unused_approvals(host, self.app.clock.now())
+            for container in {a.container for a in found if a.container in awaited}:
+                self.react(awaited[container], None)
+        except StoreError as exc:
+            self._store_failed("approvals", exc)
+        except Exception:
+            log.exception("approvals failed")
+        finally:
+            self.work_changed()
+
+    def recheck(self, container_id: str, at: datetime) -> None:
+        """Judge a container again at a time a decision named (its patience, silence or
+        cooldown ends), when that comes before the next sweep; one pending recheck per
+        container, the earliest."""
+        if at - self.app.clock.now() > self.app.settings["watch.interval"]:
+            return  # the sweep comes first
+        job_id = f"recheck-{container_id[:64]}"
+        with contextlib.suppress(Exception):  # the scheduler is shutting down
+            job = self.scheduler.get_job(job_id)
+            if job is not None and job.next_run_time is not None and job.next_run_time <= at:
+                return
+            self.scheduler.add_job(
+                self.react,
+                "date",
+                run_date=at,
+                args=[container_id, None],
+                id=job_id,
+                replace_existing=True,
+                misfire_grace_time=None,
+            )
 
     def prune(self) -> None:
         """Forget incidents that ended longer than store.retention ago (daily, and at start)."""
@@ -377,6 +421,13 @@ class Daemon:
             next_run_time=None,  # paused until a restart awaits verification
         )
         self.scheduler.add_job(
+            self.look_for_approvals,
+            "interval",
+            id="approvals",
+            seconds=APPROVAL_TICK.total_seconds(),
+            next_run_time=None,  # paused until a restart awaits a person's approval
+        )
+        self.scheduler.add_job(
             self.run_probes,
             "interval",
             id="probes",
@@ -401,6 +452,7 @@ class Daemon:
             self.app.close()
             raise
         self.app.healer.remediator.run_calls_on(self.run_restart)
+        self.app.healer.remediator.recheck_on(self.recheck)
         self.scheduler.start()
         if self.app.delivery is not None:
             self.app.delivery.start()

@@ -9,7 +9,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from guardian.core import incidents
-from guardian.core.model import ActionKind, Incident, RemediationAction, Silence, Transition
+from guardian.core.model import (
+    ActionKind,
+    Approval,
+    Incident,
+    RemediationAction,
+    Silence,
+    Transition,
+)
 from guardian.core.redaction import redact_patterns, scrub_url, strip_controls
 
 if TYPE_CHECKING:  # the service loads only for the commands that read containers
@@ -72,6 +79,19 @@ def silence_view(s: Silence, now: datetime) -> dict[str, Any]:
     }
 
 
+def approval_view(a: Approval) -> dict[str, Any]:
+    return {
+        "incident": a.incident_id,
+        "container": a.container,
+        "approved": a.approved,
+        "by": a.by,
+        "reason": text(a.reason),
+        "created_at": when(a.created_at),
+        "expires_at": when(a.expires_at),
+        "used_at": when(a.used_at),
+    }
+
+
 def transition_view(t: Transition) -> dict[str, Any]:
     frm = str(t.from_state) if t.from_state is not None else "opened"
     return {
@@ -85,9 +105,11 @@ def transition_view(t: Transition) -> dict[str, Any]:
 
 def timeline_action(a: RemediationAction) -> dict[str, Any]:
     outcome = str(a.outcome) if a.outcome is not None else "pending"
+    # A person's answer (guardian.action=ask) is theirs in the audit trail, not Guardian's.
+    actor = a.extra.get("by", incidents.GUARDIAN) if a.kind == ActionKind.APPROVAL else None
     return {
         "at": when(a.requested_at),
-        "actor": incidents.GUARDIAN,
+        "actor": actor or incidents.GUARDIAN,
         "event": f"{a.kind} #{a.attempt}: {outcome}" if a.kind == ActionKind.RESTART else a.kind,
         "reason": text(a.reason),
         "detail": text(a.detail),

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.labels import ContainerRules
-from guardian.core.model import ActionKind, ContainerSnapshot, Decision, Outcome, Silence
+from guardian.core.model import (
+    ActionKind,
+    Approval,
+    ContainerSnapshot,
+    Decision,
+    Outcome,
+    Silence,
+)
 from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
 from guardian.core.storm import StormHold
 from guardian.service.context import LoopContext
@@ -30,6 +37,8 @@ class _Read:
     storm: StormHold | None
     silence: Silence | None
     dependencies: tuple[str, ...]
+    approval: Approval | None = None  # guardian.action=ask: a person's answer for the incident
+    problem_since: datetime | None = None  # restart.act_after: since when the problem lasts
 
 
 class DecisionPoint:
@@ -84,6 +93,8 @@ class DecisionPoint:
             storm=ctx.pipeline.storm_holds(),
             silence=ctx.store.active_silence(host, container, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
+            approval=ctx.store.approval_for(host, container) if policy.action == "ask" else None,
+            problem_since=self._problem_since(snap) if policy.act_after else None,
         )
 
     def _decide(
@@ -104,9 +115,28 @@ class DecisionPoint:
             storm=read.storm,
         )
         target = Target(
-            snap.name, rules.opted_in, rules.is_self, read.dependencies, rules.orchestrator
+            snap.name,
+            rules.opted_in,
+            rules.is_self,
+            read.dependencies,
+            rules.orchestrator,
+            read.problem_since,
         )
-        return decide(target, history, load, rules.policy, now, read.silence)
+        return decide(target, history, load, rules.policy, now, read.silence, read.approval)
+
+    def _problem_since(self, snap: ContainerSnapshot) -> datetime | None:
+        """Since when the container's problem lasts, for restart.act_after: the engine's time
+        (the failing health check, the exit), else when its incident opened."""
+        if snap.state == "running" and snap.unhealthy_since is not None:
+            return snap.unhealthy_since
+        if snap.state in ("exited", "dead") and snap.finished_at is not None:
+            return snap.finished_at
+        opened = [
+            i.opened_at
+            for i in self.ctx.store.open_incidents(self.ctx.settings.host, snap.name)
+            if i.container_id in ("", snap.id)
+        ]
+        return min(opened, default=None)
 
     def _engine_denied(self, snap: ContainerSnapshot, since: datetime) -> bool:
         """Whether the engine refused the last restart of a problem that is still open."""

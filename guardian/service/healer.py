@@ -217,6 +217,7 @@ class Healer:
             return
         now = result.observed_at
         if result.problem is None:
+            ctx.state.awaiting_approval(name, None)  # nothing left to approve
             for recovered in ctx.pipeline.recovered:
                 recovered(name)
             self._observed_healthy(a.snapshot, now, open_names)

@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
-from guardian.core.model import Incident, IncidentState, RemediationAction, Silence, Transition
+from guardian.core.model import (
+    ActionKind,
+    Approval,
+    Incident,
+    IncidentState,
+    Reason,
+    RemediationAction,
+    Silence,
+    Transition,
+)
 from guardian.logs import kv
 from guardian.ports import Clock, Store
 from guardian.service.recorder import log_transition
@@ -37,6 +46,11 @@ class NotFound(Exception):
 
 class BadRequest(Exception):
     """Input that cannot be used (empty name, overlong reason, ...); the message is for people."""
+
+
+class Refused(Exception):
+    """An answer that cannot be given now (not awaiting approval, already approved or used);
+    the message is one line for people (the API answers 409)."""
 
 
 def on_acknowledged(store: Store, incident: Incident, actor: str, now: datetime) -> None:
@@ -80,6 +94,7 @@ class Operator:
     store: Store
     clock: Clock
     host: str
+    approval_ttl: timedelta = timedelta(hours=1)
 
     def incident(self, incident_id: int) -> Incident:
         incident = self.store.get_incident(incident_id)
@@ -106,6 +121,63 @@ class Operator:
                 on_acknowledged(self.store, saved, actor, now)
             return saved
         raise BadRequest(f"incident {incident_id} keeps changing; try again")
+
+    def answer(self, incident_id: int, approve: bool, by: str, reason: str = "") -> Approval:
+        """A person's answer to a restart that awaits approval (guardian.action=ask): approve
+        allows one restart of this incident (decide() still holds it for cooldown, budget,
+        silence, storm) until restart.approval_ttl; deny ends the question for this incident.
+        Raises NotFound, BadRequest or Refused (one line each)."""
+        by = _text("the name of who does it (--by)", by, MAX_NAME)
+        reason = _text("the reason", reason, MAX_REASON, required=False)
+        try:
+            incident = self.incident(incident_id)
+        except NotFound as exc:
+            raise Refused(str(exc)) from None
+        if not incident.is_open:
+            raise Refused(f"incident {incident_id} is {incident.state}: nothing to approve")
+        now = self.clock.now()
+        answers = self.store.approvals(incident_id)
+        last = answers[-1] if answers else None
+        if last is not None and not last.approved:
+            raise Refused(f"incident {incident_id}: restarts were denied by {last.by}")
+        if last is not None and last.usable(now):
+            raise Refused(
+                f"incident {incident_id}: already approved by {last.by}, not used yet"
+                f" (expires {last.expires_at.isoformat(timespec='seconds')})"
+            )
+        if not self._awaiting(incident, last):
+            used = " (the approval was used)" if last is not None and last.used_at else ""
+            raise Refused(f"incident {incident_id} is not awaiting approval{used}")
+        answer = Approval(
+            None,
+            incident_id,
+            self.host,
+            incident.container,
+            approve,
+            by,
+            reason,
+            now,
+            now + self.approval_ttl,
+        )
+        saved = self.store.add_approval(answer)
+        log.info(
+            "restart approved" if approve else "restart denied",
+            extra=kv(incident=incident_id, container=incident.container, by=by, reason=reason),
+        )
+        return saved
+
+    def _awaiting(self, incident: Incident, last: Approval | None) -> bool:
+        """Whether Guardian held a restart of this incident back for a person's approval
+        (guardian.action=ask; a silence, cooldown or storm may hold it as well) since the last
+        answer (an answer used or expired needs a fresh request)."""
+        assert incident.id is not None
+        return any(
+            a.incident_id == incident.id
+            and a.kind == ActionKind.DECISION
+            and (a.reason == str(Reason.AWAITING_APPROVAL) or a.extra.get("action") == "ask")
+            and (last is None or a.requested_at >= last.created_at)
+            for a in self.store.actions(self.host, incident.container)
+        )
 
     def silence(self, container: str, duration: timedelta, reason: str, by: str) -> Silence:
         container = _text("the container name", container, MAX_CONTAINER)

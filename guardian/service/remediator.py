@@ -35,6 +35,7 @@ log = logging.getLogger("guardian.remediator")
 # Reasons that never change while the inputs stay the same: record them once per incident.
 _QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
 RESTART_WITH_REASON = "restart_with"
+ACTION_KEY = "action"  # a held-back decision's extra: the container's guardian.action
 STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine may wait to stop
 
 # Runs a restart call, decided and recorded: here and now, or on a thread of its own. The
@@ -45,6 +46,15 @@ RunCall = Callable[[Callable[[], None], datetime | None], None]
 
 def run_here(call: Callable[[], None], slot_until: datetime | None = None) -> None:
     call()
+
+
+# Asks for the container (its id) to be judged again at a time a decision named (a patience,
+# a silence or a cooldown ending): the daemon schedules it; commands and tests wait for a sweep.
+Recheck = Callable[[str, datetime], None]
+
+
+def no_recheck(container_id: str, at: datetime) -> None:
+    return None
 
 
 def slot_until(stop_timeout: timedelta, budget: timedelta, now: datetime) -> datetime | None:
@@ -68,6 +78,11 @@ class Remediator:
         self.recorder = recorder
         self.decisions = decisions
         self._run_call: RunCall = run_here
+        self._recheck: Recheck = no_recheck
+
+    def recheck_on(self, recheck: Recheck) -> None:
+        """Who judges a container again when a held-back decision names a time (the daemon)."""
+        self._recheck = recheck
 
     def run_calls_on(self, run: RunCall) -> None:
         """Where restart calls run once decided, claimed and their intent recorded: on the
@@ -82,7 +97,7 @@ class Remediator:
         now = self.ctx.clock.now()
 
         def claim(decision: Decision) -> None:
-            if decision.restart:
+            if decision.acts:
                 slot = slot_until(rules.stop_timeout, self.ctx.settings.stop_timeout, now)
                 self.ctx.state.claim(snap.name, rules.stop_timeout, slot)
                 if decision.reason is Reason.STORM_CANARY:
@@ -99,15 +114,87 @@ class Remediator:
         assessment), then restart, give up, or record why not."""
         decision = self._decide_and_claim(a.snapshot, a.rules)
         a.decision = decision
+        waiting = decision.reason is Reason.AWAITING_APPROVAL
+        self.ctx.state.awaiting_approval(a.snapshot.name, a.snapshot.id if waiting else None)
         match decision.verdict:
+            case Verdict.RESTART if decision.approval is not None:
+                self._restart_approved(a, incident, decision)
             case Verdict.RESTART:
                 self._restart_incident(a, incident, decision)
+            case Verdict.STOP:
+                self._stop_incident(a, incident, decision)
             case Verdict.GIVE_UP:
                 self._give_up(incident, decision)
             case Verdict.WAIT | Verdict.DENY:
                 if decision.reason is Reason.CONCURRENCY:
                     self.ctx.state.wait_for_slot(a.snapshot.name, a.snapshot.id)
-                self._note_decision(incident, a.snapshot, decision)
+                if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
+                    self._recheck(a.snapshot.id, decision.retry_at)
+                self._note_decision(incident, a.snapshot, decision, a.rules.policy.action)
+
+    def _restart_approved(self, a: Assessment, incident: Incident, decision: Decision) -> None:
+        """A restart a person approved: the approval is used once (compare-and-set), so two
+        threads deciding on one approval never restart twice."""
+        approval = decision.approval
+        assert approval is not None and approval.id is not None
+        try:
+            used = self.ctx.store.use_approval(approval.id, self.ctx.clock.now())
+        except Exception:
+            self.ctx.state.release(a.snapshot.name)
+            raise
+        if not used:
+            self.ctx.state.release(a.snapshot.name)
+            return
+        log.info(
+            "restart approved",
+            extra=kv(container=a.snapshot.name, incident=incident.id, by=approval.by),
+        )
+        self._restart_incident(a, incident, decision)
+
+    def _stop_incident(self, a: Assessment, incident: Incident, decision: Decision) -> None:
+        """guardian.action=stop: stop the container and leave it to a person (claimed like a
+        restart, so the engine's stop events are known as Guardian's own)."""
+        ctx, snap, now = self.ctx, a.snapshot, self.ctx.clock.now()
+        try:
+            incident = self.recorder.save(incidents.start_remediation(incident, "stopping", now))
+            action = self._action(
+                incident.id, (snap.name, snap.id), ActionKind.STOP, now, "action_stop", decision
+            )
+            action_id = ctx.store.record_intent(action)
+        except Exception:
+            ctx.state.release(snap.name)
+            raise
+        log.warning(
+            "stopping container (guardian.action=stop)",
+            extra=kv(container=snap.name, incident=incident.id),
+        )
+
+        def call() -> None:
+            try:
+                result = ctx.engine.stop(snap.id, a.rules.stop_timeout)
+            finally:
+                ctx.state.release(snap.name)
+            done = ctx.clock.now()
+            note = notifications.attempt(
+                incident,
+                decision.attempt,
+                decision.max_attempts,
+                result.outcome,
+                result.detail,
+                done,
+            )
+            ctx.store.record_outcome(
+                action_id, result.outcome, result.detail, done, self.recorder.notes(snap.name, note)
+            )
+            if result.outcome is Outcome.STOPPED and not incident.escalated:
+                self.recorder.save(incidents.escalate(incident))  # a person takes it from here
+            ctx.restart_ended(snap.name, str(result.outcome))
+
+        try:
+            self._run_call(call, None)
+        except Exception:
+            ctx.state.release(snap.name)
+            raise
 
     def _restart_incident(self, a: Assessment, incident: Incident, decision: Decision) -> None:
         snap = a.snapshot
@@ -117,6 +204,7 @@ class Remediator:
         except Exception:
             self.ctx.state.release(snap.name)
             raise
+        approved = decision.approval
         action = self._action(
             incident.id,
             (snap.name, snap.id),
@@ -124,6 +212,8 @@ class Remediator:
             now,
             str(decision.reason),
             decision,
+            detail=decision.detail if approved is not None else "",
+            extra={"approved_by": approved.by} if approved is not None else None,
         )
 
         def gone_if_removed(result: ActionOutcome) -> None:
@@ -378,9 +468,15 @@ class Remediator:
         )
 
     def _note_decision(
-        self, incident: Incident, snap: ContainerSnapshot, decision: Decision
+        self,
+        incident: Incident,
+        snap: ContainerSnapshot,
+        decision: Decision,
+        action: str = "restart",
     ) -> None:
-        """Record a held-back restart once per incident and reason, not on every sweep."""
+        """Record a held-back restart once per incident and reason, not on every sweep; the
+        container's action when it is not `restart` (a person may approve an `ask` container's
+        restart while a silence or cooldown still holds it)."""
         if decision.reason in _QUIET_WAITS or incident.id is None:
             return
         store = self.ctx.store
@@ -391,6 +487,11 @@ class Remediator:
             and last.reason == str(decision.reason)
         ):
             return
+        notes: tuple[notifications.Notification, ...] = ()
+        if decision.reason is Reason.AWAITING_APPROVAL:
+            ttl, now = self.ctx.settings.approval_ttl, self.ctx.clock.now()
+            ask = notifications.awaiting_approval(incident, decision, ttl, now)
+            notes = self.recorder.notes(incident.container, ask)
         store.record_intent(
             self._action(
                 incident.id,
@@ -401,7 +502,9 @@ class Remediator:
                 decision,
                 outcome=Outcome.POLICY_DENIED,
                 detail=held_back(decision),
-            )
+                extra={ACTION_KEY: action} if action != "restart" else None,
+            ),
+            notes,
         )
         log.info(
             "restart held back",

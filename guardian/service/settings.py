@@ -21,6 +21,7 @@ class HealerSettings:
     self_id: str | None = None
     scope: str = ""  # watch.scope label selector; empty: the whole host
     labels_may_loosen: tuple[str, ...] = ()  # labels.allow_loosen (core.labels.LOOSENABLE)
+    approval_ttl: timedelta = timedelta(hours=1)  # restart.approval_ttl (guardian.action=ask)
 
     def watches(self, labels: dict[str, str]) -> bool:
         """The one "is this container watched" predicate (sweep, events, status, API)."""

@@ -54,6 +54,8 @@ class LoopState:
         self._engine_up: bool | None = None
         self._watched = 0
         self._stopped = False
+        # Containers whose restart awaits a person's approval (guardian.action=ask): name -> id.
+        self._awaiting_approval: dict[str, str] = {}
 
     # -- restarts in flight and awaiting verification ----------------------------------------
 
@@ -261,6 +263,19 @@ class LoopState:
                 p.container_id == container_id for p in self._pending.values()
             )
 
+    def awaiting_approval(self, container: str, container_id: str | None) -> None:
+        """`container`'s restart waits for a person's approval (None: no longer)."""
+        with self.lock:
+            if container_id is None:
+                self._awaiting_approval.pop(container, None)
+            else:
+                self._awaiting_approval[container] = container_id
+
+    def approvals_awaited(self) -> dict[str, str]:
+        """The containers whose restart awaits approval: name -> id."""
+        with self.lock:
+            return dict(self._awaiting_approval)
+
     # -- healthy streaks (the attempt counter resets after reset_after) ----------------------
 
     def healthy_since(self, container: str, now: datetime) -> datetime:
@@ -283,6 +298,8 @@ class LoopState:
 
     def forget_absent(self, present: set[str]) -> None:
         with self.lock:
+            for name in [n for n in self._awaiting_approval if n not in present]:
+                del self._awaiting_approval[name]
             for streaks in (self._healthy_since, self._reset_checked):
                 for name in [n for n in streaks if n not in present]:
                     del streaks[name]

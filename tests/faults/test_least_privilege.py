@@ -28,6 +28,7 @@ ALLOWED = [
     ("GET", r"^/containers/json$"),
     ("GET", r"^/containers/[^/]+/json$"),
     ("POST", r"^/containers/[^/]+/restart$"),
+    ("POST", r"^/containers/[^/]+/stop$"),  # guardian.action=stop only
     ("GET", r"^/events$"),
 ]
 RESTART = r"^/containers/[^/]+/restart$"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardian.adapters.run_stamps import RunStamps
-from guardian.core.model import Reason, Verdict
+from guardian.core.model import Approval, Reason, Silence, Verdict
 from guardian.core.policy import (
     AttemptHistory,
     HostLoad,
@@ -57,6 +57,32 @@ class Case:
     attempt: int | None = None
     storm: StormHold | None = None
     slot_free_in: float | None = None  # seconds from NOW: a long stop gives its slot up
+    approval: Approval | None = None
+    silence: Silence | None = None
+
+
+def approval(approved: bool = True, age: float = 10, ttl: float = 3600, used: bool = False):
+    """A person's answer given `age` seconds ago, valid for `ttl` seconds."""
+    return Approval(
+        1,
+        7,
+        "h",
+        "app",
+        approved,
+        "ana",
+        "db checked",
+        ago(age),
+        ago(age - ttl),
+        used_at=ago(1) if used else None,
+    )
+
+
+ASK = replace(POLICY, action="ask")
+PATIENT = replace(POLICY, act_after=timedelta(seconds=60))
+
+
+def since(seconds_ago: float) -> Target:
+    return Target("app", problem_since=ago(seconds_ago))
 
 
 CASES = [
@@ -369,6 +395,166 @@ CASES = [
 ]
 
 
+CASES += [
+    # -- guardian.action ----------------------------------------------------------------------
+    Case(
+        "action notify: never acts, whatever else holds",
+        Verdict.DENY,
+        Reason.NOTIFY_ONLY,
+        policy=replace(POLICY, action="notify"),
+    ),
+    Case(
+        "action notify on a container Guardian must never touch: still self first",
+        Verdict.DENY,
+        Reason.SELF,
+        target=Target("guardian", is_self=True),
+        policy=replace(POLICY, action="notify"),
+    ),
+    Case(
+        "action stop: the allowed action is a stop",
+        Verdict.STOP,
+        Reason.ALLOWED,
+        policy=replace(POLICY, action="stop"),
+        attempt=1,
+    ),
+    Case(
+        "action stop keeps to the cooldown like a restart",
+        Verdict.WAIT,
+        Reason.COOLDOWN,
+        attempts=(100,),
+        policy=replace(POLICY, action="stop"),
+        retry_in=200,
+    ),
+    Case(
+        "action stop in a dry run: nothing",
+        Verdict.DENY,
+        Reason.DRY_RUN,
+        policy=replace(POLICY, action="stop", dry_run=True),
+    ),
+    Case(
+        "action ask without an answer: waits for a person",
+        Verdict.WAIT,
+        Reason.AWAITING_APPROVAL,
+        policy=ASK,
+    ),
+    Case(
+        "action ask, approved: one restart",
+        Verdict.RESTART,
+        Reason.APPROVED,
+        policy=ASK,
+        approval=approval(),
+        attempt=1,
+    ),
+    Case(
+        "action ask, an approval already used: waits for a new one",
+        Verdict.WAIT,
+        Reason.AWAITING_APPROVAL,
+        policy=ASK,
+        approval=approval(used=True),
+    ),
+    Case(
+        "action ask, an expired approval does nothing",
+        Verdict.WAIT,
+        Reason.AWAITING_APPROVAL,
+        policy=ASK,
+        approval=approval(age=4000, ttl=3600),
+    ),
+    Case(
+        "action ask, denied: never for this incident",
+        Verdict.DENY,
+        Reason.APPROVAL_DENIED,
+        policy=ASK,
+        approval=approval(approved=False),
+    ),
+    Case(
+        "action ask, approved but in cooldown: the cooldown still holds it",
+        Verdict.WAIT,
+        Reason.COOLDOWN,
+        attempts=(100,),
+        policy=ASK,
+        approval=approval(),
+        retry_in=200,
+    ),
+    Case(
+        "action ask, approved but silenced: held until the silence ends",
+        Verdict.WAIT,
+        Reason.SILENCED,
+        policy=ASK,
+        approval=approval(),
+        silence=Silence(1, "h", "app", ago(10), NOW + timedelta(seconds=50), "upgrade", "ana"),
+        retry_in=50,
+    ),
+    Case(
+        "action ask, approved but the host budget is used: waits",
+        Verdict.WAIT,
+        Reason.RATE_LIMITED,
+        policy=ASK,
+        approval=approval(),
+        host_recent=tuple(range(5, 55, 5)),
+        retry_in=10,
+    ),
+    Case(
+        "action ask, approved, attempts exhausted: gives up all the same",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(1000, 2000, 3000),
+        policy=ASK,
+        approval=approval(),
+        retry_in=600,
+    ),
+    # -- patience (restart.act_after) --------------------------------------------------------
+    Case(
+        "act_after: a problem younger than act_after waits until it has lasted that long",
+        Verdict.WAIT,
+        Reason.ACT_AFTER,
+        target=since(20),
+        policy=PATIENT,
+        retry_in=40,
+    ),
+    Case(
+        "act_after: a problem that has lasted act_after is acted on",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        target=since(60),
+        policy=PATIENT,
+        attempt=1,
+    ),
+    Case(
+        "act_after: a problem stamped ahead of the clock (a step back) counts from now",
+        Verdict.WAIT,
+        Reason.ACT_AFTER,
+        target=since(-3600),
+        policy=PATIENT,
+        retry_in=60,
+    ),
+    Case(
+        "act_after: unknown start, no patience to apply",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        policy=PATIENT,
+        attempt=1,
+    ),
+    Case(
+        "act_after does not delay giving up",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(1000, 2000, 3000),
+        target=since(1),
+        policy=PATIENT,
+        retry_in=600,
+    ),
+    Case(
+        "act_after and ask: patience first, then the person",
+        Verdict.WAIT,
+        Reason.ACT_AFTER,
+        target=since(1),
+        policy=replace(ASK, act_after=timedelta(seconds=60)),
+        approval=approval(),
+        retry_in=59,
+    ),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_decide(case: Case) -> None:
     history = AttemptHistory(
@@ -381,7 +567,7 @@ def test_decide(case: Case) -> None:
     host = HostLoad(
         tuple(ago(s) for s in case.host_recent), case.host_in_flight, slot_free_at, case.storm
     )
-    d = decide(case.target, history, host, case.policy, NOW)
+    d = decide(case.target, history, host, case.policy, NOW, case.silence, case.approval)
     assert (d.verdict, d.reason) == (case.verdict, case.reason)
     expected_retry = NOW + timedelta(seconds=case.retry_in) if case.retry_in is not None else None
     assert d.retry_at == expected_retry

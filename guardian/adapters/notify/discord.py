@@ -27,6 +27,7 @@ _COLOR = {
     Kind.REMINDER: 0xF56C6C,
     Kind.TEST: 0x909399,
     Kind.STARTED: 0x909399,
+    Kind.APPROVAL: 0xE6A23C,
 }
 
 # Discord's limits: content, an embed's title, a field's value, a description; the short fields

@@ -6,14 +6,21 @@ path and what the CLI and HTTP API ask for read apart.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 
 from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.outbox import insert_notifications
-from guardian.adapters.sqlite.schema import incident_row, insert_transitions, silence_row, to_text
+from guardian.adapters.sqlite.schema import (
+    approval_row,
+    incident_row,
+    insert_transitions,
+    silence_row,
+    to_text,
+)
 from guardian.core.incidents import IncidentChange
-from guardian.core.model import Incident, IncidentState, Silence
+from guardian.core.model import OPEN_STATES, Approval, Incident, IncidentState, Silence
 from guardian.core.notifications import Notification
 
 
@@ -132,3 +139,83 @@ class OperatorQueries:
                 (host, to_text(now), to_text(now)),
             )
         return [silence_row(r) for r in rows]
+
+    # -- approvals (guardian.action=ask) ----------------------------------------------------
+
+    def add_approval(
+        self, approval: Approval, notifications: Sequence[Notification] = ()
+    ) -> Approval:
+        """Store a person's answer for an incident, with its timeline row (an action of kind
+        `approval`) and its notifications, in one transaction."""
+        verb = "approved" if approval.approved else "denied"
+        detail = f"{verb} by {approval.by}" + (f": {approval.reason}" if approval.reason else "")
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO approvals (incident_id, host, container, approved, by, reason,"
+                " created_at, expires_at) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    approval.incident_id,
+                    approval.host,
+                    approval.container,
+                    int(approval.approved),
+                    approval.by,
+                    approval.reason,
+                    to_text(approval.created_at),
+                    to_text(approval.expires_at),
+                ),
+            )
+            approval_id = int(cur.lastrowid or 0)
+            conn.execute(
+                "INSERT INTO actions (incident_id, host, container, container_id, kind,"
+                " requested_at, reason, outcome, detail, finished_at, extra)"
+                " SELECT id, host, container, container_id, 'approval', ?, ?, NULL, ?, ?, ?"
+                " FROM incidents WHERE id=?",
+                (
+                    to_text(approval.created_at),
+                    verb,
+                    detail,
+                    to_text(approval.created_at),
+                    json.dumps({"approval": str(approval_id), "by": approval.by}),
+                    approval.incident_id,
+                ),
+            )
+            insert_notifications(conn, notifications)
+        return self._approval(approval_id)
+
+    def _approval(self, approval_id: int) -> Approval:
+        return approval_row(self.db.query("SELECT * FROM approvals WHERE id=?", (approval_id,))[0])
+
+    def approvals(self, incident_id: int) -> list[Approval]:
+        rows = self.db.query(
+            "SELECT * FROM approvals WHERE incident_id=? ORDER BY id", (incident_id,)
+        )
+        return [approval_row(r) for r in rows]
+
+    def approval_for(self, host: str, container: str) -> Approval | None:
+        """The latest answer for an open incident of `container` (never another incident's)."""
+        states = tuple(str(s) for s in OPEN_STATES)
+        rows = self.db.query(
+            "SELECT a.* FROM approvals a JOIN incidents i ON i.id = a.incident_id"
+            " WHERE i.host=? AND i.container=? AND i.state IN (?,?,?)"
+            " ORDER BY a.id DESC LIMIT 1",
+            (host, container, *states),
+        )
+        return approval_row(rows[0]) if rows else None
+
+    def use_approval(self, approval_id: int, at: datetime) -> bool:
+        """Mark an approval used (compare-and-set): False when it was used already."""
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE approvals SET used_at=? WHERE id=? AND used_at IS NULL AND approved=1",
+                (to_text(at), approval_id),
+            )
+            return cur.rowcount == 1
+
+    def unused_approvals(self, host: str, now: datetime) -> list[Approval]:
+        """Approvals not used yet and not expired: restarts a person allowed."""
+        rows = self.db.query(
+            "SELECT * FROM approvals WHERE host=? AND approved=1 AND used_at IS NULL"
+            " AND expires_at>? ORDER BY id",
+            (host, to_text(now)),
+        )
+        return [approval_row(r) for r in rows]

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from guardian.core.model import (
+    Approval,
     Incident,
     IncidentState,
     Outcome,
@@ -99,6 +100,17 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (channel, incident_id)
     );
     """,
+    # 4: a person's answers to restarts that wait for approval (guardian.action=ask).
+    """
+    CREATE TABLE approvals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        incident_id INTEGER NOT NULL REFERENCES incidents(id),
+        host TEXT NOT NULL, container TEXT NOT NULL,
+        approved INTEGER NOT NULL, by TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL, expires_at TEXT NOT NULL, used_at TEXT
+    );
+    CREATE INDEX approvals_incident ON approvals(incident_id);
+    """,
 )
 
 
@@ -178,4 +190,19 @@ def silence_row(row: sqlite3.Row) -> Silence:
         created_by=row["created_by"],
         ended_at=from_text(row["ended_at"]),
         ended_by=row["ended_by"],
+    )
+
+
+def approval_row(row: sqlite3.Row) -> Approval:
+    return Approval(
+        id=row["id"],
+        incident_id=row["incident_id"],
+        host=row["host"],
+        container=row["container"],
+        approved=bool(row["approved"]),
+        by=row["by"],
+        reason=row["reason"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        expires_at=datetime.fromisoformat(row["expires_at"]),
+        used_at=from_text(row["used_at"]),
     )

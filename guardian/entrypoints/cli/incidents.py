@@ -118,6 +118,24 @@ def _change(verb: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _answer(approve: bool) -> Callable[[argparse.Namespace], int]:
+    @one_line_errors
+    def run(args: argparse.Namespace) -> int:
+        with _operator(args) as op:
+            answer = op.answer(args.id, approve, args.by, args.reason or "")
+        if approve:
+            until = answer.expires_at.isoformat(timespec="seconds")
+            print(
+                f"incident {answer.incident_id} ({answer.container}): one restart approved"
+                f" until {until}; Guardian restarts it when decide() allows"
+            )
+        else:
+            print(f"incident {answer.incident_id} ({answer.container}): restarts denied")
+        return EXIT_OK
+
+    return run
+
+
 @one_line_errors
 def cmd_actions(args: argparse.Namespace) -> int:
     from guardian.entrypoints.views import action_view
@@ -186,6 +204,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], cfg: With
             "--reason", metavar="TEXT", help="why" + (" (required)" if verb == "resolve" else "")
         )
         p.set_defaults(handler=_change(verb))
+    for verb, text in (
+        ("approve", "approve one restart of an incident awaiting approval (guardian.action=ask)"),
+        ("deny", "refuse the restarts of an incident awaiting approval"),
+    ):
+        p = cfg(isub.add_parser(verb, help=text))
+        p.add_argument("id", type=int)
+        p.add_argument("--by", required=True, metavar="NAME", help="who does it (audit trail)")
+        p.add_argument("--reason", metavar="TEXT", help="why")
+        p.set_defaults(handler=_answer(verb == "approve"))
 
     act = add_json(cfg(sub.add_parser("actions", help="remediation history with outcomes")))
     act.add_argument("--container", metavar="NAME")

@@ -65,11 +65,11 @@ def one_line_errors(command: Command) -> Command:
         # Imported when a command runs: `--version` and `--help` load none of the service.
         from guardian.core.incidents import InvalidTransition
         from guardian.ports import EngineUnavailable
-        from guardian.service.operator import BadRequest, NotFound
+        from guardian.service.operator import BadRequest, NotFound, Refused
 
         try:
             return command(args)
-        except (InvalidTransition, NotFound, BadRequest, EngineUnavailable) as exc:
+        except (InvalidTransition, NotFound, BadRequest, Refused, EngineUnavailable) as exc:
             print(f"guardian: {exc}", file=sys.stderr)
             return EXIT_FAILURE
 
