@@ -12,6 +12,7 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from guardian import __version__
+from guardian.core.hooks import HOOK_OUTCOMES
 from guardian.core.model import Decision, ProblemType, Reason, Verdict
 from guardian.ports import EngineIdentity
 
@@ -117,6 +118,12 @@ class PrometheusMetrics:
             "Notifications waiting in the outbox.",
             registry=registry,
         )
+        self.hook_runs_total = Counter(
+            "guardian_hook_runs",
+            "Runs of remediation.hooks by outcome (policy_denied: refused, the queue was full).",
+            ["outcome"],
+            registry=registry,
+        )
         self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
         self.engine_identified(None)
         # Series that alerts take increase() of exist from the start: a counter series that is
@@ -124,6 +131,8 @@ class PrometheusMetrics:
         for kind in ProblemType:
             self.incidents_total.labels(type=str(kind))
         self.decisions_total.labels(decision=str(Verdict.RESTART), reason=str(Reason.ALLOWED))
+        for outcome in HOOK_OUTCOMES:
+            self.hook_runs_total.labels(outcome=str(outcome))
 
     # -- the Metrics port -------------------------------------------------------------------
 
@@ -182,6 +191,10 @@ class PrometheusMetrics:
 
     def notification_queue(self, depth: int) -> None:
         self.notification_queue_depth.set(depth)
+
+    def hook_ran(self, outcome: str) -> None:
+        if outcome in HOOK_OUTCOMES:  # bounded labels, whatever a caller passes
+            self.hook_runs_total.labels(outcome=outcome).inc()
 
     # -- helpers ----------------------------------------------------------------------------
 

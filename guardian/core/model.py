@@ -210,6 +210,8 @@ class Outcome(StrEnum):
     UNKNOWN = "unknown"
     RETRY_EXHAUSTED = "retry_exhausted"
     INTERRUPTED = "interrupted"  # Guardian died between intent and outcome
+    FAILED = "failed"  # a hook exited with another status than 0, or could not start
+    TIMED_OUT = "timed_out"  # a hook ran past its timeout and was killed
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,7 @@ class ActionKind(StrEnum):
 
     RESTART = "restart"  # a restart request, with its outcome
     DECISION = "decision"  # a restart held back or given up on, with the reason
+    HOOK = "hook"  # an operator's hook run after a verdict (core.hooks), with its output
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from guardian.core.assessment import Assessment
+from guardian.core.hooks import ActionVerdict
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
 from guardian.core.storm import StormHold
 from guardian.ports import EngineEvent
@@ -57,3 +58,4 @@ class Pipeline:
     storm_open: Callable[[], bool] = _never  # a storm speaks for the openings meanwhile
     unhealthy_dependencies: Callable[[str], tuple[str, ...]] = _none
     followers: Callable[[str], tuple[str, ...]] = _none  # guardian.restart_with
+    verdicts: tuple[Callable[[ActionVerdict], None], ...] = ()  # an action's verdict (hooks)

@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from guardian.core.durations import format_duration
-from guardian.core.redaction import scrub_url
+from guardian.core.hook_specs import HookSpec
+from guardian.core.redaction import redact_patterns, scrub_url
 from guardian.entrypoints.cli.tables import (
     EXIT_OK,
     add_json,
@@ -98,6 +99,14 @@ def _plain(key: str, value: Any) -> Any:
         return REDACTED
     if isinstance(value, timedelta):
         return format_duration(value) if value else "0s"
+    if isinstance(value, HookSpec):  # an argument may carry a token: shown redacted
+        argv = [redact_patterns(scrub_url(a)) for a in value.argv]
+        return {
+            "name": value.name,
+            "argv": argv,
+            "on": [str(o) for o in value.on],
+            "timeout": _plain("timeout", value.timeout),
+        }
     if isinstance(value, tuple | list):
         return [_plain(key, v) for v in value]
     if isinstance(value, str) and "://" in value:
