@@ -228,7 +228,7 @@ def _hooks() -> Key:
             v = json.loads(v) if v.strip() else None
         return parse_hooks(v)
 
-    return Key(None, parse, 'a list of hooks (README "Hooks"), each {argv: [...], on, timeout}')
+    return Key(None, parse, 'a list of hooks (README "Hooks"), each {argv: [...], after, timeout}')
 
 
 def _resolve_programs(hooks: tuple[HookSpec, ...], path: str) -> tuple[HookSpec, ...]:

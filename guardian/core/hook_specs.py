@@ -34,7 +34,7 @@ MAX_HOOKS = 32
 MAX_ARGS = 256
 MAX_ARG_LEN = 4096
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_FIELDS = ("name", "argv", "on", "timeout")
+_FIELDS = ("name", "argv", "after", "timeout")
 
 
 class HookConfigError(ValueError):
@@ -50,7 +50,7 @@ class HookSpec:
 
     name: str
     argv: tuple[str, ...]
-    on: tuple[str, ...] = HOOK_VERDICTS
+    after: tuple[str, ...] = HOOK_VERDICTS
     timeout: timedelta = DEFAULT_TIMEOUT
 
 
@@ -74,14 +74,16 @@ def _argv(raw: object, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _on(raw: object, where: str) -> tuple[str, ...]:
+def _after(raw: object, where: str) -> tuple[str, ...]:
     allowed = "a list of " + ", ".join(HOOK_VERDICTS)
     items = [raw] if isinstance(raw, str) else raw
     if not isinstance(items, list) or not items:
-        raise HookConfigError(f"{where}.on = {_shown(raw)}: expected {allowed}")
+        raise HookConfigError(f"{where}.after = {_shown(raw)}: expected {allowed}")
     for item in items:
         if not isinstance(item, str) or item.strip().lower() not in HOOK_VERDICTS:
-            raise HookConfigError(f"{where}.on: {_shown(item)} is no verdict; expected {allowed}")
+            raise HookConfigError(
+                f"{where}.after: {_shown(item)} is no verdict; expected {allowed}"
+            )
     chosen = {str(i).strip().lower() for i in items}
     return tuple(v for v in HOOK_VERDICTS if v in chosen)
 
@@ -112,14 +114,14 @@ def _name(raw: object, argv: tuple[str, ...], where: str) -> str:
 
 
 def parse_hooks(raw: object) -> tuple[HookSpec, ...]:
-    """remediation.hooks: a list of {argv, name?, on?, timeout?}. Raises HookConfigError naming
+    """remediation.hooks: a list of {argv, name?, after?, timeout?}. Raises HookConfigError naming
     the entry, the field, the value and what is allowed. argv[0] is resolved by the config."""
     if raw is None:
         return ()
     if not isinstance(raw, list) or len(raw) > MAX_HOOKS:
         raise HookConfigError(
             f" = {_shown(raw)}: expected a list of at most {MAX_HOOKS} hooks, each a mapping "
-            "with argv (a list of strings) and optionally name, on, timeout"
+            "with argv (a list of strings) and optionally name, after, timeout"
         )
     hooks = []
     for i, entry in enumerate(raw):
@@ -127,12 +129,16 @@ def parse_hooks(raw: object) -> tuple[HookSpec, ...]:
         if not isinstance(entry, Mapping):
             raise HookConfigError(
                 f"{where} = {_shown(entry)}: expected a mapping with argv (a list of strings) "
-                "and optionally name, on, timeout"
+                "and optionally name, after, timeout"
             )
         for field in entry:
             if field not in _FIELDS:
+                # YAML 1.1 reads an unquoted on/off/yes/no key as a boolean.
+                why = (
+                    " (YAML reads on, off, yes, no as booleans)" if isinstance(field, bool) else ""
+                )
                 raise HookConfigError(
-                    f"{where}.{_shown(field)}: unknown field; allowed: {', '.join(_FIELDS)}"
+                    f"{where}.{_shown(field)}: unknown field{why}; allowed: {', '.join(_FIELDS)}"
                 )
         if "argv" not in entry:
             raise HookConfigError(f"{where}.argv: required (a non-empty list of strings)")
@@ -141,7 +147,7 @@ def parse_hooks(raw: object) -> tuple[HookSpec, ...]:
             HookSpec(
                 _name(entry.get("name"), argv, where),
                 argv,
-                _on(entry["on"], where) if "on" in entry else HOOK_VERDICTS,
+                _after(entry["after"], where) if "after" in entry else HOOK_VERDICTS,
                 _timeout(entry["timeout"], where) if "timeout" in entry else DEFAULT_TIMEOUT,
             )
         )

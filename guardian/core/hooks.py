@@ -68,7 +68,7 @@ def hooks_for(verdict: ActionVerdict, hooks: Sequence[HookSpec]) -> tuple[HookSp
     outcome = str(verdict.outcome)
     if outcome not in HOOK_VERDICTS:
         return ()
-    return tuple(h for h in hooks if outcome in h.on)
+    return tuple(h for h in hooks if outcome in h.after)
 
 
 def hook_environment(verdict: ActionVerdict, path: str) -> dict[str, str]:

@@ -131,8 +131,9 @@ class Hooks:
         while job is not None:
             try:
                 self._run(job)
-            except Exception:
+            except Exception as exc:
                 log.exception("hook failed", extra=kv(hook=job.spec.name))
+                self._try_end(job, Outcome.FAILED, f"not run: {type(exc).__name__}")
             with self._lock:
                 job = self._queue.popleft() if self._queue and not self._stopped else None
                 if job is None:
@@ -172,6 +173,12 @@ class Hooks:
             ),
         )
 
+    def _try_end(self, job: _Job, outcome: Outcome, detail: str) -> None:
+        try:
+            self._end(job, outcome, detail)
+        except Exception:
+            log.exception("hook not recorded", extra=kv(hook=job.spec.name))
+
     def stop(self) -> None:
         """Kill every running hook's process group now (their rows say interrupted), record the
         queued ones interrupted, and wait at most STOP_GRACE for the killed ones' rows."""
@@ -181,9 +188,6 @@ class Hooks:
             self._queue.clear()
         self.runner.stop()
         for job in queued:
-            try:
-                self._end(job, Outcome.INTERRUPTED, "not run: Guardian stopped")
-            except Exception:
-                log.exception("hook not recorded", extra=kv(hook=job.spec.name))
+            self._try_end(job, Outcome.INTERRUPTED, "not run: Guardian stopped")
         with self._lock:
             self._idle.wait_for(lambda: self._running == 0, STOP_GRACE.total_seconds())

@@ -104,7 +104,7 @@ def _plain(key: str, value: Any) -> Any:
         return {
             "name": value.name,
             "argv": argv,
-            "on": [str(o) for o in value.on],
+            "after": list(value.after),
             "timeout": _plain("timeout", value.timeout),
         }
     if isinstance(value, tuple | list):
