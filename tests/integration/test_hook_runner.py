@@ -14,7 +14,7 @@ from guardian.adapters import hook_runner
 from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.core.hooks import OUTPUT_LIMIT, HookEnd
 from tests.helpers import wait_until
-from tests.integration.test_hooks import live_members, read_pid
+from tests.integration.hook_helpers import live_members, read_pid
 
 SH = "/bin/sh"
 SECOND = timedelta(seconds=1)

@@ -13,30 +13,8 @@ from typing import Any
 
 from tests.helpers import wait_until
 from tests.integration.conftest import REPO, SECRET_MARKER
+from tests.integration.hook_helpers import live_members, read_pid, script
 from tests.integration.see_more import HEALTH, rows
-
-
-def script(tmp: Path, name: str, body: str) -> str:
-    path = tmp / name
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(0o755)
-    return str(path)
-
-
-def live_members(pgid: int) -> list[int]:
-    """The processes of group `pgid` that still run (zombies left for their reaper excepted)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, _ppid, pgrp = stat.rpartition(")")[2].split()[:3]
-        if int(pgrp) == pgid and state != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 def hook_rows(db: Path, container: str) -> list[dict[str, Any]]:
@@ -59,10 +37,6 @@ def cli(g: Any, *args: str) -> str:
     )
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     return result.stdout
-
-
-def read_pid(path: Path) -> int:
-    return int(wait_until(lambda: path.exists() and path.read_text().strip(), 30, 0.05, path))
 
 
 def test_a_hanging_hook_never_delays_another_restart_and_is_killed_at_its_timeout(
