@@ -32,3 +32,10 @@ def live_members(pgid: int) -> list[int]:
 
 def read_pid(path: Path) -> int:
     return int(wait_until(lambda: path.exists() and path.read_text().strip(), 30, 0.05, path))
+
+
+def group_gone(pgid: int) -> bool:
+    """Whether group `pgid` has no process left that runs, within a second: a SIGKILL is sent
+    at once, but the kernel takes a moment to end a process."""
+    wait_until(lambda: live_members(pgid) == [], 1.0, 0.02, f"process group {pgid} gone")
+    return True

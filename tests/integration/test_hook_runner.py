@@ -14,7 +14,7 @@ from guardian.adapters import hook_runner
 from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.core.hooks import OUTPUT_LIMIT, HookEnd
 from tests.helpers import wait_until
-from tests.integration.hook_helpers import live_members, read_pid
+from tests.integration.hook_helpers import group_gone, read_pid
 
 SH = "/bin/sh"
 SECOND = timedelta(seconds=1)
@@ -52,12 +52,12 @@ def test_at_its_timeout_the_whole_group_is_killed(runner, tmp_path: Path):
     started = time.monotonic()
     run = runner.run([SH, "-c", f"sleep 600 & echo $$ > {pids}; sleep 600"], {}, 2 * SECOND)
     assert run.end is HookEnd.TIMED_OUT and 2 <= time.monotonic() - started < 3.5
-    assert live_members(read_pid(pids)) == []
+    assert group_gone(read_pid(pids))
 
 
 def test_a_hook_that_closes_its_output_still_ends_at_its_timeout(runner):
     run = runner.run([SH, "-c", "exec >&- 2>&-; sleep 600"], {}, SECOND)
-    assert run.end is HookEnd.TIMED_OUT and run.seconds < 2.5
+    assert run.end is HookEnd.TIMED_OUT and run.seconds < 3
 
 
 def test_what_a_hook_leaves_running_in_its_group_ends_with_it(runner, tmp_path: Path):
@@ -65,8 +65,8 @@ def test_what_a_hook_leaves_running_in_its_group_ends_with_it(runner, tmp_path: 
     run = runner.run(
         [SH, "-c", f"sleep 600 >/dev/null 2>&1 & echo $$ > {pids}; exit 0"], {}, 5 * SECOND
     )
-    assert run.end is HookEnd.EXITED and run.exit_code == 0 and run.seconds < 2
-    assert live_members(read_pid(pids)) == []
+    assert run.end is HookEnd.EXITED and run.exit_code == 0 and run.seconds < 3
+    assert group_gone(read_pid(pids))
 
 
 def test_stop_kills_running_hooks_at_once_and_refuses_new_ones(runner, tmp_path: Path):
@@ -84,7 +84,7 @@ def test_stop_kills_running_hooks_at_once_and_refuses_new_ones(runner, tmp_path:
     thread.join(5)
     assert time.monotonic() - started < 1
     [run] = results
-    assert run.end is HookEnd.INTERRUPTED and live_members(pgid) == []
+    assert run.end is HookEnd.INTERRUPTED and group_gone(pgid)
     assert runner.run([SH, "-c", "exit 0"], {}, SECOND).end is HookEnd.INTERRUPTED
 
 
