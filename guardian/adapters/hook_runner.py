@@ -50,7 +50,7 @@ class SubprocessHookRunner:
         started = self._monotonic()
         with self._lock:  # stop() either sees this hook running or it never starts
             if self._stopped:
-                return HookRun(HookEnd.INTERRUPTED, 0.0)
+                return HookRun(HookEnd.INTERRUPTED, 0.0, error="Guardian stopped")
             try:
                 proc = subprocess.Popen(
                     list(argv),

@@ -60,7 +60,7 @@ class HookRun:
     exit_code: int | None = None
     output: bytes = b""
     output_size: int = 0
-    error: str = ""  # why it did not start
+    error: str = ""  # why it did not start (also: interrupted before it started)
 
 
 def hooks_for(verdict: ActionVerdict, hooks: Sequence[HookSpec]) -> tuple[HookSpec, ...]:
@@ -114,6 +114,8 @@ def run_detail(run: HookRun, timeout: timedelta, output: str) -> str:
             return f"not started: {run.error}"
         case HookEnd.TIMED_OUT:
             head = f"killed at its timeout ({format_duration(timeout)}) with its process group"
+        case HookEnd.INTERRUPTED if run.error:
+            return f"not run: {run.error}"
         case HookEnd.INTERRUPTED:
             head = f"killed with its process group after {took}: Guardian stopped"
         case HookEnd.EXITED if run.exit_code is not None and run.exit_code < 0:

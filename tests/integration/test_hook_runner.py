@@ -85,7 +85,8 @@ def test_stop_kills_running_hooks_at_once_and_refuses_new_ones(runner, tmp_path:
     assert time.monotonic() - started < 1
     [run] = results
     assert run.end is HookEnd.INTERRUPTED and group_gone(pgid)
-    assert runner.run([SH, "-c", "exit 0"], {}, SECOND).end is HookEnd.INTERRUPTED
+    later = runner.run([SH, "-c", "exit 0"], {}, SECOND)
+    assert later.end is HookEnd.INTERRUPTED and later.error == "Guardian stopped"
 
 
 @pytest.mark.parametrize("argv", [["/nonexistent/hook"], ["/etc/passwd"]])
