@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
+from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.adapters.instance import HostLock, engine_key, engine_taken, rival_container
 from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
 from guardian.adapters.notify.apprise import AppriseConfigError, apprise_channels
@@ -60,7 +61,16 @@ from guardian.core.routing import Route, Routing
 from guardian.core.storm import StormSettings
 from guardian.credentials import load_token, read_secret, resolve_secret
 from guardian.logs import install_redaction, kv, reconfigure_logging
-from guardian.ports import Clock, Engine, Metrics, Notifier, ProbeRunner, Store, StoreError
+from guardian.ports import (
+    Clock,
+    Engine,
+    HookRunner,
+    Metrics,
+    Notifier,
+    ProbeRunner,
+    Store,
+    StoreError,
+)
 from guardian.service.channel_check import ChannelCheck
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
@@ -69,6 +79,7 @@ from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.dependencies import Dependencies
 from guardian.service.healer import Healer
 from guardian.service.heartbeat import Heartbeat
+from guardian.service.hooks import Hooks, HookSettings
 from guardian.service.host import HostWatch
 from guardian.service.oom import OomEvents
 from guardian.service.operator import Operator
@@ -104,6 +115,7 @@ class App:
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
     api_token: str | None = None
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
+    hooks: Hooks | None = None  # `guardian run` with remediation.hooks: stopped by the daemon
 
     def rival(self) -> str:
         """Why this Guardian must not run: another running Guardian container on the engine
@@ -230,6 +242,7 @@ def build_loop(
     clock: Clock,
     metrics: Metrics,
     runner: ProbeRunner | None = None,
+    hooks: Hooks | None = None,
 ) -> tuple[Healer, Prober]:
     """The healing loop over its ports: the extensions, the pipeline table, the parts."""
     state = LoopState()
@@ -288,6 +301,7 @@ def build_loop(
         unhealthy_dependencies=dependencies.unhealthy,
         followers=dependencies.followers,
         stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step),
+        verdicts=(hooks.reached,) if hooks is not None else (),
     )
     ctx = LoopContext(engine, store, clock, metrics, state, pipeline, RuleBook(hs, state))
     recorder = Recorder(ctx)
@@ -304,9 +318,11 @@ def build_status(
     store: SqliteStore | None = None,
     metrics: PrometheusMetrics | None = None,
     host: str = "",
+    hooks: Callable[[Store, Clock, Metrics, str], Hooks] | None = None,
 ) -> App:
     """The loop without delivery, systemd or the API: for `guardian status` and `guardian
-    check`, which need no notification secrets. Raises StoreError when the store cannot open."""
+    check`, which need no notification secrets (nor run hooks: `hooks` builds them for
+    build_daemon). Raises StoreError when the store cannot open."""
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
@@ -317,10 +333,20 @@ def build_status(
     docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone
     install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
-    healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics)
+    after = hooks(resilient, clock, metrics, hs.host) if hooks is not None else None
+    healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics, hooks=after)
     operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"])
     return App(
-        settings, engine, resilient, clock, metrics, healer, prober, operator, prune=sqlite.prune
+        settings,
+        engine,
+        resilient,
+        clock,
+        metrics,
+        healer,
+        prober,
+        operator,
+        prune=sqlite.prune,
+        hooks=after,
     )
 
 
@@ -335,14 +361,22 @@ def build_daemon(
     env: Mapping[str, str] | None = None,
     host: str = "",
     lock: HostLock | None = None,
+    hook_runner: HookRunner | None = None,
 ) -> App:
     """Everything `guardian run` needs: the loop, the notification channels (secrets read from
-    `env`), the API token and systemd. Raises StoreError or ConfigError. The app holds `lock`
-    (claim_instance) and opens the store it locked."""
+    `env`), the API token, systemd and the operator's hooks. Raises StoreError or ConfigError.
+    The app holds `lock` (claim_instance) and opens the store it locked."""
     sqlite = store or SqliteStore(lock.store if lock is not None else store_path(settings))
     warn_if_readable(sqlite.db.path)  # once the store is known to be good
+    secrets = Redactor()  # filled below, before any hook can run: masked in hooks' output
     app = build_status(
-        settings, engine=engine, clock=clock, store=sqlite, metrics=metrics, host=host
+        settings,
+        engine=engine,
+        clock=clock,
+        store=sqlite,
+        metrics=metrics,
+        host=host,
+        hooks=hooks_builder(settings, hook_runner, secrets, env),
     )
     try:
         app.delivery = build_delivery(
@@ -353,9 +387,38 @@ def build_daemon(
     except ConfigError:
         app.close()
         raise
+    secrets.update(app.delivery.redact)
+    if app.api_token:
+        secrets.add(app.api_token)
+    secrets.add_credentials_of(settings["docker.url"])
     app.supervisor = supervisor or SystemdSupervisor.from_env(env)
     app.lock = lock
     return app
+
+
+def hooks_builder(
+    settings: Settings,
+    runner: HookRunner | None,
+    secrets: Redactor,
+    env: Mapping[str, str] | None = None,
+) -> Callable[[Store, Clock, Metrics, str], Hooks] | None:
+    """How build_status builds the hooks of remediation.hooks (None: none configured). They get
+    the PATH their programs were found on, and never Guardian's environment."""
+    if not settings["remediation.hooks"]:
+        return None
+    env = os.environ if env is None else env
+    hs = HookSettings(
+        settings["remediation.hooks"],
+        settings["remediation.hooks_max_concurrent"],
+        settings["remediation.hooks_max_queued"],
+        env.get("PATH", os.defpath),
+    )
+    used = runner or SubprocessHookRunner()
+
+    def build(store: Store, clock: Clock, metrics: Metrics, host: str) -> Hooks:
+        return Hooks(store, clock, metrics, host, used, hs, secrets)
+
+    return build
 
 
 @dataclass(frozen=True)

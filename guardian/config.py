@@ -9,8 +9,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from guardian.config_receivers import (
 )
 from guardian.config_yaml import YamlError, read_yaml
 from guardian.core.durations import format_duration, parse_duration
+from guardian.core.hook_specs import HookConfigError, HookSpec, parse_hooks
 from guardian.core.labels import LOOSENABLE
 from guardian.core.limits import BY_KEY
 from guardian.core.redaction import redact_patterns
@@ -242,6 +244,36 @@ def _selector() -> Key:
     return Key(None, parse, 'empty, or one label selector "key" or "key=value"')
 
 
+def _hooks() -> Key:
+    def parse(v: Any) -> tuple[HookSpec, ...]:
+        if isinstance(v, str):  # from the environment: the list as JSON
+            import json  # loaded only then (bench/imports: `config validate` stays light)
+
+            v = json.loads(v) if v.strip() else None
+        return parse_hooks(v)
+
+    return Key(None, parse, 'a list of hooks (README "Hooks"), each {argv: [...], after, timeout}')
+
+
+def _resolve_programs(hooks: tuple[HookSpec, ...], path: str) -> tuple[HookSpec, ...]:
+    """Each hook's program as an absolute path: found on PATH now, not wherever PATH points
+    when the hook runs. Raises ConfigError for one that is missing or not executable."""
+    resolved = []
+    for i, hook in enumerate(hooks):
+        program = hook.argv[0]
+        found = shutil.which(program, path=path) if "/" not in program else None
+        if os.path.isabs(program) and os.path.isfile(program) and os.access(program, os.X_OK):
+            found = program
+        if found is None:
+            where = "an executable file" if os.path.isabs(program) else f"on PATH ({path})"
+            raise ConfigError(
+                f"remediation.hooks[{i}].argv[0] = {_shown(program)}: not found {where}; "
+                "expected an absolute path to an executable, or a program on PATH"
+            )
+        resolved.append(replace(hook, argv=(os.path.abspath(found), *hook.argv[1:])))
+    return tuple(resolved)
+
+
 def _with(key: Key, default: Any) -> Key:
     return Key(default, key.parse, key.allowed)
 
@@ -311,6 +343,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "retention": _with(_duration(DAY, 10 * YEAR), 90 * DAY),
     },
     "http": {"listen": _with(_listen(), "127.0.0.1:9321")},
+    # Operator-written programs run after each verdict (README "Hooks"); never from labels.
+    "remediation": {
+        "hooks": _with(_hooks(), ()),
+        "hooks_max_concurrent": _with(_int(1, 64), 2),
+        "hooks_max_queued": _with(_int(0, 10_000), 32),
+    },
     "notify": {
         # Delivery: the outbox worker's pacing, grouping, reminders and retries.
         "group_wait": _with(_duration(ZERO, H), 10 * S),
@@ -547,7 +585,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
                 continue
             try:
                 values[section][key] = spec.parse(raw)
-            except ReceiverError as exc:
+            except (ReceiverError, HookConfigError) as exc:  # each names the entry and field
                 raise ConfigError(f"{where}{exc}") from None
             except (ValueError, TypeError, OverflowError):
                 raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None
@@ -570,4 +608,6 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
             f"storm.max_hold = {_fmt(storm['max_hold'])}: expected at least "
             f"storm.hold ({_fmt(storm['hold'])})"
         )
+    hooks = values["remediation"]
+    hooks["hooks"] = _resolve_programs(hooks["hooks"], env.get("PATH", os.defpath))
     return Settings(values, str(path) if path else "built-in defaults", store_explicit)

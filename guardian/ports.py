@@ -1,15 +1,17 @@
 """The small protocols the loop needs from the outside world: Engine, Store, Outbox, Clock,
-Notifier, Metrics, ProbeRunner. Adapters implement them (adapters/), tests use tests/fakes.py.
+Notifier, Metrics, ProbeRunner, HookRunner. Adapters implement them (adapters/), tests use
+tests/fakes.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from guardian.core.delivery import Next, Pending, Result
+from guardian.core.hooks import HookRun
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionOutcome,
@@ -270,6 +272,18 @@ class ProbeRunner(Protocol):
         """Run one probe: (passed, what was seen). Never raises for network errors."""
 
 
+class HookRunner(Protocol):
+    """Runs operator-written hooks as processes of their own (core.hooks)."""
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: timedelta) -> HookRun:
+        """Run `argv` (no shell) with exactly `env` in a process group of its own, until it
+        ends, `timeout` passes or stop() (then the group is killed); never raises."""
+
+    def stop(self) -> None:
+        """Kill the process group of every running hook now; later runs end at once,
+        interrupted, without starting."""
+
+
 class Metrics(Protocol):
     """What the loop counts. adapters/prometheus.py exports it; every call is cheap and never
     raises. Labels stay bounded: container names and fixed enums, never ids."""
@@ -319,3 +333,6 @@ class Metrics(Protocol):
     def heartbeat_pinged(self, up: bool, delivered: bool | None) -> None:
         """A heartbeat ping (up: all is well, else the failure ping) was answered or not;
         None: the heartbeat is configured (its series exist from the start)."""
+
+    def hook_ran(self, outcome: str) -> None:
+        """A hook run ended (or was refused): one of core.hooks.HOOK_OUTCOMES."""

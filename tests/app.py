@@ -19,6 +19,7 @@ from guardian.adapters.systemd import SystemdSupervisor
 from guardian.bootstrap import App, build_daemon, build_status
 from guardian.config import Settings, load_settings
 from guardian.core.model import ActionKind, RemediationAction
+from guardian.ports import HookRunner
 from guardian.service.healer import Healer
 from guardian.service.prober import Prober
 from tests.fakes import FakeClock, FakeEngine
@@ -105,6 +106,7 @@ def make_app(
     settings: Settings | None = None,
     host: str = HOST,
     supervisor: SystemdSupervisor | None = None,
+    hook_runner: HookRunner | None = None,
     **sections: Mapping[str, Any],
 ) -> TestApp:
     """Build Guardian through bootstrap (build_status, or build_daemon with `daemon`)."""
@@ -123,6 +125,7 @@ def make_app(
             env=env or {},
             host=host,
             supervisor=supervisor,
+            hook_runner=hook_runner,
         )
     else:
         app = build_status(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from guardian.core.hooks import HookEnd, HookRun
 from guardian.core.labels import in_scope
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.ports import EngineEvent, EngineIdentity, EngineUnavailable
@@ -185,3 +187,44 @@ class FakeNotifier:
 
         self.sent.append(list(batch))  # type: ignore[call-overload]
         return self.results.pop(0) if self.results else DELIVERED
+
+
+@dataclass
+class FakeHookRunner:
+    """Starts no process: records every run (argv, environment) and answers from `results`
+    (then: exit 0 at once). With `hold`, runs wait until release() or stop() (then they end
+    interrupted), so a test sees hooks running and queued."""
+
+    results: list[HookRun] = field(default_factory=list)
+    runs: list[tuple[tuple[str, ...], dict[str, str]]] = field(default_factory=list)
+    hold: bool = False
+    running: int = 0
+    stopped: bool = False
+    _released: bool = False
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: timedelta) -> HookRun:
+        with self._cond:
+            self.runs.append((tuple(argv), dict(env)))
+            self.running += 1
+            self._cond.notify_all()
+            try:
+                if self.hold:
+                    self._cond.wait_for(lambda: self._released or self.stopped, timeout=30)
+                if self.stopped:
+                    return HookRun(HookEnd.INTERRUPTED, 0.0)
+                if self.results:
+                    return self.results.pop(0)
+                return HookRun(HookEnd.EXITED, 0.0, exit_code=0)
+            finally:
+                self.running -= 1
+
+    def release(self) -> None:
+        with self._cond:
+            self._released = True
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self.stopped = True
+            self._cond.notify_all()

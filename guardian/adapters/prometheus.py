@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from guardian import __version__
+from guardian.core.hooks import HOOK_OUTCOMES
 from guardian.core.model import Decision, ProblemType, Reason, Verdict
 from guardian.ports import EngineIdentity
 
@@ -180,6 +181,12 @@ class PrometheusMetrics:
             ["ping", "outcome"],
             registry=registry,
         )
+        self.hook_runs_total = Counter(
+            "guardian_hook_runs",
+            "Runs of remediation.hooks by outcome (policy_denied: refused, the queue was full).",
+            ["outcome"],
+            registry=registry,
+        )
         self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
         self.engine_identified(None)
         # Series that alerts take increase() of exist from the start: a counter series that is
@@ -187,6 +194,8 @@ class PrometheusMetrics:
         for kind in ProblemType:
             self.incidents_total.labels(type=str(kind))
         self.decisions_total.labels(decision=str(Verdict.RESTART), reason=str(Reason.ALLOWED))
+        for outcome in HOOK_OUTCOMES:
+            self.hook_runs_total.labels(outcome=str(outcome))
 
     # -- the Metrics port -------------------------------------------------------------------
 
@@ -264,6 +273,10 @@ class PrometheusMetrics:
             series = self.heartbeat_pings.labels(ping=ping, outcome=outcome)
             if delivered is not None and (outcome == "delivered") == delivered:
                 series.inc()
+
+    def hook_ran(self, outcome: str) -> None:
+        if outcome in HOOK_OUTCOMES:  # bounded labels, whatever a caller passes
+            self.hook_runs_total.labels(outcome=outcome).inc()
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -243,6 +243,8 @@ class Outcome(StrEnum):
     RETRY_EXHAUSTED = "retry_exhausted"
     INTERRUPTED = "interrupted"  # Guardian died between intent and outcome
     STOPPED = "stopped"  # guardian.action=stop: stopped as asked, left to a person
+    FAILED = "failed"  # a hook exited with another status than 0, or could not start
+    TIMED_OUT = "timed_out"  # a hook ran past its timeout and was killed
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,7 @@ class ActionKind(StrEnum):
     DECISION = "decision"  # a restart held back or given up on, with the reason
     STOP = "stop"  # a stop request (guardian.action=stop), with its outcome
     APPROVAL = "approval"  # a person approved or denied a restart (guardian.action=ask)
+    HOOK = "hook"  # an operator's hook run after a verdict (core.hooks), with its output
 
 
 @dataclass(frozen=True)

@@ -485,6 +485,8 @@ class Daemon:
         log.info("guardian stopping")
         self.systemd.stopping()
         self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
+        if self.app.hooks is not None:
+            self.app.hooks.stop()  # kills running hooks now, whatever their timeouts
         self.scheduler.shutdown(wait=True)
         left = self.restarts.close(STOP_GRACE.total_seconds())
         if left:

@@ -105,12 +105,17 @@ def transition_view(t: Transition) -> dict[str, Any]:
 
 def timeline_action(a: RemediationAction) -> dict[str, Any]:
     outcome = str(a.outcome) if a.outcome is not None else "pending"
+    event = a.kind
+    if a.kind == ActionKind.RESTART:
+        event = f"{a.kind} #{a.attempt}: {outcome}"
+    elif a.kind == ActionKind.HOOK:
+        event = f"{a.kind}: {outcome}"
     # A person's answer (guardian.action=ask) is theirs in the audit trail, not Guardian's.
     actor = a.extra.get("by", incidents.GUARDIAN) if a.kind == ActionKind.APPROVAL else None
     return {
         "at": when(a.requested_at),
         "actor": actor or incidents.GUARDIAN,
-        "event": f"{a.kind} #{a.attempt}: {outcome}" if a.kind == ActionKind.RESTART else a.kind,
+        "event": event,
         "reason": text(a.reason),
         "detail": text(a.detail),
     }

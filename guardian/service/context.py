@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from guardian.core.hooks import ActionVerdict
 from guardian.ports import Clock, Engine, Metrics, Store
 from guardian.service.pipeline import Pipeline
 from guardian.service.rules import RuleBook
@@ -34,3 +35,9 @@ class LoopContext:
         self.metrics.restart_ended(container, outcome)
         for ended in self.pipeline.ended:
             ended(container, outcome)
+
+    def verdict_reached(self, verdict: ActionVerdict) -> None:
+        """An action's verdict (core.hooks.HOOK_VERDICTS), told to whoever follows verdicts: the
+        operator's hooks, which never hold the caller up."""
+        for reached in self.pipeline.verdicts:
+            reached(verdict)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.assessment import Assessment
+from guardian.core.hooks import ActionVerdict
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
 from guardian.core.storm import StormHold
 from guardian.ports import EngineEvent
@@ -59,3 +60,4 @@ class Pipeline:
     followers: Callable[[str], tuple[str, ...]] = _none  # guardian.restart_with
     # The wall clock stepped by this much: the stamps a part holds for durations move with it.
     stepped: tuple[Callable[[timedelta], None], ...] = ()
+    verdicts: tuple[Callable[[ActionVerdict], None], ...] = ()  # an action's verdict (hooks)

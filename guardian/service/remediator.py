@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment
+from guardian.core.hooks import ActionVerdict
 from guardian.core.labels import ContainerRules
 from guardian.core.model import (
     ActionKind,
@@ -404,6 +405,9 @@ class Remediator:
                 ctx.state.recorded(pending)
         if not verify:
             ctx.restart_ended(snap.name, str(result.outcome))
+            ctx.verdict_reached(
+                ActionVerdict(snap.name, snap.id, "restart", result.outcome, pending.incident_id)
+            )
         return result
 
     def _action(
@@ -457,6 +461,15 @@ class Remediator:
             )
         )
         ctx.restart_ended(incident.container, str(Outcome.RETRY_EXHAUSTED))
+        ctx.verdict_reached(
+            ActionVerdict(
+                incident.container,
+                incident.container_id,
+                "restart",
+                Outcome.RETRY_EXHAUSTED,
+                incident.id,
+            )
+        )
         log.error(
             "giving up: attempts exhausted, incident escalated",
             extra=kv(

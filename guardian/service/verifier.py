@@ -11,6 +11,7 @@ import logging
 from datetime import datetime, timedelta
 
 from guardian.core import notifications
+from guardian.core.hooks import ActionVerdict
 from guardian.core.model import (
     ActionKind,
     ContainerSnapshot,
@@ -103,6 +104,9 @@ class Verifier:
             notes = self.recorder.notes(incident.container, note)
         ctx.store.record_outcome(p.action_id, outcome, detail, now, notes)
         ctx.restart_ended(p.container, str(outcome))
+        ctx.verdict_reached(
+            ActionVerdict(p.container, p.container_id, "restart", outcome, p.incident_id)
+        )
         level = logging.INFO if outcome is Outcome.SUCCEEDED else logging.WARNING
         log.log(
             level,

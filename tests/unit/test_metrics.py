@@ -34,6 +34,7 @@ EXPORTED = [
     ("guardian_notifications", "counter", ("channel", "outcome")),
     ("guardian_notification_queue_depth", "gauge", ()),
     ("guardian_heartbeat_pings", "counter", ("ping", "outcome")),
+    ("guardian_hook_runs", "counter", ("outcome",)),
     ("guardian_build", "info", ("version", "engine", "engine_version")),
 ]
 

@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from guardian.core.durations import format_duration
-from guardian.core.redaction import scrub_url
+from guardian.core.hook_specs import HookSpec
+from guardian.core.redaction import redact_patterns, scrub_url
 from guardian.entrypoints.cli.tables import (
     EXIT_OK,
     add_json,
@@ -100,6 +101,14 @@ def _plain(key: str, value: Any) -> Any:
         return format_duration(value) if value else "0s"
     if isinstance(value, Mapping):  # a receiver or a route (notify.channels, notify.routes)
         return {k: _plain(k, v) for k, v in value.items()}
+    if isinstance(value, HookSpec):  # an argument may carry a token: shown redacted
+        argv = [redact_patterns(scrub_url(a)) for a in value.argv]
+        return {
+            "name": value.name,
+            "argv": argv,
+            "after": list(value.after),
+            "timeout": _plain("timeout", value.timeout),
+        }
     if isinstance(value, tuple | list):
         return [_plain(key, v) for v in value]
     if isinstance(value, str) and "://" in value:
