@@ -102,7 +102,10 @@ class Verifier:
             extra=kv(container=p.container, outcome=outcome, detail=detail),
         )
         if incident is None:
-            return  # a restart_with follower: no incident of its own
+            # A follower: no incident of its own. Healthy, it leads its own followers.
+            if outcome is Outcome.SUCCEEDED and p.after:
+                self.remediator.restart_followers(p.container, p.after)
+            return
         if outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN) and incident.is_open:
             reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
             self.recorder.recovered(incident, reason, now)
