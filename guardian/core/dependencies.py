@@ -70,7 +70,7 @@ class DependencyGraph:
                     vias[name] = f"{was},{kind}" if was else kind
         self._component, components = _strong_components(self._needs)
         self._depth = _depths(self._needs, self._component, components)
-        self._waves: dict[str, dict[str, str]] = {}  # root -> follower -> its leader, memoized
+        self._waves: dict[str, dict[str, list[str]]] = {}  # root -> leader -> followers
         self.cycles: tuple[tuple[str, ...], ...] = tuple(
             sorted(tuple(sorted(c)) for c in components if len(c) > 1)
         )
@@ -104,29 +104,27 @@ class DependencyGraph:
         `root`'s healing: a follower of a follower (`--network container:app`, where app joined
         vpn's) waits for the one it joined. Every container is in a wave once, after the first
         leader that reaches it, and `root` never: a chain or a cycle ends."""
-        return [
-            (name, self.via(leader, name))
-            for name, parent in self._wave(root).items()
-            if parent == leader
-        ]
+        return [(name, self.via(leader, name)) for name in self._wave(root).get(leader, ())]
 
-    def _wave(self, root: str) -> dict[str, str]:
-        """Breadth first from `root` over the follower edges: follower -> the leader it waits
-        for. Linear in the graph; memoized, as the graph is immutable."""
+    def _wave(self, root: str) -> dict[str, list[str]]:
+        """Breadth first from `root` over the follower edges: leader -> the followers that wait
+        for it. Linear in the graph; memoized, as the graph is immutable."""
         known = self._waves.get(root)
         if known is not None:
             return known
-        parent: dict[str, str] = {}
+        seen = {root}
+        wave: dict[str, list[str]] = {}
         todo = deque([root])
         while todo:
             leader = todo.popleft()
             nxt = self._followers.get(leader, {})
             for name in sorted(nxt, key=lambda n: (self.depth(n), n)):
-                if name != root and name not in parent:
-                    parent[name] = leader
+                if name not in seen:
+                    seen.add(name)
+                    wave.setdefault(leader, []).append(name)
                     todo.append(name)
-        self._waves[root] = parent
-        return parent
+        self._waves[root] = wave
+        return wave
 
     def depth(self, container: str) -> int:
         """0 without dependencies, else 1 + the deepest dependency outside its own cycle:

@@ -33,6 +33,7 @@ class Dependencies:
         self.namespaces = namespaces
         self._lock = threading.Lock()
         self._graph = DependencyGraph()
+        self._labels: dict[str, dict[str, str]] = {}  # the last sweep's, to rebuild the graph
         self._ids: dict[str, str] = {}  # container name -> id, from the last sweep
         # Containers seen with a problem and not yet seen healthy: covers the moment between
         # detection and the incident being written (a sweep decides for all before acting).
@@ -51,6 +52,7 @@ class Dependencies:
         graph = DependencyGraph(labels, shared)
         with self._lock:
             self._graph = graph
+            self._labels = labels
             self._ids = {s.name: s.id for s in snapshots}
             fresh = [c for c in graph.cycles if c not in self._cycles]
             self._cycles = frozenset(graph.cycles)
@@ -109,8 +111,11 @@ class Dependencies:
         """(id, why) of the containers to restart now that `leader` is healthy again, in the
         wave that `root`'s healing began (core.dependencies.followers_after), dependencies
         first. An orphan (its leader removed) is never among them: no restart can fix it."""
-        graph = self.graph
+        shared = self.namespaces.learned() if self.namespaces is not None else None
         with self._lock:
+            if shared is not None:
+                self._graph = DependencyGraph(self._labels, shared)
+            graph = self._graph
             found = [
                 (self._ids[n], via)
                 for n, via in graph.followers_after(root, leader)

@@ -38,6 +38,7 @@ class Namespaces:
         self._unlisted: dict[str, datetime] = {}  # leader ids found outside the list -> when
         self._gone: set[str] = set()  # leader ids found removed (ids are never reused)
         self._warned: set[str] = set()  # container ids whose refused modes were logged
+        self._learned = False  # an inspect told more since the edges were last given
 
     # -- what the loop tells --------------------------------------------------------------------
 
@@ -56,6 +57,16 @@ class Namespaces:
             self._gone &= referenced
             for leader in set(self._unlisted) - referenced:
                 del self._unlisted[leader]
+            self._learned = False
+            return self._edges()
+
+    def learned(self) -> dict[str, list[tuple[str, str]]] | None:
+        """The namespace edges again when an inspect told more since they were last given (a
+        pid follower's exit, inspected after the sweep listed it); None when nothing changed."""
+        with self._lock:
+            if not self._learned:
+                return None
+            self._learned = False
             return self._edges()
 
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
@@ -64,6 +75,8 @@ class Namespaces:
         joined = self._parse(snap)
         if snap.inspected:
             with self._lock:
+                if snap.id in self._names and self._full.get(snap.id) != joined:
+                    self._learned = True  # an edge the sweep's graph does not have yet
                 self._full[snap.id] = joined
         if result.skipped not in _ORPHAN_OVER or not joined:
             return result
