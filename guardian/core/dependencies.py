@@ -64,6 +64,10 @@ class DependencyGraph:
             for leader, kind in (namespaces or {})[name]:
                 if leader == name or leader not in self.labels or name not in self.labels:
                     continue
+                # A follower needs its leader: not restarted on its own while the leader is
+                # unhealthy or being verified (its restart as a follower comes after).
+                if leader not in self._needs[name]:
+                    self._needs[name].append(leader)
                 vias = self._followers.setdefault(leader, {})
                 was = vias.get(name, "")
                 if was != RESTART_WITH_VIA and kind not in was.split(","):

@@ -118,8 +118,9 @@ def test_namespace_followers_are_merged_with_restart_with_and_ordered_by_depende
         labels,
         {"app": [("vpn", "network"), ("vpn", "pid")], "db": [("vpn", "network")]},
     )
-    # db before app (app depends on db); web follows by label.
-    assert graph.followers("vpn") == ["db", "web", "app"]
+    # A namespace follower needs its leader; db before app (app depends on db as well).
+    assert graph.followers("vpn") == ["web", "db", "app"]
+    assert graph.depends_on("app") == ["db", "vpn"] and graph.depends_on("web") == []
     assert graph.via("vpn", "app") == "network,pid"
     assert graph.via("vpn", "web") == "restart_with"
 
@@ -171,6 +172,27 @@ def test_a_network_follower_is_restarted_after_its_leader_is_healthy(tmp_path):
     assert loop.metric("guardian_restarts_total", container="app", outcome="succeeded") == 1
     assert loop.store.open_incidents(loop.host, "app") == []
     assert loop.restarted() == ["vpn", "app"]
+
+
+def test_an_unhealthy_follower_waits_for_its_leader_then_restarts_once_as_its_follower(tmp_path):
+    """Cut off by the vpn's restart, the app turns unhealthy too: its own restart waits for
+    the vpn (a follower needs its leader), and its restart as the follower is the one."""
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
+    vpn_and_app(loop)
+    loop.engine.set("app", health="unhealthy")
+    loop.healer.sweep()
+    assert loop.restarted() == ["vpn"]
+    [held] = [a for a in loop.actions("app") if a.kind == "decision"]
+    assert held.reason == "dependency_unhealthy" and "vpn" in held.detail
+    loop.verify()
+    assert loop.restarted() == ["vpn", "app"]
+    loop.clock.advance(1)
+    loop.verify()
+    loop.clock.advance(1)
+    loop.healer.sweep()
+    assert loop.restarted() == ["vpn", "app"]
+    [incident] = [i for i in loop.store.open_incidents(loop.host, "app")]
+    assert incident.state == "resolved"
 
 
 def test_a_follower_goes_through_decide_with_its_own_budget(tmp_path):

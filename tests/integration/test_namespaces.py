@@ -1,0 +1,105 @@
+"""Namespace followers with real containers: an app in the vpn's network namespace reaches the
+vpn's server again after Guardian restarted the vpn; an app whose vpn was recreated is an
+orphan, reported with the command that fixes it and never restarted."""
+
+from __future__ import annotations
+
+import time
+
+import docker.errors
+
+from tests.helpers import wait_until
+from tests.integration.see_more import HEALTH, WATCH, actions, incidents, watched
+
+# The vpn serves on its loopback only: the app reaches it only from inside the vpn's namespace.
+SERVE = ["sh", "-c", "echo up > /tmp/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp"]
+# An HTTP GET with nc: this busybox's wget crashes.
+REACH = "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 1 127.0.0.1 8080 | grep -q '^up'"
+COMPOSE = {"com.docker.compose.project": "media", "com.docker.compose.service": "app"}
+
+
+def reaches(containers, app: str) -> bool:
+    """The app's GET to the vpn's loopback succeeds (False while the app is being restarted)."""
+    api = containers.api
+    try:
+        run = api.exec_create(app, ["sh", "-c", REACH])
+        api.exec_start(run)
+    except docker.errors.APIError:  # 409: not running, between the restart's stop and start
+        return False
+    return api.exec_inspect(run["Id"])["ExitCode"] == 0
+
+
+def vpn_and_app(containers, app_labels: dict[str, str] | None = None) -> tuple[str, str]:
+    vpn = containers.run("vpn", SERVE, health_cmd=HEALTH, enable=None, labels=watched())
+    app = containers.run(
+        "app",
+        health_cmd=REACH,
+        enable=None,
+        labels=watched(**(app_labels or {})),
+        network_mode=f"container:{vpn}",
+    )
+    containers.wait_health(vpn, "healthy")
+    containers.wait_health(app, "healthy")
+    return vpn, app
+
+
+def test_the_app_reaches_the_vpn_again_after_guardian_restarted_the_vpn(
+    containers, guardian, engine_events
+):
+    vpn, app = vpn_and_app(containers)
+    assert reaches(containers, app)
+    g = guardian(watch={"label": WATCH})
+    store = g.store_path
+    containers.make_unhealthy(vpn)
+    restarted = wait_until(lambda: engine_events.count(vpn, "restart") >= 1, 30, message="vpn")
+    assert restarted
+    t0 = time.monotonic()
+    # The vpn's new namespace cut the app off; Guardian restarts the app into it.
+    wait_until(lambda: reaches(containers, app), 30, 0.2, "app reaches the vpn's server")
+    assert time.monotonic() - t0 < 30
+    wait_until(
+        lambda: [a for a in actions(store, app) if a["outcome"] == "succeeded"],
+        30,
+        message="the app's restart verified",
+    )
+    [vpn_incident] = incidents(store, vpn)
+    [follow] = [a for a in actions(store, app) if a["kind"] == "restart"]
+    assert follow["reason"] == "namespace_follower"
+    assert follow["incident_id"] == vpn_incident["id"]
+    # Each restarted once: the app's own incident (cut off, unhealthy) waited for the vpn.
+    assert engine_events.count(vpn, "restart") == 1
+    assert engine_events.count(app, "restart") == 1
+    assert g.stop() == 0
+
+
+def test_an_app_whose_vpn_was_recreated_is_an_orphan_and_never_restarted(
+    containers, guardian, engine_events
+):
+    vpn, app = vpn_and_app(containers, app_labels=COMPOSE)
+    old = containers.inspect(vpn)["Id"]
+    containers.api.remove_container(vpn, force=True)  # docker compose up replaced the vpn
+    containers.run("vpn", SERVE, health_cmd=HEALTH, enable=None, labels=watched())
+    assert containers.inspect(vpn)["Id"] != old
+    starts = engine_events.count(app, "start")  # its own, before Guardian
+    g = guardian(watch={"label": WATCH})
+    store = g.store_path
+
+    def orphaned() -> list[dict]:
+        return incidents(store, app, "orphaned_namespace")
+
+    [incident] = wait_until(orphaned, 30, message="orphaned_namespace incident")
+    assert "docker compose up -d --force-recreate app" in incident["detail"]
+    assert old[:12] in incident["detail"]
+    # Four sweeps later (2 s apart) it is still one incident and the app was never restarted.
+    seen = _swept(g)
+    wait_until(lambda: _swept(g) >= seen + 4, 30, message="four more sweeps")
+    [again] = orphaned()
+    assert again["id"] == incident["id"] and again["last_seen"] > incident["last_seen"]
+    assert engine_events.count(app, "restart") == 0
+    assert engine_events.count(app, "start") == starts
+    assert [a for a in actions(store, app) if a["kind"] == "restart"] == []
+    assert g.stop() == 0
+
+
+def _swept(g) -> int:
+    return len(g.lines("sweep done"))
