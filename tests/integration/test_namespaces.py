@@ -5,10 +5,13 @@ orphan, reported with the command that fixes it and never restarted."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import docker.errors
 
+from guardian.adapters.docker_engine import DockerEngine
 from tests.helpers import wait_until
+from tests.integration.conftest import RUN_ID
 from tests.integration.see_more import HEALTH, WATCH, actions, incidents, watched
 
 # The vpn serves on its loopback only: the app reaches it only from inside the vpn's namespace.
@@ -41,6 +44,26 @@ def vpn_and_app(containers, app_labels: dict[str, str] | None = None) -> tuple[s
     containers.wait_health(vpn, "healthy")
     containers.wait_health(app, "healthy")
     return vpn, app
+
+
+def test_the_list_tells_the_network_leader_and_an_inspect_the_pid_one_too(containers):
+    """What this engine stores: the leader's full id, whatever name was given."""
+    vpn = containers.run("vpn")
+    app = containers.run("app", network_mode=f"container:{vpn}", pid_mode=f"container:{vpn}")
+    leader = containers.inspect(vpn)["Id"]
+    engine = DockerEngine("unix:///var/run/docker.sock", timedelta(seconds=10))
+    try:
+        [listed] = [
+            s
+            for s in engine.list_containers("guardian.enable", f"guardian.test.run={RUN_ID}")
+            if s.name == app
+        ]
+        assert listed.namespaces == (("network", leader),)  # the list has no PidMode
+        inspected = engine.inspect(app)
+        assert inspected is not None
+        assert inspected.namespaces == (("network", leader), ("pid", leader))
+    finally:
+        engine.close()
 
 
 def test_the_app_reaches_the_vpn_again_after_guardian_restarted_the_vpn(
