@@ -102,9 +102,9 @@ class Verifier:
             extra=kv(container=p.container, outcome=outcome, detail=detail),
         )
         if incident is None:
-            # A follower: no incident of its own. Healthy, it leads its own followers.
-            if outcome is Outcome.SUCCEEDED and p.after:
-                self.remediator.restart_followers(p.container, p.after)
+            # A follower, told under its leader's incident. Healthy, it leads its own followers.
+            if outcome is Outcome.SUCCEEDED:
+                self._follower_healed(p, now)
             return
         if outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN) and incident.is_open:
             reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
@@ -119,6 +119,20 @@ class Verifier:
         elif outcome is Outcome.PERMANENT_FAILURE:
             self.recorder.gone(incident, detail, now)
         self.recorder.refresh_gauges()
+
+    def _follower_healed(self, p: PendingVerify, now: datetime) -> None:
+        """Observed healthy after its restart as a follower: what it opened while cut off (its
+        own health check failed) is resolved now, not at the next sweep, so a follower of it is
+        not held back by it (dependency_unhealthy); then its own followers follow."""
+        ctx = self.ctx
+        for own in ctx.store.open_incidents(ctx.settings.host, p.container):
+            if own.is_open and own.container_id == p.container_id:
+                self.recorder.recovered(own, "healthy after its restart as a follower", now)
+        ctx.state.healthy_since(p.container, now)
+        for recovered in ctx.pipeline.recovered:
+            recovered(p.container)
+        if p.after:
+            self.remediator.restart_followers(p.container, p.after)
 
     def reconcile(self) -> int:
         """On start-up: give every action a crash left without an outcome one, and resume

@@ -238,6 +238,23 @@ def test_a_follower_of_a_follower_waits_for_the_one_it_joined(tmp_path):
     assert loop.restarted() == ["vpn", "app", "sidecar"]  # the wave ended
 
 
+def test_a_cut_off_follower_healed_as_a_follower_lets_its_own_follower_follow(tmp_path):
+    """app turned unhealthy once cut off (its own incident); healed by its restart as the vpn's
+    follower, that incident no longer holds sidecar (which joined app's namespace) back."""
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
+    vpn_and_app(loop)
+    loop.engine.add("sidecar", health=None, namespaces=(("network", loop.engine.id_of("app")),))
+    loop.engine.set("app", health="unhealthy")
+    loop.healer.sweep()
+    loop.verify()
+    assert loop.restarted() == ["vpn", "app"]
+    loop.clock.advance(1)
+    loop.verify()
+    [own] = loop.store.open_incidents(loop.host, "app")
+    assert own.state == "resolved" and own.resolved_by == "guardian"
+    assert loop.restarted() == ["vpn", "app", "sidecar"]
+
+
 def test_a_cycle_of_namespaces_restarts_each_once(tmp_path):
     loop = make_app(tmp_path, restart={"cooldown": "0s"})
     a = loop.engine.add("a", health="unhealthy")
