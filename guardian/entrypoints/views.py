@@ -83,20 +83,28 @@ def transition_view(t: Transition) -> dict[str, Any]:
     }
 
 
-def timeline_action(a: RemediationAction) -> dict[str, Any]:
+def timeline_action(a: RemediationAction, container: str = "") -> dict[str, Any]:
+    """An action in the timeline of `container`'s incident; one about another container (a
+    follower restarted after it) names that container."""
     outcome = str(a.outcome) if a.outcome is not None else "pending"
+    event = f"{a.kind} #{a.attempt}: {outcome}" if a.kind == ActionKind.RESTART else a.kind
+    if container and a.container != container:
+        event = f"{event} ({text(a.container)})"
     return {
         "at": when(a.requested_at),
         "actor": incidents.GUARDIAN,
-        "event": f"{a.kind} #{a.attempt}: {outcome}" if a.kind == ActionKind.RESTART else a.kind,
+        "event": event,
         "reason": text(a.reason),
         "detail": text(a.detail),
     }
 
 
-def timeline_view(entries: list[Transition | RemediationAction]) -> list[dict[str, Any]]:
+def timeline_view(
+    entries: list[Transition | RemediationAction], container: str = ""
+) -> list[dict[str, Any]]:
     return [
-        transition_view(e) if isinstance(e, Transition) else timeline_action(e) for e in entries
+        transition_view(e) if isinstance(e, Transition) else timeline_action(e, container)
+        for e in entries
     ]
 
 

@@ -158,12 +158,15 @@ class Remediator:
         incident_id = leader_incident.id if leader_incident is not None else None
         decision = self._decide_and_claim(snap, rules)
         now = ctx.clock.now()
+        # Named in the detail: the row is also shown in the leader's incident timeline.
         if via == RESTART_WITH_REASON:
             reason, extra = RESTART_WITH_REASON, {"restart_with": leader}
-            detail = f"after {leader} was restarted and healthy"
+            detail = f"{name}, after {leader} was restarted and healthy"
         else:
             reason, extra = NAMESPACE_REASON, {"namespace_of": leader, "namespaces": via}
-            detail = f"after {leader} was restarted and healthy; it joined its {via} namespace"
+            detail = (
+                f"{name}, after {leader} was restarted and healthy (it joined its {via} namespace)"
+            )
         if root != leader:
             extra["wave_of"] = root
         if not decision.restart:

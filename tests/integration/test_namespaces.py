@@ -4,6 +4,9 @@ orphan, reported with the command that fixes it and never restarted."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
@@ -11,7 +14,7 @@ import docker.errors
 
 from guardian.adapters.docker_engine import DockerEngine
 from tests.helpers import wait_until
-from tests.integration.conftest import RUN_ID
+from tests.integration.conftest import REPO, RUN_ID
 from tests.integration.see_more import HEALTH, WATCH, actions, incidents, watched
 
 # The vpn serves on its loopback only: the app reaches it only from inside the vpn's namespace.
@@ -19,6 +22,22 @@ SERVE = ["sh", "-c", "echo up > /tmp/index.html && exec httpd -f -p 127.0.0.1:80
 # An HTTP GET with nc: this busybox's wget crashes.
 REACH = "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 1 127.0.0.1 8080 | grep -q '^up'"
 COMPOSE = {"com.docker.compose.project": "media", "com.docker.compose.service": "app"}
+
+
+def show(g, incident_id: int, *args: str) -> str:
+    """`guardian incidents show ID` as a separate process, over the daemon's config."""
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "guardian.entrypoints.cli", "incidents", "show"),
+            *(str(incident_id), *args, "--config", str(g.config_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return result.stdout
 
 
 def reaches(containers, app: str) -> bool:
@@ -89,6 +108,11 @@ def test_the_app_reaches_the_vpn_again_after_guardian_restarted_the_vpn(
     [follow] = [a for a in actions(store, app) if a["kind"] == "restart"]
     assert follow["reason"] == "namespace_follower"
     assert follow["incident_id"] == vpn_incident["id"]
+    # In the vpn's incident timeline, named.
+    timeline = json.loads(show(g, vpn_incident["id"], "--json"))["timeline"]
+    assert any(
+        e["reason"] == "namespace_follower" and e["event"].endswith(f"({app})") for e in timeline
+    ), timeline
     # Each restarted once: the app's own incident (cut off, unhealthy) waited for the vpn.
     assert engine_events.count(vpn, "restart") == 1
     assert engine_events.count(app, "restart") == 1
@@ -113,6 +137,7 @@ def test_an_app_whose_vpn_was_recreated_is_an_orphan_and_never_restarted(
     [incident] = wait_until(orphaned, 30, message="orphaned_namespace incident")
     assert "docker compose up -d --force-recreate app" in incident["detail"]
     assert old[:12] in incident["detail"]
+    assert "next step: docker compose up -d --force-recreate app" in show(g, incident["id"])
     # Four sweeps later (2 s apart) it is still one incident and the app was never restarted.
     seen = _swept(g)
     wait_until(lambda: _swept(g) >= seen + 4, 30, message="four more sweeps")

@@ -15,6 +15,7 @@ from guardian.adapters.engine_payloads import inspect_snapshot, summary_snapshot
 from guardian.core.dependencies import DEPENDS_ON, DependencyGraph
 from guardian.core.model import ProblemType
 from guardian.core.namespaces import MAX_REF, raw_modes, recreate_step, shared
+from guardian.entrypoints.views import timeline_view
 from guardian.ports import EngineEvent
 from tests.app import TestApp, make_app
 
@@ -162,8 +163,9 @@ def test_a_network_follower_is_restarted_after_its_leader_is_healthy(tmp_path):
     assert follow.extra["namespace_of"] == "vpn" and follow.extra["namespaces"] == "network"
     assert follow.incident_id == vpn_incident.id
     # In the vpn's timeline, and told once, under the vpn's incident.
-    timeline = loop.app.operator.timeline(vpn_incident)
-    assert any(getattr(e, "container", "") == "app" for e in timeline)
+    timeline = timeline_view(loop.app.operator.timeline(vpn_incident), "vpn")
+    [row] = [e for e in timeline if e["reason"] == "namespace_follower"]
+    assert row["event"] == "restart #1: restarted (app)"
     about_app = [n for n in told(loop) if n["container"] == "app"]
     assert [(n["kind"], n["incident_id"]) for n in about_app] == [("attempt", vpn_incident.id)]
     # Verified like any restart; app opened no incident of its own.
