@@ -28,9 +28,21 @@ from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.context import LoopContext
 from guardian.service.recorder import Recorder
-from guardian.service.remediator import STOP_TIMEOUT_KEY, Remediator
+from guardian.service.remediator import (
+    NAMESPACE_REASON,
+    RESTART_WITH_REASON,
+    STOP_TIMEOUT_KEY,
+    Remediator,
+)
 
 log = logging.getLogger("guardian.verify")
+_FOLLOWER_REASONS = frozenset({RESTART_WITH_REASON, NAMESPACE_REASON})
+
+
+def _own_incident(action: RemediationAction) -> int | None:
+    """The incident an action's verdict may resolve or close: none for a follower's restart,
+    which is only told under its leader's incident."""
+    return None if action.reason in _FOLLOWER_REASONS else action.incident_id
 
 
 class Verifier:
@@ -147,7 +159,7 @@ class Verifier:
                 # Restarted, but Guardian died before verifying: verify now, honestly.
                 snap = ctx.engine.inspect(action.container_id)
                 if snap is not None:
-                    self._resume(action_id, action.incident_id, snap, action.requested_at)
+                    self._resume(action_id, _own_incident(action), snap, action.requested_at)
                     continue
             if action.kind != ActionKind.RESTART:
                 ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, "Guardian stopped", now)
@@ -157,7 +169,7 @@ class Verifier:
                 ctx.store.record_outcome(
                     action_id, Outcome.PERMANENT_FAILURE, "container gone after restart", now
                 )
-                incident = ctx.store.get_incident(action.incident_id or 0)
+                incident = ctx.store.get_incident(_own_incident(action) or 0)
                 if incident is not None and incident.state is not IncidentState.CLOSED:
                     self.recorder.gone(incident, "container gone", now)
                 continue
@@ -168,7 +180,7 @@ class Verifier:
                 # Verified like any restart, never requested a second time meanwhile.
                 self._resume(
                     action_id,
-                    action.incident_id,
+                    _own_incident(action),
                     snap,
                     action.requested_at,
                     deadline=self._stop_deadline(action),
@@ -195,7 +207,7 @@ class Verifier:
                 "reconciled unfinished action", extra=kv(container=action.container, detail=detail)
             )
             if restarted:
-                self._resume(action_id, action.incident_id, snap, action.requested_at)
+                self._resume(action_id, _own_incident(action), snap, action.requested_at)
         return count
 
     def _stop_deadline(self, action: RemediationAction) -> datetime:

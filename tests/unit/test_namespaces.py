@@ -197,6 +197,23 @@ def test_an_unhealthy_follower_waits_for_its_leader_then_restarts_once_as_its_fo
     assert incident.state == "resolved"
 
 
+def test_a_follower_verified_after_a_restart_of_guardian_never_ends_its_leaders_incident(
+    tmp_path,
+):
+    loop = make_app(tmp_path, restart={"cooldown": "60s"})
+    vpn_and_app(loop)
+    loop.healer.sweep()
+    loop.verify()
+    assert loop.restarted() == ["vpn", "app"]  # app's restart awaits its verification
+    again = loop.restart_guardian()
+    assert again.app.verifier.reconcile() == 1
+    again.engine.remove("app")  # gone while verified: its own news, not the vpn's
+    again.clock.advance(1)
+    again.verify()
+    [vpn_incident] = again.store.open_incidents(again.host, "vpn")
+    assert vpn_incident.state == "resolved" and vpn_incident.close_reason is None
+
+
 def test_a_follower_goes_through_decide_with_its_own_budget(tmp_path):
     loop = make_app(tmp_path, restart={"max_attempts": 1, "cooldown": "0s"})
     vpn_and_app(loop)
