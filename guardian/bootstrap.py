@@ -81,6 +81,7 @@ from guardian.service.healer import Healer
 from guardian.service.heartbeat import Heartbeat
 from guardian.service.hooks import Hooks, HookSettings
 from guardian.service.host import HostWatch
+from guardian.service.namespaces import Namespaces
 from guardian.service.oom import OomEvents
 from guardian.service.operator import Operator
 from guardian.service.pipeline import Pipeline
@@ -269,7 +270,8 @@ def build_loop(
         ),
         settings["probe.allow_hosts"],
     )
-    dependencies = Dependencies(store, state, hs.host)
+    namespaces = Namespaces(engine)
+    dependencies = Dependencies(store, state, hs.host, namespaces)
     host = HostWatch(
         store,
         clock,
@@ -285,7 +287,7 @@ def build_loop(
     )
     # The order of each row is the order things run in.
     pipeline = Pipeline(
-        judges=(crash_loops.judge, oom.judge, prober.judge),
+        judges=(crash_loops.judge, oom.judge, prober.judge, namespaces.judge),
         inspect_wanted=(crash_loops.still_looping,),
         listed=(crash_loops.follow, prober.update, dependencies.follow, host.follow),
         assessed=(dependencies.assessed, host.assessed),
@@ -294,7 +296,7 @@ def build_loop(
         recovered=(dependencies.recovered, host.recovered),
         engine_state=(host.engine_state,),
         ended=(host.restart_ended,),
-        events=(oom.on_event,),
+        events=(oom.on_event, namespaces.on_event),
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
         storm_open=host.storm_open,

@@ -107,8 +107,23 @@ class FakeEngine:
         out = []
         for c in self.containers.values():
             if (label == "all" or label in c.labels) and in_scope(c.labels, scope):
-                out.append(replace(c, inspected=False, exit_code=None, started_at=None))
+                # As Docker's list: HostConfig.NetworkMode only, no PidMode or IpcMode.
+                network = tuple(n for n in c.namespaces if n[0] == "network")
+                out.append(
+                    replace(c, inspected=False, exit_code=None, started_at=None, namespaces=network)
+                )
         return out
+
+    def remove(self, name: str) -> None:
+        del self.containers[self.id_of(name)]
+
+    def recreate(self, name: str, **fields: object) -> ContainerSnapshot:
+        """`docker compose up` replaced it: the same name, a new id."""
+        old = self.containers.pop(self.id_of(name))
+        snap = replace(old, id=f"{name}-new".ljust(64, "1"), started_at=self.clock.now())
+        snap = replace(snap, **fields)  # type: ignore[arg-type]
+        self.containers[snap.id] = snap
+        return snap
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         self._check()
@@ -128,6 +143,10 @@ class FakeEngine:
         if container_id not in self.containers:
             return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists (404)")
         snap = self.containers[container_id]
+        for _, leader in snap.namespaces:
+            if leader not in self.containers:
+                # Docker: the follower cannot start without the namespace it joined.
+                return ActionOutcome(Outcome.PERMANENT_FAILURE, f"No such container: {leader}")
         health = self.after_restart_health if snap.health is not None else None
         self.containers[container_id] = replace(
             snap,

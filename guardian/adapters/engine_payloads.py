@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from guardian.core.model import ContainerSnapshot
+from guardian.core.namespaces import raw_modes
 from guardian.core.probes import NO_ADDRESS
 from guardian.ports import EngineEvent, EngineIdentity
 
@@ -71,7 +72,8 @@ def addresses(network_settings: dict[str, Any] | None, network_mode: str) -> tup
 
 def summary_snapshot(item: dict[str, Any]) -> ContainerSnapshot:
     names = item.get("Names") or [""]
-    mode = (item.get("HostConfig") or {}).get("NetworkMode", "")
+    host_config = item.get("HostConfig") or {}
+    mode = host_config.get("NetworkMode", "")
     return ContainerSnapshot(
         id=item["Id"],
         name=names[0].lstrip("/"),
@@ -79,6 +81,8 @@ def summary_snapshot(item: dict[str, Any]) -> ContainerSnapshot:
         state=item.get("State", ""),
         health=health_from_status(item.get("Status", "")),
         addresses=addresses(item.get("NetworkSettings"), mode),
+        # The list shows HostConfig.NetworkMode only; PidMode and IpcMode need an inspect.
+        namespaces=raw_modes({"NetworkMode": mode}),
     )
 
 
@@ -110,6 +114,7 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         addresses=addresses(data.get("NetworkSettings"), host_config.get("NetworkMode", "")),
         memory_limit=int(host_config.get("Memory") or 0),
         unhealthy_since=unhealthy_since(health, config.get("Healthcheck") or {}),
+        namespaces=raw_modes(host_config),
     )
 
 

@@ -18,6 +18,9 @@ class ProblemType(StrEnum):
     OOM_KILLED = "oom_killed"
     CRASH_LOOP = "crash_loop"  # Docker's restart policy keeps restarting it; Guardian never does
     PROBE_FAILED = "probe_failed"  # a Guardian-run HTTP/TCP probe failed failure_threshold times
+    # It joined a namespace (`container:<id>`) of a container that no longer exists: a restart
+    # cannot fix it, so Guardian reports it and names the command that recreates it.
+    ORPHANED_NAMESPACE = "orphaned_namespace"
     # Host-level problems: their incidents use HOST_SUBJECT as the container.
     STORM = "storm"  # too many watched containers unhealthy at once
     ENGINE_UNREACHABLE = "engine_unreachable"
@@ -72,6 +75,10 @@ class ContainerSnapshot:
     # When Docker's health check turned the container unhealthy (the probe that completed the
     # failing streak); the oldest failing probe still in Docker's log when that one rotated out.
     unhealthy_since: datetime | None = None
+    # Namespaces joined from another container, (kind, leader) as HostConfig says
+    # `container:<leader>` (core.namespaces.raw_modes): the list call tells the network one
+    # only, an inspect all three (network, pid, ipc).
+    namespaces: tuple[tuple[str, str], ...] = ()
 
     @property
     def short_id(self) -> str:

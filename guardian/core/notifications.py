@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from guardian.core.model import Decision, Incident, Outcome, ProblemType, Reason, Verdict
+from guardian.core.namespaces import next_step_of
 from guardian.core.redaction import untrusted
 
 DETAIL_MAX = 300  # characters of health output kept in a message
@@ -173,6 +174,8 @@ def plan(decision: Decision | None) -> str:
 
 
 def opened(incident: Incident, decision: Decision | None, now: datetime) -> Notification:
+    # An orphan is never restarted: its next step is the command its detail names.
+    orphan = incident.type is ProblemType.ORPHANED_NAMESPACE and next_step_of(incident.detail)
     return _base(
         incident,
         Kind.OPENED,
@@ -180,7 +183,7 @@ def opened(incident: Incident, decision: Decision | None, now: datetime) -> Noti
         attempt=decision.attempt - 1 if decision and decision.attempt else 0,
         max_attempts=decision.max_attempts if decision else 0,
         detail=untrusted(incident.detail, DETAIL_MAX),
-        next_step=plan(decision),
+        next_step=orphan or plan(decision),
     )
 
 

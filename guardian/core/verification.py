@@ -32,6 +32,9 @@ class PendingVerify:
     # Found at start-up: Guardian stopped while the engine still waited out the container's
     # stop timeout. No restart seen by the deadline means it never happened (interrupted).
     left_to_engine: bool = False
+    # A follower's restart: the container whose healing began the wave ("" otherwise). Once
+    # healthy, its own followers are restarted in that wave.
+    after: str = ""
 
 
 def restarted(p: PendingVerify, snap: ContainerSnapshot) -> bool:

@@ -191,7 +191,7 @@ class Api:
             200,
             {
                 "incident": incident_view(incident),
-                "timeline": timeline_view(self.op.timeline(incident)),
+                "timeline": timeline_view(self.op.timeline(incident), incident.container),
             },
         )
 

@@ -103,13 +103,17 @@ def transition_view(t: Transition) -> dict[str, Any]:
     }
 
 
-def timeline_action(a: RemediationAction) -> dict[str, Any]:
+def timeline_action(a: RemediationAction, container: str = "") -> dict[str, Any]:
+    """An action in the timeline of `container`'s incident; one about another container (a
+    follower restarted after it) names that container."""
     outcome = str(a.outcome) if a.outcome is not None else "pending"
     event = a.kind
     if a.kind == ActionKind.RESTART:
         event = f"{a.kind} #{a.attempt}: {outcome}"
     elif a.kind == ActionKind.HOOK:
         event = f"{a.kind}: {outcome}"
+    if container and a.container != container:
+        event = f"{event} ({text(a.container)})"
     # A person's answer (guardian.action=ask) is theirs in the audit trail, not Guardian's.
     actor = a.extra.get("by", incidents.GUARDIAN) if a.kind == ActionKind.APPROVAL else None
     return {
@@ -121,9 +125,12 @@ def timeline_action(a: RemediationAction) -> dict[str, Any]:
     }
 
 
-def timeline_view(entries: list[Transition | RemediationAction]) -> list[dict[str, Any]]:
+def timeline_view(
+    entries: list[Transition | RemediationAction], container: str = ""
+) -> list[dict[str, Any]]:
     return [
-        transition_view(e) if isinstance(e, Transition) else timeline_action(e) for e in entries
+        transition_view(e) if isinstance(e, Transition) else timeline_action(e, container)
+        for e in entries
     ]
 
 

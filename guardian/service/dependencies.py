@@ -1,7 +1,8 @@
 """Dependency-aware healing: while a dependency is unhealthy its dependents are not restarted
 (decide() says `dependency_unhealthy`, naming the dependency's incident), and a sweep acts on
-dependencies first. The graph comes from the containers the last sweep listed (core.dependencies);
-`guardian.restart_with` followers are restarted by the Remediator. Containers of one cycle hold
+dependencies first. The graph comes from the containers the last sweep listed (core.dependencies)
+and the namespaces they joined (service.namespaces); followers (`guardian.restart_with`, or a
+`container:<leader>` namespace) are restarted by the Remediator. Containers of one cycle hold
 none of each other back: a cycle is reported once and never blocks a restart.
 """
 
@@ -15,6 +16,7 @@ from guardian.core.dependencies import DependencyGraph
 from guardian.core.model import HOST_PROBLEMS, OPEN_STATES, ContainerSnapshot, HealthCheckResult
 from guardian.logs import kv
 from guardian.ports import Store
+from guardian.service.namespaces import Namespaces
 from guardian.service.state import LoopState
 
 log = logging.getLogger("guardian.dependencies")
@@ -22,12 +24,16 @@ SHOWN = 20  # names of a cycle written in its warning
 
 
 class Dependencies:
-    def __init__(self, store: Store, state: LoopState, host: str) -> None:
+    def __init__(
+        self, store: Store, state: LoopState, host: str, namespaces: Namespaces | None = None
+    ) -> None:
         self.store = store
         self.state = state
         self.host = host
+        self.namespaces = namespaces
         self._lock = threading.Lock()
         self._graph = DependencyGraph()
+        self._labels: dict[str, dict[str, str]] = {}  # the last sweep's, to rebuild the graph
         self._ids: dict[str, str] = {}  # container name -> id, from the last sweep
         # Containers seen with a problem and not yet seen healthy: covers the moment between
         # detection and the incident being written (a sweep decides for all before acting).
@@ -41,9 +47,12 @@ class Dependencies:
 
     def follow(self, snapshots: list[ContainerSnapshot]) -> None:
         """The containers of the last sweep make the graph."""
-        graph = DependencyGraph({s.name: s.labels for s in snapshots})
+        labels = {s.name: s.labels for s in snapshots}
+        shared = self.namespaces.follow(snapshots) if self.namespaces is not None else {}
+        graph = DependencyGraph(labels, shared)
         with self._lock:
             self._graph = graph
+            self._labels = labels
             self._ids = {s.name: s.id for s in snapshots}
             fresh = [c for c in graph.cycles if c not in self._cycles]
             self._cycles = frozenset(graph.cycles)
@@ -98,8 +107,19 @@ class Dependencies:
                         out.append(f"{dep} (unhealthy)")
         return tuple(out)
 
-    def followers(self, leader: str) -> tuple[str, ...]:
-        """Ids of the containers that declared `guardian.restart_with` naming `leader`."""
-        graph = self.graph
+    def followers(self, leader: str, root: str) -> tuple[tuple[str, str], ...]:
+        """(id, why) of the containers to restart now that `leader` is healthy again, in the
+        wave that `root`'s healing began (core.dependencies.followers_after), dependencies
+        first. An orphan (its leader removed) is never among them: no restart can fix it."""
+        shared = self.namespaces.learned() if self.namespaces is not None else None
         with self._lock:
-            return tuple(self._ids[n] for n in graph.followers(leader) if n in self._ids)
+            if shared is not None:
+                self._graph = DependencyGraph(self._labels, shared)
+            graph = self._graph
+            found = [
+                (self._ids[n], via)
+                for n, via in graph.followers_after(root, leader)
+                if n in self._ids
+            ]
+        ns = self.namespaces
+        return tuple((cid, via) for cid, via in found if ns is None or not ns.orphaned(cid))

@@ -30,8 +30,9 @@ from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian.healer")
 
-# Problems Guardian reports but never restarts for (Docker's restart policy is already at it).
-_REPORT_ONLY = frozenset({ProblemType.CRASH_LOOP})
+# Problems Guardian reports but never restarts for: Docker's restart policy is already at it, or
+# no restart can help (the namespace it joined belongs to a container that no longer exists).
+_REPORT_ONLY = frozenset({ProblemType.CRASH_LOOP, ProblemType.ORPHANED_NAMESPACE})
 
 
 class Healer:

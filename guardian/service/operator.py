@@ -210,9 +210,10 @@ class Operator:
         timed: list[tuple[datetime, Transition | RemediationAction]] = [
             (t.at, t) for t in self.store.transitions(incident.id)
         ]
+        # Every action told under it, a follower's restart among them (its own container).
         timed += [
             (a.requested_at, a)
-            for a in self.store.actions(self.host, incident.container)
+            for a in self.store.actions(self.host, since=incident.opened_at)
             if a.incident_id == incident.id
         ]
         # Stable on the full timestamps: the views show whole seconds only.

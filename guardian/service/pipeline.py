@@ -40,6 +40,10 @@ def _first(_container: str) -> int:
     return 0
 
 
+def _no_followers(_leader: str, _root: str) -> tuple[tuple[str, str], ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class Pipeline:
     judges: tuple[Judge, ...] = ()  # in order, after the health check
@@ -57,7 +61,8 @@ class Pipeline:
     storm_canary: Callable[[str], None] = _ignore  # decide() let this container through as canary
     storm_open: Callable[[], bool] = _never  # a storm speaks for the openings meanwhile
     unhealthy_dependencies: Callable[[str], tuple[str, ...]] = _none
-    followers: Callable[[str], tuple[str, ...]] = _none  # guardian.restart_with
+    # (id, why) to restart after (leader, root of the wave): restart_with, namespace followers
+    followers: Callable[[str, str], tuple[tuple[str, str], ...]] = _no_followers
     # The wall clock stepped by this much: the stamps a part holds for durations move with it.
     stepped: tuple[Callable[[timedelta], None], ...] = ()
     verdicts: tuple[Callable[[ActionVerdict], None], ...] = ()  # an action's verdict (hooks)

@@ -1,6 +1,7 @@
 """The only restart path: gather the history, ask decide(), then restart, give up or record why
-not. Container incidents, `guardian.restart_with` followers and `guardian check --apply` all
-restart through here, so every restart gets the same retry, record, metrics and notification.
+not. Container incidents, followers (`guardian.restart_with`, shared namespaces) and `guardian
+check --apply` all restart through here, so every restart gets the same retry, record, metrics
+and notification.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ log = logging.getLogger("guardian.remediator")
 
 # Reasons that never change while the inputs stay the same: record them once per incident.
 _QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
-RESTART_WITH_REASON = "restart_with"
+RESTART_WITH_REASON = "restart_with"  # also the `via` of a follower by label
+NAMESPACE_REASON = "namespace_follower"  # it joined a namespace of the container restarted
 ACTION_KEY = "action"  # a held-back decision's extra: the container's guardian.action
 STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine may wait to stop
 
@@ -225,29 +227,42 @@ class Remediator:
             snap, a.rules, decision, action, incident, a.detected_at, then=gone_if_removed
         )
 
-    def restart_followers(self, leader: str) -> None:
-        """`leader` was restarted by Guardian and is healthy: restart the containers that
-        declared `guardian.restart_with=<leader>`, each through decide() with its own budget."""
-        for container_id in self.ctx.pipeline.followers(leader):
+    def restart_followers(self, leader: str, root: str = "") -> None:
+        """`leader` was restarted by Guardian and is healthy: restart its followers (those that
+        declared `guardian.restart_with=<leader>` or joined a namespace of it), each through
+        decide() with its own budget, told under the incident of `root` (the container whose
+        healing began the wave; `leader` itself unless `leader` is a follower)."""
+        root = root or leader
+        for container_id, via in self.ctx.pipeline.followers(leader, root):
             try:
-                self._follow(container_id, leader)
+                self._follow(container_id, leader, root, via)
             except Exception:
                 log.exception(
-                    "restart_with failed", extra=kv(container_id=container_id[:12], after=leader)
+                    "follower restart failed",
+                    extra=kv(container_id=container_id[:12], after=leader),
                 )
 
-    def _follow(self, container_id: str, leader: str) -> None:
+    def _follow(self, container_id: str, leader: str, root: str, via: str) -> None:
         ctx, host = self.ctx, self.ctx.settings.host
         snap = ctx.engine.inspect(container_id)
         if snap is None:
             return
         name, rules = snap.name, ctx.rules.of(snap)
-        leader_incident = next((i for i in reversed(ctx.store.open_incidents(host, leader))), None)
+        leader_incident = next((i for i in reversed(ctx.store.open_incidents(host, root))), None)
         incident_id = leader_incident.id if leader_incident is not None else None
         decision = self._decide_and_claim(snap, rules)
         now = ctx.clock.now()
-        detail = f"after {leader} was restarted and healthy"
-        extra = {"restart_with": leader}
+        # Named in the detail: the row is also shown in the leader's incident timeline.
+        if via == RESTART_WITH_REASON:
+            reason, extra = RESTART_WITH_REASON, {"restart_with": leader}
+            detail = f"{name}, after {leader} was restarted and healthy"
+        else:
+            reason, extra = NAMESPACE_REASON, {"namespace_of": leader, "namespaces": via}
+            detail = (
+                f"{name}, after {leader} was restarted and healthy (it joined its {via} namespace)"
+            )
+        if root != leader:
+            extra["wave_of"] = root
         if not decision.restart:
             outcome = (
                 Outcome.RETRY_EXHAUSTED
@@ -263,12 +278,12 @@ class Remediator:
                     str(decision.reason),
                     decision,
                     outcome=outcome,
-                    detail=f"{RESTART_WITH_REASON} {detail}: {held_back(decision)}",
+                    detail=f"{reason} {detail}: {held_back(decision)}",
                     extra=extra,
                 )
             )
             log.info(
-                "restart_with held back",
+                "follower restart held back",
                 extra=kv(container=name, after=leader, reason=decision.reason),
             )
             return
@@ -277,14 +292,14 @@ class Remediator:
             (name, snap.id),
             ActionKind.RESTART,
             now,
-            RESTART_WITH_REASON,
+            reason,
             decision,
             detail=detail,
             extra=extra,
         )
         # The follower has no incident of its own: its news is told under the leader's.
         told = replace(leader_incident, container=name) if leader_incident is not None else None
-        self._restart(snap, rules, decision, action, told, None, verify_incident=False)
+        self._restart(snap, rules, decision, action, told, None, verify_incident=False, after=root)
 
     def _restart(
         self,
@@ -296,6 +311,7 @@ class Remediator:
         detected_at: datetime | None,
         verify_incident: bool = True,
         then: Callable[[ActionOutcome], None] | None = None,
+        after: str = "",
     ) -> None:
         """Write the intent, then (see run_calls_on) restart (one retry when the request never
         reached the engine), record the outcome with its notification, hand a restart to
@@ -332,6 +348,7 @@ class Remediator:
             snap.started_at,
             decision.attempt,
             decision.max_attempts,
+            after=after,
         )
 
         def call() -> None:

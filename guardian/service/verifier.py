@@ -29,9 +29,21 @@ from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.context import LoopContext
 from guardian.service.recorder import Recorder
-from guardian.service.remediator import STOP_TIMEOUT_KEY, Remediator
+from guardian.service.remediator import (
+    NAMESPACE_REASON,
+    RESTART_WITH_REASON,
+    STOP_TIMEOUT_KEY,
+    Remediator,
+)
 
 log = logging.getLogger("guardian.verify")
+_FOLLOWER_REASONS = frozenset({RESTART_WITH_REASON, NAMESPACE_REASON})
+
+
+def _own_incident(action: RemediationAction) -> int | None:
+    """The incident an action's verdict may resolve or close: none for a follower's restart,
+    which is only told under its leader's incident."""
+    return None if action.reason in _FOLLOWER_REASONS else action.incident_id
 
 
 class Verifier:
@@ -91,11 +103,18 @@ class Verifier:
         if not self.ctx.state.settle(p):
             return
         try:
-            self._finish(p, outcome, detail, now)
+            leader = self._finish(p, outcome, detail, now)
         finally:
             self.ctx.state.settled(p)
+        if leader is not None:
+            # Once it no longer counts as verifying, which would hold its followers back
+            # (dependency_unhealthy: "restart being verified").
+            self.remediator.restart_followers(*leader)
 
-    def _finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
+    def _finish(
+        self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime
+    ) -> tuple[str, str] | None:
+        """Record the verdict; returns (leader, root) whose followers follow now, if any."""
         ctx = self.ctx
         incident = ctx.store.get_incident(p.incident_id) if p.incident_id is not None else None
         notes: tuple[notifications.Notification, ...] = ()
@@ -114,7 +133,8 @@ class Verifier:
             extra=kv(container=p.container, outcome=outcome, detail=detail),
         )
         if incident is None:
-            return  # a restart_with follower: no incident of its own
+            # A follower, told under its leader's incident. Healthy, it leads its own followers.
+            return self._follower_healed(p, now) if outcome is Outcome.SUCCEEDED else None
         if outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN) and incident.is_open:
             reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
             self.recorder.recovered(incident, reason, now)
@@ -123,11 +143,25 @@ class Verifier:
             # now, not at the next sweep (a few quick, separate failures are no storm).
             for recovered in ctx.pipeline.recovered:
                 recovered(p.container)
-            if outcome is Outcome.SUCCEEDED:
-                self.remediator.restart_followers(p.container)
-        elif outcome is Outcome.PERMANENT_FAILURE:
+            self.recorder.refresh_gauges()
+            return (p.container, p.container) if outcome is Outcome.SUCCEEDED else None
+        if outcome is Outcome.PERMANENT_FAILURE:
             self.recorder.gone(incident, detail, now)
         self.recorder.refresh_gauges()
+        return None
+
+    def _follower_healed(self, p: PendingVerify, now: datetime) -> tuple[str, str] | None:
+        """Observed healthy after its restart as a follower: what it opened while cut off (its
+        own health check failed) is resolved now, not at the next sweep, so a follower of it is
+        not held back by it (dependency_unhealthy); then its own followers follow."""
+        ctx = self.ctx
+        for own in ctx.store.open_incidents(ctx.settings.host, p.container):
+            if own.is_open and own.container_id == p.container_id:
+                self.recorder.recovered(own, "healthy after its restart as a follower", now)
+        ctx.state.healthy_since(p.container, now)
+        for recovered in ctx.pipeline.recovered:
+            recovered(p.container)
+        return (p.container, p.after) if p.after else None
 
     def reconcile(self) -> int:
         """On start-up: give every action a crash left without an outcome one, and resume
@@ -142,7 +176,7 @@ class Verifier:
                 # Restarted, but Guardian died before verifying: verify now, honestly.
                 snap = ctx.engine.inspect(action.container_id)
                 if snap is not None:
-                    self._resume(action_id, action.incident_id, snap, action.requested_at)
+                    self._resume(action_id, _own_incident(action), snap, action.requested_at)
                     continue
             if action.kind != ActionKind.RESTART:
                 ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, "Guardian stopped", now)
@@ -152,7 +186,7 @@ class Verifier:
                 ctx.store.record_outcome(
                     action_id, Outcome.PERMANENT_FAILURE, "container gone after restart", now
                 )
-                incident = ctx.store.get_incident(action.incident_id or 0)
+                incident = ctx.store.get_incident(_own_incident(action) or 0)
                 if incident is not None and incident.state is not IncidentState.CLOSED:
                     self.recorder.gone(incident, "container gone", now)
                 continue
@@ -163,7 +197,7 @@ class Verifier:
                 # Verified like any restart, never requested a second time meanwhile.
                 self._resume(
                     action_id,
-                    action.incident_id,
+                    _own_incident(action),
                     snap,
                     action.requested_at,
                     deadline=self._stop_deadline(action),
@@ -190,7 +224,7 @@ class Verifier:
                 "reconciled unfinished action", extra=kv(container=action.container, detail=detail)
             )
             if restarted:
-                self._resume(action_id, action.incident_id, snap, action.requested_at)
+                self._resume(action_id, _own_incident(action), snap, action.requested_at)
         return count
 
     def _stop_deadline(self, action: RemediationAction) -> datetime:

@@ -95,7 +95,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     with _operator(args) as op:
         incident = op.incident(args.id)
-        view, timeline = incident_view(incident), timeline_view(op.timeline(incident))
+        view, timeline = (
+            incident_view(incident),
+            timeline_view(op.timeline(incident), incident.container),
+        )
     if args.json:
         print_json({"incident": view, "timeline": timeline})
         return EXIT_OK
