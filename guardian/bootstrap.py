@@ -52,6 +52,7 @@ from guardian.core.storm import StormSettings
 from guardian.credentials import load_token, resolve_secret
 from guardian.logs import install_redaction, kv, reconfigure_logging
 from guardian.ports import Clock, Engine, Metrics, Notifier, ProbeRunner, Store, StoreError
+from guardian.service.changes import Changes
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.decisions import DecisionPoint
@@ -91,6 +92,7 @@ class App:
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
     api_token: str | None = None
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
+    changes: Changes = field(default_factory=Changes)  # what the status page's stream waits on
 
     def rival(self) -> str:
         """Why this Guardian must not run: another running Guardian container on the engine
@@ -199,6 +201,7 @@ def build_loop(
     clock: Clock,
     metrics: Metrics,
     runner: ProbeRunner | None = None,
+    changes: Changes | None = None,
 ) -> tuple[Healer, Prober]:
     """The healing loop over its ports: the extensions, the pipeline table, the parts."""
     state = LoopState()
@@ -239,18 +242,25 @@ def build_loop(
         ),
         settings["docker.timeout"],
     )
+    changes = changes or Changes()
     # The order of each row is the order things run in.
     pipeline = Pipeline(
         judges=(crash_loops.judge, oom.judge, prober.judge),
         inspect_wanted=(crash_loops.still_looping,),
-        listed=(crash_loops.follow, prober.update, dependencies.follow, host.follow),
+        listed=(
+            crash_loops.follow,
+            prober.update,
+            dependencies.follow,
+            host.follow,
+            changes.listed,
+        ),
         assessed=(dependencies.assessed, host.assessed),
         act_order=dependencies.act_order,
         detected=(dependencies.detected, host.detected),
         recovered=(dependencies.recovered, host.recovered),
-        engine_state=(host.engine_state,),
+        engine_state=(host.engine_state, changes.engine_state),
         ended=(host.restart_ended,),
-        events=(oom.on_event,),
+        events=(oom.on_event, changes.on_event),
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
         storm_open=host.storm_open,
@@ -278,17 +288,27 @@ def build_status(
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
+    changes = Changes()
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
-    resilient = ResilientStore(sqlite, metrics)
+    resilient = ResilientStore(sqlite, metrics, changes.changed)
     engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"])
     docker_url = Redactor()
     docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone
     install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
-    healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics)
+    healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics, changes=changes)
     operator = Operator(resilient, clock, hs.host)
     return App(
-        settings, engine, resilient, clock, metrics, healer, prober, operator, prune=sqlite.prune
+        settings,
+        engine,
+        resilient,
+        clock,
+        metrics,
+        healer,
+        prober,
+        operator,
+        prune=sqlite.prune,
+        changes=changes,
     )
 
 
