@@ -23,6 +23,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints.api import api_handler
+from guardian.entrypoints.http_limits import Limits
 from guardian.entrypoints.http_server import (
     HttpServer,
     ListenError,
@@ -30,6 +31,7 @@ from guardian.entrypoints.http_server import (
     check_handler,
     metrics_handler,
 )
+from guardian.entrypoints.page.mount import mount_page
 from guardian.entrypoints.reloader import Reloader
 from guardian.entrypoints.wakeup import Wakeup, WakingEvent
 from guardian.entrypoints.watchdog import (
@@ -340,6 +342,7 @@ class Daemon:
             public_reads=self.app.settings["api.public_reads"],
         )
         routes.mount("/api/v1", api)
+        mount_page(routes, self.app)
         return routes
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -378,7 +381,8 @@ class Daemon:
     def start(self) -> None:
         settings = self.app.settings
         self.schedule()
-        self.http = HttpServer(settings["http.listen"], self.routes())
+        limits = Limits(streams=settings["page.streams"])
+        self.http = HttpServer(settings["http.listen"], self.routes(), limits)
         try:
             self.http.start()
         except ListenError:
