@@ -290,7 +290,7 @@ def build_status(
     sqlite = store or SqliteStore(store_path(settings))
     changes = Changes()
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
-    resilient = ResilientStore(sqlite, metrics, changes.changed)
+    resilient = ResilientStore(sqlite, metrics, changes.wrote)
     engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"])
     docker_url = Redactor()
     docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone

@@ -6,6 +6,7 @@ plain functions from Request to Response, so they can be tested without a socket
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -236,7 +237,9 @@ class HttpServer:
         for end in self.routes.on_stop:
             end()
         self._stopping.set()
-        self._server.pull_trigger()  # wakes the loop out of poll()
+        # Wakes the loop out of poll(); a trigger already closed means the loop is ending.
+        with contextlib.suppress(OSError):
+            self._server.pull_trigger()
         if self._thread is not None:
             self._thread.join(10)
         self._server = None

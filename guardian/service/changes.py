@@ -21,13 +21,22 @@ class Changes:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self.version = 0
+        self.written = 0  # the version of the last change the store saw (see wrote())
         self.closed = False
         self._seen: frozenset[tuple[str, str, str]] = frozenset()
         self._engine_up: bool | None = None
 
     def changed(self) -> None:
+        """Something a person sees changed outside the store (a container's state or health)."""
         with self._cond:
             self.version += 1
+            self._cond.notify_all()
+
+    def wrote(self) -> None:
+        """A write landed in the store (an incident, an action, a silence)."""
+        with self._cond:
+            self.version += 1
+            self.written = self.version
             self._cond.notify_all()
 
     def wait(self, after: int, timeout: float) -> int:

@@ -25,6 +25,7 @@ log = logging.getLogger("guardian.page")
 KEEPALIVE = 15.0  # seconds: at most one write per idle stream per this
 RETRY_MS = 3000  # EventSource's reconnect delay
 RETRY_AFTER = 10  # seconds, with the 503 of a full house
+MAX_EVENTS_MADE = 64
 
 Parts = dict[str, str]
 
@@ -70,6 +71,7 @@ class Feed:
         self._lock = threading.Lock()
         self._reading = {True: threading.Lock(), False: threading.Lock()}
         self._cache: dict[bool, Snapshot] = {}
+        self._events_made: dict[tuple[bool, int, int], bytes] = {}
         self.open = 0
 
     def event_id(self, version: int) -> str:
@@ -109,10 +111,10 @@ class Feed:
         snap = self._safe_snapshot(signed)
         if snap is None:
             return
-        sent: Parts = snap.parts if last_id == self.event_id(snap.version) else {}
-        if not sent:
+        sent = snap if last_id == self.event_id(snap.version) else None
+        if sent is None:
             yield self._event(snap, snap.parts)
-            sent = snap.parts
+            sent = snap
         version = snap.version
         while True:
             now_at = self.changes.wait(version, self.keepalive)
@@ -125,10 +127,25 @@ class Feed:
             if fresh is None:
                 return
             version = fresh.version
-            changed = delta(sent, fresh.parts)
-            if changed:
-                yield self._event(fresh, changed)
-                sent = fresh.parts
+            event = self._change(signed, sent, fresh)
+            if event:
+                yield event
+                sent = fresh
+
+    def _change(self, signed: bool, sent: Snapshot, fresh: Snapshot) -> bytes:
+        """The event taking a page from `sent` to `fresh` (b"" when nothing it shows changed),
+        made once for every stream that makes the same step."""
+        key = (signed, sent.version, fresh.version)
+        with self._lock:
+            event = self._events_made.get(key)
+        if event is None:
+            changed = delta(sent.parts, fresh.parts)
+            event = self._event(fresh, changed) if changed else b""
+            with self._lock:
+                if len(self._events_made) > MAX_EVENTS_MADE:
+                    self._events_made.clear()
+                self._events_made[key] = event
+        return event
 
     def _safe_snapshot(self, signed: bool) -> Snapshot | None:
         try:

@@ -9,6 +9,8 @@ SameSite=Strict and the Origin (or Referer) must be this host's. A token never t
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from importlib import resources
@@ -18,7 +20,7 @@ from guardian.core.durations import parse_duration
 from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.http_server import Handler, Request, Response, Routes
 from guardian.entrypoints.page.feed import RETRY_AFTER, Feed, Parts
-from guardian.entrypoints.page.model import PageReader
+from guardian.entrypoints.page.model import PageData, PageReader
 from guardian.entrypoints.page.render import Renderer
 from guardian.entrypoints.page.sessions import (
     Session,
@@ -45,6 +47,7 @@ STATIC = {
     "page.js": "text/javascript; charset=utf-8",
 }
 MAX_FORM_FIELDS = 10
+READ_MAX_AGE = 5.0  # seconds a read serves while nothing changes (the clock moves on)
 VERBS = ("ack", "resolve", "silence", "unsilence")
 
 
@@ -79,6 +82,8 @@ class StatusPage:
         self.trust_forwarded_proto = trust_forwarded_proto
         self.renderer = Renderer()
         self.feed = Feed(changes, self._read_parts, max_streams)
+        self._lock = threading.Lock()
+        self._read_cache: dict[bool, tuple[int, int, float, PageData]] = {}
         self._static = {
             name: resources.files("guardian.entrypoints.page").joinpath("static", name).read_bytes()
             for name in STATIC
@@ -152,7 +157,7 @@ class StatusPage:
         if session is None and not self.public_reads:
             return self._signin_page()
         signed = session is not None
-        data = self.reader.read(with_output=signed)
+        data = self._data(signed)
         notice, ok = "", True
         if session is not None and session.notice:
             notice, ok, session.notice = session.notice, session.notice_ok, ""
@@ -166,6 +171,7 @@ class StatusPage:
             notice=notice,
             notice_ok=ok,
             event_id=self.feed.event_id(self.feed.changes.version),
+            rows=self.renderer.rows(data),
         )
 
     def signin(self, request: Request) -> Response:
@@ -257,8 +263,29 @@ class StatusPage:
             return True
         return False if self.public_reads else None
 
+    def _data(self, signed: bool) -> PageData:
+        """What the page shows, read again only after a change (or READ_MAX_AGE): any number
+        of reloads and streams cost one read per change; a change outside the store (a
+        container's state) reads the containers only."""
+        changes = self.feed.changes
+        version, written = changes.version, changes.written
+        with self._lock:
+            cached = self._read_cache.get(signed)
+        unwritten = None
+        if cached is not None:
+            at_version, at_written, read_at, data = cached
+            fresh = time.monotonic() - read_at < READ_MAX_AGE
+            if at_version == version and fresh:
+                return data
+            if at_written == written and fresh:
+                unwritten = data
+        data = self.reader.read(signed, unwritten)
+        with self._lock:
+            self._read_cache[signed] = (version, written, time.monotonic(), data)
+        return data
+
     def _read_parts(self, signed: bool) -> tuple[str, Parts]:
-        data = self.reader.read(with_output=signed)
+        data = self._data(signed)
         return str(data.summary["updated"]), self.renderer.parts(data, signed)
 
     def events(self, request: Request) -> Response:

@@ -110,9 +110,11 @@ class PageReader:
         self.monotonic = monotonic
         self.started = monotonic()
 
-    def read(self, with_output: bool) -> PageData:
+    def read(self, with_output: bool, unwritten: PageData | None = None) -> PageData:
         """Everything the page shows. `with_output` False: nothing a container printed (health
-        output, log tails) is included, for readers who have not signed in."""
+        output, log tails) is included, for readers who have not signed in. `unwritten`: a
+        read since which the store has not changed; its incidents, actions, silences and dead
+        letters are kept (the very lists), only the containers are read again."""
         op, now = self.op, self.op.clock.now()
         data = PageData(op.host, now, __version__, self._uptime(), None)
         try:
@@ -120,6 +122,17 @@ class PageReader:
         except EngineUnavailable as exc:
             statuses, data.engine_error = [], str(exc)
         data.rows = [_row(c) for c in statuses]
+        if unwritten is not None:
+            data.incidents, data.incidents_hidden = unwritten.incidents, unwritten.incidents_hidden
+            data.actions, data.dead_letters = unwritten.actions, unwritten.dead_letters
+            data.silences = unwritten.silences
+        else:
+            self._read_store(data, with_output, now)
+        data.summary = self._summary(data, statuses)
+        return data
+
+    def _read_store(self, data: PageData, with_output: bool, now: datetime) -> None:
+        op = self.op
         open_incidents = [i for i in op.store.open_incidents(op.host) if i.is_open]
         for incident in open_incidents[:MAX_INCIDENTS]:
             view = incident_view(incident)
@@ -164,7 +177,9 @@ class PageReader:
             }
             for s in op.store.silences(op.host, now)
         ]
-        data.summary = {
+
+    def _summary(self, data: PageData, statuses: list[ContainerStatus]) -> dict[str, Any]:
+        return {
             "watched": len(statuses),
             "unhealthy": sum(1 for r in data.rows if r["incident"] or r["state"] == "unhealthy"),
             "restarting": sum(
@@ -175,9 +190,8 @@ class PageReader:
             "given_up": sum(1 for c in statuses if any(i.escalated for i in c.incidents)),
             "silenced": sum(1 for c in statuses if c.silence is not None),
             "engine": "unreachable" if data.engine_error else "reachable",
-            "updated": when(now),
+            "updated": when(data.now),
         }
-        return data
 
     def _uptime(self) -> str:
         seconds = int(self.monotonic() - self.started)
