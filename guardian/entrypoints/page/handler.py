@@ -12,13 +12,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from importlib import resources
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
-from guardian.core.durations import parse_duration
+from markupsafe import Markup
+
 from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.http_server import Handler, Request, Response, Routes
+from guardian.entrypoints.page.actions import VERBS, act, form
 from guardian.entrypoints.page.feed import RETRY_AFTER, Feed, Parts
 from guardian.entrypoints.page.model import PageData, PageReader
 from guardian.entrypoints.page.render import Renderer
@@ -46,19 +47,7 @@ STATIC = {
     "page.css": "text/css; charset=utf-8",
     "page.js": "text/javascript; charset=utf-8",
 }
-MAX_FORM_FIELDS = 10
 READ_MAX_AGE = 5.0  # seconds a read serves while nothing changes (the clock moves on)
-VERBS = ("ack", "resolve", "silence", "unsilence")
-
-
-def _form(request: Request) -> dict[str, str]:
-    try:
-        fields = parse_qs(
-            request.body.decode("utf-8"), max_num_fields=MAX_FORM_FIELDS, keep_blank_values=True
-        )
-    except (UnicodeDecodeError, ValueError):
-        return {}
-    return {key: values[-1] for key, values in fields.items()}
 
 
 class StatusPage:
@@ -171,7 +160,11 @@ class StatusPage:
             notice=notice,
             notice_ok=ok,
             event_id=self.feed.event_id(self.feed.changes.version),
-            rows=self.renderer.rows(data),
+            p={
+                k: Markup(v)
+                for k, v in self.renderer.parts(data, signed).items()
+                if k.startswith("part-")
+            },
         )
 
     def signin(self, request: Request) -> Response:
@@ -185,10 +178,10 @@ class StatusPage:
             )
         if not self._same_origin(request):
             return self._signin_page(403, "Refused: a sign-in must come from this page.")
-        form = _form(request)
+        fields = form(request.body)
         try:
             session = self.sessions.sign_in(
-                form.get("token", ""), form.get("name", ""), request.client
+                fields.get("token", ""), fields.get("name", ""), request.client
             )
         except SignInRefused as exc:
             log.warning("page sign-in refused", extra=kv(client=request.client, reason=str(exc)))
@@ -224,36 +217,13 @@ class StatusPage:
             if session is None:
                 return Response.error(401, "sign in on the status page first")
             try:
-                session.notice = self._act(verb, _form(request), session.name)
+                session.notice = act(self.op, verb, form(request.body), session.name)
                 session.notice_ok = True
             except (InvalidTransition, BadRequest, NotFound) as exc:
                 session.notice, session.notice_ok = str(exc), False
             return Response(303, headers={"Location": "/"})
 
         return handle
-
-    def _act(self, verb: str, form: dict[str, str], by: str) -> str:
-        """Do what the form asks through the operator service; the notice for the person."""
-        op = self.op
-        if verb in ("ack", "resolve"):
-            text = form.get("incident", "")
-            if not (text.isascii() and text.isdigit()) or len(text) > 18:
-                raise BadRequest(f"incident {text[:40]!r} not found")
-            incident = op.change(int(text), verb, by, form.get("reason", ""))
-            done = "acknowledged" if verb == "ack" else "resolved"
-            return f"Incident #{incident.id} {done}."
-        container = form.get("container", "")
-        if verb == "unsilence":
-            op.unsilence(container, by)
-            return f"Silence of {container} lifted."
-        try:
-            duration = parse_duration(form.get("for", ""))
-        except ValueError as exc:
-            raise BadRequest(f"for {form.get('for', '')[:40]!r}: {exc}") from None
-        if duration <= timedelta(0):
-            raise BadRequest("a silence lasts more than 0s and at most 30d")
-        s = op.silence(container, duration, form.get("reason", ""), by)
-        return f"{s.container} silenced until {s.until:%Y-%m-%d %H:%M:%S} UTC."
 
     # -- live -------------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ class Renderer:
         # A row's HTML by its values: most rows are the same from one read to the next.
         self._rows: dict[tuple[Any, ...], str] = {}
         self._kept: dict[tuple[str, bool | None], tuple[object, str]] = {}
+        self._last: dict[bool, tuple[PageData, dict[str, str]]] = {}
 
     def page(self, name: str, **context: Any) -> bytes:
         return self.env.get_template(name).render(**context).encode()
@@ -78,8 +79,13 @@ class Renderer:
         return Markup("\n".join(self.row(r) for r in d.rows))
 
     def parts(self, d: PageData, signed: bool) -> dict[str, str]:
-        """Every part the stream may replace, by DOM id; a row by `row:<container>`, and the
-        order of the rows (`rows`: the whole table body, replaced when the set changes)."""
+        """Every part the page shows and the stream may replace, by DOM id (`part-rows`: the
+        whole table body, replaced when the set of containers changes); a row by
+        `row:<container>`, and the `order` of the rows. Made once per read: the page and
+        every stream share them."""
+        last = self._last.get(signed)
+        if last is not None and last[0] is d:
+            return last[1]
         out: dict[str, str] = {}
         for dom_id, (macro, takes_signed) in PARTS.items():
             out[dom_id] = self._part(macro, d, signed if takes_signed else None)
@@ -87,4 +93,5 @@ class Renderer:
             out[f"row:{r['name']}"] = self.row(r)
         out["order"] = "\n".join(r["name"] for r in d.rows)
         out["part-rows"] = str(self.rows(d))
+        self._last[signed] = (d, out)
         return out
