@@ -30,6 +30,13 @@ PARTS = {
 }
 
 
+def human(iso: str | None) -> str:
+    """An ISO time of the views (UTC) as people read it: 2026-12-01 13:45:02 UTC."""
+    if not iso:
+        return ""
+    return str(iso).replace("T", " ").removesuffix("+00:00") + (" UTC" if "+00:00" in iso else "")
+
+
 class Renderer:
     def __init__(self) -> None:
         self.env = Environment(
@@ -38,6 +45,7 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
+        self.env.filters["human"] = human
         self._parts: Any = self.env.get_template("parts.html").module
         # A row's HTML by its values: most rows are the same from one read to the next.
         self._rows: dict[tuple[Any, ...], str] = {}

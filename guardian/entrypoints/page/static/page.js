@@ -52,7 +52,7 @@
       }
     });
     if (doc.updated && updated) {
-      updated.textContent = doc.updated;
+      updated.textContent = doc.updated.replace("T", " ").replace("+00:00", " UTC");
       updated.setAttribute("datetime", doc.updated);
     }
   }
