@@ -71,6 +71,7 @@ from guardian.ports import (
     Store,
     StoreError,
 )
+from guardian.service.changes import Changes
 from guardian.service.channel_check import ChannelCheck
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
@@ -117,6 +118,7 @@ class App:
     api_token: str | None = None
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
     hooks: Hooks | None = None  # `guardian run` with remediation.hooks: stopped by the daemon
+    changes: Changes = field(default_factory=Changes)  # what the status page's stream waits on
 
     def rival(self) -> str:
         """Why this Guardian must not run: another running Guardian container on the engine
@@ -244,6 +246,7 @@ def build_loop(
     metrics: Metrics,
     runner: ProbeRunner | None = None,
     hooks: Hooks | None = None,
+    changes: Changes | None = None,
 ) -> tuple[Healer, Prober]:
     """The healing loop over its ports: the extensions, the pipeline table, the parts."""
     state = LoopState()
@@ -285,18 +288,25 @@ def build_loop(
         ),
         settings["docker.timeout"],
     )
+    changes = changes or Changes()
     # The order of each row is the order things run in.
     pipeline = Pipeline(
         judges=(crash_loops.judge, oom.judge, prober.judge, namespaces.judge),
         inspect_wanted=(crash_loops.still_looping,),
-        listed=(crash_loops.follow, prober.update, dependencies.follow, host.follow),
+        listed=(
+            crash_loops.follow,
+            prober.update,
+            dependencies.follow,
+            host.follow,
+            changes.listed,
+        ),
         assessed=(dependencies.assessed, host.assessed),
         act_order=dependencies.act_order,
         detected=(dependencies.detected, host.detected),
         recovered=(dependencies.recovered, host.recovered),
-        engine_state=(host.engine_state,),
+        engine_state=(host.engine_state, changes.engine_state),
         ended=(host.restart_ended,),
-        events=(oom.on_event, namespaces.on_event),
+        events=(oom.on_event, namespaces.on_event, changes.on_event),
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
         storm_open=host.storm_open,
@@ -328,15 +338,18 @@ def build_status(
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
+    changes = Changes()
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
-    resilient = ResilientStore(sqlite, metrics, clock)
+    resilient = ResilientStore(sqlite, metrics, clock, changes.wrote)
     engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
     docker_url = Redactor()
     docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone
     install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(resilient, clock, metrics, hs.host) if hooks is not None else None
-    healer, prober = build_loop(settings, hs, engine, resilient, clock, metrics, hooks=after)
+    healer, prober = build_loop(
+        settings, hs, engine, resilient, clock, metrics, hooks=after, changes=changes
+    )
     operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"])
     return App(
         settings,
@@ -349,6 +362,7 @@ def build_status(
         operator,
         prune=sqlite.prune,
         hooks=after,
+        changes=changes,
     )
 
 

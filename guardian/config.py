@@ -417,6 +417,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
         # actions, containers and silences without the token. Changes always need it.
         "public_reads": _with(_bool(), False),
     },
+    # The status page at / (README "Status page").
+    "page": {
+        # Live streams open at once, each on an HTTP thread of its own beyond http's four.
+        "streams": _with(_int(1, 64), 8),
+        "session_ttl": _with(_duration(5 * M, 30 * DAY), 12 * H),
+        # true: a reverse proxy in front sets X-Forwarded-Proto (https: the cookie is Secure).
+        "trust_forwarded_proto": _with(_bool(), False),
+    },
     "log": {
         "level": _with(_choice("debug", "info", "warning", "error"), "info"),
         "format": _with(_choice("text", "json"), "text"),

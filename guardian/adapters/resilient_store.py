@@ -1,6 +1,7 @@
 """ResilientStore: keeps healing going when the store cannot be written (disk full, I/O error).
 
-Reads go straight to the wrapped store. A failed write is logged and counted
+Reads go straight to the wrapped store; every write that lands is announced (`announce`: the
+status page's live stream follows the store through it). A failed write is logged and counted
 (guardian_store_errors_total) instead of stopping the loop; restart intents that could not be
 written are kept in memory, still count against the restart budget (restart_times), and are
 written as soon as the store accepts writes again. Given a clock, this run's restart requests
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -39,10 +40,17 @@ log = logging.getLogger("guardian.store")
 class ResilientStore:
     """The Store port over another Store; write failures degrade to "healing without a record"."""
 
-    def __init__(self, inner: Store, metrics: Metrics, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        inner: Store,
+        metrics: Metrics,
+        clock: Clock | None = None,
+        announce: Callable[[], None] = lambda: None,
+    ) -> None:
         self.inner = inner
         self.metrics = metrics
         self.run_stamps = RunStamps(clock) if clock is not None else None
+        self.announce = announce
         self._lock = threading.RLock()
         self._next_id = -1
         # Actions not yet written, by their temporary (negative) id, in order.
@@ -67,6 +75,8 @@ class ResilientStore:
         self.failing = True
 
     def _recovered(self) -> None:
+        """A write landed."""
+        self.announce()
         if self.failing:
             self.failing = False
             log.info("store writable again; recording resumed")
@@ -241,13 +251,19 @@ class ResilientStore:
         expected: IncidentState,
         notifications: Sequence[Notification] = (),
     ) -> Incident | None:
-        return self.inner.save_state_change(change, expected, notifications)
+        saved = self.inner.save_state_change(change, expected, notifications)
+        self.announce()
+        return saved
 
     def add_silence(self, silence: Silence) -> Silence:
-        return self.inner.add_silence(silence)
+        added = self.inner.add_silence(silence)
+        self.announce()
+        return added
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
-        return self.inner.end_silence(host, container, by, at)
+        ended = self.inner.end_silence(host, container, by, at)
+        self.announce()
+        return ended
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
         return self.inner.active_silence(host, container, now)

@@ -20,6 +20,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints.api import api_handler
+from guardian.entrypoints.http_limits import Limits
 from guardian.entrypoints.http_server import (
     HttpServer,
     ListenError,
@@ -27,6 +28,7 @@ from guardian.entrypoints.http_server import (
     check_handler,
     metrics_handler,
 )
+from guardian.entrypoints.page.mount import mount_page
 from guardian.entrypoints.reloader import Reloader
 from guardian.entrypoints.restart_threads import RestartThreads
 from guardian.entrypoints.scheduling import SteadyScheduler
@@ -400,6 +402,7 @@ class Daemon:
             public_reads=self.app.settings["api.public_reads"],
         )
         routes.mount("/api/v1", api)
+        mount_page(routes, self.app)
         return routes
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -445,7 +448,8 @@ class Daemon:
     def start(self) -> None:
         settings = self.app.settings
         self.schedule()
-        self.http = HttpServer(settings["http.listen"], self.routes())
+        limits = Limits(streams=settings["page.streams"])
+        self.http = HttpServer(settings["http.listen"], self.routes(), limits)
         try:
             self.http.start()
         except ListenError:

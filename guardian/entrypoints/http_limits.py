@@ -36,6 +36,7 @@ class Limits:
 
     connections: int = 256
     threads: int = 4
+    streams: int = 0  # threads of their own for live streams (the status page), capped there
     idle_timeout: int = 30  # seconds a connection may sit silent between requests
     request_timeout: int = 10  # seconds from a request's first byte to its last
     header_bytes: int = 16 * 1024
@@ -56,7 +57,7 @@ class Limits:
             host=host,
             port=port,
             ident="guardian",
-            threads=self.threads,
+            threads=self.threads + self.streams,
             connection_limit=self.connection_limit(),
             channel_timeout=self.idle_timeout,
             max_request_header_size=self.header_bytes,

@@ -6,6 +6,7 @@ plain functions from Request to Response, so they can be tested without a socket
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -34,6 +35,7 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]  # lower-case names
     body: bytes
+    client: str = ""  # the peer's address (a reverse proxy's, behind one)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Response:
     body: bytes = b""
     content_type: str = "text/plain; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
+    # A body written as it comes (a live stream), instead of `body`; close() is always called.
+    stream: Iterable[bytes] | None = None
 
     @classmethod
     def text(cls, status: int, text: str) -> Response:
@@ -67,6 +71,7 @@ class Routes:
     def __init__(self) -> None:
         self.exact: dict[str, Handler] = {}
         self.prefixes: dict[str, Handler] = {}
+        self.on_stop: list[Callable[[], None]] = []  # ends what handlers hold open (streams)
 
     def add(self, path: str, handler: Handler) -> None:
         self.exact[path] = handler
@@ -128,7 +133,8 @@ def _request(environ: dict[str, Any]) -> Request:
     # waitress has framed the body (Content-Length or chunked) and refused one over the limit.
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length > 0 else b""
-    return Request(str(environ["REQUEST_METHOD"]), path, query, headers, body)
+    client = str(environ.get("REMOTE_ADDR", ""))
+    return Request(str(environ["REQUEST_METHOD"]), path, query, headers, body, client)
 
 
 def wsgi_app(routes: Routes) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
@@ -145,12 +151,18 @@ def wsgi_app(routes: Routes) -> Callable[[dict[str, Any], StartResponse], Iterab
             except Exception:
                 log.exception("http handler failed", extra=kv(path=request.path[:100]))
                 response = Response.error(500, "internal error; see Guardian's log")
+        status = f"{response.status} {HTTPStatus(response.status).phrase}"
+        if response.stream is not None:
+            start_response(
+                status, [("Content-Type", response.content_type), *response.headers.items()]
+            )
+            return response.stream
         headers = [
             ("Content-Type", response.content_type),
             ("Content-Length", str(len(response.body))),
             *response.headers.items(),
         ]
-        start_response(f"{response.status} {HTTPStatus(response.status).phrase}", headers)
+        start_response(status, headers)
         return [] if environ["REQUEST_METHOD"] == "HEAD" else [response.body]
 
     return app
@@ -222,8 +234,12 @@ class HttpServer:
     def stop(self) -> None:
         if self._server is None:
             return
+        for end in self.routes.on_stop:
+            end()
         self._stopping.set()
-        self._server.pull_trigger()  # wakes the loop out of poll()
+        # Wakes the loop out of poll(); a trigger already closed means the loop is ending.
+        with contextlib.suppress(OSError):
+            self._server.pull_trigger()
         if self._thread is not None:
             self._thread.join(10)
         self._server = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from guardian.core.model import Incident, Silence
+from guardian.core.model import Decision, Incident, Silence
 from guardian.service.healer import Healer
 
 
@@ -24,6 +24,7 @@ class ContainerStatus:
     retry_at: datetime | None
     held_back: str | None  # the reason decide() holds a restart back
     silence: Silence | None
+    decision: Decision | None = None  # what decide() said (attempts used of max_attempts)
 
 
 def container_status(healer: Healer) -> list[ContainerStatus]:
@@ -55,6 +56,7 @@ def container_status(healer: Healer) -> list[ContainerStatus]:
                 decision.retry_at if decision is not None else None,
                 held_back,
                 ctx.store.active_silence(host, snap.name, now),
+                decision,
             )
         )
     return out

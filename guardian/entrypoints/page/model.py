@@ -1,0 +1,205 @@
+"""What the status page shows, gathered in one read: the containers through container_status()
+(the same answer as `guardian status` and GET /api/v1/containers), the open incidents with their
+timelines, recent actions and dead letters. Plain values for the templates.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from guardian import __version__
+from guardian.core.model import Verdict
+from guardian.entrypoints.views import action_view, incident_view, text, timeline_view, when
+from guardian.ports import EngineUnavailable
+from guardian.service.healer import Healer
+from guardian.service.operator import Operator
+from guardian.service.status import ContainerStatus, container_status
+
+MAX_INCIDENTS = 100  # open incidents shown with their timelines
+MAX_TIMELINE = 50  # the latest entries of each timeline
+MAX_ACTIONS = 20
+MAX_DEAD_LETTERS = 20
+ACTIONS_SINCE = timedelta(days=1)
+SHOWN_HEALTH = ("healthy", "unhealthy", "starting")
+
+
+@dataclass
+class PageData:
+    host: str
+    now: datetime
+    version: str
+    uptime: str
+    engine_error: str | None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    incidents: list[dict[str, Any]] = field(default_factory=list)
+    incidents_hidden: int = 0
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    silences: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def shown_state(c: ContainerStatus) -> str:
+    """The row's state: a running container's health when it has one, else its state."""
+    if c.state == "running" and c.health in SHOWN_HEALTH:
+        return c.health
+    return c.state
+
+
+def _attempts(c: ContainerStatus) -> str:
+    d = c.decision
+    if d is None or not d.max_attempts:
+        return ""
+    used = d.attempt if d.verdict is Verdict.GIVE_UP else max(0, d.attempt - 1)
+    return f"{used} of {d.max_attempts}"
+
+
+def _next_restart(c: ContainerStatus) -> str:
+    if c.restart_now:
+        return "now"
+    if c.held_back and c.retry_at is not None:
+        return f"held back ({c.held_back}); next allowed {_human(c.retry_at)}"
+    if c.held_back:
+        return f"held back ({c.held_back})"
+    return ""
+
+
+def _human(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value is not None else ""
+
+
+def _row(c: ContainerStatus) -> dict[str, Any]:
+    unresolved = [i for i in c.incidents if i.is_open]
+    first = unresolved[0] if unresolved else None
+    return {
+        "name": c.name,
+        "state": shown_state(c),
+        "engine_state": c.state,
+        "health": c.health or "no health check",
+        "incident": first.id if first is not None else "",
+        "incident_text": (
+            f"#{first.id} {first.type}, {first.state}" + (", escalated" if first.escalated else "")
+            if first is not None
+            else ""
+        ),
+        "more_incidents": len(unresolved) - 1 if unresolved else 0,
+        "attempts": _attempts(c),
+        "next_restart": _next_restart(c),
+        "silenced_until": _human(c.silence.until) if c.silence else "",
+        "silence_reason": text(c.silence.reason) if c.silence else "",
+    }
+
+
+class PageReader:
+    """Reads the page's data; `dead_letters` lists the outbox's (newest last)."""
+
+    def __init__(
+        self,
+        healer: Healer,
+        operator: Operator,
+        dead_letters: Callable[[], list[dict[str, Any]]] = list,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.healer = healer
+        self.op = operator
+        self.dead_letters = dead_letters
+        self.monotonic = monotonic
+        self.started = monotonic()
+
+    def read(self, with_output: bool, unwritten: PageData | None = None) -> PageData:
+        """Everything the page shows. `with_output` False: nothing a container printed (health
+        output, log tails) is included, for readers who have not signed in. `unwritten`: a
+        read since which the store has not changed; its incidents, actions, silences and dead
+        letters are kept (the very lists), only the containers are read again."""
+        op, now = self.op, self.op.clock.now()
+        data = PageData(op.host, now, __version__, self._uptime(), None)
+        try:
+            statuses = container_status(self.healer)
+        except EngineUnavailable as exc:
+            statuses, data.engine_error = [], str(exc)
+        data.rows = [_row(c) for c in statuses]
+        if unwritten is not None:
+            data.incidents, data.incidents_hidden = unwritten.incidents, unwritten.incidents_hidden
+            data.actions, data.dead_letters = unwritten.actions, unwritten.dead_letters
+            data.silences = unwritten.silences
+        else:
+            self._read_store(data, with_output, now)
+        data.summary = self._summary(data, statuses)
+        return data
+
+    def _read_store(self, data: PageData, with_output: bool, now: datetime) -> None:
+        op = self.op
+        open_incidents = [i for i in op.store.open_incidents(op.host) if i.is_open]
+        for incident in open_incidents[:MAX_INCIDENTS]:
+            view = incident_view(incident)
+            timeline = timeline_view(op.timeline(incident))
+            if not with_output:
+                view["detail"] = None
+                for entry in timeline:
+                    entry["detail"] = ""
+            data.incidents.append(
+                {
+                    **view,
+                    "opened": _human(incident.opened_at),
+                    "timeline": timeline[-MAX_TIMELINE:],
+                    "timeline_hidden": max(0, len(timeline) - MAX_TIMELINE),
+                }
+            )
+        data.incidents_hidden = max(0, len(open_incidents) - MAX_INCIDENTS)
+        actions = op.store.actions(op.host, None, now - ACTIONS_SINCE)[-MAX_ACTIONS:]
+        for a in reversed(actions):
+            view = action_view(a)
+            if not with_output:
+                view["detail"] = None
+            data.actions.append(view)
+        for row in self.dead_letters()[-MAX_DEAD_LETTERS:]:
+            data.dead_letters.append(
+                {
+                    "id": row.get("id"),
+                    "channel": row.get("channel"),
+                    "kind": row.get("kind"),
+                    "incident": row.get("incident_id"),
+                    "attempts": row.get("attempts"),
+                    "error": text(row.get("last_error")) if with_output else None,
+                    "at": row.get("finished_at"),
+                }
+            )
+        data.silences = [
+            {
+                "container": s.container,
+                "until": _human(s.until),
+                "reason": text(s.reason),
+                "by": s.created_by,
+            }
+            for s in op.store.silences(op.host, now)
+        ]
+
+    def _summary(self, data: PageData, statuses: list[ContainerStatus]) -> dict[str, Any]:
+        return {
+            "watched": len(statuses),
+            "unhealthy": sum(1 for r in data.rows if r["incident"] or r["state"] == "unhealthy"),
+            "restarting": sum(
+                1
+                for c in statuses
+                if c.state == "restarting" or any(i.state == "in_progress" for i in c.incidents)
+            ),
+            "given_up": sum(1 for c in statuses if any(i.escalated for i in c.incidents)),
+            "silenced": sum(1 for c in statuses if c.silence is not None),
+            "engine": "unreachable" if data.engine_error else "reachable",
+            "updated": when(data.now),
+        }
+
+    def _uptime(self) -> str:
+        seconds = int(self.monotonic() - self.started)
+        days, rest = divmod(seconds, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes = rest // 60
+        if days:
+            return f"{days}d {hours}h"
+        if hours:
+            return f"{hours}h {minutes}m"
+        return f"{minutes}m"

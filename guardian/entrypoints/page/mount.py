@@ -1,0 +1,30 @@
+"""The status page built from a Guardian app and mounted on its routes (the daemon's one call)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from guardian.entrypoints.http_server import Routes
+from guardian.entrypoints.page.handler import StatusPage
+from guardian.entrypoints.page.model import PageReader
+from guardian.entrypoints.page.sessions import Sessions
+
+if TYPE_CHECKING:
+    from guardian.bootstrap import App
+
+
+def mount_page(routes: Routes, app: App) -> StatusPage:
+    settings = app.settings
+    outbox = app.delivery.outbox if app.delivery is not None else None
+    dead: Any = getattr(outbox, "dead_letters", None) or list
+    page = StatusPage(
+        PageReader(app.healer, app.operator, dead),
+        app.operator,
+        Sessions(app.api_token, settings["page.session_ttl"].total_seconds()),
+        app.changes,
+        public_reads=settings["api.public_reads"],
+        max_streams=settings["page.streams"],
+        trust_forwarded_proto=settings["page.trust_forwarded_proto"],
+    )
+    page.mount(routes)
+    return page

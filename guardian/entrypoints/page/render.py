@@ -1,0 +1,105 @@
+"""The page's HTML, from Jinja2 templates with autoescape on: whatever a container wrote is
+text in the page, never markup (DESIGN 13). The live stream sends the same parts the page shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from guardian.entrypoints.page.model import PageData
+
+MAX_CACHED_ROWS = 20_000
+# The parts drawn from one list of PageData alone: the same list, the same HTML.
+PART_INPUT = {
+    "incidents": "incidents",
+    "silences": "silences",
+    "actions": "actions",
+    "dead_letters": "dead_letters",
+}
+# DOM id -> macro of parts.html (and whether it takes `signed`).
+PARTS = {
+    "part-meta": ("meta", False),
+    "part-summary": ("summary", False),
+    "part-incidents": ("incidents", True),
+    "part-silences": ("silences", True),
+    "part-actions": ("actions", False),
+    "part-dead": ("dead_letters", False),
+}
+
+
+def human(iso: str | None) -> str:
+    """An ISO time of the views (UTC) as people read it: 2026-12-01 13:45:02 UTC."""
+    if not iso:
+        return ""
+    return str(iso).replace("T", " ").removesuffix("+00:00") + (" UTC" if "+00:00" in iso else "")
+
+
+class Renderer:
+    def __init__(self) -> None:
+        self.env = Environment(
+            loader=PackageLoader("guardian.entrypoints.page", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters["human"] = human
+        self._parts: Any = self.env.get_template("parts.html").module
+        # A row's HTML by its values: most rows are the same from one read to the next.
+        self._rows: dict[tuple[Any, ...], str] = {}
+        self._kept: dict[tuple[str, bool | None], tuple[object, str]] = {}
+        self._last: dict[bool, tuple[PageData, dict[str, str]]] = {}
+
+    def page(self, name: str, **context: Any) -> bytes:
+        return self.env.get_template(name).render(**context).encode()
+
+    def _part(self, macro: str, d: PageData, signed: bool | None) -> str:
+        """A part's HTML; again the last one when its input is the very same list (a read
+        that kept the store's part, see PageReader.read)."""
+        source = PART_INPUT.get(macro)
+        kept = getattr(d, source) if source else None
+        key = (macro, signed)
+        if kept is not None:
+            last = self._kept.get(key)
+            if last is not None and last[0] is kept:
+                return last[1]
+        render = getattr(self._parts, macro)
+        html = str(render(d, signed) if signed is not None else render(d))
+        if kept is not None:
+            self._kept[key] = (kept, html)
+        return html
+
+    def row(self, r: dict[str, Any]) -> str:
+        key = tuple(r.values())
+        html = self._rows.get(key)
+        if html is None:
+            if len(self._rows) > MAX_CACHED_ROWS:
+                self._rows.clear()
+            html = self._rows[key] = str(self._parts.row(r))
+        return html
+
+    def rows(self, d: PageData) -> Markup:
+        """The containers' table body (the macro's text for an empty table)."""
+        if not d.rows:
+            return Markup(str(self._parts.rows(d)))
+        return Markup("\n".join(self.row(r) for r in d.rows))
+
+    def parts(self, d: PageData, signed: bool) -> dict[str, str]:
+        """Every part the page shows and the stream may replace, by DOM id (`part-rows`: the
+        whole table body, replaced when the set of containers changes); a row by
+        `row:<container>`, and the `order` of the rows. Made once per read: the page and
+        every stream share them."""
+        last = self._last.get(signed)
+        if last is not None and last[0] is d:
+            return last[1]
+        out: dict[str, str] = {}
+        for dom_id, (macro, takes_signed) in PARTS.items():
+            out[dom_id] = self._part(macro, d, signed if takes_signed else None)
+        for r in d.rows:
+            out[f"row:{r['name']}"] = self.row(r)
+        out["order"] = "\n".join(r["name"] for r in d.rows)
+        out["part-rows"] = str(self.rows(d))
+        self._last[signed] = (d, out)
+        return out

@@ -1,0 +1,273 @@
+"""The status page without a socket or browser: hostile names escaped, sign-in and its limits,
+cross-site refusals, the actions through the operator service, the stream's cap and diffs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from guardian.core import incidents
+from guardian.core.model import HealthCheckResult, IncidentState, ProblemType
+from guardian.entrypoints.http_server import Request, Response, Routes
+from guardian.entrypoints.page.feed import delta
+from guardian.entrypoints.page.handler import StatusPage
+from guardian.entrypoints.page.model import PageReader
+from guardian.entrypoints.page.sessions import FAILURES_PER_CLIENT, Sessions
+from tests.app import TestApp, make_app
+
+TOKEN = "page-token-0123456789"
+HOST = "host"
+ORIGIN = "http://guardian.test:9321"
+SAME = {"host": "guardian.test:9321", "origin": ORIGIN}
+HOSTILE = 'evil<script>alert(1)</script>"'
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def g(tmp_path: Path) -> TestApp:
+    return make_app(tmp_path, host=HOST)
+
+
+def page_of(g: TestApp, *, public: bool = False, streams: int = 2, now: Clock | None = None):
+    sessions = Sessions(TOKEN, 3600, now or Clock())
+    page = StatusPage(
+        PageReader(g.healer, g.app.operator),
+        g.app.operator,
+        sessions,
+        g.app.changes,
+        public_reads=public,
+        max_streams=streams,
+    )
+    routes = Routes()
+    page.mount(routes)
+    return page, routes
+
+
+def get(routes: Routes, path: str, cookie: str = "", **headers: str) -> Response:
+    h = {"host": SAME["host"], **headers}
+    if cookie:
+        h["cookie"] = cookie
+    return routes.dispatch(Request("GET", path, {}, h, b"", "10.0.0.1"))
+
+
+def post(
+    routes: Routes,
+    path: str,
+    form: dict[str, str],
+    cookie: str = "",
+    client: str = "10.0.0.1",
+    **headers: str,
+) -> Response:
+    h = {**SAME, "content-type": "application/x-www-form-urlencoded", **headers}
+    if cookie:
+        h["cookie"] = cookie
+    return routes.dispatch(Request("POST", path, {}, h, urlencode(form).encode(), client))
+
+
+def sign_in(routes: Routes) -> str:
+    r = post(routes, "/signin", {"token": TOKEN, "name": "alice"})
+    assert r.status == 303, r.body
+    return r.headers["Set-Cookie"].split(";")[0]
+
+
+def open_incident(g: TestApp, container: str, detail: str = "probe failed") -> int:
+    now = g.clock.now()
+    result = HealthCheckResult("id", container, now, ProblemType.UNHEALTHY, detail)
+    saved = g.store.save_incident(incidents.record_detection(None, HOST, result, now))
+    return saved.id or 0
+
+
+def html(r: Response) -> str:
+    return r.body.decode()
+
+
+def test_hostile_container_names_and_output_are_text_not_markup(g: TestApp) -> None:
+    g.engine.add(HOSTILE, health="unhealthy", labels={"guardian.enable": "true"})
+    open_incident(g, HOSTILE, detail="<img src=x onerror=alert(1)>")
+    _, routes = page_of(g)
+    body = html(get(routes, "/", sign_in(routes)))
+    assert "<script>alert(1)" not in body and "<img src=x" not in body
+    assert "evil&lt;script&gt;alert(1)&lt;/script&gt;&#34;" in body
+    assert "&lt;img src=x onerror=alert(1)&gt;" in body
+
+
+def test_signed_out_page_is_a_sign_in_form_that_names_nothing(g: TestApp) -> None:
+    g.engine.add("secret-db", labels={"guardian.enable": "true"})
+    _, routes = page_of(g)
+    r = get(routes, "/")
+    assert r.status == 200 and 'type="password"' in html(r)
+    assert "secret-db" not in html(r) and HOST not in html(r)
+    for path in ("/events", "/parts"):
+        assert get(routes, path).status == 401
+
+
+def test_every_page_response_carries_the_strict_headers(g: TestApp) -> None:
+    _, routes = page_of(g)
+    for r in (get(routes, "/"), get(routes, "/static/page.css"), get(routes, "/events")):
+        csp = r.headers["Content-Security-Policy"]
+        assert csp.startswith("default-src 'self'; frame-ancestors 'none'")
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+    assert get(routes, "/static/../handler.py").status == 404
+
+
+def test_a_wrong_token_gives_no_session_and_is_rate_limited(g: TestApp) -> None:
+    _, routes = page_of(g)
+    for _ in range(FAILURES_PER_CLIENT):
+        r = post(routes, "/signin", {"token": "guess"})
+        assert r.status == 403 and "Set-Cookie" not in r.headers
+        assert "not Guardian&#39;s API token" in html(r)
+    r = post(routes, "/signin", {"token": TOKEN})
+    assert r.status == 429 and int(r.headers["Retry-After"]) > 0
+    assert "Set-Cookie" not in r.headers
+    # Another address still may sign in.
+    assert post(routes, "/signin", {"token": TOKEN}, client="10.0.0.2").status == 303
+
+
+def test_the_session_cookie_is_httponly_strict_expiring_and_secure_only_behind_tls(
+    g: TestApp,
+) -> None:
+    now = Clock()
+    _, routes = page_of(g, now=now)
+    r = post(routes, "/signin", {"token": TOKEN}, **{"x-forwarded-proto": "https"})
+    cookie = r.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Max-Age=3600" in cookie
+    assert "Secure" not in cookie  # the forwarded header is not trusted unless configured
+    session = cookie.split(";")[0]
+    assert get(routes, "/", session).status == 200 and "Sign out" in html(get(routes, "/", session))
+    now.t += 3601
+    assert 'type="password"' in html(get(routes, "/", session))
+
+
+def test_a_trusted_proxy_makes_the_cookie_secure(g: TestApp) -> None:
+    page, routes = page_of(g)
+    page.trust_forwarded_proto = True
+    r = post(routes, "/signin", {"token": TOKEN}, **{"x-forwarded-proto": "https"})
+    assert "; Secure" in r.headers["Set-Cookie"]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"origin": "http://evil.test"},
+        {"origin": "null"},
+        {"origin": "", "referer": "http://evil.test/page"},
+        {"origin": "", "referer": ""},
+    ],
+)
+def test_cross_site_posts_are_refused(g: TestApp, headers: dict[str, str]) -> None:
+    incident = open_incident(g, "app")
+    _, routes = page_of(g)
+    cookie = sign_in(routes)
+    r = post(routes, "/actions/ack", {"incident": str(incident)}, cookie, **headers)
+    assert r.status == 403
+    assert g.store.get_incident(incident).state is IncidentState.ACTIVE  # type: ignore[union-attr]
+    assert post(routes, "/signin", {"token": TOKEN}, **headers).status == 403
+
+
+def test_actions_go_through_the_operator_and_refusals_show_its_message(g: TestApp) -> None:
+    incident = open_incident(g, "app")
+    _, routes = page_of(g)
+    cookie = sign_in(routes)
+    assert post(routes, "/actions/ack", {"incident": str(incident)}, cookie).status == 303
+    shown = g.store.get_incident(incident)
+    assert shown is not None and shown.state is IncidentState.ACKNOWLEDGED
+    assert f"Incident #{incident} acknowledged." in html(get(routes, "/", cookie))
+    # Acknowledging twice: the state machine's own words.
+    post(routes, "/actions/ack", {"incident": str(incident)}, cookie)
+    body = html(get(routes, "/", cookie))
+    assert 'role="alert"' in body and f"incident {incident}" in body
+    post(routes, "/actions/resolve", {"incident": str(incident), "reason": ""}, cookie)
+    assert "a reason is required" in html(get(routes, "/", cookie))
+    r = post(
+        routes, "/actions/silence", {"container": "app", "for": "2h", "reason": "deploy"}, cookie
+    )
+    assert r.status == 303
+    [silence] = g.store.silences(HOST, g.clock.now())
+    assert silence.container == "app" and silence.created_by == "alice"
+    post(routes, "/actions/silence", {"container": "app", "for": "90d", "reason": "x"}, cookie)
+    assert "at most 30d" in html(get(routes, "/", cookie))
+    post(routes, "/actions/unsilence", {"container": "app"}, cookie)
+    assert g.store.silences(HOST, g.clock.now()) == []
+    assert post(routes, "/actions/ack", {"incident": str(incident)}).status == 401
+
+
+def test_public_reads_show_the_page_without_what_containers_printed(g: TestApp) -> None:
+    g.engine.add("web", health="unhealthy", labels={"guardian.enable": "true"})
+    open_incident(g, "web", detail="SECRET-HEALTH-OUTPUT")
+    _, routes = page_of(g, public=True)
+    body = html(get(routes, "/"))
+    assert 'data-container="web"' in body and "SECRET-HEALTH-OUTPUT" not in body
+    assert "/actions/ack" not in body
+    parts = json.loads(get(routes, "/parts").body)["parts"]
+    assert "SECRET-HEALTH-OUTPUT" not in json.dumps(parts)
+
+
+def test_rows_carry_the_machine_contract(g: TestApp) -> None:
+    g.engine.add("web", health="unhealthy", labels={"guardian.enable": "true"})
+    g.engine.add("db", health="healthy", labels={"guardian.enable": "true"})
+    incident = open_incident(g, "web")
+    _, routes = page_of(g)
+    body = html(get(routes, "/", sign_in(routes)))
+    assert f'data-container="web" data-state="unhealthy" data-incident="{incident}"' in body
+    assert 'data-container="db" data-state="healthy" data-incident=""' in body
+
+
+def test_streams_beyond_the_cap_are_refused_with_retry_after(g: TestApp) -> None:
+    page, routes = page_of(g, public=True, streams=2)
+    first, second = get(routes, "/events"), get(routes, "/events")
+    assert first.status == second.status == 200
+    third = get(routes, "/events")
+    assert third.status == 503 and int(third.headers["Retry-After"]) > 0
+    assert first.stream is not None and second.stream is not None
+    first.stream.close()  # type: ignore[attr-defined]
+    assert get(routes, "/events").status == 200
+    page.feed.close()
+    assert get(routes, "/events").status == 503
+
+
+def test_a_stream_sends_the_parts_then_only_what_changed_and_ends_on_stop(g: TestApp) -> None:
+    g.engine.add("web", health="healthy", labels={"guardian.enable": "true"})
+    g.engine.add("db", health="healthy", labels={"guardian.enable": "true"})
+    page, routes = page_of(g, public=True)
+    page.feed.keepalive = 0.01
+    stream = iter(get(routes, "/events").stream or [])
+    assert next(stream).startswith(b"retry:")
+    first = next(stream).decode()
+    assert "event: parts" in first and "row:web" in first and "row:db" in first
+    assert next(stream) == b": keep-alive\n\n"  # nothing happened
+    g.engine.set("web", health="unhealthy")
+    g.app.changes.changed()
+    event = next(stream).decode()
+    doc = json.loads(event.split("data: ", 1)[1])
+    assert "row:web" in doc["parts"] and "row:db" not in doc["parts"]
+    page.feed.close()
+    assert list(stream) == []
+
+
+def test_a_reconnect_with_the_current_event_id_resends_nothing(g: TestApp) -> None:
+    page, routes = page_of(g, public=True)
+    page.feed.keepalive = 0.01
+    snap = page.feed.snapshot(False)
+    r = get(routes, "/events", **{"last-event-id": page.feed.event_id(snap.version)})
+    stream = iter(r.stream or [])
+    next(stream)
+    assert next(stream) == b": keep-alive\n\n"
+    page.feed.close()
+
+
+def test_delta_sends_changed_rows_or_the_whole_body_when_the_set_changes() -> None:
+    base = {"order": "a\nb", "part-rows": "AB", "row:a": "A", "row:b": "B", "part-meta": "m"}
+    assert delta(base, {**base, "row:a": "A2"}) == {"row:a": "A2"}
+    grown = {**base, "order": "a\nb\nc", "part-rows": "ABC", "row:c": "C"}
+    assert delta(base, grown) == {"part-rows": "ABC"}
+    assert delta(base, base) == {}
