@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.labels import ContainerRules
-from guardian.core.model import ActionKind, ContainerSnapshot, Decision, Outcome, Silence
+from guardian.core.model import (
+    ActionKind,
+    ContainerSnapshot,
+    Decision,
+    Outcome,
+    ProblemType,
+    Silence,
+)
 from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
 from guardian.core.storm import StormHold
 from guardian.service.context import LoopContext
@@ -42,9 +49,12 @@ class DecisionPoint:
         rules: ContainerRules,
         now: datetime,
         then: Callable[[Decision], None] | None = None,
+        problem: ProblemType | None = None,
     ) -> Decision:
         """Gather the history from the store and the loop's state, and ask decide(); `then`
-        runs with the decision under the loop lock (claiming the restart it allows).
+        runs with the decision under the loop lock (claiming the restart it allows). `problem`
+        is what the checks found (a report-only one is never restarted for). Reads only: the
+        store, and the loop's state under its lock.
 
         The store is read outside the loop lock, which the event thread, /healthz and the
         watchdog take too: a store held by another writer (the CLI) stalls this thread only.
@@ -64,7 +74,7 @@ class DecisionPoint:
                 # the ones claimed during the last read.
                 if tries_left and state.mark(snap.name) != mark:
                     continue
-                decision = self._decide(snap, rules, read, now)
+                decision = self._decide(snap, rules, read, now, problem)
                 if then is not None:
                     then(decision)
                 return decision
@@ -87,14 +97,20 @@ class DecisionPoint:
         )
 
     def _decide(
-        self, snap: ContainerSnapshot, rules: ContainerRules, read: _Read, now: datetime
+        self,
+        snap: ContainerSnapshot,
+        rules: ContainerRules,
+        read: _Read,
+        now: datetime,
+        problem: ProblemType | None,
     ) -> Decision:
         """decide() over what was read and what the loop does now (call under the lock)."""
         state = self.ctx.state
         history = AttemptHistory(
             attempts=read.attempts,
             reset_at=read.reset_at,
-            in_flight=state.busy(snap.name),
+            in_flight=state.restart_running(snap.name),
+            verifying=state.verifying(snap.name),
             engine_denied=read.engine_denied,
         )
         load = HostLoad(
@@ -103,7 +119,12 @@ class DecisionPoint:
             storm=read.storm,
         )
         target = Target(
-            snap.name, rules.opted_in, rules.is_self, read.dependencies, rules.orchestrator
+            snap.name,
+            rules.opted_in,
+            rules.is_self,
+            read.dependencies,
+            rules.orchestrator,
+            problem,
         )
         return decide(target, history, load, rules.policy, now, read.silence)
 

@@ -108,7 +108,7 @@ class Verifier:
         if outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN) and incident.is_open:
             reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
             self.recorder.recovered(incident, reason, now)
-            ctx.state.healthy_since(p.container, now)
+            ctx.state.note_healthy(p.container, now)
             # Seen healthy: the storm breaker and dependencies stop counting it as unhealthy
             # now, not at the next sweep (a few quick, separate failures are no storm).
             for recovered in ctx.pipeline.recovered:
