@@ -292,6 +292,7 @@ def build_loop(
     # The order of each row is the order things run in.
     pipeline = Pipeline(
         judges=(crash_loops.judge, oom.judge, prober.judge, namespaces.judge),
+        looks=(crash_loops.look, oom.judge, prober.judge, namespaces.judge),
         inspect_wanted=(crash_loops.still_looping,),
         listed=(
             crash_loops.follow,

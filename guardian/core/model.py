@@ -177,7 +177,9 @@ class Reason(StrEnum):
     SELF = "self"
     NOT_OPTED_IN = "not_opted_in"
     DRY_RUN = "dry_run"
-    IN_FLIGHT = "restart_in_progress"
+    IN_FLIGHT = "restart_in_progress"  # Guardian's restart call for it runs now
+    VERIFYING = "verifying"  # restarted; its verification has not judged it yet
+    REPORT_ONLY = "report_only"  # a problem Guardian reports, never restarts for (crash loop)
     COOLDOWN = "cooldown"
     MAX_ATTEMPTS = "max_attempts"
     RATE_LIMITED = "rate_limited"

@@ -9,12 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from guardian.core.model import Approval, Decision, Reason, Silence, Verdict
+from guardian.core.model import Approval, Decision, ProblemType, Reason, Silence, Verdict
 from guardian.core.restart_policy import RestartPolicy
 from guardian.core.stamps import ahead, no_later_than
 from guardian.core.storm import StormHold
 
 RATE_WINDOW = timedelta(minutes=1)
+
+# Problems Guardian reports but never restarts for, and why.
+REPORT_ONLY: dict[ProblemType, str] = {
+    ProblemType.CRASH_LOOP: "Docker's restart policy is restarting it; Guardian only reports it",
+    ProblemType.ORPHANED_NAMESPACE: "the namespace it joined belongs to a container that no"
+    " longer exists: a restart cannot help; recreate it",
+}
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class Target:
     # Since when its problem lasts (the engine's unhealthy or exit time, else the incident's
     # opening), for restart.act_after; None: unknown, no patience applies.
     problem_since: datetime | None = None
+    problem: ProblemType | None = None  # what its checks found (None: asked without one)
 
 
 @dataclass(frozen=True)
@@ -39,12 +47,14 @@ class AttemptHistory:
 
     `attempts` are request times (any age; decide() applies the window). `reset_at` is the last
     time the counter was reset after `reset_after` of continuous health. `in_flight` is True
-    while a restart of this container is running or being verified.
+    while Guardian's restart call for this container runs, `verifying` while its last restart
+    awaits the verification's verdict.
     """
 
     attempts: tuple[datetime, ...] = ()
     reset_at: datetime | None = None
     in_flight: bool = False
+    verifying: bool = False
     engine_denied: bool = False  # the engine refused this problem's last restart (403)
 
 
@@ -89,18 +99,21 @@ def decide(
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
     Guards in order: never Guardian itself; never a container that is not opted in; never a
-    container an orchestrator owns unless the operator opted in to acting on those; never one
-    whose action is `notify`; not while a maintenance silence is active (wait until it ends);
-    never again after the engine refused this problem's restart (403), nor after a person denied
-    it (action `ask`); one restart at a time per container; a host storm holds every
-    restart until its hold ends, then lets one canary through (the other guards still apply to
-    it; the last canary that did not heal waits for another) and holds the rest until the
-    canary's verdict; an unhealthy dependency holds its dependents; max_attempts within the
-    window (give up); patience (act only once the problem has lasted `act_after`); cooldown
-    since the last attempt (exponential with a cap); the host budget (per minute, then
-    concurrent); dry run. Then the container's action: `restart`; `stop` (the verdict STOP,
-    within the same guards); `ask`, where only a usable approval of a person (`approval`, for
-    the open incident) lets the restart through, once.
+    container an orchestrator owns unless the operator opted in to acting on those; never for a
+    problem that is only reported (a crash loop: Docker's restart policy is at it; a follower
+    whose leader is gone: no restart can help); never one whose action is `notify`; not while a
+    maintenance silence is active (wait until it ends); never again after the engine refused
+    this problem's restart (403), nor after a person denied it (action `ask`); one restart at a
+    time per container (its call running, then its verification until the verdict: a restart
+    is judged by its verification, not by a second restart); a host storm holds every restart
+    until its hold ends, then lets one canary through (the other guards still apply to it; the
+    last canary that did not heal waits for another) and holds the rest until the canary's
+    verdict; an unhealthy dependency holds its dependents; max_attempts within the window (give
+    up); patience (act only once the problem has lasted `act_after`); cooldown since the last
+    attempt (exponential with a cap); the host budget (per minute, then concurrent); dry run.
+    Then the container's action: `restart`; `stop` (the verdict STOP, within the same guards);
+    `ask`, where only a usable approval of a person (`approval`, for the open incident) lets the
+    restart through, once.
     """
     if target.is_self:
         return Decision(Verdict.DENY, Reason.SELF)
@@ -113,6 +126,8 @@ def decide(
             Reason.ORCHESTRATOR_MANAGED,
             detail=f"{target.orchestrator} owns it; Guardian only reports it",
         )
+    if target.problem in REPORT_ONLY:
+        return Decision(Verdict.DENY, Reason.REPORT_ONLY, detail=REPORT_ONLY[target.problem])
     if policy.action == "notify":
         return Decision(
             Verdict.DENY,
@@ -129,6 +144,10 @@ def decide(
         return Decision(Verdict.DENY, Reason.APPROVAL_DENIED, detail=f"denied by {approval.by}")
     if history.in_flight:
         return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
+    if history.verifying:
+        return Decision(
+            Verdict.WAIT, Reason.VERIFYING, detail="its last restart awaits the verification"
+        )
     canary = False
     if host.storm is not None:
         # One shared cause is likelier than many sick containers: restarts wait for the host,

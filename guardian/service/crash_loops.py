@@ -91,6 +91,22 @@ class CrashLoops:
             tail = self._tail(snap.id)
             with self._lock:
                 track.log_tail = tail
+        return self._looping(snap, track, rises, result)
+
+    def look(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
+        """What judge() says from what is tracked already, changing nothing (no observation
+        recorded, no log fetched): for `guardian status` and GET /api/v1/containers."""
+        with self._lock:
+            track = self._tracks.get(snap.id)
+            rises = self.rises(track, result.observed_at) if track is not None else 0
+        if track is None or rises < self.settings.restarts:
+            return result
+        return self._looping(snap, track, rises, result)
+
+    def _looping(
+        self, snap: ContainerSnapshot, track: _Track, rises: int, result: HealthCheckResult
+    ) -> HealthCheckResult:
+        now = result.observed_at
         window = int(self.settings.window.total_seconds())
         codes = ", ".join(str(c) for c in track.exit_codes) or "unknown"
         detail = (

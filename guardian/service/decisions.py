@@ -16,6 +16,7 @@ from guardian.core.model import (
     ContainerSnapshot,
     Decision,
     Outcome,
+    ProblemType,
     Silence,
 )
 from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
@@ -51,9 +52,12 @@ class DecisionPoint:
         rules: ContainerRules,
         now: datetime,
         then: Callable[[Decision], None] | None = None,
+        problem: ProblemType | None = None,
     ) -> Decision:
         """Gather the history from the store and the loop's state, and ask decide(); `then`
-        runs with the decision under the loop lock (claiming the restart it allows).
+        runs with the decision under the loop lock (claiming the restart it allows). `problem`
+        is what the checks found (a report-only one is never restarted for). Reads only: the
+        store, and the loop's state under its lock.
 
         The store is read outside the loop lock, which the event thread, /healthz and the
         watchdog take too: a store held by another writer (the CLI) stalls this thread only.
@@ -73,7 +77,7 @@ class DecisionPoint:
                 # the ones claimed during the last read.
                 if tries_left and state.mark(snap.name) != mark:
                     continue
-                decision = self._decide(snap, rules, read, now)
+                decision = self._decide(snap, rules, read, now, problem)
                 if then is not None:
                     then(decision)
                 return decision
@@ -98,14 +102,20 @@ class DecisionPoint:
         )
 
     def _decide(
-        self, snap: ContainerSnapshot, rules: ContainerRules, read: _Read, now: datetime
+        self,
+        snap: ContainerSnapshot,
+        rules: ContainerRules,
+        read: _Read,
+        now: datetime,
+        problem: ProblemType | None,
     ) -> Decision:
         """decide() over what was read and what the loop does now (call under the lock)."""
         state = self.ctx.state
         history = AttemptHistory(
             attempts=read.attempts,
             reset_at=read.reset_at,
-            in_flight=state.busy(snap.name),
+            in_flight=state.restart_running(snap.name),
+            verifying=state.verifying(snap.name),
             engine_denied=read.engine_denied,
         )
         load = HostLoad(
@@ -121,6 +131,7 @@ class DecisionPoint:
             read.dependencies,
             rules.orchestrator,
             read.problem_since,
+            problem,
         )
         return decide(target, history, load, rules.policy, now, read.silence, read.approval)
 

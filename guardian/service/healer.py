@@ -18,7 +18,6 @@ from guardian.core.model import (
     ContainerSnapshot,
     Incident,
     IncidentState,
-    ProblemType,
 )
 from guardian.core.policy import reset_due
 from guardian.logs import kv
@@ -29,10 +28,6 @@ from guardian.service.remediator import Remediator
 from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian.healer")
-
-# Problems Guardian reports but never restarts for: Docker's restart policy is already at it, or
-# no restart can help (the namespace it joined belongs to a container that no longer exists).
-_REPORT_ONLY = frozenset({ProblemType.CRASH_LOOP, ProblemType.ORPHANED_NAMESPACE})
 
 
 class Healer:
@@ -86,8 +81,21 @@ class Healer:
     def assess(
         self, snap: ContainerSnapshot, source: str, detected_at: datetime | None = None
     ) -> Assessment:
-        """Judge one container (inspecting it when it is a candidate) and decide, without acting."""
+        """Judge one container (inspecting it when it is a candidate) and decide, without acting.
+        The loop's own look: crash loops are tracked (and their logs fetched once), and the
+        container's notify label heeded."""
+        return self._judged(snap, source, detected_at, observe=True)
+
+    def look(self, snap: ContainerSnapshot) -> Assessment:
+        """Judge and decide as assess() does, changing nothing in the loop's state (no crash
+        loop observation or log fetch, no muting): `guardian status` and the API's reads."""
+        return self._judged(snap, "status", None, observe=False)
+
+    def _judged(
+        self, snap: ContainerSnapshot, source: str, detected_at: datetime | None, observe: bool
+    ) -> Assessment:
         ctx = self.ctx
+        rules_of = ctx.rules.observed if observe else ctx.rules.of
         if not snap.inspected and (
             needs_inspect(snap)
             or any(wanted(snap, ctx.clock.now()) for wanted in ctx.pipeline.inspect_wanted)
@@ -97,23 +105,22 @@ class Healer:
                 # stop the container (up to its stop timeout), and the exit it shows is the
                 # restart's own. Neither a problem nor a recovery; its verification judges it.
                 result = skip(snap, ctx.clock.now(), "restart_in_flight", source)
-                return Assessment(snap, ctx.rules.of(snap), result)
+                return Assessment(snap, rules_of(snap), result)
             full = ctx.engine.inspect(snap.id)
             snap = full if full is not None else snap
-        rules = ctx.rules.of(snap)
+        rules = rules_of(snap)
         now = ctx.clock.now()
         result = evaluate(
             snap, now, ctx.settings.checks, ctx.state.stopped_by_person(snap.id), source
         )
-        for judge in ctx.pipeline.judges:
+        for judge in ctx.pipeline.judges if observe else ctx.pipeline.looks:
             result = judge(snap, result)
         a = Assessment(snap, rules, result, detected_at=detected_at or reported_at(snap))
-        if (
-            result.problem is not None
-            and result.problem not in _REPORT_ONLY
-            and not ctx.state.verifying(snap.name)
-        ):
-            a.decision = self.remediator.decisions.decision_for(snap, rules, now)
+        if result.problem is not None:
+            # Report-only problems and restarts in flight or verifying are decide()'s too: the
+            # decision says why nothing happens.
+            decisions = self.remediator.decisions
+            a.decision = decisions.decision_for(snap, rules, now, problem=result.problem)
         return a
 
     # -- the loop ---------------------------------------------------------------------------
@@ -188,7 +195,7 @@ class Healer:
             # `docker stop`/`docker kill` by a person: never undo it.
             state.person_stopped(cid)
         elif action in ("start", "destroy"):
-            state.started(cid)
+            state.forget_person_stop(cid)
         for follow in self.ctx.pipeline.events:
             follow(event)
         if state.restart_running(event.container_name):
@@ -245,7 +252,7 @@ class Healer:
                     detail=result.detail,
                 ),
             )
-        if ctx.state.verifying(name) or a.decision is None:
+        if a.decision is None:
             return
         self.remediator.remediate(a, incident)
 
@@ -265,7 +272,7 @@ class Healer:
         self, snap: ContainerSnapshot, now: datetime, open_names: set[str] | None = None
     ) -> None:
         ctx, host, name = self.ctx, self.ctx.settings.host, snap.name
-        since = ctx.state.healthy_since(name, now)
+        since = ctx.state.note_healthy(name, now)
         if open_names is None or name in open_names:
             # A restart that started, or was verified, while the store was read makes what was
             # read stale: its verification has the say.

@@ -47,6 +47,7 @@ def _no_followers(_leader: str, _root: str) -> tuple[tuple[str, str], ...]:
 @dataclass(frozen=True)
 class Pipeline:
     judges: tuple[Judge, ...] = ()  # in order, after the health check
+    looks: tuple[Judge, ...] = ()  # the same judgements changing nothing (status, the API)
     # A judge that needs a listed container inspected although the list shows no problem.
     inspect_wanted: tuple[Callable[[ContainerSnapshot, datetime], bool], ...] = ()
     listed: tuple[Callable[[list[ContainerSnapshot]], None], ...] = ()  # the sweep's containers

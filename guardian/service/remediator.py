@@ -22,6 +22,7 @@ from guardian.core.model import (
     Decision,
     Incident,
     Outcome,
+    ProblemType,
     Reason,
     RemediationAction,
     Verdict,
@@ -35,7 +36,7 @@ from guardian.service.recorder import Recorder
 log = logging.getLogger("guardian.remediator")
 
 # Reasons that never change while the inputs stay the same: record them once per incident.
-_QUIET_WAITS = frozenset({Reason.IN_FLIGHT})
+_QUIET_WAITS = frozenset({Reason.IN_FLIGHT, Reason.VERIFYING})
 RESTART_WITH_REASON = "restart_with"  # also the `via` of a follower by label
 NAMESPACE_REASON = "namespace_follower"  # it joined a namespace of the container restarted
 ACTION_KEY = "action"  # a held-back decision's extra: the container's guardian.action
@@ -94,7 +95,9 @@ class Remediator:
         later: on the sweep's thread, a burst the sweep found waited for one stop after another."""
         self._run_call = run
 
-    def _decide_and_claim(self, snap: ContainerSnapshot, rules: ContainerRules) -> Decision:
+    def _decide_and_claim(
+        self, snap: ContainerSnapshot, rules: ContainerRules, problem: ProblemType | None = None
+    ) -> Decision:
         """Decide and claim the restart under one hold of the lock, so no other thread acts
         meanwhile (the history is read before, outside it: DecisionPoint.decision_for)."""
         now = self.ctx.clock.now()
@@ -106,7 +109,7 @@ class Remediator:
                 if decision.reason is Reason.STORM_CANARY:
                     self.ctx.pipeline.storm_canary(snap.name)
 
-        decision = self.decisions.decision_for(snap, rules, now, claim)
+        decision = self.decisions.decision_for(snap, rules, now, claim, problem)
         self.ctx.metrics.decided(decision)
         return decision
 
@@ -115,7 +118,7 @@ class Remediator:
     def remediate(self, a: Assessment, incident: Incident) -> None:
         """Act on an open incident: decide again (another thread may have acted since the
         assessment), then restart, give up, or record why not."""
-        decision = self._decide_and_claim(a.snapshot, a.rules)
+        decision = self._decide_and_claim(a.snapshot, a.rules, a.result.problem)
         a.decision = decision
         waiting = decision.reason is Reason.AWAITING_APPROVAL
         self.ctx.state.awaiting_approval(a.snapshot.name, a.snapshot.id if waiting else None)
@@ -247,7 +250,7 @@ class Remediator:
         snap = ctx.engine.inspect(container_id)
         if snap is None:
             return
-        name, rules = snap.name, ctx.rules.of(snap)
+        name, rules = snap.name, ctx.rules.observed(snap)
         leader_incident = next((i for i in reversed(ctx.store.open_incidents(host, root))), None)
         incident_id = leader_incident.id if leader_incident is not None else None
         decision = self._decide_and_claim(snap, rules)

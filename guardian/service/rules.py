@@ -25,7 +25,17 @@ class RuleBook:
         self._rules: dict[str, tuple[dict[str, str], ContainerRules]] = {}  # by container id
         self._warned: set[tuple[str, str]] = set()
 
+    def observed(self, snap: ContainerSnapshot) -> ContainerRules:
+        """The rules of a container the loop observes now (sweep, event, restart_with): its
+        `guardian.notify` label mutes or unmutes its notifications too."""
+        rules = self.of(snap)
+        self.state.mute(snap.name, not rules.notify)
+        self.state.address(snap.name, rules.receivers)
+        return rules
+
     def of(self, snap: ContainerSnapshot) -> ContainerRules:
+        """The rules of `snap` from its labels, worked out once per container; a bad label is
+        logged once. Changes no loop state (status and the API ask this)."""
         with self._lock:
             cached = self._rules.get(snap.id)
         if cached is not None and cached[0] == snap.labels:
@@ -47,8 +57,6 @@ class RuleBook:
             self._warned.update((snap.name, w) for w in fresh)
         for warning in fresh:
             log.warning("bad label ignored", extra=kv(container=snap.name, problem=warning))
-        self.state.mute(snap.name, not rules.notify)
-        self.state.address(snap.name, rules.receivers)
         return rules
 
     def retune(self, settings: HealerSettings) -> None:

@@ -278,8 +278,9 @@ class LoopState:
 
     # -- healthy streaks (the attempt counter resets after reset_after) ----------------------
 
-    def healthy_since(self, container: str, now: datetime) -> datetime:
-        """When the current healthy streak began (now, if it begins now)."""
+    def note_healthy(self, container: str, now: datetime) -> datetime:
+        """`container` was seen healthy at `now`: returns when its healthy streak began (now,
+        when this starts one)."""
         with self.lock:
             return self._healthy_since.setdefault(container, now)
 
@@ -332,7 +333,8 @@ class LoopState:
         with self.lock:
             self._stopped_by_person.add(container_id)
 
-    def started(self, container_id: str) -> None:
+    def forget_person_stop(self, container_id: str) -> None:
+        """The container started again (or is gone): no longer held as stopped by a person."""
         with self.lock:
             self._stopped_by_person.discard(container_id)
 

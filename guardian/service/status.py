@@ -2,7 +2,8 @@
 open incidents and what decide() says right now.
 
 The containers are the sweep's own (Healer.watched: the one "watched" predicate), and the next
-allowed restart comes from the real decision point, never from a copy of its rules.
+allowed restart comes from the real decision point, never from a copy of its rules. A read:
+nothing here changes the loop's state (Healer.look).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def container_status(healer: Healer) -> list[ContainerStatus]:
     now = ctx.clock.now()
     out = []
     for snap in sorted(watched, key=lambda s: s.name):
-        # Judged as the sweep judges it: a healthy or skipped container has no next restart.
-        a = healer.assess(snap, "status")
+        # Judged as the sweep judges it, changing nothing: a healthy or skipped container has
+        # no next restart; a held-back one says why (report-only, verifying, cooldown, ...).
+        a = healer.look(snap)
         decision = a.decision
         held_back = None
         if a.result.skipped is not None:

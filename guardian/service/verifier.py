@@ -138,7 +138,7 @@ class Verifier:
         if outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN) and incident.is_open:
             reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
             self.recorder.recovered(incident, reason, now)
-            ctx.state.healthy_since(p.container, now)
+            ctx.state.note_healthy(p.container, now)
             # Seen healthy: the storm breaker and dependencies stop counting it as unhealthy
             # now, not at the next sweep (a few quick, separate failures are no storm).
             for recovered in ctx.pipeline.recovered:
@@ -158,7 +158,7 @@ class Verifier:
         for own in ctx.store.open_incidents(ctx.settings.host, p.container):
             if own.is_open and own.container_id == p.container_id:
                 self.recorder.recovered(own, "healthy after its restart as a follower", now)
-        ctx.state.healthy_since(p.container, now)
+        ctx.state.note_healthy(p.container, now)
         for recovered in ctx.pipeline.recovered:
             recovered(p.container)
         return (p.container, p.after) if p.after else None

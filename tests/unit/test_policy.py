@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardian.adapters.run_stamps import RunStamps
-from guardian.core.model import Approval, Reason, Silence, Verdict
+from guardian.core.model import Approval, ProblemType, Reason, Silence, Verdict
 from guardian.core.policy import (
     AttemptHistory,
     HostLoad,
@@ -48,6 +48,7 @@ class Case:
     attempts: tuple[float, ...] = ()  # seconds ago
     reset: float | None = None  # seconds ago
     in_flight: bool = False
+    verifying: bool = False
     engine_denied: bool = False
     host_recent: tuple[float, ...] = ()
     host_in_flight: int = 0
@@ -143,6 +144,46 @@ CASES = [
         target=Target("web.1.x", opted_in=False, orchestrator="Docker Swarm"),
     ),
     Case("one restart at a time per container", Verdict.WAIT, Reason.IN_FLIGHT, in_flight=True),
+    Case(
+        "a restart awaiting its verification is judged by it, not restarted again",
+        Verdict.WAIT,
+        Reason.VERIFYING,
+        verifying=True,
+    ),
+    Case(
+        "a verification holds even a container with no attempts counted (after a reset)",
+        Verdict.WAIT,
+        Reason.VERIFYING,
+        attempts=(30,),
+        reset=10,
+        verifying=True,
+    ),
+    Case(
+        "a crash loop is reported, never restarted: Docker's restart policy is at it",
+        Verdict.DENY,
+        Reason.REPORT_ONLY,
+        target=Target("app", problem=ProblemType.CRASH_LOOP),
+    ),
+    Case(
+        "a report-only problem is denied before its attempts would give up",
+        Verdict.DENY,
+        Reason.REPORT_ONLY,
+        attempts=(10, 20, 30),
+        target=Target("app", problem=ProblemType.CRASH_LOOP),
+    ),
+    Case(
+        "an orchestrator's crash loop says the orchestrator owns it",
+        Verdict.DENY,
+        Reason.ORCHESTRATOR_MANAGED,
+        target=Target("web.1.x", orchestrator="Nomad", problem=ProblemType.CRASH_LOOP),
+    ),
+    Case(
+        "a problem that is restarted for goes through the other guards",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        target=Target("app", problem=ProblemType.UNHEALTHY),
+        attempt=1,
+    ),
     Case(
         "a restart the engine refused (403) is never retried",
         Verdict.DENY,
@@ -561,6 +602,7 @@ def test_decide(case: Case) -> None:
         attempts=tuple(ago(s) for s in case.attempts),
         reset_at=ago(case.reset) if case.reset is not None else None,
         in_flight=case.in_flight,
+        verifying=case.verifying,
         engine_denied=case.engine_denied,
     )
     slot_free_at = NOW + timedelta(seconds=case.slot_free_in) if case.slot_free_in else None
