@@ -7,6 +7,10 @@ endpoints still sends it, unlike /info's SystemTime). A header has whole seconds
 bounds the skew within about a second; each answer narrows the bounds, and answers that
 contradict them (either clock stepped) start them afresh. While the bounds allow no skew at all,
 there is none: a local engine's stamps are taken as they are.
+
+A stamp of a container's state is placed where it was first seen and then moves with the steps
+of Guardian's wall clock (adapters.clock.wall_offset), as every stamp Guardian holds does: a
+grace period or a verification that began before a step keeps its length through it.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+from guardian.adapters.clock import stepped_between, wall_offset
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import Clock
+
+SEEN = 4096  # state stamps remembered (the oldest are forgotten first)
 
 
 class EngineClock:
@@ -26,6 +33,8 @@ class EngineClock:
         self._lock = threading.Lock()
         self._skew = timedelta(0)  # the engine's clock minus Guardian's
         self._bounds: tuple[float, float] | None = None  # what the answers allow, in seconds
+        # An engine stamp -> where it was placed when first seen, and wall_offset() then.
+        self._seen: dict[datetime, tuple[datetime, float]] = {}
 
     @property
     def skew(self) -> timedelta:
@@ -66,17 +75,24 @@ class EngineClock:
 
     def snapshot(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         """`snap` with the engine's stamps in Guardian's frame."""
-        skew = self.skew
-        if not skew:
-            return snap
-        return replace(
-            snap,
-            started_at=_minus(snap.started_at, skew),
-            finished_at=_minus(snap.finished_at, skew),
-            health_log_at=_minus(snap.health_log_at, skew),
-            unhealthy_since=_minus(snap.unhealthy_since, skew),
-        )
+        offset = wall_offset(self.clock)
+        with self._lock:
+            placed = replace(
+                snap,
+                started_at=self._placed(snap.started_at, offset),
+                finished_at=self._placed(snap.finished_at, offset),
+                health_log_at=self._placed(snap.health_log_at, offset),
+                unhealthy_since=self._placed(snap.unhealthy_since, offset),
+            )
+        return snap if placed == snap else placed
 
-
-def _minus(stamp: datetime | None, skew: timedelta) -> datetime | None:
-    return None if stamp is None else stamp - skew
+    def _placed(self, stamp: datetime | None, offset: float) -> datetime | None:
+        if stamp is None:
+            return None
+        seen = self._seen.get(stamp)
+        if seen is None:
+            if len(self._seen) >= SEEN:
+                del self._seen[next(iter(self._seen))]
+            seen = self._seen[stamp] = (stamp - self._skew, offset)
+        at, then = seen
+        return at + stepped_between(then, offset)

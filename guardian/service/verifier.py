@@ -12,6 +12,7 @@ from datetime import datetime
 
 from guardian.core import notifications
 from guardian.core.model import ActionKind, ContainerSnapshot, IncidentState, Outcome
+from guardian.core.stamps import no_later_than
 from guardian.core.verification import (
     PendingVerify,
     awaiting_first_check,
@@ -157,14 +158,8 @@ class Verifier:
     def _resume(
         self, action_id: int, incident_id: int | None, snap: ContainerSnapshot, at: datetime
     ) -> None:
+        # Requested before a step back of the clock: its verify_timeout runs from now at most.
+        deadline = no_later_than(at, self.ctx.clock.now()) + self.ctx.settings.verify_timeout
         self.ctx.state.await_verification(
-            PendingVerify(
-                action_id,
-                incident_id,
-                snap.name,
-                snap.id,
-                at,
-                at + self.ctx.settings.verify_timeout,
-                None,
-            )
+            PendingVerify(action_id, incident_id, snap.name, snap.id, at, deadline, None)
         )

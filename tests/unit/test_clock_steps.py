@@ -128,6 +128,7 @@ def test_a_step_forward_does_not_end_a_verification_early(w: TestApp) -> None:
     assert len(w.engine.restarts) == 1
     w.clock.advance(1)
     w.clock.step(hours=1)
+    w.engine.clock_stepped(timedelta(hours=1))
     steps.look()
     w.verify()
     assert w.app.verifier.awaiting() and [a.outcome for a in w.restarts()] == [Outcome.RESTARTED]
