@@ -35,6 +35,7 @@ class EngineClock:
         self._bounds: tuple[float, float] | None = None  # what the answers allow, in seconds
         # An engine stamp -> where it was placed when first seen, and wall_offset() then.
         self._seen: dict[datetime, tuple[datetime, float]] = {}
+        self._header: tuple[str, float] | None = None  # the last Date parsed, as a timestamp
 
     @property
     def skew(self) -> timedelta:
@@ -47,16 +48,22 @@ class EngineClock:
         after its request was sent."""
         if not date:
             return
-        try:
-            engine_at = parsedate_to_datetime(date)
-        except (TypeError, ValueError):
-            return  # a broken header tells nothing; the skew stays
-        if engine_at.tzinfo is None:
-            return
+        header = self._header
+        if header is not None and header[0] == date:
+            engine_at = header[1]  # answers within one second share their Date
+        else:
+            try:
+                parsed = parsedate_to_datetime(date)
+            except (TypeError, ValueError):
+                return  # a broken header tells nothing; the skew stays
+            if parsed.tzinfo is None:
+                return
+            engine_at = parsed.timestamp()
+            self._header = (date, engine_at)
         received = self.clock.now().timestamp()
         sent = received - max(0.0, elapsed)
         # The engine wrote the header between `sent` and `received`, within its second.
-        low, high = engine_at.timestamp() - received, engine_at.timestamp() + 1 - sent
+        low, high = engine_at - received, engine_at + 1 - sent
         with self._lock:
             if self._bounds is not None:
                 narrowed = max(low, self._bounds[0]), min(high, self._bounds[1])
@@ -76,15 +83,19 @@ class EngineClock:
     def snapshot(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         """`snap` with the engine's stamps in Guardian's frame."""
         offset = wall_offset(self.clock)
+        stamps = (snap.started_at, snap.finished_at, snap.health_log_at, snap.unhealthy_since)
         with self._lock:
-            placed = replace(
-                snap,
-                started_at=self._placed(snap.started_at, offset),
-                finished_at=self._placed(snap.finished_at, offset),
-                health_log_at=self._placed(snap.health_log_at, offset),
-                unhealthy_since=self._placed(snap.unhealthy_since, offset),
-            )
-        return snap if placed == snap else placed
+            placed = tuple(self._placed(stamp, offset) for stamp in stamps)
+        if placed == stamps:
+            return snap
+        started_at, finished_at, health_log_at, unhealthy_since = placed
+        return replace(
+            snap,
+            started_at=started_at,
+            finished_at=finished_at,
+            health_log_at=health_log_at,
+            unhealthy_since=unhealthy_since,
+        )
 
     def _placed(self, stamp: datetime | None, offset: float) -> datetime | None:
         if stamp is None:
