@@ -82,6 +82,17 @@ class FakeEngine:
         self.containers[snap.id] = snap
         return snap
 
+    def clock_stepped(self, step: timedelta) -> None:
+        """Guardian's wall clock stepped: the stamps already shown move with it, as DockerEngine
+        presents them (adapters.engine_clock)."""
+        for cid, c in self.containers.items():
+            moved = {
+                k: getattr(c, k) + step
+                for k in ("started_at", "finished_at", "health_log_at", "unhealthy_since")
+                if getattr(c, k) is not None
+            }
+            self.containers[cid] = replace(c, **moved)  # type: ignore[arg-type]
+
     def set(self, name: str, **fields: object) -> ContainerSnapshot:
         cid = self.id_of(name)
         self.containers[cid] = replace(self.containers[cid], **fields)  # type: ignore[arg-type]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+from guardian.ports import Clock
 
 # CLOCK_BOOTTIME counts suspend (a host that slept for an hour has waited an hour); where the
 # platform lacks it, CLOCK_MONOTONIC, which never steps either.
@@ -21,3 +23,20 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return monotonic()
+
+
+# Two readings of wall-minus-monotonic differ by microseconds unless the wall clock stepped.
+JITTER = 1.0
+
+
+def wall_offset(clock: Clock) -> float:
+    """The wall clock minus the monotonic clock, in seconds: it moves only when the wall clock
+    steps (slewing moves both alike)."""
+    return clock.now().timestamp() - clock.monotonic()
+
+
+def stepped_between(then: float, now: float) -> timedelta:
+    """How far the wall clock stepped between two wall_offset() readings (forward: positive);
+    zero for the jitter of reading two clocks."""
+    moved = now - then
+    return timedelta(seconds=moved) if abs(moved) >= JITTER else timedelta(0)

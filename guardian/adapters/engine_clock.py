@@ -7,6 +7,10 @@ endpoints still sends it, unlike /info's SystemTime). A header has whole seconds
 bounds the skew within about a second; each answer narrows the bounds, and answers that
 contradict them (either clock stepped) start them afresh. While the bounds allow no skew at all,
 there is none: a local engine's stamps are taken as they are.
+
+A stamp of a container's state is placed where it was first seen and then moves with the steps
+of Guardian's wall clock (adapters.clock.wall_offset), as every stamp Guardian holds does: a
+grace period or a verification that began before a step keeps its length through it.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+from guardian.adapters.clock import stepped_between, wall_offset
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import Clock
+
+SEEN = 4096  # state stamps remembered (the oldest are forgotten first)
 
 
 class EngineClock:
@@ -26,6 +33,9 @@ class EngineClock:
         self._lock = threading.Lock()
         self._skew = timedelta(0)  # the engine's clock minus Guardian's
         self._bounds: tuple[float, float] | None = None  # what the answers allow, in seconds
+        # An engine stamp -> where it was placed when first seen, and wall_offset() then.
+        self._seen: dict[datetime, tuple[datetime, float]] = {}
+        self._header: tuple[str, float] | None = None  # the last Date parsed, as a timestamp
 
     @property
     def skew(self) -> timedelta:
@@ -38,16 +48,22 @@ class EngineClock:
         after its request was sent."""
         if not date:
             return
-        try:
-            engine_at = parsedate_to_datetime(date)
-        except (TypeError, ValueError):
-            return  # a broken header tells nothing; the skew stays
-        if engine_at.tzinfo is None:
-            return
+        header = self._header
+        if header is not None and header[0] == date:
+            engine_at = header[1]  # answers within one second share their Date
+        else:
+            try:
+                parsed = parsedate_to_datetime(date)
+            except (TypeError, ValueError):
+                return  # a broken header tells nothing; the skew stays
+            if parsed.tzinfo is None:
+                return
+            engine_at = parsed.timestamp()
+            self._header = (date, engine_at)
         received = self.clock.now().timestamp()
         sent = received - max(0.0, elapsed)
         # The engine wrote the header between `sent` and `received`, within its second.
-        low, high = engine_at.timestamp() - received, engine_at.timestamp() + 1 - sent
+        low, high = engine_at - received, engine_at + 1 - sent
         with self._lock:
             if self._bounds is not None:
                 narrowed = max(low, self._bounds[0]), min(high, self._bounds[1])
@@ -66,17 +82,28 @@ class EngineClock:
 
     def snapshot(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         """`snap` with the engine's stamps in Guardian's frame."""
-        skew = self.skew
-        if not skew:
+        offset = wall_offset(self.clock)
+        stamps = (snap.started_at, snap.finished_at, snap.health_log_at, snap.unhealthy_since)
+        with self._lock:
+            placed = tuple(self._placed(stamp, offset) for stamp in stamps)
+        if placed == stamps:
             return snap
+        started_at, finished_at, health_log_at, unhealthy_since = placed
         return replace(
             snap,
-            started_at=_minus(snap.started_at, skew),
-            finished_at=_minus(snap.finished_at, skew),
-            health_log_at=_minus(snap.health_log_at, skew),
-            unhealthy_since=_minus(snap.unhealthy_since, skew),
+            started_at=started_at,
+            finished_at=finished_at,
+            health_log_at=health_log_at,
+            unhealthy_since=unhealthy_since,
         )
 
-
-def _minus(stamp: datetime | None, skew: timedelta) -> datetime | None:
-    return None if stamp is None else stamp - skew
+    def _placed(self, stamp: datetime | None, offset: float) -> datetime | None:
+        if stamp is None:
+            return None
+        seen = self._seen.get(stamp)
+        if seen is None:
+            if len(self._seen) >= SEEN:
+                del self._seen[next(iter(self._seen))]
+            seen = self._seen[stamp] = (stamp - self._skew, offset)
+        at, then = seen
+        return at + stepped_between(then, offset)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from guardian.adapters.clock import stepped_between, wall_offset
 from guardian.ports import Clock
 
 KEEP = timedelta(days=8)  # longer than any window or cooldown a decision looks back over
@@ -25,6 +26,7 @@ class _Stamp:
     container_id: str  # "" for a counter reset (kept by name)
     at: datetime  # as written
     mono: float  # the monotonic clock then
+    offset: float  # the wall clock minus the monotonic clock then (adapters.clock.wall_offset)
 
 
 class RunStamps:
@@ -33,24 +35,25 @@ class RunStamps:
         self._lock = threading.Lock()
         self._restarts: list[_Stamp] = []
         self._resets: list[_Stamp] = []
-        self._began = self._offset()
-
-    def _offset(self) -> float:
-        """Wall minus monotonic, in seconds: it changes only when the wall clock steps."""
-        return self.clock.now().timestamp() - self.clock.monotonic()
+        self._began = wall_offset(clock)
 
     def stepped(self) -> timedelta:
         """How far the wall clock stepped since this run began (forward: positive)."""
-        return timedelta(seconds=self._offset() - self._began)
+        return stepped_between(self._began, wall_offset(self.clock))
+
+    def _stamp(self, host: str, container: str, container_id: str, at: datetime) -> _Stamp:
+        return _Stamp(
+            host, container, container_id, at, self.clock.monotonic(), wall_offset(self.clock)
+        )
 
     def wrote_restart(self, host: str, container: str, container_id: str, at: datetime) -> None:
         with self._lock:
-            self._restarts.append(_Stamp(host, container, container_id, at, self.clock.monotonic()))
+            self._restarts.append(self._stamp(host, container, container_id, at))
             self._restarts = self._recent(self._restarts)
 
     def wrote_reset(self, host: str, container: str, at: datetime) -> None:
         with self._lock:
-            self._resets.append(_Stamp(host, container, "", at, self.clock.monotonic()))
+            self._resets.append(self._stamp(host, container, "", at))
             self._resets = self._recent(self._resets)
 
     def _recent(self, stamps: list[_Stamp]) -> list[_Stamp]:
@@ -58,9 +61,10 @@ class RunStamps:
         return [s for s in stamps if s.mono >= oldest]
 
     def _placed(self, stamps: Iterable[_Stamp]) -> list[tuple[_Stamp, datetime]]:
-        """Each stamp with where the monotonic clock puts it on today's wall clock."""
-        now, mono = self.clock.now(), self.clock.monotonic()
-        return [(s, now - timedelta(seconds=mono - s.mono)) for s in stamps]
+        """Each stamp with where the monotonic clock puts it on today's wall clock: moved by
+        the steps since it was written."""
+        offset = wall_offset(self.clock)
+        return [(s, s.at + stepped_between(s.offset, offset)) for s in stamps]
 
     def restart_times(
         self,

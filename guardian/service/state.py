@@ -311,14 +311,20 @@ class LoopState:
     # -- the wall clock stepped ---------------------------------------------------------------
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped by `step` (service.clock_steps): the deadlines held here move
+        """The wall clock stepped by `step` (service.clock_steps): the stamps held here move
         with it, so a verification's timeout, the next look and a healthy streak keep their
-        length (DESIGN 12). A restart's own stamps stay: they are compared with the engine's,
-        which the step did not move. A verdict being judged from the deadline before the step
-        is not settled (settle() sees a new entry) and is judged again at the next look."""
+        length (DESIGN 12); the engine presents the stamps it had shown moved alike
+        (adapters.engine_clock). A verdict being judged from the stamps before the step is not
+        settled (settle() sees a new entry) and is judged again at the next look."""
         with self.lock:
             for name, p in self._pending.items():
-                self._pending[name] = replace(p, deadline=p.deadline + step)
+                before = p.previous_started_at
+                self._pending[name] = replace(
+                    p,
+                    restarted_at=p.restarted_at + step,
+                    deadline=p.deadline + step,
+                    previous_started_at=before + step if before is not None else None,
+                )
             self._next_look = {k: (at + step, gap) for k, (at, gap) in self._next_look.items()}
             self._healthy_since = {k: at + step for k, at in self._healthy_since.items()}
             self._reset_checked = {k: at + step for k, at in self._reset_checked.items()}

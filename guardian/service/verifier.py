@@ -19,6 +19,7 @@ from guardian.core.model import (
     Outcome,
     RemediationAction,
 )
+from guardian.core.stamps import no_later_than
 from guardian.core.verification import (
     PendingVerify,
     awaiting_first_check,
@@ -233,7 +234,8 @@ class Verifier:
         s = self.ctx.settings
         recorded = action.extra.get(STOP_TIMEOUT_KEY, "")
         stop = timedelta(seconds=int(recorded)) if recorded.isdigit() else s.stop_timeout
-        return action.requested_at + stop + s.verify_timeout
+        # A stamp ahead of the clock (a step back since) counts as now: it waits longer.
+        return no_later_than(action.requested_at, self.ctx.clock.now()) + stop + s.verify_timeout
 
     def _may_still_stop(self, action: RemediationAction, now: datetime) -> bool:
         return now < self._stop_deadline(action)
@@ -248,6 +250,9 @@ class Verifier:
         previous_started_at: datetime | None = None,
         left_to_engine: bool = False,
     ) -> None:
+        # Requested before a step back of the clock: its verify_timeout runs from now at most.
+        if deadline is None:
+            deadline = no_later_than(at, self.ctx.clock.now()) + self.ctx.settings.verify_timeout
         self.ctx.state.await_verification(
             PendingVerify(
                 action_id,
@@ -255,7 +260,7 @@ class Verifier:
                 snap.name,
                 snap.id,
                 at,
-                deadline or at + self.ctx.settings.verify_timeout,
+                deadline,
                 previous_started_at,
                 left_to_engine=left_to_engine,
             )

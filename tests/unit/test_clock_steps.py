@@ -9,10 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
-from guardian.core.model import Outcome
+from guardian.core.model import Outcome, ProblemType
 from guardian.entrypoints.scheduling import SteadyScheduler
 from guardian.service.clock_steps import StepWatch
-from tests.app import TestApp
+from tests.app import TestApp, make_app
 from tests.fakes import FakeClock
 
 
@@ -128,6 +128,7 @@ def test_a_step_forward_does_not_end_a_verification_early(w: TestApp) -> None:
     assert len(w.engine.restarts) == 1
     w.clock.advance(1)
     w.clock.step(hours=1)
+    w.engine.clock_stepped(timedelta(hours=1))
     steps.look()
     w.verify()
     assert w.app.verifier.awaiting() and [a.outcome for a in w.restarts()] == [Outcome.RESTARTED]
@@ -153,3 +154,41 @@ def test_a_healthy_streak_keeps_its_length_through_a_step(w: TestApp, hours: int
     w.clock.advance(301)
     w.healer.sweep()
     assert w.store.last_reset("h", "app") == w.clock.now()
+
+
+@pytest.mark.parametrize("hours", [1, -1])
+def test_a_storm_holds_for_its_hold_through_a_step(tmp_path, hours: int) -> None:
+    """storm.hold is 5 minutes of real time: a step forward no longer ends it at once, a
+    step back no longer stretches it by the step."""
+    loop = make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "5m"})
+    steps = follow(loop)
+    for i in range(10):
+        loop.engine.add(f"c{i}", health="unhealthy" if i < 8 else "healthy")
+    loop.healer.sweep()
+    loop.clock.advance(60)
+    loop.clock.step(hours=hours)
+    loop.engine.clock_stepped(timedelta(hours=hours))
+    steps.look()
+    for _ in range(7):  # 3.5 more minutes: still held
+        loop.clock.advance(30)
+        loop.healer.sweep()
+    assert loop.restarted() == []
+    loop.clock.advance(30)  # 5 minutes of real time since the storm opened
+    loop.healer.sweep()
+    assert len(loop.restarted()) == 1  # the canary
+
+
+def test_a_crash_loop_keeps_its_window_through_a_step_forward(tmp_path) -> None:
+    loop = make_app(tmp_path, crash_loop={"restarts": 3, "window": "5m"})
+    steps = follow(loop)
+    loop.engine.add("worker", health=None, restart_policy="always", state="restarting")
+    for count in range(4):
+        loop.engine.set("worker", restart_count=count, exit_code=2)
+        loop.healer.sweep()
+        loop.clock.advance(10)
+        if count == 1:
+            loop.clock.step(hours=1)  # the first two restarts are still within 5 minutes
+            loop.engine.clock_stepped(timedelta(hours=1))
+            steps.look()
+    kinds = [i.type for i in loop.store.open_incidents(loop.host)]
+    assert kinds == [ProblemType.CRASH_LOOP]

@@ -7,6 +7,7 @@ from email.utils import format_datetime
 
 import pytest
 
+from guardian.adapters.clock import SystemClock
 from guardian.adapters.engine_clock import EngineClock
 from guardian.core.model import ContainerSnapshot
 from tests.fakes import FakeClock
@@ -70,3 +71,27 @@ def test_a_broken_date_header_keeps_the_skew(header) -> None:
     before = engine.skew
     engine.saw_date(header)
     assert engine.skew == before
+
+
+@pytest.mark.parametrize("hours", [1, -1])
+def test_a_state_stamp_seen_before_a_step_keeps_its_age_through_it(hours) -> None:
+    """The host's clock steps (the engine's with it): a container that started 30 s ago is
+    still 30 s into its grace period, not an hour past it or an hour before it began."""
+    clock = FakeClock()
+    engine = EngineClock(clock)
+    answers(engine, clock, 0)
+    started = clock.now() - timedelta(seconds=30)
+    snap = ContainerSnapshot("id", "web", {}, "running", "starting", started_at=started)
+    assert engine.snapshot(snap) is snap
+    clock.step(hours=hours)
+    answers(engine, clock, 0, 1)  # 2.37 s pass
+    seen = engine.snapshot(snap).started_at
+    assert seen is not None and (clock.now() - seen).total_seconds() == pytest.approx(32.37)
+    later = ContainerSnapshot("id", "web", {}, "running", None, started_at=clock.now())
+    assert engine.snapshot(later) is later  # written after the step: as it is
+
+
+def test_reading_two_clocks_never_moves_a_stamp() -> None:
+    engine = EngineClock(SystemClock())
+    snap = ContainerSnapshot("id", "web", {}, "running", None, started_at=SystemClock().now())
+    assert all(engine.snapshot(snap) is snap for _ in range(1000))
