@@ -41,9 +41,11 @@ def notify_test(rx: FakeReceiver, tmp_path: Path, *args: str) -> subprocess.Comp
     config = {
         "store": {"path": str(tmp_path / "nowhere" / "guardian.db")},  # never opened
         "notify": {
-            "slack_webhook_url_env": "GDT_SLACK",
-            "discord_webhook_url_env": "GDT_DISCORD",
-            "webhook_url_env": "GDT_HOOK",
+            "channels": [
+                {"name": "slack", "type": "slack", "url_env": "GDT_SLACK"},
+                {"name": "discord", "type": "discord", "url_env": "GDT_DISCORD"},
+                {"name": "webhook", "type": "webhook", "url_env": "GDT_HOOK"},
+            ],
             "timeout": "1s",
         },
     }

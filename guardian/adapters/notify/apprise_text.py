@@ -25,6 +25,7 @@ _TYPE = {
     Kind.REMINDER: "failure",
     Kind.TEST: "info",
     Kind.STARTED: "info",
+    Kind.CHANNEL_FAILED: "failure",
 }
 _GRAVITY = ("info", "success", "warning", "failure")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()#!|~>])")

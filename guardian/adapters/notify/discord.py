@@ -27,6 +27,7 @@ _COLOR = {
     Kind.REMINDER: 0xF56C6C,
     Kind.TEST: 0x909399,
     Kind.STARTED: 0x909399,
+    Kind.CHANNEL_FAILED: 0xF56C6C,
 }
 
 # Discord's limits: content, an embed's title, a field's value, a description; the short fields

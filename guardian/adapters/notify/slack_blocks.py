@@ -24,6 +24,7 @@ _EMOJI = {
     Kind.REMINDER: ":alarm_clock:",
     Kind.TEST: ":test_tube:",
     Kind.STARTED: ":shield:",
+    Kind.CHANNEL_FAILED: ":no_entry:",
 }
 MAX_BLOCKS = 50
 # Slack's limits: a header's plain text, a field, a section's or context's text, the fallback.
