@@ -57,7 +57,7 @@ from guardian.core.delivery import RetryPolicy
 from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
-from guardian.core.routing import Route, Routing
+from guardian.core.routing import Routing, route_of
 from guardian.core.storm import StormSettings
 from guardian.credentials import load_token, read_secret, resolve_secret
 from guardian.logs import install_redaction, kv, reconfigure_logging
@@ -517,16 +517,7 @@ def build_channels(
         built = _receiver(spec, new_secret, where, outbox, clock, settings, redact)
         receivers[str(spec["name"])] = tuple(c.name for c in built)
         channels += built
-    routes = tuple(
-        Route(
-            r["receivers"],
-            frozenset(r["kinds"]),
-            frozenset(r["severity"]),
-            r["containers"],
-            r["continue"],
-        )
-        for r in n["routes"]
-    )
+    routes = tuple(route_of(r) for r in n["routes"])
     return channels, Routing(receivers, routes, n["default"])
 
 

@@ -266,6 +266,13 @@ class Outbox(Protocol):
     def changed_elsewhere(self) -> bool:
         """Whether another process (the CLI) wrote to the outbox's store since the last call."""
 
+    def ref(self, channel: str, incident_id: int) -> tuple[str, str] | None:
+        """A channel's reference kept for an incident (a thread root, a firing alert, a mark)."""
+
+    def set_ref(self, channel: str, incident_id: int, ref: str, data: str = "") -> None: ...
+
+    def drop_ref(self, channel: str, incident_id: int) -> None: ...
+
 
 class ProbeRunner(Protocol):
     def run(self, spec: ProbeSpec, address: str) -> tuple[bool, str]:
@@ -329,6 +336,9 @@ class Metrics(Protocol):
     def notification_sent(self, channel: str, outcome: str) -> None: ...
 
     def notification_queue(self, depth: int) -> None: ...
+
+    def notification_channel_up(self, channel: str, up: bool) -> None:
+        """The channel delivered its last send (True) or dead-lettered it (False)."""
 
     def heartbeat_pinged(self, up: bool, delivered: bool | None) -> None:
         """A heartbeat ping (up: all is well, else the failure ping) was answered or not;

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -175,6 +175,12 @@ class PrometheusMetrics:
             ["channel", "outcome"],
             registry=registry,
         )
+        self.notification_channel_state = Gauge(
+            "guardian_notification_channel_up",
+            "1 while the channel delivers; 0 once it dead-lettered, until it delivers again.",
+            ["channel"],
+            registry=registry,
+        )
         self.heartbeat_pings = Counter(
             "guardian_heartbeat_pings",
             "Heartbeat pings to the push monitor, by ping (up or fail) and outcome.",
@@ -260,12 +266,16 @@ class PrometheusMetrics:
 
     def notification_channel(self, channel: str) -> None:
         self.add_notification_channel(channel)
+        self.notification_channel_state.labels(channel=channel).set(1)
 
     def notification_sent(self, channel: str, outcome: str) -> None:
         self.count_notification(channel, outcome)
 
     def notification_queue(self, depth: int) -> None:
         self.loop_now.update(queue_depth=depth)
+
+    def notification_channel_up(self, channel: str, up: bool) -> None:
+        self.notification_channel_state.labels(channel=channel).set(1 if up else 0)
 
     def heartbeat_pinged(self, up: bool, delivered: bool | None) -> None:
         ping = "up" if up else "fail"

@@ -28,10 +28,11 @@ class Kind(StrEnum):
     TEST = "test"  # `guardian notify test`: a channel check, about no incident
     STARTED = "started"  # notify.on_start: Guardian started, about no incident
     APPROVAL = "approval"  # guardian.action=ask: a restart waits for a person's approval
+    CHANNEL_FAILED = "channel_failed"  # a channel dead-lettered: told through the others
 
 
 # Messages about Guardian itself, not an incident: no container, no state, never paged.
-NOTICES = frozenset({Kind.TEST, Kind.STARTED})
+NOTICES = frozenset({Kind.TEST, Kind.STARTED, Kind.CHANNEL_FAILED})
 
 
 # What may be the first a receiver hears of an incident; any other kind is news of an incident
@@ -62,11 +63,12 @@ class Notification:
     # not known where it was built (a reminder, an acknowledgement): the incident's earlier
     # news says (the outbox fills it in).
     receivers: tuple[str, ...] | None = None
+    channel: str = ""  # CHANNEL_FAILED: the channel that failed (it is not told)
 
     @property
     def firing(self) -> bool:
         """True while the incident needs attention (for alerting channels)."""
-        return self.kind not in (Kind.RESOLVED, Kind.TEST, Kind.STARTED)
+        return self.kind not in (Kind.RESOLVED, *NOTICES)
 
     @property
     def notice(self) -> bool:
@@ -102,6 +104,8 @@ class Notification:
                 return f"Guardian started on {self.host}"
             case Kind.APPROVAL:
                 return f"Restart awaits approval: {what}"
+            case Kind.CHANNEL_FAILED:
+                return f"Guardian on {self.host} cannot deliver to the channel {self.channel}"
 
     def text(self) -> str:
         """The plain-text rendering (Slack fallback, email body, Discord content)."""
@@ -327,4 +331,21 @@ def started(host: str, version: str, watching: str, now: datetime) -> Notificati
         now,
         detail=f"Guardian {version} watches {watching}.",
         next_step="nothing: incidents follow as they happen",
+    )
+
+
+def channel_failed(host: str, channel: str, reason: str, now: datetime) -> Notification:
+    """A channel dead-lettered a notification: the other channels hear it once."""
+    return Notification(
+        Kind.CHANNEL_FAILED,
+        None,
+        host,
+        "",
+        "",
+        "",
+        now,
+        detail=f"Its last answer: {reason or 'none'}. What it missed stays listed by"
+        " `guardian notifications`.",
+        next_step=f"fix the channel, then check it with `guardian notify test --channel {channel}`",
+        channel=channel,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Any
 
 from guardian.core.notifications import Kind, Notification
 
@@ -41,6 +42,17 @@ class Route:
         if self.severities and severity(n) not in self.severities:
             return False
         return not self.containers or any(fnmatchcase(n.container, p) for p in self.containers)
+
+
+def route_of(entry: Mapping[str, Any]) -> Route:
+    """A route as notify.routes holds it (config_receivers.parse_routes)."""
+    return Route(
+        tuple(entry["receivers"]),
+        frozenset(entry["kinds"]),
+        frozenset(entry["severity"]),
+        tuple(entry["containers"]),
+        bool(entry["continue"]),
+    )
 
 
 @dataclass(frozen=True)

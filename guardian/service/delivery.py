@@ -23,13 +23,14 @@ from guardian.core.delivery import (
     next_state,
     pick_batch,
 )
-from guardian.core.notifications import Notification, reminder
+from guardian.core.notifications import Kind, Notification, channel_failed, reminder
 from guardian.core.redaction import Redactor
 from guardian.core.routing import Routing
 from guardian.logs import kv
 from guardian.ports import Clock, Metrics, Notifier, Outbox, QueuedDelivery
 
 log = logging.getLogger("guardian.notify")
+FAILING = "failing:"  # the outbox ref marking a channel whose failure the others were told
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,10 @@ class DeliveryWorker:
         return sent
 
     def _select(self, n: Notification) -> list[str]:
-        """The channels that deliver `n` (the routing's choice, every one without routing)."""
+        """The channels that deliver `n` (the routing's choice, every one without routing);
+        a channel's failure goes to every other channel."""
+        if n.kind is Kind.CHANNEL_FAILED:
+            return [c.name for c in self.channels if c.name != n.channel]
         if self.routing is None:
             return [c.name for c in self.channels]
         for name in self.routing.unknown(n.receivers or ()):
@@ -166,7 +170,31 @@ class DeliveryWorker:
         for _ in rows:
             self.metrics.notification_sent(channel.name, _outcome(result, nxt.state))
         self._log(channel, rows, result, nxt.state, nxt.at, reason)
+        if nxt.state is RowState.DEAD:
+            self._failing(channel, reason, done)
+        elif nxt.state is RowState.DELIVERED:
+            self._delivering(channel)
         return 1
+
+    def _failing(self, channel: Notifier, reason: str, now: datetime) -> None:
+        """A send to `channel` dead-lettered: the other channels hear it, once until it
+        delivers again (the mark is in the store: a restart does not tell them twice)."""
+        self.metrics.notification_channel_up(channel.name, False)
+        mark = FAILING + channel.name
+        if self.outbox.ref(mark, 0) is not None:
+            return
+        self.outbox.set_ref(mark, 0, now.isoformat())
+        if len(self.channels) > 1:
+            self.outbox.enqueue([channel_failed(self.settings.host, channel.name, reason, now)])
+            log.warning(
+                "channel failing; the other channels are told", extra=kv(channel=channel.name)
+            )
+
+    def _delivering(self, channel: Notifier) -> None:
+        self.metrics.notification_channel_up(channel.name, True)
+        if self.outbox.ref(FAILING + channel.name, 0) is not None:
+            self.outbox.drop_ref(FAILING + channel.name, 0)
+            log.info("channel delivers again", extra=kv(channel=channel.name))
 
     def _log(
         self,

@@ -4,9 +4,11 @@ others by the default; every escalation by the pager as well."""
 
 from __future__ import annotations
 
+import requests
+
 from tests.helpers import wait_until
 from tests.integration.notify_helpers import WATCH, notifying, run
-from tests.receiver import receiver
+from tests.receiver import Answer, receiver
 
 SECRET = "gdtSecretRoutes0123456789"
 NO_STORM_BREAKER = {"threshold": "100%"}
@@ -63,3 +65,41 @@ def test_a_containers_incident_reaches_its_receiver_only_and_escalations_the_pag
     assert any("Incident opened" in b for b in team_a) and any(
         "Incident opened" in b for b in team_b
     )
+
+
+def test_a_dead_lettering_receiver_is_reported_through_another(containers, guardian):
+    name = run(containers, "app", health_cmd="false")
+    with receiver() as rx:
+        rx.respond = lambda rec: (
+            Answer(404, "no_service") if rec.path.startswith("/slack/") else Answer(200)
+        )
+        env = {"GDT_SLACK": rx.url(f"/slack/{SECRET}"), "GDT_HOOK": rx.url(f"/hook/{SECRET}")}
+        notify = {
+            "group_wait": "0s",
+            "channels": [
+                {"name": "team", "type": "slack", "url_env": "GDT_SLACK"},
+                {"name": "ops-hook", "type": "webhook", "url_env": "GDT_HOOK"},
+            ],
+        }
+
+        def told() -> list[dict]:
+            return [
+                n
+                for r in rx.answered()
+                if r.path.startswith("/hook/")
+                for n in r.json["notifications"]
+            ]
+
+        with notifying(guardian, notify, env, absent=(SECRET,)) as make:
+            g = make(restart={"dry_run": True})
+            wait_until(
+                lambda: any(n["kind"] == "channel_failed" for n in told()), 30, message="told"
+            )
+            metrics = requests.get(g.http_url + "/metrics", timeout=5).text
+    [failed] = [n for n in told() if n["kind"] == "channel_failed"]
+    assert failed["channel"] == "team" and "404 no_service" in failed["detail"]
+    assert any(n["kind"] == "opened" and n["container"] == name for n in told())
+    assert 'guardian_notification_channel_up{channel="team"} 0.0' in metrics
+    assert 'guardian_notification_channel_up{channel="ops-hook"} 1.0' in metrics
+    slack = [r for r in rx.requests if r.path.startswith("/slack/")]
+    assert len(slack) == 1  # refused once, not retried; never told of its own failure

@@ -26,8 +26,8 @@ def rx():
     r = FakeReceiver()
 
     def respond(rec: Any) -> Answer:
-        if rec.path.startswith("/discord/"):
-            return Answer(404, '{"message": "Unknown Webhook", "code": 10015}')
+        if rec.path.startswith("/discord/"):  # a receiver that echoes the secret path back
+            return Answer(404, f'{{"message": "Unknown Webhook {rec.path}", "code": 10015}}')
         if rec.path.startswith("/hook/"):
             return HANG
         return Answer(200, "ok")
@@ -41,9 +41,11 @@ def notify_test(rx: FakeReceiver, tmp_path: Path, *args: str) -> subprocess.Comp
     config = {
         "store": {"path": str(tmp_path / "nowhere" / "guardian.db")},  # never opened
         "notify": {
-            "slack_webhook_url_env": "GDT_SLACK",
-            "discord_webhook_url_env": "GDT_DISCORD",
-            "webhook_url_env": "GDT_HOOK",
+            "channels": [
+                {"name": "slack", "type": "slack", "url_env": "GDT_SLACK"},
+                {"name": "discord", "type": "discord", "url_env": "GDT_DISCORD"},
+                {"name": "webhook", "type": "webhook", "url_env": "GDT_HOOK"},
+            ],
             "timeout": "1s",
         },
     }
@@ -85,7 +87,7 @@ def test_each_channel_is_reported_delivered_refused_or_unanswered(rx, tmp_path):
     assert list(by) == ["slack", "discord", "webhook"]
     assert by["slack"] == {**by["slack"], "delivered": True, "status": "delivered", "error": ""}
     assert by["discord"]["delivered"] is False and by["discord"]["status"] == "permanent"
-    assert by["discord"]["error"].startswith("404")
+    assert by["discord"]["error"].startswith("404") and "***" in by["discord"]["error"]
     assert by["webhook"]["delivered"] is False and by["webhook"]["status"] == "unknown"
     assert "no answer within 1s" in by["webhook"]["error"]
     assert 0.9 <= by["webhook"]["seconds"] < 3  # bounded by notify.timeout

@@ -13,6 +13,7 @@ from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.bootstrap import build_heartbeat
 from guardian.config import ConfigError, load_settings
 from guardian.core.delivery import DELIVERED, Result, Status
+from guardian.core.redaction import Redactor
 from guardian.service.heartbeat import Heartbeat
 from tests.notify import Ticks
 from tests.samples import S
@@ -159,3 +160,14 @@ def test_the_metric_series_exist_before_the_first_ping():
     for ping in ("up", "fail"):
         for outcome in ("delivered", "failed"):
             assert count(metrics, ping, outcome) == 0
+
+
+def test_a_monitor_that_echoes_the_url_gets_no_secret_into_the_log(caplog):
+    redact = Redactor()
+    redact.add("https://hc-ping.com/gdtSecretUuid")
+    pinger = FakePinger([Result(Status.PERMANENT, "404 no check at /gdtSecretUuid")])
+    metrics = PrometheusMetrics(CollectorRegistry())
+    beat = Heartbeat(pinger, 60 * S, metrics, redact, monotonic=Ticks(), threaded=False)
+    beat.swept(True)
+    beat.flush()
+    assert "heartbeat ping failed" in caplog.text and "gdtSecret" not in caplog.text

@@ -33,6 +33,7 @@ EXPORTED = [
     ("guardian_clock_steps", "counter", ("direction",)),
     ("guardian_notifications", "counter", ("channel", "outcome")),
     ("guardian_notification_queue_depth", "gauge", ()),
+    ("guardian_notification_channel_up", "gauge", ("channel",)),
     ("guardian_heartbeat_pings", "counter", ("ping", "outcome")),
     ("guardian_hook_runs", "counter", ("outcome",)),
     ("guardian_build", "info", ("version", "engine", "engine_version")),

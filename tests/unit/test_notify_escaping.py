@@ -145,7 +145,7 @@ def test_email_headers_hold_only_what_guardian_wrote(batch: list[Notification]) 
     subject = str(parsed["Subject"])
     # No encoded-word in it was decoded into other text (folding may move a space).
     assert "".join(subject.split()) == "".join(str(msg["Subject"]).split())
-    assert "\n" not in subject and "\r" not in subject and "=?" not in subject
+    assert "\n" not in subject and "\r" not in subject and "=?" not in str(msg["Subject"])
     assert not CONTROLS.search(subject) and len(str(msg["Subject"])) <= 200
     body = parsed.get_content()
     assert not CONTROLS.search(body.replace("\r", ""))
@@ -165,7 +165,8 @@ def test_the_webhook_carries_every_value_unchanged(batch: list[Notification]) ->
     finally:
         rx.stop()
     assert sent == [document(n) for n in batch]
-    assert all(
-        d == {k: v for k, v in to_dict(n).items() if k != "receivers"}
-        for d, n in zip(sent, batch, strict=True)
-    )  # data, not markup: JSON escapes it
+    for d, n in zip(sent, batch, strict=True):  # data, not markup: JSON escapes it
+        expected = {k: v for k, v in to_dict(n).items() if k != "receivers"}
+        if not n.channel:
+            del expected["channel"]  # only a channel failure names one
+        assert d == expected

@@ -22,7 +22,7 @@ from guardian.core.labels import rules_for
 from guardian.core.notifications import Kind, Notification
 from guardian.core.receivers import ROUTED_KINDS
 from guardian.core.restart_policy import RestartPolicy
-from guardian.core.routing import Route, Routing, severity
+from guardian.core.routing import Route, Routing, route_of, severity
 from guardian.entrypoints.cli.status import effective_config
 from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from tests.fakes import T0, FakeClock, FakeNotifier
@@ -111,8 +111,8 @@ def test_severity(n, level):
     assert severity(n) == level
 
 
-def test_the_routed_kinds_are_every_kind_but_the_test():
-    assert set(ROUTED_KINDS) == {str(k) for k in Kind} - {"test"}
+def test_the_routed_kinds_are_every_kind_but_the_test_and_a_channel_failure():
+    assert set(ROUTED_KINDS) == {str(k) for k in Kind} - {"test", "channel_failed"}
 
 
 # -- config -----------------------------------------------------------------------------------
@@ -343,3 +343,19 @@ def test_each_receiver_hears_only_what_is_routed_to_it_with_its_own_retries(tmp_
     assert [(n.container, str(n.kind)) for [n] in team_a.sent] == [("db", "opened")]
     assert [(n.container, str(n.kind)) for [n] in pager.sent] == [("web", "gave_up")]
     assert [(n.container, str(n.kind)) for [n] in team_b.sent] == [("web", "gave_up")] * 2
+
+
+def test_the_readmes_worked_example_routes_as_it_says(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("A worked example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "config.yaml"
+    path.write_text(block)
+    s = load_settings(path, env={})
+    names = {r["name"]: (r["name"],) for r in s["notify.channels"]}
+    routes = tuple(route_of(r) for r in s["notify.routes"])
+    routing = Routing(names, routes, s["notify.default"])
+    assert routing.receivers_of(note(container="db", receivers=("db-team",))) == ["db-team"]
+    assert routing.receivers_of(note(container="web")) == ["team"]
+    assert routing.receivers_of(note(Kind.GAVE_UP, receivers=("db-team",))) == ["pager", "db-team"]
+    assert routing.receivers_of(note(Kind.STARTED, container="")) == ["mail"]
+    assert s["notify.on_start"] is True

@@ -82,8 +82,8 @@ class AlertmanagerNotifier:
         resolved: list[Notification] = []
         sent: dict[int, dict[str, Any]] = {}  # an incident's latest alert in this batch
         for n in batch:
-            if n.kind is Kind.STARTED:
-                continue  # an alert is a problem that fires; a start-up is none
+            if n.notice and n.kind is not Kind.TEST:
+                continue  # an alert is an incident that fires; Guardian's own notices are none
             known = self._outbox.ref(self.name, n.incident_id or 0)
             starts = known[0] if known else n.at.isoformat()
             previous = sent.get(n.incident_id or 0) or (

@@ -26,6 +26,7 @@ _TYPE = {
     Kind.TEST: "info",
     Kind.STARTED: "info",
     Kind.APPROVAL: "warning",
+    Kind.CHANNEL_FAILED: "failure",
 }
 _GRAVITY = ("info", "success", "warning", "failure")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()#!|~>])")

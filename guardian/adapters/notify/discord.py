@@ -28,6 +28,7 @@ _COLOR = {
     Kind.TEST: 0x909399,
     Kind.STARTED: 0x909399,
     Kind.APPROVAL: 0xE6A23C,
+    Kind.CHANNEL_FAILED: 0xF56C6C,
 }
 
 # Discord's limits: content, an embed's title, a field's value, a description; the short fields

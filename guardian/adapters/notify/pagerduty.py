@@ -46,7 +46,7 @@ class PagerDutyNotifier:
 
     def send(self, batch: Sequence[Notification]) -> Result:
         n = batch[0]
-        if n.kind is Kind.STARTED or (
+        if (n.notice and n.kind is not Kind.TEST) or (
             self._events == "escalations" and n.kind not in _ESCALATIONS | NOTICES
         ):
             return DELIVERED  # only escalations page a human; healing alone does not

@@ -25,6 +25,7 @@ _EMOJI = {
     Kind.TEST: ":test_tube:",
     Kind.STARTED: ":shield:",
     Kind.APPROVAL: ":raised_hand:",
+    Kind.CHANNEL_FAILED: ":no_entry:",
 }
 MAX_BLOCKS = 50
 # Slack's limits: a header's plain text, a field, a section's or context's text, the fallback.

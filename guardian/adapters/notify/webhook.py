@@ -28,6 +28,8 @@ def document(n: Notification) -> dict[str, object]:
     """One notification as schema version 1 has it (the routing Guardian did is not in it)."""
     doc = to_dict(n)
     doc.pop("receivers", None)
+    if not doc.get("channel"):
+        doc.pop("channel", None)  # only a channel_failed notice names one
     return doc
 
 
