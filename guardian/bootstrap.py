@@ -82,6 +82,7 @@ from guardian.service.healer import Healer
 from guardian.service.heartbeat import Heartbeat
 from guardian.service.hooks import Hooks, HookSettings
 from guardian.service.host import HostWatch
+from guardian.service.loop import Loop
 from guardian.service.namespaces import Namespaces
 from guardian.service.oom import OomEvents
 from guardian.service.operator import Operator
@@ -119,6 +120,11 @@ class App:
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
     hooks: Hooks | None = None  # `guardian run` with remediation.hooks: stopped by the daemon
     changes: Changes = field(default_factory=Changes)  # what the status page's stream waits on
+
+    @property
+    def loop(self) -> Loop:
+        """What the entrypoints ask of the running loop (service.loop)."""
+        return Loop(self.healer.ctx.state, self.healer.ctx.settings.host)
 
     def rival(self) -> str:
         """Why this Guardian must not run: another running Guardian container on the engine

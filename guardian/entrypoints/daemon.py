@@ -19,16 +19,10 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 
 from guardian.bootstrap import App
 from guardian.config import Settings
-from guardian.entrypoints.api import api_handler
+from guardian.entrypoints import health
+from guardian.entrypoints.event_listener import EventListener
 from guardian.entrypoints.http_limits import Limits
-from guardian.entrypoints.http_server import (
-    HttpServer,
-    ListenError,
-    Routes,
-    check_handler,
-    metrics_handler,
-)
-from guardian.entrypoints.page.mount import mount_page
+from guardian.entrypoints.http_server import HttpServer, ListenError, Routes
 from guardian.entrypoints.reloader import Reloader
 from guardian.entrypoints.restart_threads import RestartThreads
 from guardian.entrypoints.scheduling import SteadyScheduler
@@ -52,7 +46,6 @@ VERIFY_TICK = timedelta(seconds=1)
 APPROVAL_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
 RETENTION_TICK = timedelta(days=1)
-MAX_BACKOFF = 30.0
 JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions beside restarts
 MAX_RESTART_THREADS = 256
 # How long a stop waits for restart calls in flight to return and record their outcomes; those
@@ -96,9 +89,7 @@ class Daemon:
         # thread until the engine has stopped and started its container; decide() keeps them
         # within restart.max_concurrent (a reload may raise it: threads start only when needed).
         self.restarts = RestartThreads(MAX_RESTART_THREADS)
-        liveness = SweepLiveness(
-            stall_limit(app.settings), monotonic, app.healer.ctx.state.longest_stop
-        )
+        liveness = SweepLiveness(stall_limit(app.settings), monotonic, app.loop.longest_stop)
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
         self.reloader = Reloader(app, reread, self.systemd, self.reschedule_sweep)
         self.scheduler = SteadyScheduler(
@@ -122,7 +113,7 @@ class Daemon:
                 self.app.heartbeat.swept(engine_reached=self.engine_error is None)
 
     def wanted_jobs(self) -> tuple[bool, bool, bool]:
-        awaited = bool(self.app.healer.ctx.state.approvals_awaited())
+        awaited = bool(self.app.loop.approvals_awaited())
         return self.app.prober.has_targets(), self.app.verifier.awaiting(), awaited
 
     def work_changed(self) -> None:
@@ -221,11 +212,10 @@ class Daemon:
     def look_for_approvals(self) -> None:
         """A restart awaits approval: judge each such container again once a person approved
         (the CLI writes approvals from another process; decide() still holds the restart)."""
-        state = self.app.healer.ctx.state
+        loop = self.app.loop
         try:
-            awaited = state.approvals_awaited()
-            host = self.app.healer.ctx.settings.host
-            found = self.app.store.unused_approvals(host, self.app.clock.now())
+            awaited = loop.approvals_awaited()
+            found = self.app.store.unused_approvals(loop.host, self.app.clock.now())
             for container in {a.container for a in found if a.container in awaited}:
                 self.react(awaited[container], None)
         except StoreError as exc:
@@ -294,7 +284,7 @@ class Daemon:
 
     def _slot_freed(self) -> None:
         """A restart slot is free: the container held back longest for one is judged again."""
-        waiter = self.app.healer.ctx.state.next_slot_waiter()
+        waiter = self.app.loop.next_slot_waiter()
         if waiter is not None and not self.stopping.is_set():
             self.react(waiter, None)
 
@@ -308,7 +298,7 @@ class Daemon:
         finally:
             self.work_changed()  # a restart now awaits verification: resume the verify job
             # A slot is free: the container held back longest for one is judged again now.
-            waiter = self.app.healer.ctx.state.next_slot_waiter()
+            waiter = self.app.loop.next_slot_waiter()
             if waiter is not None and not self.stopping.is_set():
                 with contextlib.suppress(Exception):  # the scheduler is shutting down
                     self.scheduler.add_job(self.react, args=[waiter, None], misfire_grace_time=None)
@@ -323,37 +313,13 @@ class Daemon:
         finally:
             self.work_changed()
 
-    # -- the event listener -----------------------------------------------------------------
+    # -- the event listener (entrypoints/event_listener.py) ----------------------------------
 
     def listen(self) -> None:
-        engine, healer = self.app.engine, self.app.healer
-        backoff, since = 1.0, None
-        while not self.stopping.is_set():
-            try:
-                connected_at = self.app.clock.now()
-                for event in engine.events(since):
-                    if backoff > 1.0:
-                        log.info("event stream reconnected")
-                        self.kick_sweep()
-                    backoff = 1.0
-                    since = event.at
-                    if self.stopping.is_set():
-                        return
-                    if healer.on_event(event):
-                        self.scheduler.add_job(
-                            self.react,
-                            args=[event.container_id, event.at],
-                            misfire_grace_time=None,
-                        )
-                since = since or connected_at
-            except EngineUnavailable as exc:
-                if not self.stopping.is_set():
-                    log.debug("event stream lost", extra=kv(reason=str(exc), retry_in=backoff))
-            except Exception:
-                log.exception("event stream failed")
-            if self.stopping.wait(backoff):
-                return
-            backoff = min(backoff * 2, MAX_BACKOFF)
+        EventListener(self.app, self.stopping, self._react_soon, self.kick_sweep).run()
+
+    def _react_soon(self, container_id: str, at: datetime) -> None:
+        self.scheduler.add_job(self.react, args=[container_id, at], misfire_grace_time=None)
 
     def kick_sweep(self) -> None:
         """Run the sweep now (after a reconnect), instead of waiting for the interval."""
@@ -361,49 +327,16 @@ class Daemon:
         with contextlib.suppress(Exception):
             self.scheduler.modify_job("sweep", next_run_time=datetime.now(UTC))
 
-    # -- health -----------------------------------------------------------------------------
+    # -- health and routes (entrypoints/health.py) -------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        """The watchdog's rule (SweepLiveness, on the monotonic clock): healthy while the sweep
-        job shows progress within its limit (3 x interval plus the longest engine call, plus
-        the stop timeout of a restart in progress). A sweep that found the engine unreachable
-        turned: restarting Guardian would not help. Not healthy before the first sweep."""
-        liveness = self.systemd.liveness
-        if self.last_turn_at is None:
-            return False, "no sweep completed yet"
-        age, limit = liveness.stalled_for(), liveness.limit_now()
-        if not liveness.alive():
-            return False, f"sweep stalled for {age:.0f}s (limit {limit:.0f}s)"
-        engine = "; docker engine unreachable" if self.engine_error else ""
-        return True, f"ok: last sweep {age:.1f}s ago{engine}"
+        return health.healthz(self.systemd.liveness, self.last_turn_at, self.engine_error)
 
     def readyz(self) -> tuple[bool, str]:
-        """Ready when the store answers and the engine is reachable."""
-        try:
-            self.app.store.open_incidents(self.app.healer.ctx.settings.host, "-")
-        except Exception as exc:  # noqa: BLE001 - any store failure means not ready
-            return False, f"store not usable: {exc}"
-        try:
-            self.app.engine.ping()
-        except EngineUnavailable as exc:
-            return False, str(exc)
-        return True, "ok"
+        return health.readyz(self.app)
 
     def routes(self) -> Routes:
-        routes = Routes()
-        routes.add("/metrics", metrics_handler(self.app.metrics.registry))
-        routes.add("/healthz", check_handler(self.healthz))
-        routes.add("/readyz", check_handler(self.readyz))
-        # Who may read what is decided here and in the API, never by the server underneath.
-        api = api_handler(
-            self.app.healer,
-            self.app.operator,
-            self.app.api_token,
-            public_reads=self.app.settings["api.public_reads"],
-        )
-        routes.mount("/api/v1", api)
-        mount_page(routes, self.app)
-        return routes
+        return health.routes(self.app, self.healthz, self.readyz)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -498,7 +431,7 @@ class Daemon:
                 "restarts left to the engine; the next start reconciles them",
                 extra=kv(count=left),
             )
-        self.app.healer.ctx.state.stop()  # what they return is the next start's to reconcile
+        self.app.loop.leave_calls_to_engine()  # what they return is the next start's to reconcile
         if self.http is not None:
             self.http.stop()
         if self._listener is not None:

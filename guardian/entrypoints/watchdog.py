@@ -46,15 +46,15 @@ STARTING = "serving; looking for the docker engine"
 def status_line(app: App, engine_error: str | None = None) -> str:
     """One line for `systemctl status`: what Guardian watches and what is open, or why the
     engine is unreachable (`engine_error`, e.g. the socket's permissions)."""
-    state = app.healer.ctx.state
-    if state.engine_up is False:
+    loop = app.loop
+    if loop.engine_up is False:
         return f"{engine_error or 'docker engine unreachable'}; retrying"
     try:
-        incidents = app.store.open_incidents(app.healer.ctx.settings.host)
+        incidents = app.store.open_incidents(loop.host)
     except Exception:  # noqa: BLE001 - a status line must never break the sweep job
         return "store unavailable; retrying"
     opened = sum(1 for i in incidents if i.is_open)
-    watched = state.watched
+    watched = loop.watched
     return f"watching {_count(watched, 'container')}, {_count(opened, 'open incident')}"
 
 

@@ -89,7 +89,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if report.engine_error:
             raise CliError(report.engine_error)
         deadline = time.monotonic() + settings["restart.verify_timeout"].total_seconds() + 5
-        while args.apply and app.healer.ctx.state.pending() and time.monotonic() < deadline:
+        while args.apply and app.loop.verifying() and time.monotonic() < deadline:
             time.sleep(1)
             app.verifier.verify()
     except EngineUnavailable as exc:

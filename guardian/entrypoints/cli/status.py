@@ -56,7 +56,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         app.engine.ping()
         engine = engine_view(app.engine.identity(), settings["docker.url"])
-        host = app.healer.ctx.settings.host
+        host = app.loop.host
         now = app.clock.now()
         containers = [container_view(c) for c in container_status(app.healer)]
         open_incidents = [incident_view(i) for i in app.store.open_incidents(host) if i.is_open]

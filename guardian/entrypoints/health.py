@@ -1,0 +1,61 @@
+"""What the HTTP port serves beside the API: /metrics, /healthz (the watchdog's liveness rule)
+and /readyz, then the API and the status page mounted on the same routes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from guardian.bootstrap import App
+from guardian.entrypoints.api import api_handler
+from guardian.entrypoints.http_server import Routes, check_handler, metrics_handler
+from guardian.entrypoints.page.mount import mount_page
+from guardian.entrypoints.watchdog import SweepLiveness
+from guardian.ports import EngineUnavailable
+
+
+def healthz(
+    liveness: SweepLiveness, last_turn_at: datetime | None, engine_error: str | None
+) -> tuple[bool, str]:
+    """The watchdog's rule (SweepLiveness, on the monotonic clock): healthy while the sweep
+    job shows progress within its limit (3 x interval plus the longest engine call, plus the
+    stop timeout of a restart in progress). A sweep that found the engine unreachable turned:
+    restarting Guardian would not help. Not healthy before the first sweep."""
+    if last_turn_at is None:
+        return False, "no sweep completed yet"
+    age, limit = liveness.stalled_for(), liveness.limit_now()
+    if not liveness.alive():
+        return False, f"sweep stalled for {age:.0f}s (limit {limit:.0f}s)"
+    engine = "; docker engine unreachable" if engine_error else ""
+    return True, f"ok: last sweep {age:.1f}s ago{engine}"
+
+
+def readyz(app: App) -> tuple[bool, str]:
+    """Ready when the store answers and the engine is reachable."""
+    try:
+        app.store.open_incidents(app.loop.host, "-")
+    except Exception as exc:  # noqa: BLE001 - any store failure means not ready
+        return False, f"store not usable: {exc}"
+    try:
+        app.engine.ping()
+    except EngineUnavailable as exc:
+        return False, str(exc)
+    return True, "ok"
+
+
+Check = Callable[[], tuple[bool, str]]
+
+
+def routes(app: App, health: Check, ready: Check) -> Routes:
+    """The port's routes: the checks, the API and the status page."""
+    out = Routes()
+    out.add("/metrics", metrics_handler(app.metrics.registry))
+    out.add("/healthz", check_handler(health))
+    out.add("/readyz", check_handler(ready))
+    # Who may read what is decided here and in the API, never by the server underneath.
+    api = api_handler(
+        app.healer, app.operator, app.api_token, public_reads=app.settings["api.public_reads"]
+    )
+    out.mount("/api/v1", api)
+    mount_page(out, app)
+    return out

@@ -1,0 +1,44 @@
+"""Loop: what the entrypoints (the daemon, the watchdog, the commands) ask of the running loop,
+so they need neither the loop's context nor its state's internals."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from guardian.service.state import LoopState
+
+
+class Loop:
+    """A small face of LoopState for the entrypoints: what is running, pending or held."""
+
+    def __init__(self, state: LoopState, host: str) -> None:
+        self._state = state
+        self.host = host
+
+    def longest_stop(self) -> timedelta:
+        """The longest stop timeout of the restarts running: extra time the loop may take."""
+        return self._state.longest_stop()
+
+    def verifying(self) -> bool:
+        """A restart awaits its verification's verdict."""
+        return bool(self._state.pending())
+
+    def approvals_awaited(self) -> dict[str, str]:
+        """The containers whose restart waits for a person's approval: name -> id."""
+        return self._state.approvals_awaited()
+
+    def next_slot_waiter(self) -> str | None:
+        """The id of the container held back longest for a restart slot, taken off the list."""
+        return self._state.next_slot_waiter()
+
+    def leave_calls_to_engine(self) -> None:
+        """Guardian stops: what restart calls still running return is not recorded."""
+        self._state.stop()
+
+    @property
+    def engine_up(self) -> bool | None:
+        return self._state.engine_up
+
+    @property
+    def watched(self) -> int:
+        return self._state.watched
