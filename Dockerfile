@@ -20,7 +20,7 @@ RUN python3 -m venv /opt/guardian \
 FROM ${BASE_IMAGE}
 ARG VERSION=dev
 ARG REVISION=unknown
-LABEL org.opencontainers.image.title="guardian" \
+LABEL org.opencontainers.image.title="container-guardian" \
       org.opencontainers.image.description="Keeps the containers of a Docker host healthy: detect, decide, restart, verify, record." \
       org.opencontainers.image.licenses="MIT" \
       org.opencontainers.image.version="${VERSION}" \

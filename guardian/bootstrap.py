@@ -391,6 +391,8 @@ def build_daemon(
     The app holds `lock` (claim_instance) and opens the store it locked."""
     sqlite = store or SqliteStore(lock.store if lock is not None else store_path(settings))
     warn_if_readable(sqlite.db.path)  # once the store is known to be good
+    for note in settings.notes:  # compat autoheal: what each of its variables became
+        log.info(note)
     secrets = Redactor()  # filled below, before any hook can run: masked in hooks' output
     app = build_status(
         settings,
@@ -574,7 +576,8 @@ def _receiver(
             return [email]
         case "webhook":
             url = secret("url") or ""
-            return [WebhookNotifier(url, secret("secret"), timeout, name=name)]
+            key = spec["json_key"]
+            return [WebhookNotifier(url, secret("secret"), timeout, name=name, json_key=key)]
         case "alertmanager":
             redact.add_credentials_of(spec["url"])
             resend = spec["resend_interval"]

@@ -16,6 +16,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from guardian.config_autoheal import MODES as COMPAT_MODES
+from guardian.config_autoheal import Compat, autoheal
+from guardian.config_autoheal import detected as autoheal_detected
 from guardian.config_receivers import (
     ReceiverError,
     check_names,
@@ -34,6 +37,7 @@ from guardian.core.restart_policy import RestartPolicy
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
 ENV_PREFIX = "GUARDIAN_"
 CONFIG_ENV = "GUARDIAN_CONFIG"  # the config file's path, read by the CLI
+COMPAT_ENV = "GUARDIAN_COMPAT"  # compat: autoheal | none
 
 
 class ConfigError(Exception):
@@ -383,6 +387,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "webhook_url_file": _optional(_text()),
         "webhook_secret_env": _optional(_env_name()),
         "webhook_secret_file": _optional(_text()),
+        # Set: the webhook posts {"<json_key>": "<the message as text>"} (docker-autoheal's
+        # WEBHOOK_JSON_KEY) instead of Guardian's JSON document.
+        "webhook_json_key": _optional(_text(64)),
         "alertmanager_url": _optional(_text()),
         "alertmanager_resend_interval": _with(_duration(S, H), M),
         "pagerduty_routing_key_env": _optional(_env_name()),
@@ -458,6 +465,7 @@ class Settings:
     values: Mapping[str, Mapping[str, Any]]
     source: str = "built-in defaults"
     store_path_explicit: bool = False
+    notes: tuple[str, ...] = ()  # lines for the start-up log (compat autoheal's mappings)
 
     def __getitem__(self, dotted: str) -> Any:
         section, key = dotted.split(".", 1)
@@ -526,7 +534,7 @@ def _check_environment(env: Mapping[str, str], values: Mapping[str, Mapping[str,
     named = {v for keys in values.values() for k, v in keys.items() if k.endswith("_env") and v}
     for name in sorted(env):
         rest = name.removeprefix(ENV_PREFIX)
-        if rest == name or rest in known or name in named or name == CONFIG_ENV:
+        if rest == name or rest in known or name in named or name in (CONFIG_ENV, COMPAT_ENV):
             continue
         import difflib  # loaded for an error only
 
@@ -559,13 +567,34 @@ def _read_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def _compat(given: Any, env: Mapping[str, str]) -> Compat:
+    """docker-autoheal compatibility: `compat: autoheal` in the file (or GUARDIAN_COMPAT), or
+    found from AUTOHEAL_* variables unless `compat: none` says otherwise."""
+    raw = env.get(COMPAT_ENV, given)
+    where = f"compat (from {COMPAT_ENV})" if COMPAT_ENV in env else "compat"
+    if raw is None:
+        if not autoheal_detected(env):
+            return Compat()
+        found = autoheal(env)
+        line = (
+            "docker-autoheal variables found (AUTOHEAL_*): compat autoheal is on"
+            " (compat: none turns it off)"
+        )
+        return Compat(found.values, (line, *found.lines))
+    if not isinstance(raw, str) or raw.strip().lower() not in COMPAT_MODES:
+        raise ConfigError(f"{where} = {_shown(raw)}: expected one of {', '.join(COMPAT_MODES)}")
+    return autoheal(env) if raw.strip().lower() == "autoheal" else Compat()
+
+
 def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from the file at `path` (None: built-in defaults) and the environment.
 
     Raises ConfigError naming the key, the value and what is allowed.
     """
     env = os.environ if env is None else env
-    data = _read_file(Path(path)) if path is not None else {}
+    data = dict(_read_file(Path(path))) if path is not None else {}
+    compat = _compat(data.pop("compat", None), env)
+    mapped = {m.key: m for m in compat.values}
     values: dict[str, dict[str, Any]] = {}
     for section in data:
         if section not in SCHEMA:
@@ -582,8 +611,12 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
         values[section] = {}
         for key, spec in keys.items():
             env_name = f"GUARDIAN_{section}_{key}".upper()
+            m = mapped.get(f"{section}.{key}")
+            raw: Any
             if env_name in env:
                 raw, where = env[env_name], f"{section}.{key} (from {env_name})"
+            elif m is not None and not (m.default and key in given):
+                raw, where = m.raw, f"{section}.{key} (from {m.source})"
             elif key in given:
                 raw, where = given[key], f"{section}.{key}"
             elif (section, key) == ("docker", "url") and env.get("DOCKER_HOST"):
@@ -618,4 +651,5 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
         )
     hooks = values["remediation"]
     hooks["hooks"] = _resolve_programs(hooks["hooks"], env.get("PATH", os.defpath))
-    return Settings(values, str(path) if path else "built-in defaults", store_explicit)
+    source = str(path) if path else "built-in defaults"
+    return Settings(values, source, store_explicit, compat.lines)

@@ -45,6 +45,7 @@ TYPES: dict[str, dict[str, str]] = {
         "url_file": "webhook_url_file",
         "secret_env": "webhook_secret_env",
         "secret_file": "webhook_secret_file",
+        "json_key": "webhook_json_key",
     },
     "alertmanager": {
         "url": "alertmanager_url",

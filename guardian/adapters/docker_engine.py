@@ -9,6 +9,7 @@ into EngineUnavailable or a typed ActionOutcome.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -136,6 +137,12 @@ class DockerEngine:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if permission_denied(exc) and self.url.startswith("unix://"):
             return f"docker engine at {self.url} unreachable: {socket_denied(self.url[7:])}"
+        if self.url.startswith("unix://") and not os.path.exists(self.url[7:]):
+            return (
+                f"no Docker socket at {self.url[7:]}: is the engine running here? To use another,"
+                " set docker.url (or DOCKER_HOST), e.g. unix:///run/docker.sock,"
+                " unix:///run/podman/podman.sock or tcp://127.0.0.1:2375"
+            )
         if _not_sent(exc):
             text = "connection refused or socket missing"
         return redact_patterns(f"docker engine at {self.shown_url} unreachable: {text[:200]}")

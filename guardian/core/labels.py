@@ -24,6 +24,10 @@ MAX_ATTEMPTS = "guardian.max_attempts"
 COOLDOWN = "guardian.cooldown"
 STOP_TIMEOUT = "guardian.stop_timeout"
 NOTIFY = "guardian.notify"
+# docker-autoheal's labels (docs/migrating-from-autoheal.md): its opt-out in `watch.label: all`
+# (in any case: autoheal itself reads only lower-case) and its per-container stop timeout.
+AUTOHEAL = "autoheal"
+AUTOHEAL_STOP_TIMEOUT = "autoheal.stop.timeout"
 ACTION = "guardian.action"
 ACT_AFTER = "guardian.act_after"
 
@@ -85,7 +89,7 @@ def _action(raw: str, base: str) -> tuple[str, str | None]:
 def opted_in(labels: Mapping[str, str], watch_label: str) -> bool:
     """`watch.label` names the opt-in label; the value "all" watches everything not opted out."""
     if watch_label == ALL:
-        return _flag(labels.get(ENABLE)) is not False
+        return _flag(labels.get(ENABLE)) is not False and _flag(labels.get(AUTOHEAL)) is not False
     return _flag(labels.get(watch_label)) is True
 
 
@@ -149,10 +153,14 @@ def rules_for(
                 least = f"at least {format_duration(base.cooldown)}"
                 warning = _loosens(COOLDOWN, labels[COOLDOWN], least)
         warnings += [warning] if warning else []
-    if STOP_TIMEOUT in labels:
-        stop, warning = from_label(STOP_TIMEOUT, labels[STOP_TIMEOUT])
+    stop_label = STOP_TIMEOUT if STOP_TIMEOUT in labels else AUTOHEAL_STOP_TIMEOUT
+    if stop_label in labels:
+        # autoheal.stop.timeout (seconds) is read as guardian.stop_timeout, bounded alike.
+        stop, warning = from_label(STOP_TIMEOUT, labels[stop_label])
         if isinstance(stop, timedelta):
             stop_timeout = stop
+        if warning and stop_label != STOP_TIMEOUT:
+            warning = warning.replace(f"label {STOP_TIMEOUT}=", f"label {stop_label}=", 1)
         warnings += [warning] if warning else []
     if ACTION in labels:
         action, warning = _action(labels[ACTION], base.action)

@@ -263,7 +263,7 @@ def test_without_the_extra_the_error_names_it(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as exc:
         build(tmp_path, {"GDT_APPRISE": "ntfy://ntfy.sh/gdtSecretTopic"})
     assert str(exc.value) == f"notify.apprise_urls: {EXTRA_MISSING}"
-    assert "pip install 'guardian[apprise]'" in str(exc.value)
+    assert "pip install 'container-guardian[apprise]'" in str(exc.value)
 
 
 def test_json_body_is_valid_for_every_kind(rx):

@@ -1,6 +1,7 @@
 """WebhookNotifier: a documented JSON document to any URL, HMAC-signed, with an Idempotency-Key.
 
 Body (schema version 1): {"version": 1, "source": "guardian", "notifications": [Notification]}
+(with `webhook_json_key`, docker-autoheal's {"<key>": "<the messages as text>"} instead),
 where each notification has kind, incident_id, host, container, incident_type, state, at,
 attempt, max_attempts, outcome, detail, next_step, actor, id. Headers: `Idempotency-Key` (the
 same for every resend of the same notifications) and, with a secret,
@@ -53,6 +54,7 @@ class WebhookNotifier:
         timeout: timedelta,
         session: requests.Session | None = None,
         name: str = "webhook",
+        json_key: str | None = None,
     ) -> None:
         self.name = name
         self.min_interval = timedelta(0)
@@ -60,13 +62,16 @@ class WebhookNotifier:
         self._secret = secret
         self._timeout = timeout
         self._session = session or requests.Session()
+        self._json_key = json_key  # docker-autoheal's form: {"<key>": "<text>"}
 
     def send(self, batch: Sequence[Notification]) -> Result:
-        doc = {
+        doc: dict[str, object] = {
             "version": SCHEMA_VERSION,
             "source": "guardian",
             "notifications": [document(n) for n in batch],
         }
+        if self._json_key:
+            doc = {self._json_key: "\n\n".join(n.text() for n in batch)}
         body = json.dumps(doc, sort_keys=True).encode()
         headers = {"Idempotency-Key": idempotency_key(batch)}
         if self._secret:

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from guardian import __version__
+from guardian import DISTRIBUTION, __version__
 from guardian.entrypoints.cli import healthz, incidents, notifications, run, status
 from guardian.entrypoints.cli.tables import EXIT_FAILURE, CliError
 
@@ -22,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="guardian", description="Keeps the containers of a Docker host healthy."
     )
-    p.add_argument("--version", action="version", version=f"guardian {__version__}")
+    p.add_argument("--version", action="version", version=f"{DISTRIBUTION} {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
