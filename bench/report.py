@@ -65,7 +65,8 @@ def render(r: Results) -> str:
         f"kernel {e.get('kernel')} (shared with other workloads while measuring) |",
         f"| engine | Docker {e.get('engine')} (API {e.get('api')}, {e.get('storage')}), "
         f"{r.engine_kind} |",
-        f"| software | Python {platform.python_version()}, container-guardian {version('container-guardian')}, "
+        f"| software | Python {platform.python_version()}, "
+        f"container-guardian {version('container-guardian')}, "
         f"docker SDK {version('docker')}, APScheduler {version('apscheduler')} |",
         f"| trials | {r.trials} per measurement; times are medians unless marked |",
         "",

@@ -20,7 +20,9 @@ from guardian.core.notifications import Notification
 from guardian.core.redaction import Redactor
 
 MAX_TARGETS = 20
-EXTRA_MISSING = "the apprise channel needs the apprise package: pip install 'container-guardian[apprise]'"
+EXTRA_MISSING = (
+    "the apprise channel needs the apprise package: pip install 'container-guardian[apprise]'"
+)
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]{0,31})://", re.IGNORECASE)
 _HOST_PORT = re.compile(r"^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-fA-F:.]+\](:\d{1,5})?$")
 # What requests (under Apprise's plugins) says when the request never left: safe to resend.
