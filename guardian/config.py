@@ -513,7 +513,7 @@ def _unknown_key(section: str, key: Any, keys: list[str]) -> str:
 
     close = difflib.get_close_matches(str(key), keys, n=3)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
-    where = f"the {len(keys)} keys of {section} are listed in the README"
+    where = f"the {len(keys)} keys of {section} are listed in docs/"
     return f"unknown key {section}.{_shown(key)}; {hint}{where}"
 
 
@@ -536,7 +536,7 @@ def _check_environment(env: Mapping[str, str], values: Mapping[str, Mapping[str,
             hint = f"did you mean {ENV_PREFIX}{close[0]} ({known[close[0]]})?"
         elif section is not None:
             names = ", ".join(f"{ENV_PREFIX}{section}_{k}".upper() for k in SCHEMA[section])
-            hint = f"allowed: {names}" if len(names) <= 300 else "see the README's list of keys"
+            hint = f"allowed: {names}" if len(names) <= 300 else "see the list of keys in docs/"
         else:
             continue
         raise ConfigError(f"unknown environment variable {_shown(name)}; {hint}")
