@@ -7,6 +7,7 @@ here, and so does a heading renamed under a link that points at it."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,20 +102,44 @@ def config_keys() -> set[str]:
     return keys
 
 
+# Strings under guardian/ shaped like a label that are none: file names.
+NOT_LABELS = {"guardian.db"}
+LABEL_SHAPE = re.compile(r"(guardian|com\.docker\.compose)\.[a-z_]+(\.[a-z_]+)*")
+
+
 def label_constants() -> set[str]:
-    """Every label a module of guardian/ names in a module-level constant ("guardian.*",
-    Compose's), and the labels by which orchestrators are told apart."""
+    """Every label Guardian reads: each string literal under guardian/ shaped like a
+    "guardian.*" or Compose label that is no logger's or module's name, and the labels by which
+    orchestrators are told apart."""
     labels = set()
     for path in (REPO / "guardian").rglob("*.py"):
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-                value = getattr(node.value, "value", None)
-                if isinstance(value, str) and re.fullmatch(
-                    r"(guardian|com\.docker\.compose)\.[a-z_]+(\.[a-z_]+)*", value
-                ):
-                    labels.add(value)
+        tree = ast.parse(path.read_text())
+        loggers = {
+            id(arg)
+            for call in ast.walk(tree)
+            if isinstance(call, ast.Call)
+            and getattr(call.func, "attr", getattr(call.func, "id", None)) == "getLogger"
+            for arg in call.args
+        }
+        for node in ast.walk(tree):
+            value = node.value if isinstance(node, ast.Constant) else None
+            if (
+                isinstance(value, str)
+                and LABEL_SHAPE.fullmatch(value)
+                and id(node) not in loggers
+                and value not in NOT_LABELS
+                and not is_module(value)
+            ):
+                labels.add(value)
     labels |= {label for o in ORCHESTRATORS for label in (o.marker, o.handle)}
     return labels
+
+
+def is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def is_documented(name: str, text: str) -> bool:
@@ -143,6 +168,8 @@ def test_every_config_key_is_documented() -> None:
 def test_every_label_guardian_reads_is_documented() -> None:
     labels = label_constants()
     assert {"guardian.enable", "guardian.scope", "guardian.probe.http"} <= labels
+    assert {"com.docker.compose.depends_on", "com.docker.swarm.task.id"} <= labels
+    assert not labels & {"guardian.healer", "guardian.entrypoints.page", "guardian.db"}
     text = docs_text()
     assert sorted(label for label in labels if not is_documented(label, text)) == []
 
