@@ -1,4 +1,4 @@
-"""`python -m bench.screenshots`: the README's pictures of the status page, light and dark, taken
+"""`python -m bench.screenshots`: the pictures of the status page, light and dark, taken
 in the real headless Chromium (bench.browser) from a page served over a fake engine: a few
 containers, one unhealthy with its incident, one silenced, one healed earlier.
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fault suite, longer: more kill -9 cycles and more fuzzed inputs, same checks as CI.
-# Writes the figures to bench/soak-report.json (the README's Reliability section quotes them).
+# Writes the figures to bench/soak-report.json (bench/RESULTS.md quotes them).
 #   bench/soak.sh                          # 100 kills, 10 containers, 5000 examples per property
 #   KILLS=30 FUZZ=2000 bench/soak.sh       # a short soak
 # Needs what scripts/test.sh sets up (.venv, a Docker engine, the test image); run that first.

@@ -256,7 +256,7 @@ def _hooks() -> Key:
             v = json.loads(v) if v.strip() else None
         return parse_hooks(v)
 
-    return Key(None, parse, 'a list of hooks (README "Hooks"), each {argv: [...], after, timeout}')
+    return Key(None, parse, "a list of hooks (docs/hooks.md), each {argv: [...], after, timeout}")
 
 
 def _resolve_programs(hooks: tuple[HookSpec, ...], path: str) -> tuple[HookSpec, ...]:
@@ -347,7 +347,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "retention": _with(_duration(DAY, 10 * YEAR), 90 * DAY),
     },
     "http": {"listen": _with(_listen(), "127.0.0.1:9321")},
-    # Operator-written programs run after each verdict (README "Hooks"); never from labels.
+    # Operator-written programs run after each verdict (docs/hooks.md); never from labels.
     "remediation": {
         "hooks": _with(_hooks(), ()),
         "hooks_max_concurrent": _with(_int(1, 64), 2),
@@ -399,7 +399,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "apprise_urls_env": _optional(_env_name()),
         "apprise_urls_file": _optional(_text()),
         # Named receivers ({name, type, ...}: config_receivers.py), routes between them, and the
-        # receivers of what no route claims (empty: every receiver). README: Receivers and routes.
+        # receivers of what no route claims (empty: every receiver). docs/notifications.md.
         "channels": Key((), lambda v: parse_channels(v, SCHEMA["notify"]), "receivers"),
         "routes": Key((), parse_routes, "routes"),
         "default": Key((), parse_default, "receiver names"),
@@ -424,7 +424,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         # actions, containers and silences without the token. Changes always need it.
         "public_reads": _with(_bool(), False),
     },
-    # The status page at / (README "Status page").
+    # The status page at / (docs/status-page.md).
     "page": {
         # Live streams open at once, each on an HTTP thread of its own beyond http's four.
         "streams": _with(_int(1, 64), 8),
@@ -440,7 +440,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
 
 
 # What `systemctl reload` (SIGHUP) can change in a running Guardian: a key listed here, or any
-# key of a section ending in ".". Every other key keeps its value until a restart (README).
+# key of a section ending in ".". Every other key keeps its value until a restart
+# (docs/configuration.md).
 RELOADABLE = (
     "watch.label",
     "watch.interval",
@@ -521,7 +522,7 @@ def _unknown_key(section: str, key: Any, keys: list[str]) -> str:
 
     close = difflib.get_close_matches(str(key), keys, n=3)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
-    where = f"the {len(keys)} keys of {section} are listed in the README"
+    where = f"the {len(keys)} keys of {section} are listed in docs/"
     return f"unknown key {section}.{_shown(key)}; {hint}{where}"
 
 
@@ -544,7 +545,7 @@ def _check_environment(env: Mapping[str, str], values: Mapping[str, Mapping[str,
             hint = f"did you mean {ENV_PREFIX}{close[0]} ({known[close[0]]})?"
         elif section is not None:
             names = ", ".join(f"{ENV_PREFIX}{section}_{k}".upper() for k in SCHEMA[section])
-            hint = f"allowed: {names}" if len(names) <= 300 else "see the README's list of keys"
+            hint = f"allowed: {names}" if len(names) <= 300 else "see the list of keys in docs/"
         else:
             continue
         raise ConfigError(f"unknown environment variable {_shown(name)}; {hint}")

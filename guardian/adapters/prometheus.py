@@ -2,7 +2,7 @@
 injected registry.
 
 Labels stay bounded: container names and fixed enums, never container or incident ids.
-The README's metrics table lists them; monitoring/ holds the alerts and the dashboard.
+docs/monitoring.md's metrics table lists them; monitoring/ holds the alerts and the dashboard.
 What the loop's state says now (the gauges, and the restarts of the containers still there) is
 read at scrape time by a custom collector (LoopCollector), never cleared and refilled.
 """

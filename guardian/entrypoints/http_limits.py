@@ -32,7 +32,7 @@ FD_RESERVE = 128  # descriptors kept for the engine client, the store and notifi
 
 @dataclass(frozen=True)
 class Limits:
-    """What one client may hold: README "Security" lists these with their reasons."""
+    """What one client may hold: docs/monitoring.md lists these with their reasons."""
 
     connections: int = 256
     threads: int = 4

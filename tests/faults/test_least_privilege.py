@@ -1,6 +1,6 @@
 """Least privilege: Guardian through a socket proxy that passes only what it needs.
 
-The allow-list below is exactly what Guardian uses, documented in the README: the SDK's
+The allow-list below is exactly what Guardian uses, documented in docs/deployment.md: the SDK's
 `GET /_ping` and `GET /version` (API version negotiation), `GET /containers/json` (list),
 `GET /containers/{id}/json` (inspect), `POST /containers/{id}/restart` and `GET /events`.
 """

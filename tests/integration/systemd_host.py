@@ -1,5 +1,5 @@
 """A container on the host's engine that boots a real systemd as PID 1, with Guardian installed
-in it by README's own install lines; used by test_systemd_boot.py.
+in it by the install lines of docs/deployment.md; used by test_systemd_boot.py.
 
 The Guardian inside talks to the host's engine through the mounted socket, so its config must
 scope it (`watch.scope`) to this run's containers.
@@ -30,7 +30,7 @@ SCOPE_LABEL = "guardian.test.scope"
 SCOPE_VALUE = f"{PREFIX}systemd"
 CHECKOUT = "/root/guardian"  # where the staged checkout lands inside the container
 UNIT = "guardian"
-# What a fresh checkout does not hold: left out of the copy that README's lines run in.
+# What a fresh checkout does not hold: left out of the copy that the documented lines run in.
 NOT_CHECKOUT = (".git", ".venv", ".ci", "__pycache__", "*.egg-info", "build", "dist", ".*_cache")
 
 # The command of issue 16: `--privileged` fails on hosts without CAP_SYS_RESOURCE.
@@ -69,23 +69,24 @@ def guardian_config() -> dict[str, Any]:
 
 
 def readme_install_lines() -> list[str]:
-    """The shell lines of README's systemd install block, as a user would paste them."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("### As a systemd service", 1)[1].split("\n### ", 1)[0]
+    """The shell lines of the systemd install block (docs/deployment.md), as a user would paste
+    them."""
+    doc = (REPO / "docs" / "deployment.md").read_text()
+    section = doc.split("## As a systemd service", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert match, "README's systemd section has no ```sh install block"
+    assert match, "docs/deployment.md's systemd section has no ```sh install block"
     return [line for line in match.group(1).splitlines() if line.strip()]
 
 
 def stage_checkout(dest: Path, config: dict[str, Any]) -> list[str]:
-    """Copy the checkout to `dest` with the test's config.yaml, run README's `pip wheel` line(s)
-    there on the host (the container reaches no package index), and return the lines left to
-    run inside the container."""
+    """Copy the checkout to `dest` with the test's config.yaml, run the documented `pip wheel`
+    line(s) there on the host (the container reaches no package index), and return the lines
+    left to run inside the container."""
     shutil.copytree(REPO, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*NOT_CHECKOUT))
     (dest / "config.yaml").write_text(yaml.safe_dump(config))
     lines = readme_install_lines()
     host = [line for line in lines if line.startswith("pip wheel")]
-    assert host, "README's install block builds no wheels (`pip wheel`)"
+    assert host, "docs/deployment.md's install block builds no wheels (`pip wheel`)"
     # `pip` of the interpreter running the tests; wheels for its Python, like the image's.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     for line in host:
@@ -146,7 +147,7 @@ class SystemdHost:
         return result
 
     def install(self, checkout: Path, lines: list[str]) -> None:
-        """Copy the staged checkout in and run README's install lines in it."""
+        """Copy the staged checkout in and run the documented install lines in it."""
         subprocess.run(["docker", "cp", f"{checkout}/.", f"{self.name}:{CHECKOUT}"], check=True)
         self.sh(f"cd {CHECKOUT}\n" + "\n".join(lines))
 

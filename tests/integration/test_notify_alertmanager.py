@@ -15,7 +15,7 @@ from tests.integration.notify_helpers import WATCH, run
 from tests.receiver import free_port
 
 BINARY = "prometheus-alertmanager"
-# The routing tree the README shows: one tree for Guardian's alerts and the rule alerts.
+# The routing tree docs/monitoring.md shows: one tree for Guardian's alerts and the rule alerts.
 CONFIG = """
 route:
   receiver: chat

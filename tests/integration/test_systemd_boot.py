@@ -1,10 +1,10 @@
 """Guardian's unit started by a real systemd as PID 1 (issue 16), checked as an operator would:
 with systemctl and journalctl.
 
-One container boots systemd for the whole module; Guardian is installed in it by README's
-install lines from wheels built on the host, and heals this run's containers on the host's
-engine through the mounted socket. A test that changes the unit's setup marks it, and the
-`unit` fixture puts it back.
+One container boots systemd for the whole module; Guardian is installed in it by the
+docs/deployment.md install lines from wheels built on the host, and heals this run's containers
+on the host's engine through the mounted socket. A test that changes the unit's setup marks
+it, and the `unit` fixture puts it back.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ BAD_CONFIG = "restart:\n  cooldown: soon\n"
 def systemd_host(
     docker_api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SystemdHost]:
-    """systemd booted in a container, Guardian installed and enabled as README says."""
+    """systemd booted in a container, Guardian installed and enabled as docs/deployment.md says."""
     image = build_image()
     checkout = tmp_path_factory.mktemp("checkout")
     lines = stage_checkout(checkout, guardian_config())

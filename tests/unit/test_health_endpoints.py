@@ -68,7 +68,8 @@ def test_healthz_turns_503_when_the_sweep_stalls_and_200_when_it_recovers(daemon
 
 def test_healthz_stays_200_while_the_engine_is_unreachable_and_readyz_says_so(daemon):
     """An unreachable engine is no stall: the loop turns, and restarting Guardian would not
-    bring the engine back (README). /readyz and the docker_up gauge report the engine."""
+    bring the engine back (docs/monitoring.md). /readyz and the docker_up gauge report the
+    engine."""
     clock, engine, routes = daemon.app.clock, daemon.app.engine, daemon.routes()
     registry = daemon.app.metrics.registry
     engine.reachable = False

@@ -17,7 +17,7 @@ from guardian.entrypoints.daemon import Daemon
 from tests.app import TestApp, make_app, settings_for
 from tests.notify import RecordingNotifier, Ticks
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 BASE: dict[str, dict[str, Any]] = {
     "watch": {"interval": "10s"},
     "restart": {"cooldown": "2s", "stop_timeout": "1s", "verify_timeout": "30s"},
@@ -162,8 +162,8 @@ def test_a_changed_interval_reschedules_the_sweep_and_the_stall_limit(world) -> 
     assert daemon.systemd.liveness.limit == 3 * 3 + 30  # 3 x interval + docker.timeout
 
 
-def test_the_readme_lists_exactly_the_keys_a_reload_applies() -> None:
-    text = README.read_text()
+def test_the_docs_list_exactly_the_keys_a_reload_applies() -> None:
+    text = CONFIGURATION.read_text()
     listed = text.split("<!-- reloadable -->", 2)[1]
     keys = [f"{s}.{k}" for s, keys in SCHEMA.items() for k in keys]
     applied = {k for k in keys if reloadable(k)}

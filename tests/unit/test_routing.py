@@ -345,9 +345,9 @@ def test_each_receiver_hears_only_what_is_routed_to_it_with_its_own_retries(tmp_
     assert [(n.container, str(n.kind)) for [n] in team_b.sent] == [("web", "gave_up")] * 2
 
 
-def test_the_readmes_worked_example_routes_as_it_says(tmp_path):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("A worked example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+def test_the_documented_worked_example_routes_as_it_says(tmp_path):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "notifications.md").read_text()
+    block = doc.split("A worked example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "config.yaml"
     path.write_text(block)
     s = load_settings(path, env={})

@@ -1,2 +1,2 @@
-"""Guardian's status page at / on http.listen: server-rendered, signed in, live (README "Status
-page")."""
+"""Guardian's status page at / on http.listen: server-rendered, signed in, live
+(docs/status-page.md)."""
