@@ -233,31 +233,17 @@ class DockerEngine:
         stop_timeout: timedelta,
         previous_started_at: datetime | None = None,
     ) -> ActionOutcome:
-        try:
-            api = self._client()
-        except EngineUnavailable as exc:
-            return ActionOutcome(Outcome.TRANSIENT_FAILURE, str(exc), True)
-        try:
-            api.restart(container_id, timeout=int(stop_timeout.total_seconds()))
-            return ActionOutcome(Outcome.RESTARTED, "restart request completed")
-        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
-            result = classify(exc)
+        seconds = int(stop_timeout.total_seconds())
+        done = ActionOutcome(Outcome.RESTARTED, "restart request completed")
+        result = self._act(lambda api: api.restart(container_id, timeout=seconds), done)
         if result.outcome is Outcome.UNKNOWN:
             result = self._settle_unknown(container_id, previous_started_at, result)
-        elif result.outcome is Outcome.TRANSIENT_FAILURE:
-            self._drop()
         return result
 
     def stop(self, container_id: str, stop_timeout: timedelta) -> ActionOutcome:
-        try:
-            api = self._client()
-        except EngineUnavailable as exc:
-            return ActionOutcome(Outcome.TRANSIENT_FAILURE, str(exc), True)
-        try:
-            api.stop(container_id, timeout=int(stop_timeout.total_seconds()))
-            return ActionOutcome(Outcome.STOPPED, "stop request completed")
-        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
-            result = classify(exc)
+        seconds = int(stop_timeout.total_seconds())
+        done = ActionOutcome(Outcome.STOPPED, "stop request completed")
+        result = self._act(lambda api: api.stop(container_id, timeout=seconds), done)
         if result.outcome is Outcome.UNKNOWN:
             # Sent, no answer: the container's state tells whether it stopped.
             try:
@@ -268,7 +254,22 @@ class DockerEngine:
                 return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists")
             if snap.state != "running":
                 return ActionOutcome(Outcome.STOPPED, f"{result.detail}; it is {snap.state}")
-        elif result.outcome is Outcome.TRANSIENT_FAILURE:
+        return result
+
+    def _act(self, call: Any, done: ActionOutcome) -> ActionOutcome:
+        """One request that changes a container: `done` when it returns, else its failure
+        classified (a transient one drops the connection; an unknown one is the caller's to
+        settle by evidence)."""
+        try:
+            api = self._client()
+        except EngineUnavailable as exc:
+            return ActionOutcome(Outcome.TRANSIENT_FAILURE, str(exc), True)
+        try:
+            call(api)
+            return done
+        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+            result = classify(exc)
+        if result.outcome is Outcome.TRANSIENT_FAILURE:
             self._drop()
         return result
 

@@ -304,48 +304,45 @@ def with_incident(n: Notification, incident: Incident) -> Notification:
     )
 
 
+def _notice(
+    kind: Kind, host: str, now: datetime, detail: str, next_step: str, **more: Any
+) -> Notification:
+    """A message about Guardian itself, not an incident: no container, no state."""
+    return Notification(
+        kind, None, host, "", "", "", now, detail=detail, next_step=next_step, **more
+    )
+
+
 def test_message(host: str, channel: str, now: datetime) -> Notification:
     """`guardian notify test`: one clearly marked message that asks for nothing."""
-    return Notification(
+    return _notice(
         Kind.TEST,
-        None,
         host,
-        "",
-        "",
-        "",
         now,
-        detail=f"Sent by `guardian notify test` to the channel {channel}.",
-        next_step="nothing: this channel reaches you",
+        f"Sent by `guardian notify test` to the channel {channel}.",
+        "nothing: this channel reaches you",
     )
 
 
 def started(host: str, version: str, watching: str, now: datetime) -> Notification:
     """notify.on_start: Guardian is up, which version, and what it watches."""
-    return Notification(
+    return _notice(
         Kind.STARTED,
-        None,
         host,
-        "",
-        "",
-        "",
         now,
-        detail=f"Guardian {version} watches {watching}.",
-        next_step="nothing: incidents follow as they happen",
+        f"Guardian {version} watches {watching}.",
+        "nothing: incidents follow as they happen",
     )
 
 
 def channel_failed(host: str, channel: str, reason: str, now: datetime) -> Notification:
     """A channel dead-lettered a notification: the other channels hear it once."""
-    return Notification(
+    return _notice(
         Kind.CHANNEL_FAILED,
-        None,
         host,
-        "",
-        "",
-        "",
         now,
-        detail=f"Its last answer: {reason or 'none'}. What it missed stays listed by"
+        f"Its last answer: {reason or 'none'}. What it missed stays listed by"
         " `guardian notifications`.",
-        next_step=f"fix the channel, then check it with `guardian notify test --channel {channel}`",
+        f"fix the channel, then check it with `guardian notify test --channel {channel}`",
         channel=channel,
     )
