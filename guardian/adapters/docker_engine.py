@@ -139,9 +139,9 @@ class DockerEngine:
             return f"docker engine at {self.url} unreachable: {socket_denied(self.url[7:])}"
         if self.url.startswith("unix://") and not os.path.exists(self.url[7:]):
             return (
-                f"no Docker socket at {self.url[7:]}: is the engine running here? To use another,"
-                " set docker.url (or DOCKER_HOST), e.g. unix:///run/docker.sock,"
-                " unix:///run/podman/podman.sock or tcp://127.0.0.1:2375"
+                f"docker engine at {self.url} unreachable: no socket at {self.url[7:]} (is the"
+                " engine running here? To use another, set docker.url or DOCKER_HOST, e.g."
+                " unix:///run/docker.sock, unix:///run/podman/podman.sock or tcp://127.0.0.1:2375)"
             )
         if _not_sent(exc):
             text = "connection refused or socket missing"

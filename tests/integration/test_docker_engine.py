@@ -66,6 +66,8 @@ def test_no_engine_is_engine_unavailable_or_a_transient_outcome(tmp_path: Path):
         raise AssertionError("ping should fail without an engine")
     except EngineUnavailable as exc:
         assert "unreachable" in str(exc)
+        # The one line says which socket it tried and how to point Guardian elsewhere.
+        assert f"no socket at {tmp_path}/none.sock" in str(exc) and "docker.url" in str(exc)
     result = engine.restart("abc", timedelta(seconds=1), None)
     assert result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable
 
