@@ -6,7 +6,7 @@ Every restart decision, and what `guardian status` shows, is asked here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from guardian.core.labels import ContainerRules
@@ -23,7 +23,8 @@ from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
 from guardian.core.storm import StormHold
 from guardian.service.context import LoopContext
 
-# Times the history is read again when restarts were claimed while it was read (mark()).
+# Times the history is read again when other containers' restarts were claimed while it was
+# read (LoopState.mark).
 REREADS = 3
 
 
@@ -68,20 +69,25 @@ class DecisionPoint:
         compose up` after a fix) starts with a fresh budget. What holds a name back whoever
         carries it (a restart in flight, a silence) stays keyed by the name."""
         state = self.ctx.state
-        for tries_left in range(REREADS, -1, -1):
+        rereads = 0
+        while True:
             mark = state.mark(snap.name)
             read = self._read(snap, rules, now)
             with state.lock:
-                # Still stale after REREADS: other threads keep claiming restarts. What they
-                # run counts in `in_flight` here, exactly; only the per-minute count may miss
-                # the ones claimed during the last read.
-                if tries_left and state.mark(snap.name) != mark:
+                claims, turn = state.mark(snap.name)
+                # A restart of this container started or ended while its history was read:
+                # read again (it restarts at most once per cooldown, so this ends).
+                if turn != mark[1] or (claims != mark[0] and rereads < REREADS):
+                    rereads += 1
                     continue
+                # Other threads kept claiming restarts: those claimed during the last read
+                # count as made now (perhaps twice, if their rows were read: never fewer).
+                extra = (now,) * (claims - mark[0])
+                read = replace(read, recent_restarts=read.recent_restarts + extra)
                 decision = self._decide(snap, rules, read, now, problem)
                 if then is not None:
                     then(decision)
                 return decision
-        raise AssertionError("unreachable")  # the last try always decides
 
     def _read(self, snap: ContainerSnapshot, rules: ContainerRules, now: datetime) -> _Read:
         ctx, host, policy = self.ctx, self.ctx.settings.host, rules.policy
