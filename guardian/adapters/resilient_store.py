@@ -275,7 +275,9 @@ class ResilientStore:
     def add_approval(
         self, approval: Approval, notifications: Sequence[Notification] = ()
     ) -> Approval:
-        return self.inner.add_approval(approval, notifications)
+        added = self.inner.add_approval(approval, notifications)
+        self.announce()
+        return added
 
     def approvals(self, incident_id: int) -> list[Approval]:
         return self.inner.approvals(incident_id)
@@ -284,7 +286,9 @@ class ResilientStore:
         return self.inner.approval_for(host, container)
 
     def use_approval(self, approval_id: int, at: datetime) -> bool:
-        return self.inner.use_approval(approval_id, at)
+        used = self.inner.use_approval(approval_id, at)
+        self.announce()
+        return used
 
     def unused_approvals(self, host: str, now: datetime) -> list[Approval]:
         return self.inner.unused_approvals(host, now)

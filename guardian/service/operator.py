@@ -166,6 +166,17 @@ class Operator:
         )
         return saved
 
+    def awaiting_approval(self, incident: Incident) -> bool:
+        """Whether a person's answer may be given now for this open incident: Guardian held its
+        restart back for approval and no answer stands (the status page's approve button)."""
+        if not incident.is_open or incident.id is None:
+            return False
+        answers = self.store.approvals(incident.id)
+        last = answers[-1] if answers else None
+        if last is not None and (not last.approved or last.usable(self.clock.now())):
+            return False
+        return self._awaiting(incident, last)
+
     def _awaiting(self, incident: Incident, last: Approval | None) -> bool:
         """Whether Guardian held a restart of this incident back for a person's approval
         (guardian.action=ask; a silence, cooldown or storm may hold it as well) since the last

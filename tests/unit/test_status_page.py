@@ -271,3 +271,25 @@ def test_delta_sends_changed_rows_or_the_whole_body_when_the_set_changes() -> No
     grown = {**base, "order": "a\nb\nc", "part-rows": "ABC", "row:c": "C"}
     assert delta(base, grown) == {"part-rows": "ABC"}
     assert delta(base, base) == {}
+
+
+def test_an_incident_awaiting_approval_is_approved_from_the_page_once(tmp_path: Path) -> None:
+    g = make_app(tmp_path, host=HOST, restart={"action": "ask", "cooldown": "2s"})
+    g.engine.add("db", health="unhealthy")
+    g.healer.sweep()
+    [incident] = g.store.open_incidents(HOST, "db")
+    _, routes = page_of(g)
+    cookie = sign_in(routes)
+    body = html(get(routes, "/", cookie))
+    assert f"Approve one restart of #{incident.id}" in body and "/actions/deny" in body
+    r = post(routes, "/actions/approve", {"incident": str(incident.id)}, cookie)
+    assert r.status == 303
+    assert f"Incident #{incident.id}: one restart approved." in html(get(routes, "/", cookie))
+    [approval] = g.store.approvals(incident.id or 0)
+    assert approval.approved and approval.by == "alice"
+    # Approved, not used yet: the button is gone, and a second approval is the CLI's refusal.
+    assert "/actions/approve" not in html(get(routes, "/", cookie))
+    post(routes, "/actions/approve", {"incident": str(incident.id)}, cookie)
+    assert "already approved by alice" in html(get(routes, "/", cookie))
+    g.healer.sweep()
+    assert g.engine.restarts == [g.engine.id_of("db")]  # through decide(), once

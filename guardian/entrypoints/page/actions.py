@@ -11,7 +11,7 @@ from guardian.core.durations import parse_duration
 from guardian.service.operator import BadRequest, Operator
 
 MAX_FORM_FIELDS = 10
-VERBS = ("ack", "resolve", "silence", "unsilence")
+VERBS = ("ack", "resolve", "approve", "deny", "silence", "unsilence")
 
 
 def form(body: bytes) -> dict[str, str]:
@@ -28,10 +28,15 @@ def form(body: bytes) -> dict[str, str]:
 def act(op: Operator, verb: str, fields: dict[str, str], by: str) -> str:
     """Do what the form asks; the notice for the person. Raises what the operator service
     raises (InvalidTransition, BadRequest, NotFound), with the CLI's messages."""
-    if verb in ("ack", "resolve"):
+    if verb in ("ack", "resolve", "approve", "deny"):
         text = fields.get("incident", "")
         if not (text.isascii() and text.isdigit()) or len(text) > 18:
             raise BadRequest(f"incident {text[:40]!r} not found")
+        if verb in ("approve", "deny"):
+            # guardian incidents approve|deny: one restart of this incident, through decide().
+            answer = op.answer(int(text), verb == "approve", by, fields.get("reason", ""))
+            done = "one restart approved" if answer.approved else "restarts denied"
+            return f"Incident #{answer.incident_id}: {done}."
         incident = op.change(int(text), verb, by, fields.get("reason", ""))
         done = "acknowledged" if verb == "ack" else "resolved"
         return f"Incident #{incident.id} {done}."

@@ -32,7 +32,7 @@ from guardian.entrypoints.page.sessions import (
 )
 from guardian.logs import kv
 from guardian.service.changes import Changes
-from guardian.service.operator import BadRequest, NotFound, Operator
+from guardian.service.operator import BadRequest, NotFound, Operator, Refused
 
 log = logging.getLogger("guardian.page")
 
@@ -219,7 +219,7 @@ class StatusPage:
             try:
                 session.notice = act(self.op, verb, form(request.body), session.name)
                 session.notice_ok = True
-            except (InvalidTransition, BadRequest, NotFound) as exc:
+            except (InvalidTransition, BadRequest, NotFound, Refused) as exc:
                 session.notice, session.notice_ok = str(exc), False
             return Response(303, headers={"Location": "/"})
 

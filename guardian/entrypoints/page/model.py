@@ -147,6 +147,7 @@ class PageReader:
                     "opened": _human(incident.opened_at),
                     "timeline": timeline[-MAX_TIMELINE:],
                     "timeline_hidden": max(0, len(timeline) - MAX_TIMELINE),
+                    "awaiting_approval": op.awaiting_approval(incident),
                 }
             )
         data.incidents_hidden = max(0, len(open_incidents) - MAX_INCIDENTS)
