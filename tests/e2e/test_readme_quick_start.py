@@ -95,6 +95,9 @@ def test_the_readmes_quick_start_heals_the_demo_in_under_five_minutes(
         assert name in status.stdout
         assert g.stop() == 0
     finally:
+        if g.proc is not None and g.proc.poll() is None:
+            g.proc.kill()
+            g.proc.wait(10)
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
     assert time.monotonic() - started < FIVE_MINUTES
 
