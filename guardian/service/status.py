@@ -37,6 +37,9 @@ def container_status(healer: Healer) -> list[ContainerStatus]:
     for i in ctx.store.open_incidents(host):
         open_by_name.setdefault(i.container, []).append(i)
     now = ctx.clock.now()
+    # One query for every silence in force, not one per container (the status page reads
+    # this on every change it shows).
+    silenced = {s.container: s for s in ctx.store.silences(host, now)}
     out = []
     for snap in sorted(watched, key=lambda s: s.name):
         # Judged as the sweep judges it, changing nothing: a healthy or skipped container has
@@ -57,7 +60,7 @@ def container_status(healer: Healer) -> list[ContainerStatus]:
                 decision is not None and decision.restart,
                 decision.retry_at if decision is not None else None,
                 held_back,
-                ctx.store.active_silence(host, snap.name, now),
+                silenced.get(snap.name),
                 decision,
             )
         )
