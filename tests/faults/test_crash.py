@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import docker.errors
+
 from tests.faults.conftest import Factory, container_env, report_figures
 from tests.faults.exposure import Exposure
 from tests.faults.notify_check import (
@@ -99,6 +101,23 @@ def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
         expose_received(exposure, rx)
 
 
+def heal(containers: Containers, name: str) -> None:
+    """Remove the container's /sick, once it runs: the engine may still be carrying out a
+    restart the last killed Guardian asked for (409 "is not running" meanwhile)."""
+
+    def healed() -> bool:
+        try:
+            exec_id = containers.api.exec_create(name, ["rm", "-f", "/sick"])
+            containers.api.exec_start(exec_id)
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                return False
+            raise
+        return True
+
+    wait_until(healed, 60, 0.2, f"{name} healed by the test")
+
+
 def storm_and_check(
     guardian: Factory,
     containers: Containers,
@@ -148,7 +167,7 @@ def storm_and_check(
 
     # Heal every container, then let one last Guardian reconcile what the kills left unfinished.
     for name in names:
-        containers.api.exec_start(containers.api.exec_create(name, ["rm", "-f", "/sick"]))
+        heal(containers, name)
     for name in names:
         containers.wait_health(name, "healthy", timeout=60)
     starts.append(time.monotonic())
