@@ -227,10 +227,8 @@ class Daemon:
 
     def recheck(self, container_id: str, at: datetime) -> None:
         """Judge a container again at a time a decision named (its patience, silence or
-        cooldown ends), when that comes before the next sweep; one pending recheck per
-        container, the earliest."""
-        if at - self.app.clock.now() > self.app.settings["watch.interval"]:
-            return  # the sweep comes first
+        cooldown ends); one pending recheck per container, the earliest. The scheduler keeps the
+        time through a step of the wall clock (SteadyScheduler)."""
         job_id = f"recheck-{container_id[:64]}"
         with contextlib.suppress(Exception):  # the scheduler is shutting down
             job = self.scheduler.get_job(job_id)

@@ -181,17 +181,8 @@ class Remediator:
             finally:
                 ctx.state.release(snap.name)
             done = ctx.clock.now()
-            note = notifications.attempt(
-                incident,
-                decision.attempt,
-                decision.max_attempts,
-                result.outcome,
-                result.detail,
-                done,
-            )
-            ctx.store.record_outcome(
-                action_id, result.outcome, result.detail, done, self.recorder.notes(snap.name, note)
-            )
+            notes = self._attempt_notes(incident, snap.name, decision, result, done)
+            ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
             if result.outcome is Outcome.STOPPED and not incident.escalated:
                 self.recorder.save(incidents.escalate(incident))  # a person takes it from here
             ctx.restart_ended(snap.name, str(result.outcome))
@@ -407,17 +398,7 @@ class Remediator:
             "restart finished",
             extra=kv(container=snap.name, outcome=result.outcome, detail=result.detail),
         )
-        notes: tuple[notifications.Notification, ...] = ()
-        if incident is not None:
-            note = notifications.attempt(
-                incident,
-                decision.attempt,
-                decision.max_attempts,
-                result.outcome,
-                result.detail,
-                done,
-            )
-            notes = self.recorder.notes(snap.name, note)
+        notes = self._attempt_notes(incident, snap.name, decision, result, done)
         try:
             ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
         finally:
@@ -429,6 +410,23 @@ class Remediator:
                 ActionVerdict(snap.name, snap.id, "restart", result.outcome, pending.incident_id)
             )
         return result
+
+    def _attempt_notes(
+        self,
+        incident: Incident | None,
+        container: str,
+        decision: Decision,
+        result: ActionOutcome,
+        done: datetime,
+    ) -> tuple[notifications.Notification, ...]:
+        """What an action's outcome tells people (a restart's or a stop's attempt), if it has an
+        incident to tell it under."""
+        if incident is None:
+            return ()
+        note = notifications.attempt(
+            incident, decision.attempt, decision.max_attempts, result.outcome, result.detail, done
+        )
+        return self.recorder.notes(container, note)
 
     def _action(
         self,
