@@ -150,8 +150,16 @@ class Store(Protocol):
     ) -> None: ...
 
     def actions(
-        self, host: str, container: str | None = None, since: datetime | None = None
-    ) -> list[RemediationAction]: ...
+        self,
+        host: str,
+        container: str | None = None,
+        since: datetime | None = None,
+        *,
+        incident: int | None = None,
+        limit: int | None = None,
+    ) -> list[RemediationAction]:
+        """Oldest first; `incident`: those told under it; `limit`: only the newest so many."""
+        ...
 
     def last_action(self, incident_id: int) -> RemediationAction | None: ...
 

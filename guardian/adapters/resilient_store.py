@@ -224,9 +224,15 @@ class ResilientStore:
         return self.inner.transitions(incident_id)
 
     def actions(
-        self, host: str, container: str | None = None, since: datetime | None = None
+        self,
+        host: str,
+        container: str | None = None,
+        since: datetime | None = None,
+        *,
+        incident: int | None = None,
+        limit: int | None = None,
     ) -> list[RemediationAction]:
-        return self.inner.actions(host, container, since)
+        return self.inner.actions(host, container, since, incident=incident, limit=limit)
 
     def last_action(self, incident_id: int) -> RemediationAction | None:
         return self.inner.last_action(incident_id)

@@ -183,11 +183,10 @@ class Operator:
         answer (an answer used or expired needs a fresh request)."""
         assert incident.id is not None
         return any(
-            a.incident_id == incident.id
-            and a.kind == ActionKind.DECISION
+            a.kind == ActionKind.DECISION
             and (a.reason == str(Reason.AWAITING_APPROVAL) or a.extra.get("action") == "ask")
             and (last is None or a.requested_at >= last.created_at)
-            for a in self.store.actions(self.host, incident.container)
+            for a in self.store.actions(self.host, incident=incident.id)
         )
 
     def silence(self, container: str, duration: timedelta, reason: str, by: str) -> Silence:
@@ -222,10 +221,6 @@ class Operator:
             (t.at, t) for t in self.store.transitions(incident.id)
         ]
         # Every action told under it, a follower's restart among them (its own container).
-        timed += [
-            (a.requested_at, a)
-            for a in self.store.actions(self.host, since=incident.opened_at)
-            if a.incident_id == incident.id
-        ]
+        timed += [(a.requested_at, a) for a in self.store.actions(self.host, incident=incident.id)]
         # Stable on the full timestamps: the views show whole seconds only.
         return [entry for _, entry in sorted(timed, key=lambda pair: pair[0])]

@@ -188,12 +188,26 @@ class SqliteStore(OperatorQueries):
             )
 
     def actions(
-        self, host: str, container: str | None = None, since: datetime | None = None
+        self,
+        host: str,
+        container: str | None = None,
+        since: datetime | None = None,
+        *,
+        incident: int | None = None,
+        limit: int | None = None,
     ) -> list[RemediationAction]:
         clause, params = where(
-            ("host=?", host), ("container=?", container), ("requested_at>=?", to_text(since))
+            ("host=?", host),
+            ("container=?", container),
+            ("requested_at>=?", to_text(since)),
+            ("incident_id=?", incident),
         )
-        rows = self.db.query(f"SELECT * FROM actions WHERE {clause} ORDER BY id", params)
+        if limit is None:
+            rows = self.db.query(f"SELECT * FROM actions WHERE {clause} ORDER BY id", params)
+        else:  # the newest `limit`, still oldest first
+            rows = self.db.query(
+                f"SELECT * FROM actions WHERE {clause} ORDER BY id DESC LIMIT ?", (*params, limit)
+            )[::-1]
         return [action_row(r) for r in rows]
 
     def last_action(self, incident_id: int) -> RemediationAction | None:

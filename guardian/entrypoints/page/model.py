@@ -151,7 +151,7 @@ class PageReader:
                 }
             )
         data.incidents_hidden = max(0, len(open_incidents) - MAX_INCIDENTS)
-        actions = op.store.actions(op.host, None, now - ACTIONS_SINCE)[-MAX_ACTIONS:]
+        actions = op.store.actions(op.host, None, now - ACTIONS_SINCE, limit=MAX_ACTIONS)
         for a in reversed(actions):
             view = action_view(a)
             if not with_output:
