@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -67,6 +67,7 @@ class DeliveryWorker:
         settings: WorkerSettings,
         redact: Redactor | None = None,
         routing: Routing | None = None,
+        on_dead_letter: Callable[[], None] = lambda: None,
     ) -> None:
         self.outbox = outbox
         self.channels = list(channels)
@@ -77,6 +78,8 @@ class DeliveryWorker:
         self.metrics = metrics
         self.settings = settings
         self.redact = redact or Redactor()
+        # Called once a send's rows are recorded as dead letters: the status page lists them.
+        self.on_dead_letter = on_dead_letter
         self._next_send: dict[str, datetime] = {}
         self._next_reminder: datetime | None = None
         self._depth = 0
@@ -171,6 +174,7 @@ class DeliveryWorker:
             self.metrics.notification_sent(channel.name, _outcome(result, nxt.state))
         self._log(channel, rows, result, nxt.state, nxt.at, reason)
         if nxt.state is RowState.DEAD:
+            self.on_dead_letter()
             self._failing(channel, reason, done)
         elif nxt.state is RowState.DELIVERED:
             self._delivering(channel)

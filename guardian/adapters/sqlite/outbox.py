@@ -174,9 +174,13 @@ class SqliteOutbox:
         )
         return int(rows[0][0])
 
-    def dead_letters(self) -> list[dict[str, Any]]:
-        """Deliveries given up on (permanent failure or retries exhausted), oldest first."""
-        return [dict(r) for r in self.db.query("SELECT * FROM dead_letters ORDER BY id")]
+    def dead_letters(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Deliveries given up on (permanent failure or retries exhausted), oldest first; with
+        `limit`, only the newest `limit` of them (the store may hold any number)."""
+        if limit is None:
+            return [dict(r) for r in self.db.query("SELECT * FROM dead_letters ORDER BY id")]
+        rows = self.db.query("SELECT * FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))
+        return [dict(r) for r in reversed(rows)]
 
     def incident(self, incident_id: int) -> Incident | None:
         """The incident as stored now (a channel asks whether it is still open)."""

@@ -94,14 +94,20 @@ def _row(c: ContainerStatus) -> dict[str, Any]:
     }
 
 
+def no_dead_letters(limit: int) -> list[dict[str, Any]]:
+    """The dead letters of a Guardian without an outbox."""
+    return []
+
+
 class PageReader:
-    """Reads the page's data; `dead_letters` lists the outbox's (newest last)."""
+    """Reads the page's data; `dead_letters(limit)` lists the outbox's newest `limit` (oldest
+    first), so the page reads no more of them than it shows."""
 
     def __init__(
         self,
         healer: Healer,
         operator: Operator,
-        dead_letters: Callable[[], list[dict[str, Any]]] = list,
+        dead_letters: Callable[[int], list[dict[str, Any]]] = no_dead_letters,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.healer = healer
@@ -157,7 +163,7 @@ class PageReader:
             if not with_output:
                 view["detail"] = None
             data.actions.append(view)
-        for row in self.dead_letters()[-MAX_DEAD_LETTERS:]:
+        for row in self.dead_letters(MAX_DEAD_LETTERS):
             data.dead_letters.append(
                 {
                     "id": row.get("id"),

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from guardian.entrypoints.http_server import Routes
 from guardian.entrypoints.page.handler import StatusPage
-from guardian.entrypoints.page.model import PageReader
+from guardian.entrypoints.page.model import PageReader, no_dead_letters
 from guardian.entrypoints.page.sessions import Sessions
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def mount_page(routes: Routes, app: App) -> StatusPage:
     settings = app.settings
     outbox = app.delivery.outbox if app.delivery is not None else None
-    dead: Any = getattr(outbox, "dead_letters", None) or list
+    dead: Any = getattr(outbox, "dead_letters", None) or no_dead_letters
     page = StatusPage(
         PageReader(app.healer, app.operator, dead),
         app.operator,
