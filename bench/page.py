@@ -43,7 +43,7 @@ def fake_page(tmp: Path, containers: int, public: bool = False) -> tuple[Any, An
     g.healer.sweep()  # opens incidents and restarts the unhealthy tenth
     sessions = Sessions("bench-token", 3600)
     page = StatusPage(
-        PageReader(g.healer, g.app.operator),
+        PageReader(g.healer, g.app.operator, g.app.changes),
         g.app.operator,
         sessions,
         g.app.changes,

@@ -44,7 +44,7 @@ def main() -> int:
         g.healer.sweep()  # held back by the cooldown
         g.app.operator.silence("queue", timedelta(hours=2), "broker upgrade", "alice")
         page = StatusPage(
-            PageReader(g.healer, g.app.operator),
+            PageReader(g.healer, g.app.operator, g.app.changes),
             g.app.operator,
             Sessions(TOKEN, 3600),
             g.app.changes,

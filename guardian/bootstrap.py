@@ -407,7 +407,7 @@ def build_daemon(
         app.delivery = build_delivery(
             settings, sqlite, app.clock, app.metrics, app.healer.ctx.settings.host, env
         )
-        app.delivery.on_dead_letter = app.changes.wrote  # the status page lists dead letters
+        app.delivery.on_dead_letter = app.changes.delivery_ended  # the page lists dead letters
         app.api_token = load_token(settings, env)
         app.heartbeat = build_heartbeat(settings, app.metrics, env)
     except ConfigError:

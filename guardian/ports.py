@@ -5,7 +5,7 @@ tests/fakes.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -81,10 +81,13 @@ class Engine(Protocol):
     def identity(self) -> EngineIdentity:
         """Which engine answers (asked once per connection); raises EngineUnavailable."""
 
-    def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+    def list_containers(
+        self, label: str, scope: str = "", names: Collection[str] = ()
+    ) -> list[ContainerSnapshot]:
         """Containers carrying `label` ("all": every container) and matching the `scope` label
         selector ("key" or "key=value"; empty: no restriction), with their health when the
-        engine knows it: ONE request on Docker, one more per health state on Podman."""
+        engine knows it: ONE request on Docker, one more per health state on Podman. `names`:
+        only the containers of these names (the engine selects them)."""
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The full snapshot of one container; None when it no longer exists."""

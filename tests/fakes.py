@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -112,11 +112,15 @@ class FakeEngine:
         self._check()
         return EngineIdentity(self.kind, "0.0-fake", "1.41")
 
-    def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+    def list_containers(
+        self, label: str, scope: str = "", names: Collection[str] = ()
+    ) -> list[ContainerSnapshot]:
         self._check()
         self.list_calls += 1
         out = []
         for c in self.containers.values():
+            if names and c.name not in names:
+                continue
             if (label == "all" or label in c.labels) and in_scope(c.labels, scope):
                 # As Docker's list: HostConfig.NetworkMode only, no PidMode or IpcMode.
                 network = tuple(n for n in c.namespaces if n[0] == "network")

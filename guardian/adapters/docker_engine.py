@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -174,11 +174,18 @@ class DockerEngine:
             raise EngineUnavailable(f"docker engine at {self.shown_url} went away")
         return known
 
-    def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+    def list_containers(
+        self, label: str, scope: str = "", names: Collection[str] = ()
+    ) -> list[ContainerSnapshot]:
         # Docker and Podman AND label filters, so the engine does the selecting.
         selectors = [s for s in (None if label == ALL else label, scope) if s]
         filters: dict[str, Any] = {"label": selectors} if selectors else {}
+        if names:
+            # The engine's name filter matches a pattern (web matches web-2): exact names below.
+            filters["name"] = sorted(names)
         snaps = [summary_snapshot(item) for item in self._list(filters)]
+        if names:
+            snaps = [s for s in snaps if s.name in names]
         if self.identity().kind == "podman":
             # One filtered list per health state: the same endpoint (and socket-proxy rule) as
             # the list itself, so an unhealthy container is a candidate as on Docker.

@@ -1,7 +1,8 @@
 """ResilientStore: keeps healing going when the store cannot be written (disk full, I/O error).
 
-Reads go straight to the wrapped store; every write that lands is announced (`announce`: the
-status page's live stream follows the store through it). A failed write is logged and counted
+Reads go straight to the wrapped store; every write that lands is announced with the container
+and incident it is about (`announce`: the status page's live stream follows the store through
+it; None: it could be about anything). A failed write is logged and counted
 (guardian_store_errors_total) instead of stopping the loop; restart intents that could not be
 written are kept in memory, still count against the restart budget (restart_times), and are
 written as soon as the store accepts writes again. Given a clock, this run's restart requests
@@ -36,6 +37,9 @@ from guardian.ports import Clock, Metrics, Store, StoreError
 
 log = logging.getLogger("guardian.store")
 
+Announce = Callable[[str | None, int | None], None]  # (container, incident)
+MAX_ABOUT = 10_000  # the latest actions whose container is remembered for their outcomes
+
 
 class ResilientStore:
     """The Store port over another Store; write failures degrade to "healing without a record"."""
@@ -45,7 +49,7 @@ class ResilientStore:
         inner: Store,
         metrics: Metrics,
         clock: Clock | None = None,
-        announce: Callable[[], None] = lambda: None,
+        announce: Announce = lambda container, incident: None,
     ) -> None:
         self.inner = inner
         self.metrics = metrics
@@ -55,6 +59,8 @@ class ResilientStore:
         self._next_id = -1
         # Actions not yet written, by their temporary (negative) id, in order.
         self._unwritten: dict[int, RemediationAction] = {}
+        # What an action awaiting its outcome is about, by id: record_outcome is told its id only.
+        self._about: dict[int, tuple[str, int | None]] = {}
         self.failing = False
 
     @property
@@ -74,9 +80,9 @@ class ResilientStore:
             log.warning("store write failed", extra=kv(op=op, reason=str(exc)))
         self.failing = True
 
-    def _recovered(self) -> None:
-        """A write landed."""
-        self.announce()
+    def _recovered(self, container: str | None = None, incident: int | None = None) -> None:
+        """A write about `container` landed (None: maybe about anything, e.g. a flush)."""
+        self.announce(container, incident)
         if self.failing:
             self.failing = False
             log.info("store writable again; recording resumed")
@@ -112,7 +118,7 @@ class ResilientStore:
             except StoreError as exc:
                 self._failed("save_incident", exc)
                 return change.incident
-        self._recovered()
+        self._recovered(saved.container, saved.id)
         return saved
 
     def record_intent(
@@ -126,13 +132,21 @@ class ResilientStore:
             )
         with self._lock:
             if not self._flush():
-                return self._keep(action)
+                return self._remember(self._keep(action), action)
             try:
                 action_id = self.inner.record_intent(action, notifications)
             except StoreError as exc:
                 self._failed("record_intent", exc)
-                return self._keep(action)
-        self._recovered()
+                return self._remember(self._keep(action), action)
+            self._remember(action_id, action)
+        self._recovered(action.container, action.incident_id)
+        return action_id
+
+    def _remember(self, action_id: int, action: RemediationAction) -> int:
+        if action.outcome is None:
+            self._about[action_id] = (action.container, action.incident_id)
+            if len(self._about) > MAX_ABOUT:  # the oldest one's outcome: about anything
+                del self._about[next(iter(self._about))]
         return action_id
 
     def record_outcome(
@@ -144,6 +158,8 @@ class ResilientStore:
         notifications: Sequence[Notification] = (),
     ) -> None:
         with self._lock:
+            # An action's outcome may be written more than once (returned, then verified).
+            container, incident = self._about.get(action_id, (None, None))
             if action_id in self._unwritten:
                 self._unwritten[action_id] = replace(
                     self._unwritten[action_id],
@@ -159,7 +175,7 @@ class ResilientStore:
             except StoreError as exc:
                 self._failed("record_outcome", exc)
                 return
-        self._recovered()
+        self._recovered(container, incident)
 
     def withdraw_unsent(self, host: str) -> int:
         try:
@@ -178,7 +194,7 @@ class ResilientStore:
         except StoreError as exc:
             self._failed("record_reset", exc)
             return
-        self._recovered()
+        self._recovered(container)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -258,17 +274,17 @@ class ResilientStore:
         notifications: Sequence[Notification] = (),
     ) -> Incident | None:
         saved = self.inner.save_state_change(change, expected, notifications)
-        self.announce()
+        self.announce(change.incident.container, change.incident.id)
         return saved
 
     def add_silence(self, silence: Silence) -> Silence:
         added = self.inner.add_silence(silence)
-        self.announce()
+        self.announce(silence.container, None)
         return added
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
         ended = self.inner.end_silence(host, container, by, at)
-        self.announce()
+        self.announce(container, None)
         return ended
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
@@ -282,7 +298,7 @@ class ResilientStore:
         self, approval: Approval, notifications: Sequence[Notification] = ()
     ) -> Approval:
         added = self.inner.add_approval(approval, notifications)
-        self.announce()
+        self.announce(approval.container, approval.incident_id)
         return added
 
     def approvals(self, incident_id: int) -> list[Approval]:
@@ -293,7 +309,7 @@ class ResilientStore:
 
     def use_approval(self, approval_id: int, at: datetime) -> bool:
         used = self.inner.use_approval(approval_id, at)
-        self.announce()
+        self.announce(None, None)
         return used
 
     def unused_approvals(self, host: str, now: datetime) -> list[Approval]:

@@ -1,43 +1,122 @@
 """Changes: a version that goes up whenever something a person would see changed (an incident,
 an action, a silence, a container's state, the engine's reachability), and a condition to wait
 on it. The status page's live stream waits here; nobody waiting costs nothing.
+
+Each change names what it concerns when it can (the container an engine event is about, the
+container and incident a store write is about), so a reader brings up to date only that
+(`since`); a change that names nothing means "read everything again".
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import EngineEvent
 
-# The engine events that change what a container's row shows (state or health).
-_SHOWN = frozenset({"health_status", "die", "start", "stop", "kill", "oom", "pause", "unpause"})
+# The engine events that change what a container's row shows (state or health, or its
+# presence). A missed one is caught by the next sweep (listed).
+_SHOWN = frozenset(
+    {"health_status", "die", "start", "stop", "kill", "oom", "pause", "unpause", "destroy"}
+)
+LOG = 512  # changes remembered for since(); a reader further behind reads everything
+
+
+@dataclass(frozen=True)
+class Since:
+    """What changed after a version. None where anything may have changed (read it all)."""
+
+    engine: frozenset[str] | None  # containers whose state or health the engine changed
+    store: frozenset[str] | None  # containers whose records changed (incident, action, silence)
+    incidents: frozenset[int] | None  # incidents whose timeline changed
+    wrote: bool  # anything in the store
+
+    @property
+    def everything(self) -> bool:
+        return self.engine is None or self.store is None
+
+
+NOTHING = Since(frozenset(), frozenset(), frozenset(), False)
+EVERYTHING = Since(None, None, None, True)
+
+
+@dataclass(frozen=True)
+class _Change:
+    version: int
+    engine: frozenset[str] | None
+    store: frozenset[str] | None
+    incident: int | None
+    wrote: bool
 
 
 class Changes:
-    """A version counter and a condition; `changed()` from any thread, `wait()` from readers."""
+    """A version counter and a condition; changes from any thread, `wait()` from readers."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self.version = 0
-        self.written = 0  # the version of the last change the store saw (see wrote())
         self.closed = False
-        self._seen: frozenset[tuple[str, str, str]] = frozenset()
+        self._log: deque[_Change] = deque(maxlen=LOG)
+        self._seen: dict[str, tuple[str, str, str]] = {}
         self._engine_up: bool | None = None
 
-    def changed(self) -> None:
-        """Something a person sees changed outside the store (a container's state or health)."""
+    def changed(self, containers: Iterable[str] | None = None) -> None:
+        """Something a person sees changed outside the store: these containers' state or
+        health (None: anything, e.g. the engine came back)."""
+        names = None if containers is None else frozenset(containers)
+        self._add(names, frozenset(), None, wrote=False)
+
+    def wrote(self, container: str | None = None, incident: int | None = None) -> None:
+        """A write landed in the store: about `container` (and the timeline of `incident`, if
+        any); None: about anything."""
+        store = None if container is None else frozenset((container,))
+        self._add(frozenset(), store, incident, wrote=True)
+
+    def delivery_ended(self) -> None:
+        """A notification's delivery was given up (a dead letter): about no container."""
+        self._add(frozenset(), frozenset(), None, wrote=True)
+
+    def _add(
+        self,
+        engine: frozenset[str] | None,
+        store: frozenset[str] | None,
+        incident: int | None,
+        wrote: bool,
+    ) -> None:
         with self._cond:
             self.version += 1
+            self._log.append(_Change(self.version, engine, store, incident, wrote))
             self._cond.notify_all()
 
-    def wrote(self) -> None:
-        """A write landed in the store (an incident, an action, a silence)."""
+    def since(self, version: int) -> tuple[int, Since]:
+        """(the version now, what changed after `version`): EVERYTHING when the log no longer
+        reaches back."""
         with self._cond:
-            self.version += 1
-            self.written = self.version
-            self._cond.notify_all()
+            return self.version, self._since(version)
+
+    def _since(self, version: int) -> Since:
+        if version >= self.version:
+            return NOTHING
+        if not self._log or self._log[0].version > version + 1:
+            return EVERYTHING
+        engine: set[str] = set()
+        store: set[str] = set()
+        incidents: set[int] = set()
+        wrote = False
+        for c in reversed(self._log):
+            if c.version <= version:
+                break
+            if c.engine is None or c.store is None:
+                return EVERYTHING
+            engine |= c.engine
+            store |= c.store
+            wrote = wrote or c.wrote
+            if c.incident is not None:
+                incidents.add(c.incident)
+        return Since(frozenset(engine), frozenset(store), frozenset(incidents), wrote)
 
     def wait(self, after: int, timeout: float) -> int:
         """The version once it passes `after`, or when `timeout` seconds or close() came first."""
@@ -55,14 +134,16 @@ class Changes:
 
     def on_event(self, event: EngineEvent) -> None:
         if event.action.split(":")[0] in _SHOWN:
-            self.changed()
+            self.changed((event.container_name,) if event.container_name else None)
 
     def listed(self, watched: Sequence[ContainerSnapshot]) -> None:
-        """A sweep's containers: a change only when a state or health differs from the last."""
-        seen = frozenset((c.name, c.state, c.health or "") for c in watched)
-        if seen != self._seen:
-            self._seen = seen
-            self.changed()
+        """A sweep's containers: a change naming those whose id, state or health differs from
+        the last sweep, or that came or went."""
+        seen = {c.name: (c.id, c.state, c.health or "") for c in watched}
+        differ = [n for n in seen.keys() | self._seen.keys() if seen.get(n) != self._seen.get(n)]
+        self._seen = seen
+        if differ:
+            self.changed(differ)
 
     def engine_state(self, up: bool, _error: str) -> None:
         if up != self._engine_up:

@@ -8,6 +8,7 @@ core.policy.decide(), every incident change through core.incidents. It is driven
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
@@ -47,10 +48,13 @@ class Healer:
 
     # -- observe ----------------------------------------------------------------------------
 
-    def watched(self) -> tuple[list[ContainerSnapshot], list[ContainerSnapshot]]:
-        """(every container listed, the watched ones): ONE list request, scoped server-side."""
+    def watched(
+        self, names: Collection[str] = ()
+    ) -> tuple[list[ContainerSnapshot], list[ContainerSnapshot]]:
+        """(every container listed, the watched ones): ONE list request, scoped server-side;
+        `names`: of these containers only."""
         s = self.ctx.settings
-        listed = self.ctx.engine.list_containers(s.watch_label, s.scope)
+        listed = self.ctx.engine.list_containers(s.watch_label, s.scope, names)
         return listed, [c for c in listed if s.watches(c.labels)]
 
     def engine_state(self, up: bool, error: str = "") -> None:
@@ -86,13 +90,20 @@ class Healer:
         container's notify label heeded."""
         return self._judged(snap, source, detected_at, observe=True)
 
-    def look(self, snap: ContainerSnapshot) -> Assessment:
+    def look(self, snap: ContainerSnapshot, known: ContainerSnapshot | None = None) -> Assessment:
         """Judge and decide as assess() does, changing nothing in the loop's state (no crash
-        loop observation or log fetch, no muting): `guardian status` and the API's reads."""
-        return self._judged(snap, "status", None, observe=False)
+        loop observation or log fetch, no muting): `guardian status` and the API's reads.
+        `known`: the inspect of this very listing already made (the status page's rows
+        between changes the engine announces), used instead of asking again."""
+        return self._judged(snap, "status", None, observe=False, known=known)
 
     def _judged(
-        self, snap: ContainerSnapshot, source: str, detected_at: datetime | None, observe: bool
+        self,
+        snap: ContainerSnapshot,
+        source: str,
+        detected_at: datetime | None,
+        observe: bool,
+        known: ContainerSnapshot | None = None,
     ) -> Assessment:
         ctx = self.ctx
         rules_of = ctx.rules.observed if observe else ctx.rules.of
@@ -106,7 +117,7 @@ class Healer:
                 # restart's own. Neither a problem nor a recovery; its verification judges it.
                 result = skip(snap, ctx.clock.now(), "restart_in_flight", source)
                 return Assessment(snap, rules_of(snap), result)
-            full = ctx.engine.inspect(snap.id)
+            full = known if known is not None else ctx.engine.inspect(snap.id)
             snap = full if full is not None else snap
         rules = rules_of(snap)
         now = ctx.clock.now()

@@ -1,5 +1,6 @@
 """What `guardian status` and `GET /api/v1/containers` show: the watched containers, their
-open incidents and what decide() says right now.
+open incidents and what decide() says right now; and the same answer kept current for the
+status page (Statuses).
 
 The containers are the sweep's own (Healer.watched: the one "watched" predicate), and the next
 allowed restart comes from the real decision point, never from a copy of its rules. A read:
@@ -8,11 +9,16 @@ nothing here changes the loop's state (Healer.look).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from guardian.core.model import Decision, Incident, Silence
+from guardian.core.model import ContainerSnapshot, Decision, Incident, Silence
+from guardian.service.changes import Changes, Since
 from guardian.service.healer import Healer
+
+FULL_READ_AFTER = 60.0  # seconds: a kept answer is read whole again at least this often
 
 
 @dataclass(frozen=True)
@@ -27,41 +33,141 @@ class ContainerStatus:
     silence: Silence | None
     decision: Decision | None = None  # what decide() said (attempts used of max_attempts)
 
+    @property
+    def moves(self) -> bool:
+        """Whether the answer may change with no news about this container: a problem's
+        decision follows the clock and the host's budget, a hold or a silence ends."""
+        return (
+            self.decision is not None
+            or self.held_back is not None
+            or self.restart_now
+            or self.silence is not None
+        )
+
 
 def container_status(healer: Healer) -> list[ContainerStatus]:
     """Raises EngineUnavailable when the engine does not answer."""
-    ctx = healer.ctx
-    host = ctx.settings.host
-    _, watched = healer.watched()
-    open_by_name: dict[str, list[Incident]] = {}
-    for i in ctx.store.open_incidents(host):
-        open_by_name.setdefault(i.container, []).append(i)
-    now = ctx.clock.now()
-    # One query for every silence in force, not one per container (the status page reads
-    # this on every change it shows).
-    silenced = {s.container: s for s in ctx.store.silences(host, now)}
-    out = []
-    for snap in sorted(watched, key=lambda s: s.name):
-        # Judged as the sweep judges it, changing nothing: a healthy or skipped container has
-        # no next restart; a held-back one says why (report-only, verifying, cooldown, ...).
-        a = healer.look(snap)
-        decision = a.decision
-        held_back = None
-        if a.result.skipped is not None:
-            held_back = f"skipped: {a.result.skipped}"
-        elif decision is not None and not decision.restart:
-            held_back = str(decision.reason)
-        out.append(
-            ContainerStatus(
+    return _Read(healer).whole().statuses()
+
+
+class _Read:
+    """One answer: each watched container's listing, its judged status and the inspect that
+    judging made (kept for the next read, see Statuses)."""
+
+    def __init__(self, healer: Healer) -> None:
+        self.healer = healer
+        self.listed: dict[str, ContainerSnapshot] = {}
+        self.inspected: dict[str, ContainerSnapshot] = {}
+        self.rows: dict[str, ContainerStatus] = {}
+        self.incidents: dict[str, tuple[Incident, ...]] = {}
+        self.silences: dict[str, Silence] = {}
+
+    def whole(self) -> _Read:
+        _, watched = self.healer.watched()
+        self.listed = {s.name: s for s in watched}
+        self.read_store()
+        self.judge(self.listed)
+        return self
+
+    def read_store(self) -> None:
+        ctx = self.healer.ctx
+        host = ctx.settings.host
+        by_name: dict[str, list[Incident]] = {}
+        for i in ctx.store.open_incidents(host):
+            by_name.setdefault(i.container, []).append(i)
+        self.incidents = {name: tuple(found) for name, found in by_name.items()}
+        # One query for every silence in force, not one per container.
+        self.silences = {s.container: s for s in ctx.store.silences(host, ctx.clock.now())}
+
+    def judge(self, names: Iterable[str]) -> None:
+        for name in names:
+            snap = self.listed[name]
+            # Judged as the sweep judges it, changing nothing: a healthy or skipped container
+            # has no next restart; a held-back one says why (report-only, verifying, cooldown).
+            a = self.healer.look(snap, self.inspected.get(name))
+            if a.snapshot.inspected and not snap.inspected:
+                self.inspected[name] = a.snapshot
+            decision = a.decision
+            held_back = None
+            if a.result.skipped is not None:
+                held_back = f"skipped: {a.result.skipped}"
+            elif decision is not None and not decision.restart:
+                held_back = str(decision.reason)
+            self.rows[name] = ContainerStatus(
                 snap.name,
                 snap.state,
                 snap.health,
-                tuple(open_by_name.get(snap.name, [])),
+                self.incidents.get(name, ()),
                 decision is not None and decision.restart,
                 decision.retry_at if decision is not None else None,
                 held_back,
-                silenced.get(snap.name),
+                self.silences.get(name),
                 decision,
             )
-        )
-    return out
+
+    def relist(self, names: Collection[str]) -> None:
+        """These containers' listings again (one request): gone or no longer watched ones
+        leave, new ones come; the inspects made of their last listings no longer hold."""
+        _, watched = self.healer.watched(names)
+        for name in names:
+            self.listed.pop(name, None)
+            self.inspected.pop(name, None)
+            self.rows.pop(name, None)
+        self.listed.update((s.name, s) for s in watched)
+
+    def statuses(self) -> list[ContainerStatus]:
+        return [self.rows[name] for name in sorted(self.rows)]
+
+
+class Statuses:
+    """container_status() kept current for a reader that asks after every change (the status
+    page, whose every open page waits on Changes): the engine is asked again only about the
+    containers a change names (one filtered list), and judged again are only those, the ones
+    the store wrote about and the ones whose answer moves on its own (ContainerStatus.moves).
+    A change that names nothing, or the first read, or one FULL_READ_AFTER the last whole
+    read, reads everything, as container_status() does. Safe to call from any thread."""
+
+    def __init__(self, healer: Healer, changes: Changes) -> None:
+        self.healer = healer
+        self.changes = changes
+        self._lock = threading.Lock()
+        self._read: _Read | None = None
+        self._version = 0
+        self._whole_at = 0.0
+        self.whole_reads = 0  # how many reads were whole (the others brought one up to date)
+
+    def read(self) -> list[ContainerStatus]:
+        """The answer as of now. Raises EngineUnavailable (the next read is whole)."""
+        with self._lock:
+            version, since = self.changes.since(self._version)
+            monotonic = self.healer.ctx.clock.monotonic()
+            last = self._read
+            self._read = None  # until this read completes: a failed one is not kept
+            if last is None or since.everything or monotonic - self._whole_at > FULL_READ_AFTER:
+                last = _Read(self.healer).whole()
+                self._whole_at = monotonic
+                self.whole_reads += 1
+            else:
+                self._bring_up_to_date(last, since)
+            self._read, self._version = last, version
+            return last.statuses()
+
+    @staticmethod
+    def _bring_up_to_date(r: _Read, since: Since) -> None:
+        assert since.engine is not None and since.store is not None
+        if since.engine:
+            r.relist(since.engine)
+        kept_incidents, kept_silences = r.incidents, r.silences
+        if since.wrote or any(s.until <= r.healer.ctx.clock.now() for s in kept_silences.values()):
+            r.read_store()
+        again = {
+            name
+            for name in r.listed
+            if name in since.engine
+            or name in since.store
+            or name not in r.rows
+            or r.rows[name].moves
+            or r.incidents.get(name, ()) != kept_incidents.get(name, ())
+            or r.silences.get(name) != kept_silences.get(name)
+        }
+        r.judge(again)

@@ -27,7 +27,7 @@ def server(tmp_path: Path) -> Iterator[tuple[HttpServer, str]]:
     g = make_app(tmp_path)
     g.engine.add("web")
     page = StatusPage(
-        PageReader(g.healer, g.app.operator),
+        PageReader(g.healer, g.app.operator, g.app.changes),
         g.app.operator,
         Sessions("token", 3600),
         g.app.changes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,10 +79,12 @@ class GatedEngine(FakeEngine):
     gate: threading.Event = field(default_factory=threading.Event)
     waiting: int = 0
 
-    def list_containers(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+    def list_containers(
+        self, label: str, scope: str = "", names: Collection[str] = ()
+    ) -> list[ContainerSnapshot]:
         self.waiting += 1
         self.gate.wait()
-        return super().list_containers(label, scope)
+        return super().list_containers(label, scope, names)
 
 
 def test_watchdog_pings_stop_while_the_sweep_is_stalled_and_resume_after(tmp_path: Path):

@@ -74,7 +74,7 @@ def test_the_page_asks_the_outbox_for_no_more_dead_letters_than_it_shows(t: Test
             raise AssertionError(f"asked for {limit} dead letters")
         return outbox.dead_letters(limit)
 
-    reader = PageReader(t.healer, t.app.operator, bounded)
+    reader = PageReader(t.healer, t.app.operator, t.app.changes, bounded)
     newest = [r["id"] for r in outbox.dead_letters()][-MAX_DEAD_LETTERS:]
     assert [d["id"] for d in reader.read(True).dead_letters] == newest
 

@@ -41,7 +41,7 @@ def g(tmp_path: Path) -> TestApp:
 def page_of(g: TestApp, *, public: bool = False, streams: int = 2, now: Clock | None = None):
     sessions = Sessions(TOKEN, 3600, now or Clock())
     page = StatusPage(
-        PageReader(g.healer, g.app.operator),
+        PageReader(g.healer, g.app.operator, g.app.changes),
         g.app.operator,
         sessions,
         g.app.changes,

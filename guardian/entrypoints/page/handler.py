@@ -72,7 +72,7 @@ class StatusPage:
         self.renderer = Renderer()
         self.feed = Feed(changes, self._read_parts, max_streams)
         self._lock = threading.Lock()
-        self._read_cache: dict[bool, tuple[int, int, float, PageData]] = {}
+        self._read_cache: dict[bool, tuple[int, float, PageData]] = {}
         self._static = {
             name: resources.files("guardian.entrypoints.page").joinpath("static", name).read_bytes()
             for name in STATIC
@@ -234,24 +234,19 @@ class StatusPage:
         return False if self.public_reads else None
 
     def _data(self, signed: bool) -> PageData:
-        """What the page shows, read again only after a change (or READ_MAX_AGE): any number
-        of reloads and streams cost one read per change; a change outside the store (a
-        container's state) reads the containers only."""
-        changes = self.feed.changes
-        version, written = changes.version, changes.written
+        """What the page shows, read again only after a change (or READ_MAX_AGE, for what the
+        clock alone moves): any number of reloads and streams cost one read per change, and
+        that read reads what the change was about (PageReader)."""
+        version = self.feed.changes.version
         with self._lock:
             cached = self._read_cache.get(signed)
-        unwritten = None
         if cached is not None:
-            at_version, at_written, read_at, data = cached
-            fresh = time.monotonic() - read_at < READ_MAX_AGE
-            if at_version == version and fresh:
+            at_version, read_at, data = cached
+            if at_version == version and time.monotonic() - read_at < READ_MAX_AGE:
                 return data
-            if at_written == written and fresh:
-                unwritten = data
-        data = self.reader.read(signed, unwritten)
+        data = self.reader.read(signed)
         with self._lock:
-            self._read_cache[signed] = (version, written, time.monotonic(), data)
+            self._read_cache[signed] = (version, time.monotonic(), data)
         return data
 
     def _read_parts(self, signed: bool) -> tuple[str, Parts]:

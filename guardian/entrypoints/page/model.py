@@ -5,6 +5,7 @@ timelines, recent actions and dead letters. Plain values for the templates.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,12 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from guardian import __version__
-from guardian.core.model import Verdict
+from guardian.core.model import Incident, Verdict
 from guardian.entrypoints.views import action_view, incident_view, text, timeline_view, when
 from guardian.ports import EngineUnavailable
+from guardian.service.changes import Changes
 from guardian.service.healer import Healer
 from guardian.service.operator import Operator
-from guardian.service.status import ContainerStatus, container_status
+from guardian.service.status import ContainerStatus, Statuses
 
 MAX_INCIDENTS = 100  # open incidents shown with their timelines
 MAX_TIMELINE = 50  # the latest entries of each timeline
@@ -99,91 +101,164 @@ def no_dead_letters(limit: int) -> list[dict[str, Any]]:
     return []
 
 
+@dataclass
+class _StoreParts:
+    """What the page shows from the store, for one audience, as of a version of Changes."""
+
+    version: int
+    incidents: list[dict[str, Any]]
+    incidents_hidden: int
+    actions: list[dict[str, Any]]
+    dead_letters: list[dict[str, Any]]
+    silences: list[dict[str, Any]]
+    silences_end: datetime | None  # the first shown silence to end: then they are read again
+    timelines: dict[int, dict[str, Any]]  # an incident's timeline and approval, by its id
+
+
 class PageReader:
-    """Reads the page's data; `dead_letters(limit)` lists the outbox's newest `limit` (oldest
-    first), so the page reads no more of them than it shows."""
+    """Reads the page's data after each change, as little as the change needs (Changes names
+    what it is about): the containers through Statuses (container_status() kept current), the
+    store's parts only after a write, and of the incidents' timelines only those a write
+    named. `dead_letters(limit)` lists the outbox's newest `limit` (oldest first), so the page
+    reads no more of them than it shows."""
 
     def __init__(
         self,
         healer: Healer,
         operator: Operator,
+        changes: Changes,
         dead_letters: Callable[[int], list[dict[str, Any]]] = no_dead_letters,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.healer = healer
         self.op = operator
+        self.changes = changes
+        self.statuses = Statuses(healer, changes)
         self.dead_letters = dead_letters
         self.monotonic = monotonic
         self.started = monotonic()
+        self._lock = threading.Lock()
+        self._rows: dict[str, tuple[ContainerStatus, dict[str, Any]]] = {}
+        self._store: dict[bool, _StoreParts] = {}
 
-    def read(self, with_output: bool, unwritten: PageData | None = None) -> PageData:
+    def read(self, with_output: bool) -> PageData:
         """Everything the page shows. `with_output` False: nothing a container printed (health
-        output, log tails) is included, for readers who have not signed in. `unwritten`: a
-        read since which the store has not changed; its incidents, actions, silences and dead
-        letters are kept (the very lists), only the containers are read again."""
+        output, log tails) is included, for readers who have not signed in. The lists of a part
+        that did not change are the very lists of the last read (the renderer keeps their
+        HTML)."""
         op, now = self.op, self.op.clock.now()
         data = PageData(op.host, now, __version__, self._uptime(), None)
         try:
-            statuses = container_status(self.healer)
+            statuses = self.statuses.read()
         except EngineUnavailable as exc:
             statuses, data.engine_error = [], str(exc)
-        data.rows = [_row(c) for c in statuses]
-        if unwritten is not None:
-            data.incidents, data.incidents_hidden = unwritten.incidents, unwritten.incidents_hidden
-            data.actions, data.dead_letters = unwritten.actions, unwritten.dead_letters
-            data.silences = unwritten.silences
-        else:
-            self._read_store(data, with_output, now)
+        data.rows = self._rows_of(statuses)
+        with self._lock:
+            parts = self._store_parts(with_output, now)
+        data.incidents, data.incidents_hidden = parts.incidents, parts.incidents_hidden
+        data.actions, data.dead_letters = parts.actions, parts.dead_letters
+        data.silences = parts.silences
         data.summary = self._summary(data, statuses)
         return data
 
-    def _read_store(self, data: PageData, with_output: bool, now: datetime) -> None:
+    def _rows_of(self, statuses: list[ContainerStatus]) -> list[dict[str, Any]]:
+        """A row per status; the same row as last time for a status not judged again."""
+        with self._lock:
+            kept, rows = self._rows, {}
+            for c in statuses:
+                last = kept.get(c.name)
+                rows[c.name] = last if last is not None and last[0] is c else (c, _row(c))
+            self._rows = rows
+        return [row for _, row in rows.values()]
+
+    def _store_parts(self, with_output: bool, now: datetime) -> _StoreParts:
+        last = self._store.get(with_output)
+        version, since = self.changes.since(last.version if last is not None else 0)
+        ended = last is not None and last.silences_end is not None and last.silences_end <= now
+        if last is not None and not since.wrote and not ended:
+            last.version = version
+            return last
+        again = since.incidents if last is not None else None
+        parts = self._read_store(version, with_output, now, last, again)
+        self._store[with_output] = parts
+        return parts
+
+    def _read_store(
+        self,
+        version: int,
+        with_output: bool,
+        now: datetime,
+        last: _StoreParts | None,
+        again: frozenset[int] | None,
+    ) -> _StoreParts:
+        """The store's parts; the timelines of `last` are kept but for the incidents in
+        `again` (None: every one is read again)."""
         op = self.op
         open_incidents = [i for i in op.store.open_incidents(op.host) if i.is_open]
-        for incident in open_incidents[:MAX_INCIDENTS]:
+        shown = open_incidents[:MAX_INCIDENTS]
+        kept = last.timelines if last is not None and again is not None else {}
+        timelines = {}
+        incidents = []
+        for incident in shown:
+            assert incident.id is not None
+            story = kept.get(incident.id)
+            if story is None or (again is not None and incident.id in again):
+                story = self._story(incident, with_output)
+            timelines[incident.id] = story
             view = incident_view(incident)
-            timeline = timeline_view(op.timeline(incident))
             if not with_output:
                 view["detail"] = None
-                for entry in timeline:
-                    entry["detail"] = ""
-            data.incidents.append(
-                {
-                    **view,
-                    "opened": _human(incident.opened_at),
-                    "timeline": timeline[-MAX_TIMELINE:],
-                    "timeline_hidden": max(0, len(timeline) - MAX_TIMELINE),
-                    "awaiting_approval": op.awaiting_approval(incident),
-                }
-            )
-        data.incidents_hidden = max(0, len(open_incidents) - MAX_INCIDENTS)
-        actions = op.store.actions(op.host, None, now - ACTIONS_SINCE, limit=MAX_ACTIONS)
-        for a in reversed(actions):
+            incidents.append({**view, "opened": _human(incident.opened_at), **story})
+        actions = []
+        for a in reversed(op.store.actions(op.host, None, now - ACTIONS_SINCE, limit=MAX_ACTIONS)):
             view = action_view(a)
             if not with_output:
                 view["detail"] = None
-            data.actions.append(view)
-        for row in self.dead_letters(MAX_DEAD_LETTERS):
-            data.dead_letters.append(
-                {
-                    "id": row.get("id"),
-                    "channel": row.get("channel"),
-                    "kind": row.get("kind"),
-                    "incident": row.get("incident_id"),
-                    "attempts": row.get("attempts"),
-                    "error": text(row.get("last_error")) if with_output else None,
-                    "at": row.get("finished_at"),
-                }
-            )
-        data.silences = [
+            actions.append(view)
+        dead_letters = [
+            {
+                "id": row.get("id"),
+                "channel": row.get("channel"),
+                "kind": row.get("kind"),
+                "incident": row.get("incident_id"),
+                "attempts": row.get("attempts"),
+                "error": text(row.get("last_error")) if with_output else None,
+                "at": row.get("finished_at"),
+            }
+            for row in self.dead_letters(MAX_DEAD_LETTERS)
+        ]
+        in_force = op.store.silences(op.host, now)
+        silences = [
             {
                 "container": s.container,
                 "until": _human(s.until),
                 "reason": text(s.reason),
                 "by": s.created_by,
             }
-            for s in op.store.silences(op.host, now)
+            for s in in_force
         ]
+        return _StoreParts(
+            version,
+            incidents,
+            max(0, len(open_incidents) - MAX_INCIDENTS),
+            actions,
+            dead_letters,
+            silences,
+            min((s.until for s in in_force), default=None),
+            timelines,
+        )
+
+    def _story(self, incident: Incident, with_output: bool) -> dict[str, Any]:
+        """An incident's timeline (the latest MAX_TIMELINE entries) and whether it awaits a
+        person's approval."""
+        timeline = timeline_view(self.op.timeline(incident))
+        if not with_output:
+            for entry in timeline:
+                entry["detail"] = ""
+        return {
+            "timeline": timeline[-MAX_TIMELINE:],
+            "timeline_hidden": max(0, len(timeline) - MAX_TIMELINE),
+            "awaiting_approval": self.op.awaiting_approval(incident),
+        }
 
     def _summary(self, data: PageData, statuses: list[ContainerStatus]) -> dict[str, Any]:
         return {

@@ -18,7 +18,7 @@ def mount_page(routes: Routes, app: App) -> StatusPage:
     outbox = app.delivery.outbox if app.delivery is not None else None
     dead: Any = getattr(outbox, "dead_letters", None) or no_dead_letters
     page = StatusPage(
-        PageReader(app.healer, app.operator, dead),
+        PageReader(app.healer, app.operator, app.changes, dead),
         app.operator,
         Sessions(app.api_token, settings["page.session_ttl"].total_seconds()),
         app.changes,

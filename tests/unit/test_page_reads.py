@@ -1,0 +1,224 @@
+"""The status page reads after every change only what the change was about, and still shows
+exactly what a whole read shows (`guardian status`'s answer): containers a change names are
+listed again, the store's parts are read after a write, an incident's timeline after a write
+about it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from guardian.entrypoints.page.model import PageData, PageReader
+from guardian.ports import EngineEvent
+from guardian.service.changes import EVERYTHING, LOG, NOTHING, Changes, Since
+from guardian.service.status import FULL_READ_AFTER, Statuses, container_status
+from tests.app import TestApp, make_app
+
+WATCHED = {"guardian.enable": "true"}
+NAMES = ["api", "db", "web", "queue", "cache", "notify-only", "unwatched"]
+LABELS = {
+    "notify-only": {**WATCHED, "guardian.action": "notify"},
+    "unwatched": {},
+}
+
+
+def fleet(tmp: Path, **sections: Any) -> TestApp:
+    g = make_app(
+        tmp,
+        restart={"cooldown": "30s", "max_attempts": 2, "max_concurrent": 100},
+        storm={"min_containers": 1000},
+        **sections,
+    )
+    for name in NAMES:
+        g.engine.add(name, health="healthy", labels=LABELS.get(name, WATCHED))
+    g.healer.sweep()
+    return g
+
+
+def tell(g: TestApp, action: str, name: str) -> None:
+    """The engine's event for `name`, through the loop as the event listener hands it over."""
+    snap = next((c for c in g.engine.containers.values() if c.name == name), None)
+    cid, labels = (snap.id, snap.labels) if snap is not None else ("gone", WATCHED)
+    event = EngineEvent(action, cid, name, g.clock.now(), dict(labels))
+    if g.healer.on_event(event) and snap is not None:
+        g.healer.react(cid)
+
+
+def restarts_told(g: TestApp, seen: int) -> int:
+    """The start event of every restart the engine carried out since `seen`."""
+    names = {c.id: c.name for c in g.engine.containers.values()}
+    for cid in g.engine.restarts[seen:]:
+        if cid in names:
+            tell(g, "start", names[cid])
+    return len(g.engine.restarts)
+
+
+STEPS = st.one_of(
+    st.tuples(st.just("unhealthy"), st.sampled_from(NAMES)),
+    st.tuples(st.just("healthy"), st.sampled_from(NAMES)),
+    st.tuples(st.just("exit"), st.sampled_from(NAMES)),
+    st.tuples(st.just("silence"), st.sampled_from(NAMES)),
+    st.tuples(st.just("unsilence"), st.sampled_from(NAMES)),
+    st.tuples(st.just("remove"), st.sampled_from(NAMES)),
+    st.tuples(st.just("recreate"), st.sampled_from(NAMES)),
+    st.tuples(st.just("tick"), st.sampled_from([1, 10, 31, 50, 120, 700])),
+    st.tuples(st.just("sweep"), st.just("")),
+    st.tuples(st.just("verify"), st.just("")),
+)
+
+
+def step(g: TestApp, what: str, arg: Any) -> None:
+    present = {c.name for c in g.engine.containers.values()}
+    if what in ("unhealthy", "healthy") and arg in present:
+        g.engine.set(arg, health=what, state="running")
+        tell(g, "health_status", arg)
+    elif what == "exit" and arg in present:
+        g.engine.set(arg, state="exited", exit_code=1, finished_at=g.clock.now())
+        tell(g, "die", arg)
+    elif what == "silence":
+        g.app.operator.silence(arg, timedelta(seconds=45), "maintenance", "alice")
+    elif what == "unsilence" and g.store.active_silence(g.host, arg, g.clock.now()):
+        g.app.operator.unsilence(arg, "alice")
+    elif what == "remove" and arg in present:
+        g.engine.remove(arg)
+        tell(g, "destroy", arg)
+    elif what == "recreate":
+        if arg in present:
+            g.engine.recreate(arg, health="healthy", state="running")
+        else:
+            g.engine.add(arg, health="starting", labels=LABELS.get(arg, WATCHED))
+        tell(g, "start", arg)
+    elif what == "tick":
+        g.clock.advance(arg)
+    elif what == "sweep":
+        g.healer.sweep()
+    elif what == "verify":
+        g.verify()
+
+
+def shown(d: PageData) -> tuple[Any, ...]:
+    return (d.rows, d.incidents, d.incidents_hidden, d.actions, d.dead_letters, d.silences)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(STEPS, min_size=1, max_size=25))
+# What the clock alone moves: a cooldown ends, a silence ends, a start grace passes.
+@example(steps=[("unhealthy", "api"), ("unhealthy", "api"), ("tick", 31)])
+@example(steps=[("unhealthy", "web"), ("silence", "web"), ("unhealthy", "web"), ("tick", 50)])
+@example(steps=[("exit", "db"), ("tick", 10), ("verify", ""), ("tick", 31), ("sweep", "")])
+def test_after_any_changes_the_page_shows_what_a_whole_read_shows(
+    tmp_path_factory: Any, steps: list[tuple[str, Any]]
+) -> None:
+    g = fleet(tmp_path_factory.mktemp("fleet"))
+    kept = Statuses(g.healer, g.app.changes)
+    page = PageReader(g.healer, g.app.operator, g.app.changes, monotonic=lambda: 0.0)
+    page.read(True), page.read(False), kept.read()
+    seen = len(g.engine.restarts)
+    for what, arg in steps:
+        step(g, what, arg)
+        seen = restarts_told(g, seen)
+        assert kept.read() == container_status(g.healer), (what, arg)
+        for signed in (True, False):
+            whole = PageReader(g.healer, g.app.operator, Changes(), monotonic=lambda: 0.0)
+            assert shown(page.read(signed)) == shown(whole.read(signed)), (what, arg, signed)
+    # Every read after the first brought the answer up to date, but one a minute at most.
+    ticked = sum(arg for what, arg in steps if what == "tick")
+    assert kept.whole_reads <= 1 + ticked // FULL_READ_AFTER
+
+
+def test_a_change_naming_one_container_lists_that_one_alone(tmp_path: Path) -> None:
+    g = make_app(tmp_path)
+    for n in range(100):
+        g.engine.add(f"app-{n:03d}", health="healthy", labels=WATCHED)
+    page = PageReader(g.healer, g.app.operator, g.app.changes)
+    page.read(True)
+    listed: list[list[str]] = []
+    real = g.engine.list_containers
+    g.engine.list_containers = lambda label, scope="", names=(): (  # type: ignore[method-assign]
+        listed.append(sorted(names)) or real(label, scope, names)
+    )
+    g.engine.set("app-042", health="starting")
+    tell(g, "health_status", "app-042")
+    lists, inspects = g.engine.list_calls, g.engine.inspect_calls
+    rows = {r["name"]: r for r in page.read(True).rows}
+    assert rows["app-042"]["state"] == "starting"
+    assert listed == [["app-042"]]
+    assert (g.engine.list_calls - lists, g.engine.inspect_calls - inspects) == (1, 0)
+    assert page.statuses.whole_reads == 1
+
+
+@contextmanager
+def statements(g: TestApp) -> Iterator[list[str]]:
+    """Every SQL statement the store runs meanwhile."""
+    ran: list[str] = []
+    conn: sqlite3.Connection = g.store.db._conn  # noqa: SLF001 -- a test's view of the queries
+    conn.set_trace_callback(ran.append)
+    try:
+        yield ran
+    finally:
+        conn.set_trace_callback(None)
+
+
+def test_a_write_about_one_incident_reads_its_timeline_alone_of_a_hundred(tmp_path: Path) -> None:
+    g = make_app(tmp_path, restart={"action": "notify"})
+    for n in range(100):
+        g.engine.add(f"app-{n:03d}", health="unhealthy", labels=WATCHED)
+    g.healer.sweep()  # a hundred open incidents (notify: none restarted)
+    page = PageReader(g.healer, g.app.operator, g.app.changes)
+    assert len(page.read(True).incidents) == 100
+    incident = g.store.open_incidents(g.host, "app-007")[0]
+    with statements(g) as ran:
+        g.app.operator.change(incident.id or 0, "ack", "alice", "looking")
+        data = page.read(True)
+    timelines = [s for s in ran if "FROM transitions" in s]
+    assert len(timelines) == 1 and str(incident.id) in timelines[0]
+    acked = next(i for i in data.incidents if i["id"] == incident.id)
+    assert acked["state"] == "acknowledged"
+    assert any("looking" in str(e) for e in acked["timeline"])
+
+
+def test_since_names_what_changed_and_everything_when_it_cannot() -> None:
+    changes = Changes()
+    changes.changed(["web"])
+    changes.wrote("db", 7)
+    changes.delivery_ended()
+    version, since = changes.since(0)
+    assert version == 3
+    assert since == Since(frozenset({"web"}), frozenset({"db"}), frozenset({7}), True)
+    assert changes.since(1)[1].engine == frozenset()
+    assert changes.since(3) == (3, NOTHING)
+    changes.wrote()  # about anything
+    assert changes.since(3)[1] == EVERYTHING
+    for _ in range(LOG + 1):
+        changes.changed(["web"])
+    assert changes.since(4)[1] == EVERYTHING  # further behind than the log reaches
+    assert changes.since(changes.version - 1)[1] == replace(NOTHING, engine=frozenset({"web"}))
+
+
+def test_a_sweep_names_the_containers_that_came_went_or_changed() -> None:
+    from tests.fakes import FakeClock, FakeEngine
+
+    engine = FakeEngine(FakeClock())
+    for name in ("a", "b", "c"):
+        engine.add(name, health="healthy", labels=WATCHED)
+    changes = Changes()
+    changes.listed(engine.list_containers("guardian.enable"))
+    version = changes.version
+    changes.listed(engine.list_containers("guardian.enable"))
+    assert changes.version == version  # nothing differs: no change
+    engine.set("a", health="unhealthy")
+    engine.remove("b")
+    engine.recreate("c")  # the same state and health under a new id
+    engine.add("d", health="healthy", labels=WATCHED)
+    changes.listed(engine.list_containers("guardian.enable"))
+    assert changes.since(version)[1].engine == frozenset({"a", "b", "c", "d"})
