@@ -85,6 +85,10 @@ class Recorder:
         self._retire(incident, why, "container_replaced", now)
 
     def _retire(self, incident: Incident, why: str, close_reason: str, now: datetime) -> None:
+        if incident.state is IncidentState.CLOSED:
+            # Retired already: replaced by `docker compose up` while its restart was verified,
+            # the verdict then finds the old container gone.
+            return
         if incident.is_open:
             incident = self.recovered(incident, why, now)
         self.close(incident, close_reason, now)

@@ -139,6 +139,25 @@ def test_a_healthy_replacement_closes_the_old_incident_as_replaced(w: TestApp) -
     assert "container replaced" in resolved[0]["detail"]
 
 
+def test_a_container_recreated_while_its_restart_is_verified_closes_its_incident_once(
+    w: TestApp,
+) -> None:
+    """`docker compose up` during the verification: the replacement retires the incident,
+    then the verdict finds the old container gone; neither fails, the incident closes once."""
+    w.engine.add("web", health="unhealthy")
+    w.healer.sweep()  # restarted: its verification is pending
+    [old] = w.store.open_incidents("h")
+    recreate(w, "web", health="unhealthy")
+    w.healer.sweep()  # the replacement retires the old incident and opens its own
+    w.clock.advance(60)
+    w.healer.verifier.verify()  # the old container's verdict: gone
+    closed = w.store.get_incident(old.id or 0)
+    assert closed is not None and closed.close_reason == "container_replaced"
+    assert [t.to_state for t in w.store.transitions(old.id or 0)].count(IncidentState.CLOSED) == 1
+    [new] = w.store.open_incidents("h")
+    assert new.id != old.id
+
+
 def test_a_restarted_container_keeps_its_incident_and_its_budget(w: TestApp) -> None:
     """The same id (a restart, not a recreation) is the same container: nothing is reset."""
     escalate(w, "web")
