@@ -53,6 +53,16 @@ def fake_page(tmp: Path, containers: int, public: bool = False) -> tuple[Any, An
     return g, page, set_cookie(session, 3600, False).split(";")[0]
 
 
+def flip(g: Any, name: str, health: str) -> None:
+    """The container's health changes, and its engine event reaches the page as the event
+    listener hands it over (Changes.on_event, a pipeline hook): a change naming it."""
+    from guardian.ports import EngineEvent
+
+    snap = g.engine.set(name, health=health)
+    event = EngineEvent("health_status", snap.id, name, g.clock.now(), dict(snap.labels))
+    g.app.changes.on_event(event)
+
+
 def size_and_time(sizes: list[int], runs: int) -> list[tuple[int, float, float, float, float, int]]:
     """(containers, median ms after a change, max ms after a change, median CPU ms after a
     change, median ms unchanged, bytes) of GET / signed in. After a change in the store the
@@ -116,8 +126,7 @@ def serve(containers: int) -> None:
                 silenced = not silenced
                 continue
             health = "unhealthy" if health == "healthy" else "healthy"
-            g.engine.set("app-0001", health=health)
-            g.app.changes.changed()
+            flip(g, "app-0001", health)
         http.stop()
 
 
@@ -268,8 +277,7 @@ def read_share(containers: int, changes: int = 100) -> tuple[float, float]:
         health, whole, status = "healthy", [], []
         for _ in range(changes):
             health = "unhealthy" if health == "healthy" else "healthy"
-            g.engine.set("app-0001", health=health)
-            g.app.changes.changed()
+            flip(g, "app-0001", health)
             started = time.process_time()
             page.feed.snapshot(False)
             whole.append(time.process_time() - started)

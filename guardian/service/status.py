@@ -33,16 +33,14 @@ class ContainerStatus:
     silence: Silence | None
     decision: Decision | None = None  # what decide() said (attempts used of max_attempts)
 
-    @property
-    def moves(self) -> bool:
-        """Whether the answer may change with no news about this container: a problem's
-        decision follows the clock and the host's budget, a hold or a silence ends."""
-        return (
-            self.decision is not None
-            or self.held_back is not None
-            or self.restart_now
-            or self.silence is not None
-        )
+    def may_have_moved(self, wrote: bool, now: datetime) -> bool:
+        """Whether the answer may have changed with no news about this container itself: a
+        decision after any write to the store (the host's budget, a dependency's incident, a
+        storm) or once its time came; a check that skipped it (a start grace, a restart in
+        flight) whenever asked. A silence's end is news: the silences are read again then."""
+        if self.decision is not None:
+            return wrote or (self.retry_at is not None and self.retry_at <= now)
+        return self.held_back is not None
 
 
 def container_status(healer: Healer) -> list[ContainerStatus]:
@@ -127,9 +125,12 @@ class Statuses:
     A change that names nothing, or the first read, or one FULL_READ_AFTER the last whole
     read, reads everything, as container_status() does. Safe to call from any thread."""
 
-    def __init__(self, healer: Healer, changes: Changes) -> None:
+    def __init__(
+        self, healer: Healer, changes: Changes, full_read_after: float = FULL_READ_AFTER
+    ) -> None:
         self.healer = healer
         self.changes = changes
+        self.full_read_after = full_read_after
         self._lock = threading.Lock()
         self._read: _Read | None = None
         self._version = 0
@@ -143,7 +144,11 @@ class Statuses:
             monotonic = self.healer.ctx.clock.monotonic()
             last = self._read
             self._read = None  # until this read completes: a failed one is not kept
-            if last is None or since.everything or monotonic - self._whole_at > FULL_READ_AFTER:
+            if (
+                last is None
+                or since.everything
+                or monotonic - self._whole_at > self.full_read_after
+            ):
                 last = _Read(self.healer).whole()
                 self._whole_at = monotonic
                 self.whole_reads += 1
@@ -158,7 +163,8 @@ class Statuses:
         if since.engine:
             r.relist(since.engine)
         kept_incidents, kept_silences = r.incidents, r.silences
-        if since.wrote or any(s.until <= r.healer.ctx.clock.now() for s in kept_silences.values()):
+        now = r.healer.ctx.clock.now()
+        if since.wrote or any(s.until <= now for s in kept_silences.values()):
             r.read_store()
         again = {
             name
@@ -166,7 +172,7 @@ class Statuses:
             if name in since.engine
             or name in since.store
             or name not in r.rows
-            or r.rows[name].moves
+            or r.rows[name].may_have_moved(since.wrote, now)
             or r.incidents.get(name, ()) != kept_incidents.get(name, ())
             or r.silences.get(name) != kept_silences.get(name)
         }

@@ -101,6 +101,10 @@ def no_dead_letters(limit: int) -> list[dict[str, Any]]:
     return []
 
 
+def _same(fresh: list[dict[str, Any]], kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return kept if fresh == kept else fresh
+
+
 @dataclass
 class _StoreParts:
     """What the page shows from the store, for one audience, as of a version of Changes."""
@@ -129,10 +133,11 @@ class PageReader:
         changes: Changes,
         dead_letters: Callable[[int], list[dict[str, Any]]] = no_dead_letters,
         monotonic: Callable[[], float] = time.monotonic,
+        statuses: Statuses | None = None,
     ) -> None:
         self.op = operator
         self.changes = changes
-        self.statuses = Statuses(healer, changes)
+        self.statuses = statuses or Statuses(healer, changes)
         self.dead_letters = dead_letters
         self.monotonic = monotonic
         self.started = monotonic()
@@ -236,6 +241,12 @@ class PageReader:
             }
             for s in in_force
         ]
+        if last is not None:
+            # A list that did not change stays the very list: the renderer keeps its HTML.
+            incidents = _same(incidents, last.incidents)
+            actions = _same(actions, last.actions)
+            dead_letters = _same(dead_letters, last.dead_letters)
+            silences = _same(silences, last.silences)
         return _StoreParts(
             version,
             incidents,
