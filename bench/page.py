@@ -129,6 +129,9 @@ def serve(containers: int) -> None:
         http.stop()
 
 
+EVENT_LINE = b"event: parts"
+
+
 class StreamClient:
     """One live page's stream, read raw on its own thread; counts the change events."""
 
@@ -149,8 +152,9 @@ class StreamClient:
             if not chunk:
                 return
             buffered += chunk
-            self.events += buffered.count(b"event: parts")
-            buffered = buffered[-20:]
+            self.events += buffered.count(EVENT_LINE)
+            # A tail too short to hold the whole line again: a line split by recv() counts once.
+            buffered = buffered[-(len(EVENT_LINE) - 1) :]
 
     def close(self) -> None:
         self.sock.close()
