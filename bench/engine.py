@@ -121,13 +121,15 @@ class Fleet:
         binds: list[str] | None = None,
         health_cmd: str = HEALTH_CMD,
         health_interval: float = 1.0,
+        labels: dict[str, str] | None = None,
         workers: int = 4,
     ) -> list[str]:
-        """Create and start `count` opted-in containers; returns their names."""
+        """Create and start `count` opted-in containers; returns their names. `labels` are
+        added to the benchmark's own (e.g. `guardian.action`)."""
         names = [f"{self.prefix}{tag}-{self._next()}" for _ in range(count)]
         check = (health_cmd, health_interval) if health else None
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda n: self._run(n, tag, check, command, binds), names))
+            list(pool.map(lambda n: self._run(n, tag, check, command, binds, labels), names))
         return names
 
     def _next(self) -> int:
@@ -141,6 +143,7 @@ class Fleet:
         check: tuple[str, float] | None,
         command: list[str] | None,
         binds: list[str] | None,
+        labels: dict[str, str] | None = None,
     ) -> None:
         healthcheck = None
         if check is not None:
@@ -158,6 +161,7 @@ class Fleet:
             command=command or ["sleep", "86400"],
             name=name,
             labels={
+                **(labels or {}),
                 BENCH_LABEL: self.run_id,
                 f"{BENCH_LABEL}.set": tag,
                 "guardian.enable": "true",
