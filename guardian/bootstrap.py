@@ -140,6 +140,7 @@ class App:
         self.healer.follow_step(step)
         if self.delivery is not None:
             self.delivery.follow_step(step)
+        self.changes.changed()  # every time the page shows moved with it
 
     @property
     def verifier(self) -> Verifier:

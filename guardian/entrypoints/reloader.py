@@ -46,6 +46,7 @@ class Reloader:
                 return
             interval = self.app.settings["watch.interval"]
             done = rebuild(self.app, new)
+            self.app.changes.changed()  # every container's answer may rest on what changed
             if self.app.settings["watch.interval"] != interval:
                 self.reschedule()
             applied = ",".join(done.applied) or "-"

@@ -169,3 +169,23 @@ def test_the_docs_list_exactly_the_keys_a_reload_applies() -> None:
     applied = {k for k in keys if reloadable(k)}
     named = {k for k in keys if f"`{k}`" in listed or f"`{k.split('.')[0]}.*`" in listed}
     assert named == applied
+
+
+def test_an_open_status_page_shows_the_reloaded_policy_at_once(world) -> None:
+    from guardian.entrypoints.page.model import PageReader
+
+    t, daemon, config, _ = world
+    t.engine.add("app", health="unhealthy")
+    daemon.sweep()  # restarted, then seen healthy
+    t.verify()
+    t.engine.set("app", health="unhealthy")
+    t.clock.advance(1)
+    daemon.sweep()  # held back: the 2 s cooldown
+    page = PageReader(t.healer, t.app.operator, t.app.changes)
+    [row] = page.read(True).rows
+    assert "cooldown" in row["next_restart"] and "12:00:02" in row["next_restart"]
+
+    config.edit("restart", cooldown="1h")
+    daemon.reloader.reload()
+    [row] = page.read(True).rows
+    assert "cooldown" in row["next_restart"] and "13:00:00" in row["next_restart"]
