@@ -1,8 +1,9 @@
 """ResilientStore: keeps healing going when the store cannot be written (disk full, I/O error).
 
 Reads go straight to the wrapped store; every write that lands is announced with the container
-and incident it is about (`announce`: the status page's live stream follows the store through
-it; None: it could be about anything). A failed write is logged and counted
+and incident it is about, and whether it may change what is decided for other containers too
+(`announce`: the status page's live stream follows the store through it; None: it could be
+about anything). A failed write is logged and counted
 (guardian_store_errors_total) instead of stopping the loop; restart intents that could not be
 written are kept in memory, still count against the restart budget (restart_times), and are
 written as soon as the store accepts writes again. Given a clock, this run's restart requests
@@ -37,8 +38,16 @@ from guardian.ports import Clock, Metrics, Store, StoreError
 
 log = logging.getLogger("guardian.store")
 
-Announce = Callable[[str | None, int | None], None]  # (container, incident)
+# (container, incident, whether it may change other containers' decisions: the host's restart
+# budget, a dependency's incident; a silence, an approval, a reset or a decision does not)
+Announce = Callable[[str | None, int | None, bool], None]
 MAX_ABOUT = 10_000  # the latest actions whose container is remembered for their outcomes
+
+
+def _counts(action: RemediationAction) -> bool:
+    """Whether an action may change other containers' decisions: a restart or a stop counts in
+    the host's budget and holds its dependents back; a recorded decision does neither."""
+    return action.kind != ActionKind.DECISION
 
 
 class ResilientStore:
@@ -49,7 +58,7 @@ class ResilientStore:
         inner: Store,
         metrics: Metrics,
         clock: Clock | None = None,
-        announce: Announce = lambda container, incident: None,
+        announce: Announce = lambda container, incident, others: None,
     ) -> None:
         self.inner = inner
         self.metrics = metrics
@@ -60,7 +69,7 @@ class ResilientStore:
         # Actions not yet written, by their temporary (negative) id, in order.
         self._unwritten: dict[int, RemediationAction] = {}
         # What an action awaiting its outcome is about, by id: record_outcome is told its id only.
-        self._about: dict[int, tuple[str, int | None]] = {}
+        self._about: dict[int, tuple[str, int | None, bool]] = {}
         self.failing = False
 
     @property
@@ -80,9 +89,11 @@ class ResilientStore:
             log.warning("store write failed", extra=kv(op=op, reason=str(exc)))
         self.failing = True
 
-    def _recovered(self, container: str | None = None, incident: int | None = None) -> None:
+    def _recovered(
+        self, container: str | None = None, incident: int | None = None, others: bool = True
+    ) -> None:
         """A write about `container` landed (None: maybe about anything, e.g. a flush)."""
-        self.announce(container, incident)
+        self.announce(container, incident, others)
         if self.failing:
             self.failing = False
             log.info("store writable again; recording resumed")
@@ -139,12 +150,12 @@ class ResilientStore:
                 self._failed("record_intent", exc)
                 return self._remember(self._keep(action), action)
             self._remember(action_id, action)
-        self._recovered(action.container, action.incident_id)
+        self._recovered(action.container, action.incident_id, _counts(action))
         return action_id
 
     def _remember(self, action_id: int, action: RemediationAction) -> int:
         if action.outcome is None:
-            self._about[action_id] = (action.container, action.incident_id)
+            self._about[action_id] = (action.container, action.incident_id, _counts(action))
             if len(self._about) > MAX_ABOUT:  # the oldest one's outcome: about anything
                 del self._about[next(iter(self._about))]
         return action_id
@@ -159,7 +170,7 @@ class ResilientStore:
     ) -> None:
         with self._lock:
             # An action's outcome may be written more than once (returned, then verified).
-            container, incident = self._about.get(action_id, (None, None))
+            container, incident, others = self._about.get(action_id, (None, None, True))
             if action_id in self._unwritten:
                 self._unwritten[action_id] = replace(
                     self._unwritten[action_id],
@@ -175,7 +186,7 @@ class ResilientStore:
             except StoreError as exc:
                 self._failed("record_outcome", exc)
                 return
-        self._recovered(container, incident)
+        self._recovered(container, incident, others)
 
     def withdraw_unsent(self, host: str) -> int:
         try:
@@ -194,7 +205,7 @@ class ResilientStore:
         except StoreError as exc:
             self._failed("record_reset", exc)
             return
-        self._recovered(container)
+        self._recovered(container, None, others=False)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -274,17 +285,17 @@ class ResilientStore:
         notifications: Sequence[Notification] = (),
     ) -> Incident | None:
         saved = self.inner.save_state_change(change, expected, notifications)
-        self.announce(change.incident.container, change.incident.id)
+        self.announce(change.incident.container, change.incident.id, True)
         return saved
 
     def add_silence(self, silence: Silence) -> Silence:
         added = self.inner.add_silence(silence)
-        self.announce(silence.container, None)
+        self.announce(silence.container, None, False)
         return added
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
         ended = self.inner.end_silence(host, container, by, at)
-        self.announce(container, None)
+        self.announce(container, None, False)
         return ended
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
@@ -298,7 +309,7 @@ class ResilientStore:
         self, approval: Approval, notifications: Sequence[Notification] = ()
     ) -> Approval:
         added = self.inner.add_approval(approval, notifications)
-        self.announce(approval.container, approval.incident_id)
+        self.announce(approval.container, approval.incident_id, False)
         return added
 
     def approvals(self, incident_id: int) -> list[Approval]:
@@ -309,7 +320,7 @@ class ResilientStore:
 
     def use_approval(self, approval_id: int, at: datetime) -> bool:
         used = self.inner.use_approval(approval_id, at)
-        self.announce(None, None)
+        self.announce(None, None, True)
         return used
 
     def unused_approvals(self, host: str, now: datetime) -> list[Approval]:

@@ -33,14 +33,15 @@ class Since:
     store: frozenset[str] | None  # containers whose records changed (incident, action, silence)
     incidents: frozenset[int] | None  # incidents whose timeline changed
     wrote: bool  # anything in the store
+    wrote_shared: bool  # a write that may change other containers' decisions (see wrote())
 
     @property
     def everything(self) -> bool:
         return self.engine is None or self.store is None
 
 
-NOTHING = Since(frozenset(), frozenset(), frozenset(), False)
-EVERYTHING = Since(None, None, None, True)
+NOTHING = Since(frozenset(), frozenset(), frozenset(), False, False)
+EVERYTHING = Since(None, None, None, True, True)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class _Change:
     store: frozenset[str] | None
     incident: int | None
     wrote: bool
+    shared: bool
 
 
 class Changes:
@@ -67,17 +69,21 @@ class Changes:
         """Something a person sees changed outside the store: these containers' state or
         health (None: anything, e.g. the engine came back)."""
         names = None if containers is None else frozenset(containers)
-        self._add(names, frozenset(), None, wrote=False)
+        self._add(names, frozenset(), None, wrote=False, shared=False)
 
-    def wrote(self, container: str | None = None, incident: int | None = None) -> None:
+    def wrote(
+        self, container: str | None = None, incident: int | None = None, others: bool = True
+    ) -> None:
         """A write landed in the store: about `container` (and the timeline of `incident`, if
-        any); None: about anything."""
+        any); None: about anything. `others`: it may change what is decided for other
+        containers too (an incident, a restart: dependencies, the host's budget); a silence,
+        an approval or a reset changes its own container's only."""
         store = None if container is None else frozenset((container,))
-        self._add(frozenset(), store, incident, wrote=True)
+        self._add(frozenset(), store, incident, wrote=True, shared=others)
 
     def delivery_ended(self) -> None:
         """A notification's delivery was given up (a dead letter): about no container."""
-        self._add(frozenset(), frozenset(), None, wrote=True)
+        self._add(frozenset(), frozenset(), None, wrote=True, shared=False)
 
     def _add(
         self,
@@ -85,10 +91,11 @@ class Changes:
         store: frozenset[str] | None,
         incident: int | None,
         wrote: bool,
+        shared: bool,
     ) -> None:
         with self._cond:
             self.version += 1
-            self._log.append(_Change(self.version, engine, store, incident, wrote))
+            self._log.append(_Change(self.version, engine, store, incident, wrote, shared))
             self._cond.notify_all()
 
     def since(self, version: int) -> tuple[int, Since]:
@@ -105,7 +112,7 @@ class Changes:
         engine: set[str] = set()
         store: set[str] = set()
         incidents: set[int] = set()
-        wrote = False
+        wrote = shared = False
         for c in reversed(self._log):
             if c.version <= version:
                 break
@@ -114,9 +121,10 @@ class Changes:
             engine |= c.engine
             store |= c.store
             wrote = wrote or c.wrote
+            shared = shared or c.shared
             if c.incident is not None:
                 incidents.add(c.incident)
-        return Since(frozenset(engine), frozenset(store), frozenset(incidents), wrote)
+        return Since(frozenset(engine), frozenset(store), frozenset(incidents), wrote, shared)
 
     def wait(self, after: int, timeout: float) -> int:
         """The version once it passes `after`, or when `timeout` seconds or close() came first."""

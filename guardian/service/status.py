@@ -33,13 +33,14 @@ class ContainerStatus:
     silence: Silence | None
     decision: Decision | None = None  # what decide() said (attempts used of max_attempts)
 
-    def may_have_moved(self, wrote: bool, now: datetime) -> bool:
+    def may_have_moved(self, shared_write: bool, now: datetime) -> bool:
         """Whether the answer may have changed with no news about this container itself: a
-        decision after any write to the store (the host's budget, a dependency's incident, a
-        storm) or once its time came; a check that skipped it (a start grace, a restart in
-        flight) whenever asked. A silence's end is news: the silences are read again then."""
+        decision after a write that may change others' (the host's budget, a dependency's
+        incident, a storm) or once its time came; a check that skipped it (a start grace, a
+        restart in flight) whenever asked. A silence's end is news: the silences are read
+        again then."""
         if self.decision is not None:
-            return wrote or (self.retry_at is not None and self.retry_at <= now)
+            return shared_write or (self.retry_at is not None and self.retry_at <= now)
         return self.held_back is not None
 
 
@@ -172,7 +173,7 @@ class Statuses:
             if name in since.engine
             or name in since.store
             or name not in r.rows
-            or r.rows[name].may_have_moved(since.wrote, now)
+            or r.rows[name].may_have_moved(since.wrote_shared, now)
             or r.incidents.get(name, ()) != kept_incidents.get(name, ())
             or r.silences.get(name) != kept_silences.get(name)
         }

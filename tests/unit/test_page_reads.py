@@ -5,6 +5,7 @@ about it."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.page.model import PageData, PageReader
 from guardian.ports import EngineEvent
 from guardian.service.changes import EVERYTHING, LOG, NOTHING, Changes, Since
@@ -72,6 +74,8 @@ STEPS = st.one_of(
     st.tuples(st.just("unsilence"), st.sampled_from(NAMES)),
     st.tuples(st.just("remove"), st.sampled_from(NAMES)),
     st.tuples(st.just("recreate"), st.sampled_from(NAMES)),
+    st.tuples(st.just("ack"), st.sampled_from(NAMES)),
+    st.tuples(st.just("resolve"), st.sampled_from(NAMES)),
     st.tuples(st.just("tick"), st.sampled_from([1, 10, 31, 50, 120, 700])),
     st.tuples(st.just("sweep"), st.just("")),
     st.tuples(st.just("verify"), st.just("")),
@@ -99,6 +103,10 @@ def step(g: TestApp, what: str, arg: Any) -> None:
         else:
             g.engine.add(arg, health="starting", labels=LABELS.get(arg, WATCHED))
         tell(g, "start", arg)
+    elif what in ("ack", "resolve"):
+        for incident in g.store.open_incidents(g.host, arg):
+            with contextlib.suppress(InvalidTransition):  # refused as the CLI refuses it
+                g.app.operator.change(incident.id or 0, what, "alice", "seen")
     elif what == "tick":
         g.clock.advance(arg)
     elif what == "sweep":
@@ -123,6 +131,8 @@ def shown(d: PageData) -> tuple[Any, ...]:
 @example(steps=[("exit", "db"), ("exit", "web"), ("exit", "queue"), ("tick", 50), ("tick", 10)])
 # A start grace ends: unhealthy again right after its restart, judged 20 s later.
 @example(steps=[("unhealthy", "web"), ("unhealthy", "web"), ("tick", 21)])
+# A person resolves the dependency's incident: api is no longer held back by it.
+@example(steps=[("exit", "db"), ("exit", "db"), ("unhealthy", "api"), ("resolve", "db")])
 # A dependency: api waits while db is sick, then goes.
 @example(steps=[("exit", "db"), ("unhealthy", "api"), ("healthy", "db"), ("verify", "")])
 def test_after_any_changes_the_page_shows_what_a_whole_read_shows(
@@ -208,7 +218,7 @@ def test_since_names_what_changed_and_everything_when_it_cannot() -> None:
     changes.delivery_ended()
     version, since = changes.since(0)
     assert version == 3
-    assert since == Since(frozenset({"web"}), frozenset({"db"}), frozenset({7}), True)
+    assert since == Since(frozenset({"web"}), frozenset({"db"}), frozenset({7}), True, True)
     assert changes.since(1)[1].engine == frozenset()
     assert changes.since(3) == (3, NOTHING)
     changes.wrote()  # about anything
