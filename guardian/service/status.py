@@ -58,6 +58,8 @@ class _Read:
         self.listed: dict[str, ContainerSnapshot] = {}
         self.inspected: dict[str, ContainerSnapshot] = {}
         self.rows: dict[str, ContainerStatus] = {}
+        self.may_move: set[str] = set()  # rows with a decision or a hold (may_have_moved)
+        self.open_incidents: list[Incident] = []
         self.incidents: dict[str, tuple[Incident, ...]] = {}
         self.silences: dict[str, Silence] = {}
 
@@ -72,7 +74,8 @@ class _Read:
         ctx = self.healer.ctx
         host = ctx.settings.host
         by_name: dict[str, list[Incident]] = {}
-        for i in ctx.store.open_incidents(host):
+        self.open_incidents = ctx.store.open_incidents(host)
+        for i in self.open_incidents:
             by_name.setdefault(i.container, []).append(i)
         self.incidents = {name: tuple(found) for name, found in by_name.items()}
         # One query for every silence in force, not one per container.
@@ -103,6 +106,10 @@ class _Read:
                 self.silences.get(name),
                 decision,
             )
+            if decision is not None or held_back is not None:
+                self.may_move.add(name)
+            else:
+                self.may_move.discard(name)
 
     def relist(self, names: Collection[str]) -> None:
         """These containers' listings again (one request): gone or no longer watched ones
@@ -112,6 +119,7 @@ class _Read:
             self.listed.pop(name, None)
             self.inspected.pop(name, None)
             self.rows.pop(name, None)
+            self.may_move.discard(name)
         self.listed.update((s.name, s) for s in watched)
 
     def statuses(self) -> list[ContainerStatus]:
@@ -137,6 +145,11 @@ class Statuses:
         self._version = 0
         self._whole_at = 0.0
         self.whole_reads = 0  # how many reads were whole (the others brought one up to date)
+
+    def open_incidents(self) -> list[Incident] | None:
+        """The store's open incidents as the last read read them (None: no read stands)."""
+        with self._lock:
+            return self._read.open_incidents if self._read is not None else None
 
     def read(self) -> list[ContainerStatus]:
         """The answer as of now. Raises EngineUnavailable (the next read is whole)."""
@@ -165,16 +178,11 @@ class Statuses:
             r.relist(since.engine)
         kept_incidents, kept_silences = r.incidents, r.silences
         now = r.healer.ctx.clock.now()
+        again = {n for n in since.engine | since.store if n in r.listed}  # relisted: no row
+        again |= {n for n in r.may_move if r.rows[n].may_have_moved(since.wrote_shared, now)}
         if since.wrote or any(s.until <= now for s in kept_silences.values()):
             r.read_store()
-        again = {
-            name
-            for name in r.listed
-            if name in since.engine
-            or name in since.store
-            or name not in r.rows
-            or r.rows[name].may_have_moved(since.wrote_shared, now)
-            or r.incidents.get(name, ()) != kept_incidents.get(name, ())
-            or r.silences.get(name) != kept_silences.get(name)
-        }
+            for kept, fresh in ((kept_incidents, r.incidents), (kept_silences, r.silences)):
+                names = kept.keys() | fresh.keys()
+                again |= {n for n in names if n in r.listed and kept.get(n) != fresh.get(n)}
         r.judge(again)

@@ -129,6 +129,8 @@ def shown(d: PageData) -> tuple[Any, ...]:
 @example(steps=[("exit", "db"), ("tick", 10), ("verify", ""), ("tick", 31), ("sweep", "")])
 # The host's budget: a third container waits for a minute's restarts to age.
 @example(steps=[("exit", "db"), ("exit", "web"), ("exit", "queue"), ("tick", 50), ("tick", 10)])
+# A healthy container's silence runs out: nothing but the clock says so.
+@example(steps=[("silence", "db"), ("tick", 50)])
 # A start grace ends: unhealthy again right after its restart, judged 20 s later.
 @example(steps=[("unhealthy", "web"), ("unhealthy", "web"), ("tick", 21)])
 # A person resolves the dependency's incident: api is no longer held back by it.

@@ -198,7 +198,8 @@ class PageReader:
         """The store's parts; the timelines of `last` are kept but for the incidents in
         `again` (None: every one is read again)."""
         op = self.op
-        open_incidents = [i for i in op.store.open_incidents(op.host) if i.is_open]
+        read = self.statuses.open_incidents()  # as the containers' read read them
+        open_incidents = [i for i in (read or op.store.open_incidents(op.host)) if i.is_open]
         shown = open_incidents[:MAX_INCIDENTS]
         kept = last.timelines if last is not None and again is not None else {}
         timelines = {}
@@ -272,16 +273,23 @@ class PageReader:
         }
 
     def _summary(self, data: PageData, statuses: list[ContainerStatus]) -> dict[str, Any]:
+        unhealthy = restarting = given_up = silenced = 0
+        for c, r in zip(statuses, data.rows, strict=True):
+            unhealthy += bool(r["incident"] or r["state"] == "unhealthy")
+            silenced += c.silence is not None
+            if c.incidents:  # most containers have none: their row is done here
+                restarting += c.state == "restarting" or any(
+                    i.state == "in_progress" for i in c.incidents
+                )
+                given_up += any(i.escalated for i in c.incidents)
+            else:
+                restarting += c.state == "restarting"
         return {
             "watched": len(statuses),
-            "unhealthy": sum(1 for r in data.rows if r["incident"] or r["state"] == "unhealthy"),
-            "restarting": sum(
-                1
-                for c in statuses
-                if c.state == "restarting" or any(i.state == "in_progress" for i in c.incidents)
-            ),
-            "given_up": sum(1 for c in statuses if any(i.escalated for i in c.incidents)),
-            "silenced": sum(1 for c in statuses if c.silence is not None),
+            "unhealthy": unhealthy,
+            "restarting": restarting,
+            "given_up": given_up,
+            "silenced": silenced,
             "engine": "unreachable" if data.engine_error else "reachable",
             "updated": when(data.now),
         }

@@ -97,9 +97,10 @@ class Renderer:
         out: dict[str, str] = {}
         for dom_id, (macro, takes_signed) in PARTS.items():
             out[dom_id] = self._part(macro, d, signed if takes_signed else None)
-        for r in d.rows:
-            out[f"row:{r['name']}"] = self.row(r)
+        html = [self.row(r) for r in d.rows]
+        for r, row in zip(d.rows, html, strict=True):
+            out[f"row:{r['name']}"] = row
         out["order"] = "\n".join(r["name"] for r in d.rows)
-        out["part-rows"] = str(self.rows(d))
+        out["part-rows"] = "\n".join(html) if html else str(self.rows(d))
         self._last[signed] = (d, out)
         return out
