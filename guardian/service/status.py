@@ -62,6 +62,7 @@ class _Read:
         self.open_incidents: list[Incident] = []
         self.incidents: dict[str, tuple[Incident, ...]] = {}
         self.silences: dict[str, Silence] = {}
+        self.silences_in_force: list[Silence] = []
 
     def whole(self) -> _Read:
         _, watched = self.healer.watched()
@@ -79,7 +80,8 @@ class _Read:
             by_name.setdefault(i.container, []).append(i)
         self.incidents = {name: tuple(found) for name, found in by_name.items()}
         # One query for every silence in force, not one per container.
-        self.silences = {s.container: s for s in ctx.store.silences(host, ctx.clock.now())}
+        self.silences_in_force = ctx.store.silences(host, ctx.clock.now())
+        self.silences = {s.container: s for s in self.silences_in_force}
 
     def judge(self, names: Iterable[str]) -> None:
         for name in names:
@@ -146,10 +148,12 @@ class Statuses:
         self._whole_at = 0.0
         self.whole_reads = 0  # how many reads were whole (the others brought one up to date)
 
-    def open_incidents(self) -> list[Incident] | None:
-        """The store's open incidents as the last read read them (None: no read stands)."""
+    def store_read(self) -> tuple[list[Incident], list[Silence]] | None:
+        """The store's open incidents and silences in force as the last read read them (None:
+        no read stands)."""
         with self._lock:
-            return self._read.open_incidents if self._read is not None else None
+            r = self._read
+            return (r.open_incidents, r.silences_in_force) if r is not None else None
 
     def read(self) -> list[ContainerStatus]:
         """The answer as of now. Raises EngineUnavailable (the next read is whole)."""

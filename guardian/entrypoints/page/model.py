@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from guardian import __version__
-from guardian.core.model import Incident, Verdict
+from guardian.core.model import Incident, RemediationAction, Verdict
 from guardian.entrypoints.views import action_view, incident_view, text, timeline_view, when
 from guardian.ports import EngineUnavailable
 from guardian.service.changes import Changes
@@ -116,7 +116,10 @@ class _StoreParts:
     dead_letters: list[dict[str, Any]]
     silences: list[dict[str, Any]]
     silences_end: datetime | None  # the first shown silence to end: then they are read again
-    timelines: dict[int, dict[str, Any]]  # an incident's timeline and approval, by its id
+    # What each shown incident and action was built from, and what was built, by id: an
+    # unchanged one is not built again (its timeline read, its text redacted).
+    built_incidents: dict[int, tuple[Incident, dict[str, Any]]]
+    built_actions: dict[int, tuple[RemediationAction, dict[str, Any]]]
 
 
 class PageReader:
@@ -195,31 +198,36 @@ class PageReader:
         last: _StoreParts | None,
         again: frozenset[int] | None,
     ) -> _StoreParts:
-        """The store's parts; the timelines of `last` are kept but for the incidents in
-        `again` (None: every one is read again)."""
+        """The store's parts; of `last`'s incidents those unchanged are kept but for the ones
+        in `again`, whose timeline changed (None: every one is read again)."""
         op = self.op
-        read = self.statuses.open_incidents()  # as the containers' read read them
-        open_incidents = [i for i in (read or op.store.open_incidents(op.host)) if i.is_open]
-        shown = open_incidents[:MAX_INCIDENTS]
-        kept = last.timelines if last is not None and again is not None else {}
-        timelines = {}
-        incidents = []
-        for incident in shown:
+        # As the containers' read read them, else from the store.
+        read = self.statuses.store_read() or (
+            op.store.open_incidents(op.host),
+            op.store.silences(op.host, now),
+        )
+        open_incidents = [i for i in read[0] if i.is_open]
+        kept = last.built_incidents if last is not None and again is not None else {}
+        built_incidents = {}
+        for incident in open_incidents[:MAX_INCIDENTS]:
             assert incident.id is not None
-            story = kept.get(incident.id)
-            if story is None or (again is not None and incident.id in again):
-                story = self._story(incident, with_output)
-            timelines[incident.id] = story
-            view = incident_view(incident)
-            if not with_output:
-                view["detail"] = None
-            incidents.append({**view, "opened": _human(incident.opened_at), **story})
-        actions = []
+            was = kept.get(incident.id)
+            if was is None or was[0] != incident or (again is not None and incident.id in again):
+                was = (incident, self._incident(incident, with_output))
+            built_incidents[incident.id] = was
+        incidents = [entry for _, entry in built_incidents.values()]
+        kept_actions = last.built_actions if last is not None else {}
+        built_actions = {}
         for a in reversed(op.store.actions(op.host, None, now - ACTIONS_SINCE, limit=MAX_ACTIONS)):
-            view = action_view(a)
-            if not with_output:
-                view["detail"] = None
-            actions.append(view)
+            assert a.id is not None
+            done = kept_actions.get(a.id)
+            if done is None or done[0] != a:
+                view = action_view(a)
+                if not with_output:
+                    view["detail"] = None
+                done = (a, view)
+            built_actions[a.id] = done
+        actions = [view for _, view in built_actions.values()]
         dead_letters = [
             {
                 "id": row.get("id"),
@@ -232,7 +240,7 @@ class PageReader:
             }
             for row in self.dead_letters(MAX_DEAD_LETTERS)
         ]
-        in_force = op.store.silences(op.host, now)
+        in_force = read[1]
         silences = [
             {
                 "container": s.container,
@@ -256,17 +264,22 @@ class PageReader:
             dead_letters,
             silences,
             min((s.until for s in in_force), default=None),
-            timelines,
+            built_incidents,
+            built_actions,
         )
 
-    def _story(self, incident: Incident, with_output: bool) -> dict[str, Any]:
-        """An incident's timeline (the latest MAX_TIMELINE entries) and whether it awaits a
-        person's approval."""
+    def _incident(self, incident: Incident, with_output: bool) -> dict[str, Any]:
+        """An open incident as shown: its view, its timeline (the latest MAX_TIMELINE entries)
+        and whether it awaits a person's approval."""
+        view = incident_view(incident)
         timeline = timeline_view(self.op.timeline(incident))
         if not with_output:
+            view["detail"] = None
             for entry in timeline:
                 entry["detail"] = ""
         return {
+            **view,
+            "opened": _human(incident.opened_at),
             "timeline": timeline[-MAX_TIMELINE:],
             "timeline_hidden": max(0, len(timeline) - MAX_TIMELINE),
             "awaiting_approval": self.op.awaiting_approval(incident),

@@ -51,6 +51,7 @@ class Renderer:
         self._rows: dict[tuple[Any, ...], str] = {}
         self._kept: dict[tuple[str, bool | None], tuple[object, str]] = {}
         self._last: dict[bool, tuple[PageData, dict[str, str]]] = {}
+        self._last_rows: dict[int, tuple[dict[str, Any], str]] = {}
 
     def page(self, name: str, **context: Any) -> bytes:
         return self.env.get_template(name).render(**context).encode()
@@ -97,7 +98,16 @@ class Renderer:
         out: dict[str, str] = {}
         for dom_id, (macro, takes_signed) in PARTS.items():
             out[dom_id] = self._part(macro, d, signed if takes_signed else None)
-        html = [self.row(r) for r in d.rows]
+        # The reader hands over the very row it handed last time for a container whose status
+        # was not judged again: its HTML by identity, no hashing of its values.
+        last_rows, made = self._last_rows, {}
+        html = []
+        for r in d.rows:
+            last_row = last_rows.get(id(r))
+            row = last_row[1] if last_row is not None and last_row[0] is r else self.row(r)
+            made[id(r)] = (r, row)
+            html.append(row)
+        self._last_rows = made
         for r, row in zip(d.rows, html, strict=True):
             out[f"row:{r['name']}"] = row
         out["order"] = "\n".join(r["name"] for r in d.rows)
