@@ -42,6 +42,27 @@ def test_one_list_request_sees_state_and_health(containers, tmp_path: Path):
         proxy.stop()
 
 
+def test_a_list_of_named_containers_is_one_request_for_exactly_those(containers, tmp_path):
+    """The status page re-lists only the containers a change names. The engine's name filter
+    matches a pattern (web matches web-2, and the run's prefix matches every name): only the
+    exact names come back."""
+    web = containers.run("web")
+    containers.run("web-2")
+    db = containers.run("db")
+    proxy = DockerProxy(tmp_path / "count.sock").start()
+    try:
+        engine = DockerEngine(proxy.url, timedelta(seconds=10))
+        engine.ping()
+        before = len(proxy.requests)
+        named = engine.list_containers("guardian.enable", SCOPE, {web, db, "gone-long-ago"})
+        assert len(proxy.requests) - before == 1
+        assert sorted(s.name for s in named) == sorted([web, db])
+        assert engine.list_containers("guardian.enable", SCOPE, {web[:-1]}) == []
+        engine.close()
+    finally:
+        proxy.stop()
+
+
 def test_restart_outcomes_from_the_real_engine(containers, docker_api):
     name = containers.run("target")
     engine = DockerEngine("unix:///var/run/docker.sock", timedelta(seconds=10))
