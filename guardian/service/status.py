@@ -148,12 +148,14 @@ class Statuses:
         self._whole_at = 0.0
         self.whole_reads = 0  # how many reads were whole (the others brought one up to date)
 
-    def store_read(self) -> tuple[list[Incident], list[Silence]] | None:
-        """The store's open incidents and silences in force as the last read read them (None:
-        no read stands)."""
+    def store_read(self) -> tuple[int, list[Incident], list[Silence]] | None:
+        """(the version of Changes they are as fresh as, the store's open incidents, the
+        silences in force) as the last read read them; None: no read stands."""
         with self._lock:
             r = self._read
-            return (r.open_incidents, r.silences_in_force) if r is not None else None
+            if r is None:
+                return None
+            return self._version, r.open_incidents, r.silences_in_force
 
     def read(self) -> list[ContainerStatus]:
         """The answer as of now. Raises EngineUnavailable (the next read is whole)."""

@@ -255,3 +255,26 @@ def test_a_step_of_the_wall_clock_is_news_about_every_container(tmp_path: Path) 
     version = g.app.changes.version
     g.app.follow_step(timedelta(hours=-1))
     assert g.app.changes.since(version)[1] == EVERYTHING
+
+
+def test_a_write_landing_between_the_rows_and_the_lists_reaches_both(tmp_path: Path) -> None:
+    """The rows are read, then the store's lists: a write landing between the two is in the
+    lists the next time, never stamped as seen by a read that did not see it."""
+    g = make_app(tmp_path, restart={"action": "notify"})
+    g.engine.add("web", health="healthy", labels=WATCHED)
+    page = PageReader(g.healer, g.app.operator, g.app.changes)
+    page.read(True)
+    g.engine.set("web", health="unhealthy")
+    rows_of = page.statuses.read
+
+    def rows_then_a_write() -> Any:
+        rows = rows_of()
+        page.statuses.read = rows_of  # once
+        tell(g, "health_status", "web")  # the loop opens the incident meanwhile
+        return rows
+
+    page.statuses.read = rows_then_a_write  # type: ignore[method-assign]
+    page.read(True)
+    data = page.read(True)
+    [row] = data.rows
+    assert row["incident"] and [i["id"] for i in data.incidents] == [row["incident"]]

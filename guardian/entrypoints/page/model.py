@@ -201,12 +201,15 @@ class PageReader:
         """The store's parts; of `last`'s incidents those unchanged are kept but for the ones
         in `again`, whose timeline changed (None: every one is read again)."""
         op = self.op
-        # As the containers' read read them, else from the store.
-        read = self.statuses.store_read() or (
+        # As the containers' read read them, else from the store. Those may be older than
+        # `version` (a write landed since): the parts are then as old as they are.
+        at, incidents_read, in_force = self.statuses.store_read() or (
+            version,
             op.store.open_incidents(op.host),
             op.store.silences(op.host, now),
         )
-        open_incidents = [i for i in read[0] if i.is_open]
+        version = min(version, at)
+        open_incidents = [i for i in incidents_read if i.is_open]
         kept = last.built_incidents if last is not None and again is not None else {}
         built_incidents = {}
         for incident in open_incidents[:MAX_INCIDENTS]:
@@ -240,7 +243,6 @@ class PageReader:
             }
             for row in self.dead_letters(MAX_DEAD_LETTERS)
         ]
-        in_force = read[1]
         silences = [
             {
                 "container": s.container,
