@@ -13,6 +13,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import EngineEvent
@@ -131,6 +132,20 @@ class Changes:
         with self._cond:
             self._cond.wait_for(lambda: self.version > after or self.closed, timeout)
             return self.version
+
+    def settle(self, after: int, quiet: float, rounds: int) -> int:
+        """The version once no change came for `quiet` seconds after `after` (at most `rounds`
+        such waits): a change often comes with more at once (an engine event, then the incident
+        and the decision Guardian writes about it), and a reader reads once for them all."""
+        with self._cond:
+            for _ in range(rounds):
+                seen = max(self.version, after)
+                if not self._cond.wait_for(partial(self._past, seen), quiet) or self.closed:
+                    break
+            return self.version
+
+    def _past(self, version: int) -> bool:
+        return self.version > version or self.closed
 
     def close(self) -> None:
         """Wake every reader for good (Guardian stops)."""

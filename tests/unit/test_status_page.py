@@ -4,6 +4,7 @@ cross-site refusals, the actions through the operator service, the stream's cap 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -293,3 +294,38 @@ def test_an_incident_awaiting_approval_is_approved_from_the_page_once(tmp_path: 
     assert "already approved by alice" in html(get(routes, "/", cookie))
     g.healer.sweep()
     assert g.engine.restarts == [g.engine.id_of("db")]  # through decide(), once
+
+
+def test_a_change_and_what_follows_it_at_once_reach_the_page_as_one_event(g: TestApp) -> None:
+    """An engine event, then what Guardian writes about it: the stream lets them settle and
+    reads once (the page still updates well within a second)."""
+    g.engine.add("web", health="healthy", labels={"guardian.enable": "true"})
+    g.engine.add("db", health="healthy", labels={"guardian.enable": "true"})
+    page, routes = page_of(g, public=True)
+    page.feed.settle = 0.5
+    stream = iter(get(routes, "/events").stream or [])
+    next(stream), next(stream)  # retry:, then every part
+
+    def burst() -> None:
+        g.engine.set("web", health="unhealthy")
+        g.app.changes.changed(["web"])
+        threading.Event().wait(0.05)  # well within the stream's settling
+        g.engine.set("db", health="unhealthy")
+        g.app.changes.changed(["db"])
+
+    fellow = threading.Thread(target=burst)
+    fellow.start()
+    doc = json.loads(next(stream).decode().split("data: ", 1)[1])
+    fellow.join()
+    assert "row:web" in doc["parts"] and "row:db" in doc["parts"]
+    page.feed.close()
+
+
+def test_settling_ends_when_nothing_more_comes_or_guardian_stops() -> None:
+    from guardian.service.changes import Changes
+
+    changes = Changes()
+    changes.changed(["web"])
+    assert changes.settle(0, 0.01, 4) == 1  # nothing more: one quiet wait
+    changes.close()
+    assert changes.settle(1, 60.0, 4) == 1  # closed: at once
