@@ -432,8 +432,9 @@ def real_change_cost(containers: int, pages: list[int], changes: int) -> list[tu
 
 
 def read_share(containers: int, changes: int = 100) -> tuple[float, float]:
-    """(ms of CPU per change of the whole read and render, of container_status alone), in
-    process: how much of a change is the shared read path."""
+    """(ms of CPU per change of the page's read and render, of a whole read through
+    container_status as `guardian status` makes it), in process: the page reads only what the
+    change names (a container's health here)."""
     from guardian.service.status import container_status
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -521,7 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_real(args.real_containers, args.changes or REAL_CHANGES)
     print()
-    print("| containers | read and render per change (in process) | of which container_status |")
+    print(
+        "| containers | the page's read and render per change (in process) "
+        "| a whole read (container_status) |"
+    )
     print("|---:|---:|---:|")
     for n in [int(x) for x in args.change_containers.split(",")]:
         whole, status = read_share(n)
