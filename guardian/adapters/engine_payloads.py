@@ -146,6 +146,8 @@ def parse_event(raw: dict[str, Any]) -> EngineEvent | None:
         action = "health_status"
     if action.startswith("exec_"):
         return None
+    if "containerExitCode" in attributes:  # Podman's name for Docker's exitCode
+        attributes.setdefault("exitCode", attributes["containerExitCode"])
     action = _ACTION_ALIASES.get(action, action)
     ns = raw.get("timeNano") or int(raw.get("time", 0)) * 1_000_000_000
     return EngineEvent(

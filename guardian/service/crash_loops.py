@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.core.redaction import untrusted
-from guardian.ports import Engine, EngineUnavailable
+from guardian.ports import Engine, EngineEvent, EngineUnavailable
 
 MAX_DETAIL = 1500
 MAX_TAIL = 800  # characters of log tail in an incident's detail
@@ -31,6 +31,9 @@ class CrashLoopSettings:
 class _Track:
     seen: list[tuple[datetime, int]] = field(default_factory=list)  # (when, RestartCount)
     exit_codes: list[int] = field(default_factory=list)
+    # The engine's `die` events carry each death's exit code: once one has, they are the
+    # record (an inspect finds a fast loop running again, its exit code its start's 0).
+    codes_from_events: bool = False
     log_tail: str | None = None  # fetched once per loop
 
 
@@ -48,6 +51,16 @@ class CrashLoops:
         with self._lock:
             for track in self._tracks.values():
                 track.seen = [(at + step, count) for at, count in track.seen]
+
+    def on_event(self, event: EngineEvent) -> None:
+        """A `die` event: the exit code of that death, for the report of a loop."""
+        code = event.attributes.get("exitCode", "") if event.action == "die" else ""
+        if not code.lstrip("-").isdigit() or len(code) > 10:
+            return
+        with self._lock:
+            track = self._tracks.setdefault(event.container_id, _Track())
+            track.codes_from_events = True
+            track.exit_codes = [*track.exit_codes, int(code)][-5:]
 
     def rises(self, track: _Track, now: datetime) -> int:
         """Restarts within the window: the count now minus the count at the window's start."""
@@ -76,7 +89,12 @@ class CrashLoops:
             if not track.seen or track.seen[-1][1] != snap.restart_count:
                 track.seen.append((now, snap.restart_count))
                 # A running container's exit code is its start's 0, not the crash's.
-                if snap.exit_code is not None and len(track.seen) > 1 and snap.state != "running":
+                if (
+                    snap.exit_code is not None
+                    and len(track.seen) > 1
+                    and snap.state != "running"
+                    and not track.codes_from_events
+                ):
                     track.exit_codes = [*track.exit_codes, snap.exit_code][-5:]
             # Keep one observation from before the window as the baseline.
             start = now - self.settings.window

@@ -7,9 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from guardian.adapters.engine_payloads import parse_event
 from guardian.core.checks import CheckSettings, evaluate
 from guardian.core.model import ProblemType
 from guardian.core.probes import ProbeSpec, parse_probe
+from guardian.ports import EngineEvent
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
 from tests.helpers import wait_until
@@ -78,6 +80,35 @@ def test_a_loop_caught_running_between_two_crashes_stays_one_active_incident(tmp
     assert incident.state == "active" and incident.occurrences == 1
     assert "RestartCount 5" in incident.detail
     assert incident.detail.endswith("last exit codes: 3, 3, 3, 3")  # not the running one's 0
+
+
+def test_a_loop_always_seen_running_again_reports_the_exit_codes_its_die_events_carried(
+    tmp_path,
+):
+    # A fast loop under load: every inspect finds it started again (exit code 0), but each
+    # death's `die` event carried its code. A hostile one is no code.
+    loop = make_app(
+        tmp_path, crash_loop={"restarts": 3, "window": "60s"}, restart={"cooldown": "60s"}
+    )
+    snap = loop.engine.add("worker", health=None, restart_policy="always", state="running")
+    for count, code in enumerate(["3", "3", "x9", "4", "99999999999", "3"]):
+        died = EngineEvent("die", snap.id, "worker", loop.clock.now(), {**ON, "exitCode": code})
+        loop.healer.on_event(died)
+        loop.engine.set("worker", restart_count=count + 1, state="running", exit_code=0)
+        loop.healer.react(snap.id)
+        loop.clock.advance(5)
+    [incident] = incidents_of(loop, ProblemType.CRASH_LOOP)
+    assert incident.detail.endswith("last exit codes: 3, 3, 4, 3")
+
+
+def test_podmans_exit_code_attribute_reads_as_dockers():
+    raw = {
+        "Action": "died",
+        "Actor": {"ID": "c1", "Attributes": {"name": "w", "containerExitCode": "3"}},
+        "timeNano": 1,
+    }
+    event = parse_event(raw)
+    assert event is not None and (event.action, event.attributes["exitCode"]) == ("die", "3")
 
 
 def test_oom_killed_details_name_the_memory_limit():
