@@ -169,12 +169,16 @@ class PageReader:
         return data
 
     def _rows_of(self, statuses: list[ContainerStatus]) -> list[dict[str, Any]]:
-        """A row per status; the same row as last time for a status not judged again."""
+        """A row per status: the very row of last time when it did not change (a status not
+        judged again, or judged again the same), so the renderer keeps its HTML."""
         with self._lock:
             kept, rows = self._rows, {}
             for c in statuses:
                 last = kept.get(c.name)
-                rows[c.name] = last if last is not None and last[0] is c else (c, _row(c))
+                if last is None or last[0] is not c:
+                    row = _row(c)
+                    last = (c, last[1] if last is not None and last[1] == row else row)
+                rows[c.name] = last
             self._rows = rows
         return [row for _, row in rows.values()]
 

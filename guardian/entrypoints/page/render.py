@@ -7,11 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
-from markupsafe import Markup
 
 from guardian.entrypoints.page.model import PageData
 
-MAX_CACHED_ROWS = 20_000
 # The parts drawn from one list of PageData alone: the same list, the same HTML.
 PART_INPUT = {
     "incidents": "incidents",
@@ -47,8 +45,6 @@ class Renderer:
         )
         self.env.filters["human"] = human
         self._parts: Any = self.env.get_template("parts.html").module
-        # A row's HTML by its values: most rows are the same from one read to the next.
-        self._rows: dict[tuple[Any, ...], str] = {}
         self._kept: dict[tuple[str, bool | None], tuple[object, str]] = {}
         self._last: dict[bool, tuple[PageData, dict[str, str]]] = {}
         self._last_rows: dict[int, tuple[dict[str, Any], str]] = {}
@@ -72,21 +68,6 @@ class Renderer:
             self._kept[key] = (kept, html)
         return html
 
-    def row(self, r: dict[str, Any]) -> str:
-        key = tuple(r.values())
-        html = self._rows.get(key)
-        if html is None:
-            if len(self._rows) > MAX_CACHED_ROWS:
-                self._rows.clear()
-            html = self._rows[key] = str(self._parts.row(r))
-        return html
-
-    def rows(self, d: PageData) -> Markup:
-        """The containers' table body (the macro's text for an empty table)."""
-        if not d.rows:
-            return Markup(str(self._parts.rows(d)))
-        return Markup("\n".join(self.row(r) for r in d.rows))
-
     def parts(self, d: PageData, signed: bool) -> dict[str, str]:
         """Every part the page shows and the stream may replace, by DOM id (`part-rows`: the
         whole table body, replaced when the set of containers changes); a row by
@@ -98,19 +79,22 @@ class Renderer:
         out: dict[str, str] = {}
         for dom_id, (macro, takes_signed) in PARTS.items():
             out[dom_id] = self._part(macro, d, signed if takes_signed else None)
-        # The reader hands over the very row it handed last time for a container whose status
-        # was not judged again: its HTML by identity, no hashing of its values.
-        last_rows, made = self._last_rows, {}
-        html = []
+        # The reader hands over the very row it handed last time for a container whose row
+        # did not change (PageReader): its HTML is the last one, found by identity.
+        last_rows, made, html = self._last_rows, {}, []
         for r in d.rows:
             last_row = last_rows.get(id(r))
-            row = last_row[1] if last_row is not None and last_row[0] is r else self.row(r)
+            row = (
+                last_row[1]
+                if last_row is not None and last_row[0] is r
+                else str(self._parts.row(r))
+            )
             made[id(r)] = (r, row)
+            out[f"row:{r['name']}"] = row
             html.append(row)
         self._last_rows = made
-        for r, row in zip(d.rows, html, strict=True):
-            out[f"row:{r['name']}"] = row
         out["order"] = "\n".join(r["name"] for r in d.rows)
-        out["part-rows"] = "\n".join(html) if html else str(self.rows(d))
+        # The macro's text for an empty table.
+        out["part-rows"] = "\n".join(html) if html else str(self._parts.rows(d))
         self._last[signed] = (d, out)
         return out
