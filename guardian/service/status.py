@@ -33,6 +33,11 @@ class ContainerStatus:
     silence: Silence | None
     decision: Decision | None = None  # what decide() said (attempts used of max_attempts)
 
+    @property
+    def settled(self) -> bool:
+        """No decision and no hold: nothing but news about this container changes it."""
+        return self.decision is None and self.held_back is None
+
     def may_have_moved(self, shared_write: bool, now: datetime) -> bool:
         """Whether the answer may have changed with no news about this container itself: a
         decision after a write that may change others' (the host's budget, a dependency's
@@ -41,7 +46,7 @@ class ContainerStatus:
         again then."""
         if self.decision is not None:
             return shared_write or (self.retry_at is not None and self.retry_at <= now)
-        return self.held_back is not None
+        return not self.settled
 
 
 def container_status(healer: Healer) -> list[ContainerStatus]:
@@ -58,7 +63,7 @@ class _Read:
         self.listed: dict[str, ContainerSnapshot] = {}
         self.inspected: dict[str, ContainerSnapshot] = {}
         self.rows: dict[str, ContainerStatus] = {}
-        self.may_move: set[str] = set()  # rows with a decision or a hold (may_have_moved)
+        self.unsettled: set[str] = set()  # the rows not settled (see may_have_moved)
         self.open_incidents: list[Incident] = []
         self.incidents: dict[str, tuple[Incident, ...]] = {}
         self.silences: dict[str, Silence] = {}
@@ -97,7 +102,7 @@ class _Read:
                 held_back = f"skipped: {a.result.skipped}"
             elif decision is not None and not decision.restart:
                 held_back = str(decision.reason)
-            self.rows[name] = ContainerStatus(
+            row = self.rows[name] = ContainerStatus(
                 snap.name,
                 snap.state,
                 snap.health,
@@ -108,10 +113,10 @@ class _Read:
                 self.silences.get(name),
                 decision,
             )
-            if decision is not None or held_back is not None:
-                self.may_move.add(name)
+            if row.settled:
+                self.unsettled.discard(name)
             else:
-                self.may_move.discard(name)
+                self.unsettled.add(name)
 
     def relist(self, names: Collection[str]) -> None:
         """These containers' listings again (one request): gone or no longer watched ones
@@ -121,7 +126,7 @@ class _Read:
             self.listed.pop(name, None)
             self.inspected.pop(name, None)
             self.rows.pop(name, None)
-            self.may_move.discard(name)
+            self.unsettled.discard(name)
         self.listed.update((s.name, s) for s in watched)
 
     def statuses(self) -> list[ContainerStatus]:
@@ -132,7 +137,8 @@ class Statuses:
     """container_status() kept current for a reader that asks after every change (the status
     page, whose every open page waits on Changes): the engine is asked again only about the
     containers a change names (one filtered list), and judged again are only those, the ones
-    the store wrote about and the ones whose answer moves on its own (ContainerStatus.moves).
+    the store wrote about and the ones whose answer may have moved without news about them
+    (ContainerStatus.may_have_moved).
     A change that names nothing, or the first read, or one FULL_READ_AFTER the last whole
     read, reads everything, as container_status() does. Safe to call from any thread."""
 
@@ -185,7 +191,7 @@ class Statuses:
         kept_incidents, kept_silences = r.incidents, r.silences
         now = r.healer.ctx.clock.now()
         again = {n for n in since.engine | since.store if n in r.listed}  # relisted: no row
-        again |= {n for n in r.may_move if r.rows[n].may_have_moved(since.wrote_shared, now)}
+        again |= {n for n in r.unsettled if r.rows[n].may_have_moved(since.wrote_shared, now)}
         if since.wrote or any(s.until <= now for s in kept_silences.values()):
             r.read_store()
             for kept, fresh in ((kept_incidents, r.incidents), (kept_silences, r.silences)):
