@@ -406,9 +406,14 @@ def build_daemon(
     )
     try:
         app.delivery = build_delivery(
-            settings, sqlite, app.clock, app.metrics, app.healer.ctx.settings.host, env
+            settings,
+            sqlite,
+            app.clock,
+            app.metrics,
+            app.healer.ctx.settings.host,
+            env,
+            on_dead_letter=app.changes.delivery_ended,
         )
-        app.delivery.on_dead_letter = app.changes.delivery_ended  # the page lists dead letters
         app.api_token = load_token(settings, env)
         app.heartbeat = build_heartbeat(settings, app.metrics, env)
     except ConfigError:
@@ -602,9 +607,11 @@ def build_delivery(
     metrics: Metrics,
     host: str,
     env: Mapping[str, str] | None = None,
+    on_dead_letter: Callable[[], None] = lambda: None,
 ) -> DeliveryWorker:
     """The outbox worker and the channels configured in `notify:`; every secret read is
-    registered for redaction in every log line."""
+    registered for redaction in every log line. `on_dead_letter`: told when a send is given
+    up (the status page lists dead letters)."""
     n = settings.values["notify"]
     redact = Redactor()
     outbox = SqliteOutbox(store.db)
@@ -620,7 +627,7 @@ def build_delivery(
     install_redaction(redact)
     named = n["channels"] or n["routes"] or n["default"]  # else every channel hears everything
     worker = DeliveryWorker(
-        outbox, channels, clock, metrics, ws, redact, routing if named else None
+        outbox, channels, clock, metrics, ws, redact, routing if named else None, on_dead_letter
     )
     store.db.on_outbox_written(worker.wake)  # whatever writes a notification wakes the worker
     return worker
