@@ -315,6 +315,7 @@ def build_loop(
         engine_state=(host.engine_state, changes.engine_state),
         ended=(host.restart_ended,),
         events=(oom.on_event, crash_loops.on_event, namespaces.on_event, changes.on_event),
+        observing=changes.observing,
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
         storm_open=host.storm_open,

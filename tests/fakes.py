@@ -122,11 +122,7 @@ class FakeEngine:
             if names and c.name not in names:
                 continue
             if (label == "all" or label in c.labels) and in_scope(c.labels, scope):
-                # As Docker's list: HostConfig.NetworkMode only, no PidMode or IpcMode.
-                network = tuple(n for n in c.namespaces if n[0] == "network")
-                out.append(
-                    replace(c, inspected=False, exit_code=None, started_at=None, namespaces=network)
-                )
+                out.append(c.as_listed())  # as Docker's list shows it (held so by a test)
         return out
 
     def remove(self, name: str) -> None:

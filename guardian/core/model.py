@@ -84,6 +84,20 @@ class ContainerSnapshot:
     def short_id(self) -> str:
         return self.id[:12]
 
+    def as_listed(self) -> ContainerSnapshot:
+        """What the engine's list call shows of this container: no field only an inspect tells,
+        a health only while it runs (Docker reads it from the status text, which shows none for
+        a paused, restarting or stopped container), the network namespace alone."""
+        return ContainerSnapshot(
+            id=self.id,
+            name=self.name,
+            labels=self.labels,
+            state=self.state,
+            health=self.health if self.state == "running" else None,
+            addresses=self.addresses,
+            namespaces=tuple(n for n in self.namespaces if n[0] == "network"),
+        )
+
 
 @dataclass(frozen=True)
 class HealthCheckResult:

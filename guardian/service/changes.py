@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 from guardian.core.model import ContainerSnapshot
@@ -24,6 +24,7 @@ _SHOWN = frozenset(
     {"health_status", "die", "start", "stop", "kill", "oom", "pause", "unpause", "destroy"}
 )
 LOG = 512  # changes remembered for since(); a reader further behind reads everything
+OBSERVED = 4096  # the loop's inspects kept for since(); beyond, they are forgotten
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Since:
     incidents: frozenset[int] | None  # incidents whose timeline changed
     wrote: bool  # anything in the store
     wrote_shared: bool  # a write that may change other containers' decisions (see wrote())
+    # Of the `engine` containers, the inspect the loop made of each after its last change: as
+    # fresh as asking the engine again (see Changes.observing).
+    observed: Mapping[str, ContainerSnapshot] = field(default_factory=dict)
 
     @property
     def everything(self) -> bool:
@@ -65,6 +69,8 @@ class Changes:
         self._log: deque[_Change] = deque(maxlen=LOG)
         self._seen: dict[str, tuple[str, str, str]] = {}
         self._engine_up: bool | None = None
+        # name -> (the version before the inspect was asked, the inspect)
+        self._observed: dict[str, tuple[int, ContainerSnapshot]] = {}
 
     def changed(self, containers: Iterable[str] | None = None) -> None:
         """Something a person sees changed outside the store: these containers' state or
@@ -97,7 +103,25 @@ class Changes:
         with self._cond:
             self.version += 1
             self._log.append(_Change(self.version, engine, store, incident, wrote, shared))
+            if engine is None:
+                self._observed.clear()
+            for name in engine or ():
+                self._observed.pop(name, None)  # older than this change
             self._cond.notify_all()
+
+    def observing(self) -> Callable[[ContainerSnapshot], None]:
+        """Called before the loop asks the engine to inspect a container; the answer, handed
+        to what it returns, stands for the container in since() until a change names it
+        again: any change of the container after the question reaches Changes after this
+        call, so an inspect is never taken for fresher than the changes that came after it
+        was asked (one that came while it was asked makes it too old: the reader asks again)."""
+        return partial(self._observe, self.version)
+
+    def _observe(self, asked_at: int, snap: ContainerSnapshot) -> None:
+        with self._cond:
+            if len(self._observed) >= OBSERVED:
+                self._observed.clear()
+            self._observed[snap.name] = (asked_at, snap)
 
     def since(self, version: int) -> tuple[int, Since]:
         """(the version now, what changed after `version`): EVERYTHING when the log no longer
@@ -110,7 +134,7 @@ class Changes:
             return NOTHING
         if not self._log or self._log[0].version > version + 1:
             return EVERYTHING
-        engine: set[str] = set()
+        engine: dict[str, int] = {}  # name -> the version of its last change
         store: set[str] = set()
         incidents: set[int] = set()
         wrote = shared = False
@@ -119,13 +143,26 @@ class Changes:
                 break
             if c.engine is None or c.store is None:
                 return EVERYTHING
-            engine |= c.engine
+            for name in c.engine:
+                engine.setdefault(name, c.version)
             store |= c.store
             wrote = wrote or c.wrote
             shared = shared or c.shared
             if c.incident is not None:
                 incidents.add(c.incident)
-        return Since(frozenset(engine), frozenset(store), frozenset(incidents), wrote, shared)
+        observed = {
+            name: seen[1]
+            for name, last in engine.items()
+            if (seen := self._observed.get(name)) is not None and seen[0] >= last
+        }
+        return Since(
+            frozenset(engine),
+            frozenset(store),
+            frozenset(incidents),
+            wrote,
+            shared,
+            observed,
+        )
 
     def wait(self, after: int, timeout: float) -> int:
         """The version once it passes `after`, or when `timeout` seconds or close() came first."""

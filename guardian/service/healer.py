@@ -57,6 +57,14 @@ class Healer:
         listed = self.ctx.engine.list_containers(s.watch_label, s.scope, names)
         return listed, [c for c in listed if s.watches(c.labels)]
 
+    def _inspect(self, container_id: str) -> ContainerSnapshot | None:
+        """The engine's inspect, heard by whoever observes the loop's (Pipeline.observing)."""
+        heard = self.ctx.pipeline.observing()
+        snap = self.ctx.engine.inspect(container_id)
+        if snap is not None:
+            heard(snap)
+        return snap
+
     def engine_state(self, up: bool, error: str = "") -> None:
         """Record whether the engine answered (log a change, update the gauge, host incidents)."""
         before = self.ctx.state.engine_seen(up)
@@ -117,7 +125,7 @@ class Healer:
                 # restart's own. Neither a problem nor a recovery; its verification judges it.
                 result = skip(snap, ctx.clock.now(), "restart_in_flight", source)
                 return Assessment(snap, rules_of(snap), result)
-            full = known if known is not None else ctx.engine.inspect(snap.id)
+            full = known if known is not None else self._inspect(snap.id)
             snap = full if full is not None else snap
         rules = rules_of(snap)
         now = ctx.clock.now()
@@ -190,7 +198,7 @@ class Healer:
             self.verifier.verify(only=name)
             return
         try:
-            snap = self.ctx.engine.inspect(container_id)
+            snap = self._inspect(container_id)
         except EngineUnavailable as exc:
             self.engine_state(False, str(exc))
             return

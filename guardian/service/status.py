@@ -10,7 +10,7 @@ nothing here changes the loop's state (Healer.look).
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -121,13 +121,26 @@ class _Read:
     def relist(self, names: Collection[str]) -> None:
         """These containers' listings again (one request): gone or no longer watched ones
         leave, new ones come; the inspects made of their last listings no longer hold."""
-        _, watched = self.healer.watched(names)
+        _, watched = self.healer.watched(names) if names else ([], [])
+        self._forget(names)
+        self.listed.update((s.name, s) for s in watched)
+
+    def seen(self, inspects: Mapping[str, ContainerSnapshot]) -> None:
+        """These containers as the loop's own inspects found them, where a relist would ask
+        the engine again: the listing is what the list call shows of an inspect, and those
+        the sweep does not watch leave."""
+        self._forget(inspects)
+        watches = self.healer.ctx.settings.watches
+        for name, snap in inspects.items():
+            if watches(snap.labels):
+                self.listed[name], self.inspected[name] = snap.as_listed(), snap
+
+    def _forget(self, names: Iterable[str]) -> None:
         for name in names:
             self.listed.pop(name, None)
             self.inspected.pop(name, None)
             self.rows.pop(name, None)
             self.unsettled.discard(name)
-        self.listed.update((s.name, s) for s in watched)
 
     def statuses(self) -> list[ContainerStatus]:
         return [self.rows[name] for name in sorted(self.rows)]
@@ -136,7 +149,8 @@ class _Read:
 class Statuses:
     """container_status() kept current for a reader that asks after every change (the status
     page, whose every open page waits on Changes): the engine is asked again only about the
-    containers a change names (one filtered list), and judged again are only those, the ones
+    containers a change names (one filtered list) and not even about those the loop inspected
+    after the change (Since.observed), and judged again are only those, the ones
     the store wrote about and the ones whose answer may have moved without news about them
     (ContainerStatus.may_have_moved).
     A change that names nothing, or the first read, or one FULL_READ_AFTER the last whole
@@ -187,7 +201,8 @@ class Statuses:
     def _bring_up_to_date(r: _Read, since: Since) -> None:
         assert since.engine is not None and since.store is not None
         if since.engine:
-            r.relist(since.engine)
+            r.seen(since.observed)
+            r.relist(since.engine - since.observed.keys())
         kept_incidents, kept_silences = r.incidents, r.silences
         now = r.healer.ctx.clock.now()
         again = {n for n in since.engine | since.store if n in r.listed}  # relisted: no row

@@ -70,6 +70,7 @@ STEPS = st.one_of(
     st.tuples(st.just("unhealthy"), st.sampled_from(NAMES)),
     st.tuples(st.just("healthy"), st.sampled_from(NAMES)),
     st.tuples(st.just("exit"), st.sampled_from(NAMES)),
+    st.tuples(st.just("race"), st.sampled_from(NAMES)),
     st.tuples(st.just("silence"), st.sampled_from(NAMES)),
     st.tuples(st.just("unsilence"), st.sampled_from(NAMES)),
     st.tuples(st.just("remove"), st.sampled_from(NAMES)),
@@ -87,6 +88,12 @@ def step(g: TestApp, what: str, arg: Any) -> None:
     if what in ("unhealthy", "healthy") and arg in present:
         g.engine.set(arg, health=what, state="running")
         tell(g, "health_status", arg)
+    elif what == "race" and arg in present:
+        # An inspect asked before the health changed, answered after the loop's own.
+        heard, old = g.app.changes.observing(), g.engine.containers[g.engine.id_of(arg)]
+        g.engine.set(arg, health="unhealthy" if old.health == "healthy" else "healthy")
+        tell(g, "health_status", arg)
+        heard(old)
     elif what == "exit" and arg in present:
         g.engine.set(arg, state="exited", exit_code=1, finished_at=g.clock.now())
         tell(g, "die", arg)
@@ -162,25 +169,75 @@ def test_after_any_changes_the_page_shows_what_a_whole_read_shows(
     assert kept.whole_reads == 1  # every read after the first brought the answer up to date
 
 
+def counted(g: TestApp) -> list[list[str]]:
+    """The names of each list request the engine gets from now on."""
+    listed: list[list[str]] = []
+    real = g.engine.list_containers
+    g.engine.list_containers = lambda label, scope="", names=(): (  # type: ignore[method-assign]
+        listed.append(sorted(names)) or real(label, scope, names)
+    )
+    return listed
+
+
 def test_a_change_naming_one_container_lists_that_one_alone(tmp_path: Path) -> None:
     g = make_app(tmp_path)
     for n in range(100):
         g.engine.add(f"app-{n:03d}", health="healthy", labels=WATCHED)
     page = PageReader(g.healer, g.app.operator, g.app.changes)
     page.read(True)
-    listed: list[list[str]] = []
-    real = g.engine.list_containers
-    g.engine.list_containers = lambda label, scope="", names=(): (  # type: ignore[method-assign]
-        listed.append(sorted(names)) or real(label, scope, names)
-    )
-    g.engine.set("app-042", health="starting")
-    tell(g, "health_status", "app-042")
+    listed = counted(g)
+    g.engine.set("app-042", state="paused")
+    tell(g, "pause", "app-042")  # the loop does not inspect a paused container
     lists, inspects = g.engine.list_calls, g.engine.inspect_calls
     rows = {r["name"]: r for r in page.read(True).rows}
-    assert rows["app-042"]["state"] == "starting"
+    assert rows["app-042"]["state"] == "paused"
     assert listed == [["app-042"]]
     assert (g.engine.list_calls - lists, g.engine.inspect_calls - inspects) == (1, 0)
     assert page.statuses.whole_reads == 1
+
+
+def test_a_container_the_loop_inspected_after_its_change_costs_the_page_no_request(
+    tmp_path: Path,
+) -> None:
+    g = make_app(tmp_path, restart={"action": "notify"})
+    for n in range(100):
+        g.engine.add(f"app-{n:03d}", health="healthy", labels=WATCHED)
+    page = PageReader(g.healer, g.app.operator, g.app.changes)
+    page.read(True)
+    listed = counted(g)
+    g.engine.set("app-042", health="unhealthy")
+    inspects = g.engine.inspect_calls
+    tell(g, "health_status", "app-042")  # the loop inspects it, opens its incident
+    assert g.engine.inspect_calls - inspects == 1
+    data = page.read(True)
+    rows = {r["name"]: r for r in data.rows}
+    assert rows["app-042"]["state"] == "unhealthy" and rows["app-042"]["incident"]
+    assert [i["container"] for i in data.incidents] == ["app-042"]
+    assert (listed, g.engine.inspect_calls - inspects) == ([], 1)
+    assert page.statuses.whole_reads == 1
+
+
+def test_an_inspect_asked_before_a_change_is_never_taken_for_after_it(tmp_path: Path) -> None:
+    """The loop's inspect of a container races the engine: asked before the container changed
+    and answered after the change was announced, it shows the old state; the page asks again."""
+    g = make_app(tmp_path, restart={"action": "notify"})
+    g.engine.add("web", health="healthy", labels=WATCHED)
+    page = PageReader(g.healer, g.app.operator, g.app.changes)
+    page.read(True)
+    listed = counted(g)
+    heard, before = g.app.changes.observing(), g.engine.inspect(g.engine.id_of("web"))
+    g.engine.set("web", health="unhealthy")
+    g.app.changes.on_event(EngineEvent("health_status", before.id, "web", g.clock.now(), WATCHED))
+    heard(before)  # its answer arrives after the change
+    assert [r["state"] for r in page.read(True).rows] == ["unhealthy"]
+    assert listed == [["web"]]
+    # Asked after the change, an answer stands until the next change names the container.
+    heard = g.app.changes.observing()
+    heard(g.engine.inspect(g.engine.id_of("web")))
+    g.engine.set("web", health="healthy")
+    g.app.changes.changed(["web"])
+    assert [r["state"] for r in page.read(True).rows] == ["healthy"]
+    assert listed == [["web"], ["web"]]
 
 
 @contextmanager
