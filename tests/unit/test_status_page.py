@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -18,6 +19,7 @@ from guardian.entrypoints.page.handler import StatusPage
 from guardian.entrypoints.page.model import PageReader
 from guardian.entrypoints.page.sessions import FAILURES_PER_CLIENT, Sessions
 from tests.app import TestApp, make_app
+from tests.helpers import wait_until
 
 TOKEN = "page-token-0123456789"
 HOST = "host"
@@ -318,6 +320,41 @@ def test_a_change_and_what_follows_it_at_once_reach_the_page_as_one_event(g: Tes
     doc = json.loads(next(stream).decode().split("data: ", 1)[1])
     fellow.join()
     assert "row:web" in doc["parts"] and "row:db" in doc["parts"]
+    page.feed.close()
+
+
+def test_one_stream_settles_a_change_for_every_open_page(g: TestApp) -> None:
+    """Eight pages open: one stream waits on Changes and lets the burst settle, the others
+    wake once it settled, and every page gets the whole burst as one event."""
+    g.engine.add("web", health="healthy", labels={"guardian.enable": "true"})
+    g.engine.add("db", health="healthy", labels={"guardian.enable": "true"})
+    page, routes = page_of(g, public=True, streams=8)
+    page.feed.settle = 0.2
+    settles: list[int] = []
+    real_settle = g.app.changes.settle
+    g.app.changes.settle = lambda after, quiet, rounds: (  # type: ignore[method-assign]
+        settles.append(after) or real_settle(after, quiet, rounds)
+    )
+    streams = [iter(get(routes, "/events").stream or []) for _ in range(8)]
+    for stream in streams:
+        next(stream), next(stream)  # retry:, then every part
+    got: list[dict[str, Any]] = []
+    readers = [
+        threading.Thread(target=lambda s=s: got.append(json.loads(next(s).split(b"data: ")[1])))
+        for s in streams
+    ]
+    for reader in readers:
+        reader.start()
+    wait_until(lambda: page.feed._leading, 5)  # noqa: SLF001 -- one of them waits on Changes
+    g.engine.set("web", health="unhealthy")
+    g.app.changes.changed(["web"])
+    g.engine.set("db", health="unhealthy")
+    g.app.changes.changed(["db"])
+    for reader in readers:
+        reader.join(5)
+    assert len(got) == 8
+    assert all("row:web" in doc["parts"] and "row:db" in doc["parts"] for doc in got)
+    assert len(settles) == 1
     page.feed.close()
 
 

@@ -1,8 +1,9 @@
 """The page's live stream (Server-Sent Events): what changed, as the parts of the page to
 replace, within moments of Guardian seeing it.
 
-Nothing runs while no page is open: a stream waits on the loop's Changes (a condition), and
-the parts are read and rendered once per change, whoever many streams share them. Streams are
+Nothing runs while no page is open: one open stream waits on the loop's Changes (a condition)
+and lets each change settle for them all, the others wake once per settled change; the parts are
+read and rendered once per change, however many streams share them. Streams are
 capped (`page.streams`): each holds an HTTP thread of its own, so viewers never take one from
 /healthz, /metrics, the API or healing; beyond the cap a stream is refused with 503 and
 Retry-After. An idle stream gets one keep-alive comment every KEEPALIVE seconds.
@@ -14,6 +15,7 @@ import json
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -79,6 +81,9 @@ class Feed:
         self._cache: dict[bool, Snapshot] = {}
         self._events_made: dict[tuple[bool, int, int], bytes] = {}
         self.open = 0
+        self._turn = threading.Condition()  # the streams wait here for a settled change
+        self._settled = 0  # the version the last settled change reached
+        self._leading = False  # a stream follows Changes for all of them
 
     def event_id(self, version: int) -> str:
         return f"{self.boot}-{version}"
@@ -123,16 +128,12 @@ class Feed:
             sent = snap
         version = snap.version
         while True:
-            now_at = self.changes.wait(version, self.keepalive)
+            now_at = self.settled(version, self.keepalive)
             if self.changes.closed:
                 return
             if now_at == version:
                 yield b": keep-alive\n\n"
                 continue
-            if self.settle > 0:
-                self.changes.settle(now_at, self.settle, SETTLE_ROUNDS)
-                if self.changes.closed:
-                    return
             fresh = self._safe_snapshot(signed)
             if fresh is None:
                 return
@@ -141,6 +142,33 @@ class Feed:
             if event:
                 yield event
                 sent = fresh
+
+    def settled(self, version: int, timeout: float) -> int:
+        """The version once a change after `version` settled, or `version` when `timeout`
+        seconds or Guardian's stop came first. One waiting stream follows Changes and lets
+        each change settle for all of them (the others wake once per settled change, not at
+        each of its fellows); when it stops waiting another takes over."""
+        deadline = time.monotonic() + timeout
+        with self._turn:
+            while self._settled <= version and not self.changes.closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                if self._leading:
+                    self._turn.wait(remaining)
+                    continue
+                self._leading, after = True, max(version, self._settled)
+                self._turn.release()
+                try:
+                    at = self.changes.wait(after, remaining)
+                    if at > after and self.settle > 0:
+                        at = self.changes.settle(at, self.settle, SETTLE_ROUNDS)
+                finally:
+                    self._turn.acquire()
+                    self._leading = False
+                self._settled = max(self._settled, at)
+                self._turn.notify_all()
+            return max(self._settled, version)
 
     def _change(self, signed: bool, sent: Snapshot, fresh: Snapshot) -> bytes:
         """The event taking a page from `sent` to `fresh` (b"" when nothing it shows changed),
@@ -171,6 +199,8 @@ class Feed:
     def close(self) -> None:
         """Guardian stops: every stream ends after its current write, and no new one starts."""
         self.changes.close()
+        with self._turn:
+            self._turn.notify_all()
         log.debug("status page streams ended", extra=kv(open=self.open))
 
 
