@@ -92,6 +92,9 @@ class Engine(Protocol):
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The full snapshot of one container; None when it no longer exists."""
 
+    def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
+        """What list_containers shows of the container an inspect showed as `snap`."""
+
     def logs(self, container_id: str, tail: int) -> str:
         """The last `tail` lines of the container's output ("" when unavailable)."""
 

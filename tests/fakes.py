@@ -122,7 +122,7 @@ class FakeEngine:
             if names and c.name not in names:
                 continue
             if (label == "all" or label in c.labels) and in_scope(c.labels, scope):
-                out.append(c.as_listed())  # as Docker's list shows it (held so by a test)
+                out.append(self.as_listed(c))
         return out
 
     def remove(self, name: str) -> None:
@@ -135,6 +135,12 @@ class FakeEngine:
         snap = replace(snap, **fields)  # type: ignore[arg-type]
         self.containers[snap.id] = snap
         return snap
+
+    def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
+        """As the real engines' lists show a container (DockerEngine.as_listed, held equal to
+        them by tests/integration/test_docker_engine.py)."""
+        listed = snap.as_listed()
+        return replace(listed, namespaces=()) if self.kind == "podman" else listed
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         self._check()

@@ -204,6 +204,14 @@ class DockerEngine:
             ]
         return snaps
 
+    def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
+        listed = snap.as_listed()
+        identity = self._identity
+        if identity is not None and identity.kind == "podman":
+            # Podman's list names no joined namespace (its HostConfig.NetworkMode is its own).
+            return replace(listed, namespaces=())
+        return listed
+
     def _list(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             items = self._call(lambda api: api.containers(all=True, filters=filters))

@@ -130,10 +130,10 @@ class _Read:
         the engine again: the listing is what the list call shows of an inspect, and those
         the sweep does not watch leave."""
         self._forget(inspects)
-        watches = self.healer.ctx.settings.watches
+        watches, engine = self.healer.ctx.settings.watches, self.healer.ctx.engine
         for name, snap in inspects.items():
             if watches(snap.labels):
-                self.listed[name], self.inspected[name] = snap.as_listed(), snap
+                self.listed[name], self.inspected[name] = engine.as_listed(snap), snap
 
     def _forget(self, names: Iterable[str]) -> None:
         for name in names:

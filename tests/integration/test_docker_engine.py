@@ -3,6 +3,7 @@ returns for a restart, a removed container and an absent engine."""
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ from guardian.adapters.docker_engine import DockerEngine
 from guardian.core.model import Outcome
 from guardian.ports import EngineUnavailable
 from tests.helpers import wait_until
-from tests.integration.conftest import RUN_ID
+from tests.integration.conftest import ENGINES, RUN_ID
 from tests.proxy import DockerProxy
 
 SCOPE = f"guardian.test.run={RUN_ID}"
@@ -61,6 +62,42 @@ def test_a_list_of_named_containers_is_one_request_for_exactly_those(containers,
         engine.close()
     finally:
         proxy.stop()
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_an_inspect_shows_as_listed_what_the_list_call_shows(engine, containers):
+    """The status page takes a container the loop just inspected as the list call would show
+    it (Engine.as_listed): the two agree for every state and health on the engine."""
+    leader = containers.run("leader", health_cmd="true")
+    made = {
+        "healthy": leader,
+        "unhealthy": containers.run("sick", health_cmd="false"),
+        "starting": containers.run("slow", health_cmd="true", health_interval=3600),
+        "no-check": containers.run("plain"),
+        "exited": containers.run("out", ["sh", "-c", "exit 3"], health_cmd="true"),
+        "paused": containers.run("paused", health_cmd="true"),
+        "created": containers.run("created", health_cmd="true", start=False),
+        "follower": containers.run("follower", network_mode=f"container:{leader}"),
+    }
+    containers.wait_health(made["healthy"], "healthy")
+    containers.wait_health(made["unhealthy"], "unhealthy")
+    containers.wait_health(made["paused"], "healthy")
+    engine.api.pause(made["paused"])
+    wait_until(lambda: containers.inspect(made["exited"])["State"]["Status"] == "exited", 10)
+    url = engine.url or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    guardian = DockerEngine(url, timedelta(seconds=10))
+    try:
+        listed = {s.name: s for s in guardian.list_containers("guardian.enable", SCOPE)}
+        for what, name in made.items():
+            full = guardian.inspect(name)
+            assert full is not None, what
+            assert guardian.as_listed(full) == listed[name], what
+        assert listed[made["starting"]].health == "starting"
+        assert listed[made["paused"]].state == "paused" and listed[made["paused"]].health is None
+    finally:
+        engine.api.unpause(made["paused"])
+        engine.api.remove_container(made["follower"], force=True)  # Podman: before its leader
+        guardian.close()
 
 
 def test_restart_outcomes_from_the_real_engine(containers, docker_api):
