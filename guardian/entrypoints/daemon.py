@@ -184,7 +184,8 @@ class Daemon:
             self.first_sweep_done.set()
         if self.app.delivery is not None:
             try:
-                self.app.delivery.look_elsewhere()  # after the sweep: no timer of its own
+                if self.app.delivery.look_elsewhere():  # after the sweep: no timer of its own
+                    self.app.changes.wrote()  # the CLI's write: the open pages read it all
             except StoreError as exc:
                 self._store_failed("sweep", exc)
             problems = [r for r in report.rows if r.result.problem is not None]

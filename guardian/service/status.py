@@ -18,8 +18,6 @@ from guardian.core.model import ContainerSnapshot, Decision, Incident, Silence
 from guardian.service.changes import Changes, Since
 from guardian.service.healer import Healer
 
-FULL_READ_AFTER = 60.0  # seconds: a kept answer is read whole again at least this often
-
 
 @dataclass(frozen=True)
 class ContainerStatus:
@@ -153,19 +151,16 @@ class Statuses:
     after the change (Since.observed), and judged again are only those, the ones
     the store wrote about and the ones whose answer may have moved without news about them
     (ContainerStatus.may_have_moved).
-    A change that names nothing, or the first read, or one FULL_READ_AFTER the last whole
-    read, reads everything, as container_status() does. Safe to call from any thread."""
+    A change that names nothing (the engine back, a reload, another process's write to the
+    store) or the first read reads everything, as container_status() does. Safe to call from
+    any thread."""
 
-    def __init__(
-        self, healer: Healer, changes: Changes, full_read_after: float = FULL_READ_AFTER
-    ) -> None:
+    def __init__(self, healer: Healer, changes: Changes) -> None:
         self.healer = healer
         self.changes = changes
-        self.full_read_after = full_read_after
         self._lock = threading.Lock()
         self._read: _Read | None = None
         self._version = 0
-        self._whole_at = 0.0
         self.whole_reads = 0  # how many reads were whole (the others brought one up to date)
 
     def store_read(self) -> tuple[int, list[Incident], list[Silence]] | None:
@@ -181,16 +176,10 @@ class Statuses:
         """The answer as of now. Raises EngineUnavailable (the next read is whole)."""
         with self._lock:
             version, since = self.changes.since(self._version)
-            monotonic = self.healer.ctx.clock.monotonic()
             last = self._read
             self._read = None  # until this read completes: a failed one is not kept
-            if (
-                last is None
-                or since.everything
-                or monotonic - self._whole_at > self.full_read_after
-            ):
+            if last is None or since.everything:
                 last = _Read(self.healer).whole()
-                self._whole_at = monotonic
                 self.whole_reads += 1
             else:
                 self._bring_up_to_date(last, since)
