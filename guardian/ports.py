@@ -134,7 +134,8 @@ class Store(Protocol):
         """Write the incident, its transitions and the notifications it causes atomically
         (the outbox); returns it with its id."""
 
-    def transitions(self, incident_id: int) -> list[Transition]: ...
+    def transitions(self, incident_id: int, limit: int | None = None) -> list[Transition]:
+        """An incident's transitions, oldest first; `limit`: the newest this many only."""
 
     def withdraw_unsent(self, host: str) -> int:
         """Withdraw the queued notifications of open container incidents no channel has tried

@@ -247,8 +247,8 @@ class ResilientStore:
     def get_incident(self, incident_id: int) -> Incident | None:
         return self.inner.get_incident(incident_id)
 
-    def transitions(self, incident_id: int) -> list[Transition]:
-        return self.inner.transitions(incident_id)
+    def transitions(self, incident_id: int, limit: int | None = None) -> list[Transition]:
+        return self.inner.transitions(incident_id, limit)
 
     def actions(
         self,

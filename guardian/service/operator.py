@@ -214,13 +214,20 @@ class Operator:
         log.info("silence lifted", extra=kv(container=container, by=by))
         return ended
 
-    def timeline(self, incident: Incident) -> list[Transition | RemediationAction]:
-        """Every transition and action of an incident, oldest first."""
+    def timeline(
+        self, incident: Incident, newest: int | None = None
+    ) -> list[Transition | RemediationAction]:
+        """Every transition and action of an incident, oldest first; `newest`: the newest
+        this many only (read as such: a long-flapping container's incident holds thousands)."""
         assert incident.id is not None
         timed: list[tuple[datetime, Transition | RemediationAction]] = [
-            (t.at, t) for t in self.store.transitions(incident.id)
+            (t.at, t) for t in self.store.transitions(incident.id, newest)
         ]
         # Every action told under it, a follower's restart among them (its own container).
-        timed += [(a.requested_at, a) for a in self.store.actions(self.host, incident=incident.id)]
+        timed += [
+            (a.requested_at, a)
+            for a in self.store.actions(self.host, incident=incident.id, limit=newest)
+        ]
         # Stable on the full timestamps: the views show whole seconds only.
-        return [entry for _, entry in sorted(timed, key=lambda pair: pair[0])]
+        entries = [entry for _, entry in sorted(timed, key=lambda pair: pair[0])]
+        return entries if newest is None else entries[max(0, len(entries) - newest) :]

@@ -21,7 +21,8 @@ from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_operator
 from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.daemon import Daemon
-from guardian.entrypoints.page.model import PageData, PageReader
+from guardian.entrypoints.page.model import MAX_TIMELINE, PageData, PageReader
+from guardian.entrypoints.views import timeline_view
 from guardian.ports import EngineEvent
 from guardian.service.changes import EVERYTHING, LOG, NOTHING, Changes, Since
 from guardian.service.status import Statuses, container_status
@@ -292,6 +293,28 @@ def test_a_write_about_one_incident_reads_its_timeline_alone_of_a_hundred(tmp_pa
     acked = next(i for i in data.incidents if i["id"] == incident.id)
     assert acked["state"] == "acknowledged"
     assert any("looking" in str(e) for e in acked["timeline"])
+
+
+def test_a_long_timeline_is_read_and_shown_as_its_newest_entries(tmp_path: Path) -> None:
+    """A container flapping all day reopens its incident hundreds of times: the page reads the
+    newest entries only, and shows what the whole timeline ends with."""
+    g = make_app(tmp_path, restart={"action": "notify"})
+    g.engine.add("flap", health="healthy", labels=WATCHED)
+    page = PageReader(g.healer, g.app.operator, g.app.changes)
+    for n in range(151):  # ends unhealthy: the incident open
+        g.engine.set("flap", health="unhealthy" if n % 2 == 0 else "healthy")
+        tell(g, "health_status", "flap")
+        g.clock.advance(1)
+    [incident] = g.store.open_incidents(g.host, "flap")
+    whole = timeline_view(g.app.operator.timeline(incident))
+    assert len(whole) > 150
+    with statements(g) as ran:
+        g.app.operator.change(incident.id or 0, "ack", "alice", "looking")
+        [shown] = page.read(True).incidents
+    whole = timeline_view(g.app.operator.timeline(incident))
+    assert shown["timeline"] == whole[-MAX_TIMELINE:] and shown["timeline_more"]
+    [transitions] = [s for s in ran if "FROM transitions" in s]
+    assert transitions.endswith(f"LIMIT {MAX_TIMELINE + 1}")
 
 
 def test_since_names_what_changed_and_everything_when_it_cannot() -> None:

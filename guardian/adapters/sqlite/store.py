@@ -129,10 +129,16 @@ class SqliteStore(OperatorQueries):
             insert_notifications(conn, [with_incident(n, saved) for n in notifications])
         return saved
 
-    def transitions(self, incident_id: int) -> list[Transition]:
-        rows = self.db.query(
-            "SELECT * FROM transitions WHERE incident_id=? ORDER BY id", (incident_id,)
-        )
+    def transitions(self, incident_id: int, limit: int | None = None) -> list[Transition]:
+        if limit is None:
+            rows = self.db.query(
+                "SELECT * FROM transitions WHERE incident_id=? ORDER BY id", (incident_id,)
+            )
+        else:  # the newest `limit`, still oldest first
+            rows = self.db.query(
+                "SELECT * FROM transitions WHERE incident_id=? ORDER BY id DESC LIMIT ?",
+                (incident_id, limit),
+            )[::-1]
         return [
             Transition(
                 IncidentState(r["from_state"]) if r["from_state"] else None,

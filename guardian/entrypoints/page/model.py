@@ -13,8 +13,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from guardian import __version__
-from guardian.core.model import Incident, RemediationAction, Verdict
-from guardian.entrypoints.views import action_view, incident_view, text, timeline_view, when
+from guardian.core.model import Incident, RemediationAction, Transition, Verdict
+from guardian.entrypoints.views import (
+    action_view,
+    incident_view,
+    text,
+    timeline_action,
+    transition_view,
+    when,
+)
 from guardian.ports import EngineUnavailable
 from guardian.service.changes import Changes
 from guardian.service.healer import Healer
@@ -23,6 +30,7 @@ from guardian.service.status import ContainerStatus, Statuses
 
 MAX_INCIDENTS = 100  # open incidents shown with their timelines
 MAX_TIMELINE = 50  # the latest entries of each timeline
+MAX_KEPT_TRANSITIONS = 5000  # transitions' views kept for the next read
 MAX_ACTIONS = 20
 MAX_DEAD_LETTERS = 20
 ACTIONS_SINCE = timedelta(days=1)
@@ -147,6 +155,8 @@ class PageReader:
         self._lock = threading.Lock()
         self._rows: dict[str, tuple[ContainerStatus, dict[str, Any]]] = {}
         self._store: dict[bool, _StoreParts] = {}
+        # A transition never changes once written: its view is built once (never modified).
+        self._transitions: dict[Transition, dict[str, Any]] = {}
 
     def read(self, with_output: bool) -> PageData:
         """Everything the page shows. `with_output` False: nothing a container printed (health
@@ -275,21 +285,37 @@ class PageReader:
         )
 
     def _incident(self, incident: Incident, with_output: bool) -> dict[str, Any]:
-        """An open incident as shown: its view, its timeline (the latest MAX_TIMELINE entries)
-        and whether it awaits a person's approval."""
+        """An open incident as shown: its view, its timeline (the latest MAX_TIMELINE entries,
+        and whether there are earlier ones) and whether it awaits a person's approval."""
         view = incident_view(incident)
-        timeline = timeline_view(self.op.timeline(incident))
         if not with_output:
             view["detail"] = None
-            for entry in timeline:
-                entry["detail"] = ""
+        timeline = [
+            self._transition(e) if isinstance(e, Transition) else self._action(e, with_output)
+            for e in self.op.timeline(incident, MAX_TIMELINE + 1)
+        ]
         return {
             **view,
             "opened": _human(incident.opened_at),
             "timeline": timeline[-MAX_TIMELINE:],
-            "timeline_hidden": max(0, len(timeline) - MAX_TIMELINE),
+            "timeline_more": len(timeline) > MAX_TIMELINE,
             "awaiting_approval": self.op.awaiting_approval(incident),
         }
+
+    def _transition(self, t: Transition) -> dict[str, Any]:
+        view = self._transitions.get(t)
+        if view is None:
+            if len(self._transitions) >= MAX_KEPT_TRANSITIONS:
+                self._transitions.clear()
+            view = self._transitions[t] = transition_view(t)
+        return view
+
+    @staticmethod
+    def _action(a: RemediationAction, with_output: bool) -> dict[str, Any]:
+        view = timeline_action(a)
+        if not with_output:
+            view["detail"] = ""
+        return view
 
     def _summary(self, data: PageData, statuses: list[ContainerStatus]) -> dict[str, Any]:
         unhealthy = restarting = given_up = silenced = 0
