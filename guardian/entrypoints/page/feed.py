@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from guardian.logs import kv
 from guardian.service.changes import Changes
@@ -128,7 +129,7 @@ class Feed:
             sent = snap
         version = snap.version
         while True:
-            now_at = self.settled(version, self.keepalive)
+            now_at = self.settled(version, self.keepalive, partial(self._prepare, signed, sent))
             if self.changes.closed:
                 return
             if now_at == version:
@@ -143,11 +144,19 @@ class Feed:
                 yield event
                 sent = fresh
 
-    def settled(self, version: int, timeout: float) -> int:
+    def _prepare(self, signed: bool, sent: Snapshot) -> None:
+        fresh = self._safe_snapshot(signed)
+        if fresh is not None:
+            self._change(signed, sent, fresh)
+
+    def settled(
+        self, version: int, timeout: float, prepare: Callable[[], None] = lambda: None
+    ) -> int:
         """The version once a change after `version` settled, or `version` when `timeout`
         seconds or Guardian's stop came first. One waiting stream follows Changes and lets
         each change settle for all of them (the others wake once per settled change, not at
-        each of its fellows); when it stops waiting another takes over."""
+        each of its fellows), and calls `prepare` (reads and makes its event) before it wakes
+        them: they find it made. When it stops waiting another takes over."""
         deadline = time.monotonic() + timeout
         with self._turn:
             while self._settled <= version and not self.changes.closed:
@@ -161,8 +170,10 @@ class Feed:
                 self._turn.release()
                 try:
                     at = self.changes.wait(after, remaining)
-                    if at > after and self.settle > 0:
-                        at = self.changes.settle(at, self.settle, SETTLE_ROUNDS)
+                    if at > after:
+                        if self.settle > 0:
+                            at = self.changes.settle(at, self.settle, SETTLE_ROUNDS)
+                        prepare()
                 finally:
                     self._turn.acquire()
                     self._leading = False
