@@ -66,6 +66,7 @@ class Changes:
         self._cond = threading.Condition()
         self.version = 0
         self.closed = False
+        self._stopped = threading.Event()  # set with closed: a settling reader's wait ends
         self._log: deque[_Change] = deque(maxlen=LOG)
         self._seen: dict[str, tuple[str, str, str]] = {}
         self._engine_up: bool | None = None
@@ -171,24 +172,28 @@ class Changes:
             return self.version
 
     def settle(self, after: int, quiet: float, rounds: int) -> int:
-        """The version once no change came for `quiet` seconds after `after` (at most `rounds`
-        such waits): a change often comes with more at once (an engine event, then the incident
-        and the decision Guardian writes about it), and a reader reads once for them all."""
+        """The version once a wait of `quiet` seconds saw no change (at most `rounds` such
+        waits): a change often comes with more at once (an engine event, then the incident and
+        the decision Guardian writes about it), and a reader reads once for them all. The
+        waits are not cut short by each change (a burst's fellows come by the handful), only
+        by close()."""
         with self._cond:
-            for _ in range(rounds):
-                seen = max(self.version, after)
-                if not self._cond.wait_for(partial(self._past, seen), quiet) or self.closed:
+            seen = max(self.version, after)
+        for _ in range(rounds):
+            if self._stopped.wait(quiet):
+                break
+            with self._cond:
+                if self.version == seen:
                     break
-            return self.version
-
-    def _past(self, version: int) -> bool:
-        return self.version > version or self.closed
+                seen = self.version
+        return self.version
 
     def close(self) -> None:
         """Wake every reader for good (Guardian stops)."""
         with self._cond:
             self.closed = True
             self._cond.notify_all()
+        self._stopped.set()
 
     # -- what the loop tells (Pipeline hooks, see bootstrap) --------------------------------
 
