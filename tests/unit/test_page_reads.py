@@ -182,13 +182,18 @@ def counted(g: TestApp) -> list[list[str]]:
     return listed
 
 
-def test_a_change_naming_one_container_lists_that_one_alone(tmp_path: Path) -> None:
-    g = make_app(tmp_path)
+def hundred(tmp: Path, **sections: Any) -> tuple[TestApp, PageReader, list[list[str]]]:
+    """A hundred healthy containers, a page that read them, and the list requests after."""
+    g = make_app(tmp, **sections)
     for n in range(100):
         g.engine.add(f"app-{n:03d}", health="healthy", labels=WATCHED)
     page = PageReader(g.healer, g.app.operator, g.app.changes)
     page.read(True)
-    listed = counted(g)
+    return g, page, counted(g)
+
+
+def test_a_change_naming_one_container_lists_that_one_alone(tmp_path: Path) -> None:
+    g, page, listed = hundred(tmp_path)
     g.engine.set("app-042", state="paused")
     tell(g, "pause", "app-042")  # the loop does not inspect a paused container
     lists, inspects = g.engine.list_calls, g.engine.inspect_calls
@@ -202,12 +207,7 @@ def test_a_change_naming_one_container_lists_that_one_alone(tmp_path: Path) -> N
 def test_a_container_the_loop_inspected_after_its_change_costs_the_page_no_request(
     tmp_path: Path,
 ) -> None:
-    g = make_app(tmp_path, restart={"action": "notify"})
-    for n in range(100):
-        g.engine.add(f"app-{n:03d}", health="healthy", labels=WATCHED)
-    page = PageReader(g.healer, g.app.operator, g.app.changes)
-    page.read(True)
-    listed = counted(g)
+    g, page, listed = hundred(tmp_path, restart={"action": "notify"})
     g.engine.set("app-042", health="unhealthy")
     inspects = g.engine.inspect_calls
     tell(g, "health_status", "app-042")  # the loop inspects it, opens its incident
