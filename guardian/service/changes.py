@@ -65,13 +65,16 @@ class Changes:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self.version = 0
-        self.closed = False
-        self._stopped = threading.Event()  # set with closed: a settling reader's wait ends
+        self._closed = threading.Event()  # Guardian stops: a settling reader's wait ends too
         self._log: deque[_Change] = deque(maxlen=LOG)
         self._seen: dict[str, tuple[str, str, str]] = {}
         self._engine_up: bool | None = None
         # name -> (the version before the inspect was asked, the inspect)
         self._observed: dict[str, tuple[int, ContainerSnapshot]] = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
 
     def changed(self, containers: Iterable[str] | None = None) -> None:
         """Something a person sees changed outside the store: these containers' state or
@@ -180,7 +183,7 @@ class Changes:
         with self._cond:
             seen = max(self.version, after)
         for _ in range(rounds):
-            if self._stopped.wait(quiet):
+            if self._closed.wait(quiet):
                 break
             with self._cond:
                 if self.version == seen:
@@ -191,9 +194,8 @@ class Changes:
     def close(self) -> None:
         """Wake every reader for good (Guardian stops)."""
         with self._cond:
-            self.closed = True
+            self._closed.set()
             self._cond.notify_all()
-        self._stopped.set()
 
     # -- what the loop tells (Pipeline hooks, see bootstrap) --------------------------------
 
