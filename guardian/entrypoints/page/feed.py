@@ -149,9 +149,7 @@ class Feed:
         if fresh is not None:
             self._change(signed, sent, fresh)
 
-    def settled(
-        self, version: int, timeout: float, prepare: Callable[[], None] = lambda: None
-    ) -> int:
+    def settled(self, version: int, timeout: float, prepare: Callable[[], None]) -> int:
         """The version once a change after `version` settled, or `version` when `timeout`
         seconds or Guardian's stop came first. One waiting stream follows Changes and lets
         each change settle for all of them (the others wake once per settled change, not at
