@@ -208,7 +208,7 @@ class DockerEngine:
         listed = snap.as_listed()
         identity = self._identity
         if identity is not None and identity.kind == "podman":
-            # Podman's list names no joined namespace (its HostConfig.NetworkMode is its own).
+            # Podman's list carries no HostConfig: it names no joined namespace.
             return replace(listed, namespaces=())
         return listed
 
