@@ -5,6 +5,7 @@ whatever an older version stored.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -126,10 +127,13 @@ def timeline_action(a: RemediationAction, container: str = "") -> dict[str, Any]
 
 
 def timeline_view(
-    entries: list[Transition | RemediationAction], container: str = ""
+    entries: list[Transition | RemediationAction],
+    container: str = "",
+    transition: Callable[[Transition], dict[str, Any]] = transition_view,
 ) -> list[dict[str, Any]]:
+    """`transition`: a transition's view (the status page keeps them built)."""
     return [
-        transition_view(e) if isinstance(e, Transition) else timeline_action(e, container)
+        transition(e) if isinstance(e, Transition) else timeline_action(e, container)
         for e in entries
     ]
 

@@ -18,7 +18,7 @@ from guardian.entrypoints.views import (
     action_view,
     incident_view,
     text,
-    timeline_action,
+    timeline_view,
     transition_view,
     when,
 )
@@ -288,12 +288,13 @@ class PageReader:
         """An open incident as shown: its view, its timeline (the latest MAX_TIMELINE entries,
         and whether there are earlier ones) and whether it awaits a person's approval."""
         view = incident_view(incident)
+        timeline = timeline_view(
+            self.op.timeline(incident, MAX_TIMELINE + 1), transition=self._transition
+        )
         if not with_output:
             view["detail"] = None
-        timeline = [
-            self._transition(e) if isinstance(e, Transition) else self._action(e, with_output)
-            for e in self.op.timeline(incident, MAX_TIMELINE + 1)
-        ]
+            # A new dict where there is a detail (an action's): the kept views stay as built.
+            timeline = [{**e, "detail": ""} if e["detail"] else e for e in timeline]
         return {
             **view,
             "opened": _human(incident.opened_at),
@@ -308,13 +309,6 @@ class PageReader:
             if len(self._transitions) >= MAX_KEPT_TRANSITIONS:
                 self._transitions.clear()
             view = self._transitions[t] = transition_view(t)
-        return view
-
-    @staticmethod
-    def _action(a: RemediationAction, with_output: bool) -> dict[str, Any]:
-        view = timeline_action(a)
-        if not with_output:
-            view["detail"] = ""
         return view
 
     def _summary(self, data: PageData, statuses: list[ContainerStatus]) -> dict[str, Any]:
