@@ -140,10 +140,11 @@ class GuardedServer(TcpWSGIServer):  # type: ignore[misc]
         return bool(self.accepting) and now >= self.paused_until
 
     def loop_timeout(self) -> float | None:
-        """How long the loop may block in poll(): for ever while no connection is open and
-        accepting is not paused (a client, a finished response or stop() wakes it), else until
-        the next timeout check or the end of the pause."""
-        if not self.active_channels and not self.paused_until:
+        """How long the loop may block in poll(): for ever while accepting is not paused and
+        no connection can time out (none is open, or each is being answered: a live page's
+        stream; a client, a finished response or stop() wakes it), else until the next
+        timeout check or the end of the pause."""
+        if not self.paused_until and all(c.requests for c in self.active_channels.values()):
             return None
         now = monotonic()
         if self.paused_until and now >= self.paused_until:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import resource
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from guardian.entrypoints.http_limits import FD_RESERVE, Limits
-from guardian.entrypoints.http_server import HttpServer, Response, Routes, check_handler
+from guardian.entrypoints.http_server import (
+    HttpServer,
+    Request,
+    Response,
+    Routes,
+    check_handler,
+)
 from tests.helpers import wait_until
 
 
@@ -54,6 +61,37 @@ def test_the_server_sleeps_in_poll_while_no_client_is_connected() -> None:
         assert runs(server.thread_id) - before == 0
         assert get(server.address) == (200, b"ok\n")  # and a client still wakes it
     finally:
+        server.stop()
+
+
+def test_the_server_sleeps_in_poll_while_every_connection_is_a_live_stream() -> None:
+    """An open status page holds a stream: nothing of it can time out, so the loop waits for
+    I/O instead of a timer; once the stream ends, an idle connection is timed out again."""
+    end = threading.Event()
+
+    def stream(request: Request) -> Response:
+        def body() -> Iterator[bytes]:
+            yield b"first\n"
+            end.wait(10)
+
+        return Response(200, content_type="text/event-stream", stream=body())
+
+    routes = Routes()
+    routes.add("/events", stream)
+    server = HttpServer("127.0.0.1:0", routes, Limits(idle_timeout=1))
+    server.start()
+    try:
+        with socket.create_connection(server.address, timeout=5) as s:
+            s.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert b"first" in s.recv(4096)
+            time.sleep(0.2)  # the loop's turn after the first write
+            before = runs(server.thread_id)
+            time.sleep(2.5)  # absence over a window: a 1 s timer would run at least twice
+            assert runs(server.thread_id) - before == 0
+            end.set()  # the stream ends; the connection, kept alive, is now idle
+            wait_until(lambda: closed_by_server(s), 5)
+    finally:
+        end.set()
         server.stop()
 
 
