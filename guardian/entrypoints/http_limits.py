@@ -19,7 +19,7 @@ from typing import Any
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask
+from waitress.task import ErrorTask, WSGITask
 
 from guardian.adapters.clock import monotonic
 from guardian.logs import kv
@@ -28,6 +28,7 @@ log = logging.getLogger("guardian.http")
 
 EVICT_SHARE = 8  # when full, close the idlest 1/8: the accepts that follow need no search
 FD_RESERVE = 128  # descriptors kept for the engine client, the store and notifications
+BACKLOG_KEY = "guardian_http.backlog"  # environ: () -> bytes written that still wait for the client
 
 
 @dataclass(frozen=True)
@@ -81,12 +82,25 @@ class JsonErrorTask(ErrorTask):  # type: ignore[misc]
         self.write(body)
 
 
+class BacklogTask(WSGITask):  # type: ignore[misc]
+    """A request's task whose environ tells how many bytes written wait for the client: a
+    stream written from another thread ends a client that reads too slowly instead of
+    blocking in waitress's write once its buffer is full."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environment()
+        channel = self.channel
+        environ[BACKLOG_KEY] = lambda: int(channel.total_outbufs_len)
+        return environ
+
+
 class TimedChannel(HTTPChannel):  # type: ignore[misc]
     """A waitress connection that remembers when the request it is reading began, and when it
     was last active, on the monotonic clock: a step of the wall clock neither closes every
     connection nor lets one sit for the step's length."""
 
     error_task_class = JsonErrorTask
+    task_class = BacklogTask
     request_began = 0.0
     _active_at = 0.0
 

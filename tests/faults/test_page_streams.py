@@ -3,6 +3,9 @@ held never take a thread from /healthz or the API, and they end cleanly when Gua
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -86,3 +89,114 @@ def test_a_stream_ends_when_guardian_stops(server) -> None:
     rest = b"".join(stream.iter_content(None))  # the chunked body ends: a clean end
     assert time.monotonic() - started < 3
     assert b"event: parts" in rest or rest == b""
+
+
+class RawStream:
+    """A live page's stream read raw on its own thread: the event ids it got."""
+
+    def __init__(self, url: str, read: bool = True) -> None:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        self.sock = socket.socket()
+        if not read:  # the smallest window: what is not read soon waits on the server
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.connect((host, int(port)))
+        self.sock.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.ids: list[str] = []
+        if read:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError):  # closed by close()
+            self._lines()
+
+    def _lines(self) -> None:
+        buffered = b""
+        while chunk := self.sock.recv(65536):
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            self.ids += [line[4:].decode() for line in lines if line.startswith(b"id: ")]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _threads_runs(prefix: str) -> int:
+    """How many times the kernel put the threads named `prefix...` on a CPU so far."""
+    ids = [t.native_id for t in threading.enumerate() if t.name.startswith(prefix)]
+    return sum(int(Path(f"/proc/self/task/{i}/schedstat").read_text().split()[2]) for i in ids if i)
+
+
+def test_a_change_wakes_the_pump_alone_however_many_pages_are_open(tmp_path: Path) -> None:
+    """Eight pages open: each change is read once and written to all eight by the feed's
+    one thread; the pages' own HTTP threads sleep until their stream ends."""
+    g = make_app(tmp_path)
+    g.engine.add("web", health="healthy")
+    page = StatusPage(
+        PageReader(g.healer, g.app.operator, g.app.changes),
+        g.app.operator,
+        Sessions("token", 3600),
+        g.app.changes,
+        public_reads=True,
+        max_streams=8,
+    )
+    routes = Routes()
+    page.mount(routes)
+    http = HttpServer("127.0.0.1:0", routes, Limits(threads=1, streams=8))
+    http.start()
+    host, port = http.address
+    pages = [RawStream(f"http://{host}:{port}") for _ in range(8)]
+    try:
+        wait_until(lambda: page.feed.joined == 8, 5, message="eight streams past their first")
+        before = _threads_runs("waitress")
+        for n, health in enumerate(["unhealthy", "healthy"] * 3, start=1):
+            g.engine.set("web", health=health)
+            g.app.changes.changed(["web"])
+            wait_until(lambda n=n: all(len(p.ids) == 1 + n for p in pages), 5)
+        assert _threads_runs("waitress") == before
+    finally:
+        for p in pages:
+            p.close()
+        http.stop()
+
+
+def test_a_client_that_never_reads_is_ended_and_never_holds_back_the_others(
+    tmp_path: Path,
+) -> None:
+    """An attacker opens a stream and reads nothing while the page changes: once MAX_BACKLOG
+    bytes wait for it, its stream ends and its slot is free again; a page that reads gets
+    every change meanwhile."""
+    g = make_app(tmp_path)
+    for n in range(200):  # ~1 KB of rows each: every new container resends the whole table
+        g.engine.add(f"{n:03d}-" + "x" * 300)
+    page = StatusPage(
+        PageReader(g.healer, g.app.operator, g.app.changes),
+        g.app.operator,
+        Sessions("token", 3600),
+        g.app.changes,
+        public_reads=True,
+        max_streams=2,
+    )
+    page.feed.settle = 0
+    routes = Routes()
+    page.mount(routes)
+    http = HttpServer("127.0.0.1:0", routes, Limits(threads=1, streams=2))
+    http.start()
+    host, port = http.address
+    url = f"http://{host}:{port}"
+    stuck = RawStream(url, read=False)
+    wait_until(lambda: page.feed.joined == 1, 5)
+    reader = RawStream(url)
+    try:
+        wait_until(lambda: page.feed.joined == 2, 5)
+        for n in range(1000):  # 200 KB a change: beyond any socket buffer and MAX_BACKLOG
+            g.engine.add(f"new-{n:04d}")
+            g.app.changes.changed([f"new-{n:04d}"])
+            wait_until(lambda n=n: len(reader.ids) == 2 + n, 5, message="the reader's event")
+            if page.feed.open == 1:
+                break
+        assert page.feed.open == 1, "the stream that reads nothing still holds its slot"
+        assert len(reader.ids) == len(set(reader.ids))  # each change once, none skipped
+    finally:
+        stuck.close()
+        reader.close()
+        http.stop()

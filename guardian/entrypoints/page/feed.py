@@ -1,12 +1,16 @@
 """The page's live stream (Server-Sent Events): what changed, as the parts of the page to
 replace, within moments of Guardian seeing it.
 
-Nothing runs while no page is open: one open stream waits on the loop's Changes (a condition)
-and lets each change settle for them all, the others wake once per settled change; the parts are
-read and rendered once per change, however many streams share them. Streams are
+Nothing runs while no page is open. A stream's own HTTP thread writes its first event; from
+then on one thread of the feed (the pump, there while a stream is open) waits on the loop's
+Changes, lets each change settle, reads and renders the parts once, and writes every open page
+the event that takes it from what it has to the present (each step made once): a change wakes
+one thread however many pages are open. The streams' threads wait for their end. Streams are
 capped (`page.streams`): each holds an HTTP thread of its own, so viewers never take one from
 /healthz, /metrics, the API or healing; beyond the cap a stream is refused with 503 and
-Retry-After. An idle stream gets one keep-alive comment every KEEPALIVE seconds.
+Retry-After. An idle stream gets one keep-alive comment every KEEPALIVE seconds. A client that
+reads too slowly to keep MAX_BACKLOG bytes or fewer waiting is ended, never waited for (its
+browser reconnects and gets the present).
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ import logging
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 
 from guardian.logs import kv
 from guardian.service.changes import Changes
@@ -33,6 +37,8 @@ RETRY_AFTER = 10  # seconds, with the 503 of a full house
 SETTLE = 0.05  # seconds without a change
 SETTLE_ROUNDS = 4  # at most this many such waits: a stream is never held back 0.2 s more
 MAX_EVENTS_MADE = 64
+MAX_BACKLOG = 2 * 1024 * 1024  # bytes waiting for a stream's client before it is ended
+KEEPALIVE_LINE = b": keep-alive\n\n"
 
 Parts = dict[str, str]
 
@@ -60,8 +66,8 @@ def delta(sent: Parts, parts: Parts) -> Parts:
 
 
 class Feed:
-    """Shared snapshots of the parts (one per change and audience) and the capped streams.
-    `read(signed)` returns (the time it read, the parts)."""
+    """Shared snapshots of the parts (one per change and audience), the capped streams and the
+    pump that writes them. `read(signed)` returns (the time it read, the parts)."""
 
     def __init__(
         self,
@@ -82,9 +88,15 @@ class Feed:
         self._cache: dict[bool, Snapshot] = {}
         self._events_made: dict[tuple[bool, int, int], bytes] = {}
         self.open = 0
-        self._turn = threading.Condition()  # the streams wait here for a settled change
-        self._settled = 0  # the version the last settled change reached
-        self._leading = False  # a stream follows Changes for all of them
+        self._joined: list[Stream] = []  # the streams the pump writes
+        self._pumped = 0  # every joined stream was written the parts of this version or later
+        self._pump: threading.Thread | None = None
+
+    @property
+    def joined(self) -> int:
+        """How many streams the pump writes (those past their first event)."""
+        with self._lock:
+            return len(self._joined)
 
     def event_id(self, version: int) -> str:
         return f"{self.boot}-{version}"
@@ -116,68 +128,95 @@ class Feed:
     def stream(self, signed: bool, last_id: str) -> Stream:
         """The stream of a claimed slot; `last_id` is the last event the page has (its
         Last-Event-ID, or the id the page was rendered at): when current, nothing is resent."""
-        return Stream(self, self._events(signed, last_id))
+        return Stream(self, signed, last_id)
 
-    def _events(self, signed: bool, last_id: str) -> Iterator[bytes]:
-        yield f"retry: {RETRY_MS}\n\n".encode()
-        snap = self._safe_snapshot(signed)
-        if snap is None:
-            return
-        sent = snap if last_id == self.event_id(snap.version) else None
-        if sent is None:
-            yield self._event(snap, snap.parts)
-            sent = snap
-        version = snap.version
-        while True:
-            now_at = self.settled(version, self.keepalive, partial(self._prepare, signed, sent))
+    def join(self, stream: Stream) -> bool:
+        """Hand a stream that was sent `stream.sent` to the pump; False when the pump already
+        wrote the others a later change (the stream catches up first). Starts the pump."""
+        with self._lock:
             if self.changes.closed:
-                return
-            if now_at == version:
-                yield b": keep-alive\n\n"
+                stream.end()
+                return True
+            assert stream.sent is not None
+            if self._pump is None:
+                self._pumped = stream.sent.version
+            elif stream.sent.version < self._pumped:
+                return False
+            stream.written_at = time.monotonic()
+            self._joined.append(stream)
+            if self._pump is None:
+                self._pump = threading.Thread(target=self._run, name="page-feed", daemon=True)
+                self._pump.start()
+            return True
+
+    def leave(self, stream: Stream) -> None:
+        with self._lock:
+            if stream in self._joined:
+                self._joined.remove(stream)
+
+    def _run(self) -> None:
+        try:
+            while self._round():
+                pass
+        except Exception:
+            log.exception("status page streams failed")
+            with self._lock:
+                ended, self._joined, self._pump = self._joined, [], None
+            for stream in ended:  # their browsers reconnect
+                stream.end()
+
+    def _round(self) -> bool:
+        """Wait for a change (or a keep-alive's time), write it to every joined stream; False
+        when none is left or Guardian stops (the pump ends)."""
+        with self._lock:
+            streams = list(self._joined)
+            if not streams or self.changes.closed:
+                self._pump = None
+                return False
+            after = self._pumped
+        due = min(s.written_at for s in streams) + self.keepalive
+        at = self.changes.wait(after, due - time.monotonic())
+        if self.changes.closed:
+            with self._lock:
+                self._pump = None
+            return False
+        if at > after:
+            if self.settle > 0:
+                self.changes.settle(at, self.settle, SETTLE_ROUNDS)
+            self._write_change()
+        now = time.monotonic()
+        for stream in streams:
+            if now - stream.written_at >= self.keepalive and not stream.push(KEEPALIVE_LINE, now):
+                self.leave(stream)
+        return True
+
+    def _write_change(self) -> None:
+        """The present, read once per audience, written to each joined stream as the event
+        from what it was sent; a stream whose read failed or whose client is gone ends."""
+        with self._lock:
+            audiences = {s.signed for s in self._joined}
+        fresh = {signed: self._safe_snapshot(signed) for signed in audiences}
+        with self._lock:
+            read = [snap.version for snap in fresh.values() if snap is not None]
+            self._pumped = max(self._pumped, min(read, default=self._pumped))
+            streams = list(self._joined)
+        now = time.monotonic()
+        for stream in streams:
+            if stream.signed not in fresh:  # joined meanwhile, the first of its audience
+                fresh[stream.signed] = self._safe_snapshot(stream.signed)
+            snap, sent = fresh[stream.signed], stream.sent
+            if snap is None:
+                stream.end()
+                self.leave(stream)
                 continue
-            fresh = self._safe_snapshot(signed)
-            if fresh is None:
-                return
-            version = fresh.version
-            event = self._change(signed, sent, fresh)
-            if event:
-                yield event
-                sent = fresh
-
-    def _prepare(self, signed: bool, sent: Snapshot) -> None:
-        fresh = self._safe_snapshot(signed)
-        if fresh is not None:
-            self._change(signed, sent, fresh)
-
-    def settled(self, version: int, timeout: float, prepare: Callable[[], None]) -> int:
-        """The version once a change after `version` settled, or `version` when `timeout`
-        seconds or Guardian's stop came first. One waiting stream follows Changes and lets
-        each change settle for all of them (the others wake once per settled change, not at
-        each of its fellows), and calls `prepare` (reads and makes its event) before it wakes
-        them: they find it made. When it stops waiting another takes over."""
-        deadline = time.monotonic() + timeout
-        with self._turn:
-            while self._settled <= version and not self.changes.closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                if self._leading:
-                    self._turn.wait(remaining)
-                    continue
-                self._leading, after = True, max(version, self._settled)
-                self._turn.release()
-                try:
-                    at = self.changes.wait(after, remaining)
-                    if at > after:
-                        if self.settle > 0:
-                            at = self.changes.settle(at, self.settle, SETTLE_ROUNDS)
-                        prepare()
-                finally:
-                    self._turn.acquire()
-                    self._leading = False
-                self._settled = max(self._settled, at)
-                self._turn.notify_all()
-            return max(self._settled, version)
+            assert sent is not None
+            if sent.version >= snap.version:  # it joined with a later read than this one
+                continue
+            event = self._change(stream.signed, sent, snap)
+            if event and not stream.push(event, now):
+                self.leave(stream)
+                continue
+            stream.sent = snap
 
     def _change(self, signed: bool, sent: Snapshot, fresh: Snapshot) -> bytes:
         """The event taking a page from `sent` to `fresh` (b"" when nothing it shows changed),
@@ -208,28 +247,119 @@ class Feed:
     def close(self) -> None:
         """Guardian stops: every stream ends after its current write, and no new one starts."""
         self.changes.close()
-        with self._turn:
-            self._turn.notify_all()
+        with self._lock:
+            streams = list(self._joined)
+        for stream in streams:
+            stream.end()
         log.debug("status page streams ended", extra=kv(open=self.open))
 
 
 class Stream:
-    """An SSE body for waitress: iterating writes events; close() (always called by the
-    server, also for a stream never started) gives the slot back once."""
+    """A live page's SSE body. The server iterates it for its first event; then the pump
+    writes the rest, through the writer `attach` gave (the server's own, WSGI's `write`) while
+    the server's thread waits here for the end, or, with none attached, into a queue this
+    iteration takes them from. close() (always called by the server, also for a stream never
+    started) gives the slot back once."""
 
-    def __init__(self, feed: Feed, events: Iterator[bytes]) -> None:
+    def __init__(self, feed: Feed, signed: bool, last_id: str) -> None:
         self.feed = feed
-        self.events = events
+        self.signed = signed
+        self.sent: Snapshot | None = None  # the parts the page has
+        self.written_at = 0.0  # monotonic
+        self._first: Iterator[bytes] | None = self._first_events(last_id)
+        self._joined = False
+        self._write: Callable[[bytes], object] | None = None
+        self._backlog: Callable[[], int] = lambda: self._queued
+        self._cond = threading.Condition()  # one write at a time; the end waits for it
+        self._queue: deque[bytes] = deque()
+        self._queued = 0
+        self._ended = False
         self._released = False
+
+    def attach(self, write: Callable[[bytes], object], backlog: Callable[[], int] | None) -> None:
+        """Write through `write` from the pump's thread; `backlog()`: the bytes written that
+        still wait for the client."""
+        self._write = write
+        if backlog is not None:
+            self._backlog = backlog
 
     def __iter__(self) -> Stream:
         return self
 
     def __next__(self) -> bytes:
-        return next(self.events)
+        if self._first is not None:
+            try:
+                return next(self._first)
+            except StopIteration:
+                self._first = None
+            if not self._joined:
+                self.end()
+        with self._cond:
+            while not self._ended and not self._queue:
+                self._cond.wait()
+            if not self._queue:
+                raise StopIteration
+            data = self._queue.popleft()
+            self._queued -= len(data)
+            return data
+
+    def _first_events(self, last_id: str) -> Iterator[bytes]:
+        feed = self.feed
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        snap = feed._safe_snapshot(self.signed)  # noqa: SLF001 -- the feed's own stream
+        if snap is None:
+            return
+        if last_id != feed.event_id(snap.version):
+            yield feed._event(snap, snap.parts)  # noqa: SLF001
+        self.sent = snap
+        while not feed.join(self):  # a change came the pump already wrote the others
+            fresh = feed._safe_snapshot(self.signed)  # noqa: SLF001
+            if fresh is None:
+                return
+            event = feed._change(self.signed, snap, fresh)  # noqa: SLF001
+            self.sent = snap = fresh
+            if event:
+                yield event
+        self._joined = True
+
+    def push(self, data: bytes, now: float) -> bool:
+        """Write `data` (the pump); False when the stream ended or ends now: its client is
+        gone, or lets more than MAX_BACKLOG bytes wait."""
+        with self._cond:
+            if self._ended:
+                return False
+            if self._backlog() > MAX_BACKLOG:
+                log.info("status page stream ended: its client reads too slowly")
+                self._end()
+                return False
+            if self._write is None:
+                self._queue.append(data)
+                self._queued += len(data)
+                self._cond.notify_all()
+            else:
+                try:
+                    self._write(data)
+                except Exception as exc:  # noqa: BLE001 - one client's failure ends its stream only
+                    log.debug("status page stream ended", extra=kv(reason=type(exc).__name__))
+                    self._end()
+                    return False
+            self.written_at = now
+            return True
+
+    def end(self) -> None:
+        """No more writes; the server's thread returns once the current one is done."""
+        with self._cond:
+            self._end()
+
+    def _end(self) -> None:
+        self._ended = True
+        self._cond.notify_all()
 
     def close(self) -> None:
+        self.end()
         if not self._released:
             self._released = True
-            getattr(self.events, "close", lambda: None)()
+            if self._first is not None:
+                getattr(self._first, "close", lambda: None)()
+            self.feed.leave(self)
             self.feed.release()
