@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from guardian.entrypoints.page.model import PageData
 
@@ -17,6 +18,7 @@ PART_INPUT = {
     "actions": "actions",
     "dead_letters": "dead_letters",
 }
+MAX_KEPT_ENTRIES = 5000  # timeline entries' HTML kept by their content
 # DOM id -> macro of parts.html (and whether it takes `signed`).
 PARTS = {
     "part-meta": ("meta", False),
@@ -48,6 +50,11 @@ class Renderer:
         self._kept: dict[tuple[str, bool | None], tuple[object, str]] = {}
         self._last: dict[bool, tuple[PageData, dict[str, str]]] = {}
         self._last_rows: dict[int, tuple[dict[str, Any], str]] = {}
+        # An incident's HTML by its view (PageReader hands over the very view of an unchanged
+        # incident), per audience; a timeline entry's by what it shows (a timeline grows by an
+        # entry at a time: the others are not made again).
+        self._articles: dict[bool, dict[int, tuple[dict[str, Any], Markup]]] = {}
+        self._entries: dict[tuple[Any, ...], Markup] = {}
 
     def page(self, name: str, **context: Any) -> bytes:
         return self.env.get_template(name).render(**context).encode()
@@ -62,10 +69,34 @@ class Renderer:
             last = self._kept.get(key)
             if last is not None and last[0] is kept:
                 return last[1]
-        render = getattr(self._parts, macro)
-        html = str(render(d, signed) if signed is not None else render(d))
+        if macro == "incidents":
+            html = str(self._parts.incidents(d, self._incidents(d, bool(signed))))
+        else:
+            render = getattr(self._parts, macro)
+            html = str(render(d, signed) if signed is not None else render(d))
         if kept is not None:
             self._kept[key] = (kept, html)
+        return html
+
+    def _incidents(self, d: PageData, signed: bool) -> list[Markup]:
+        """Each open incident's HTML: the last one for the very same view."""
+        last, made = self._articles.get(signed, {}), {}
+        for i in d.incidents:
+            kept = last.get(id(i))
+            if kept is None or kept[0] is not i:
+                entries = [self._entry(e) for e in i["timeline"]]
+                kept = (i, Markup(self._parts.incident(i, signed, entries)))
+            made[id(i)] = kept
+        self._articles[signed] = made
+        return [html for _, html in made.values()]
+
+    def _entry(self, e: dict[str, Any]) -> Markup:
+        key = tuple(e.items())
+        html = self._entries.get(key)
+        if html is None:
+            if len(self._entries) >= MAX_KEPT_ENTRIES:
+                self._entries.clear()
+            html = self._entries[key] = Markup(self._parts.timeline_entry(e))
         return html
 
     def parts(self, d: PageData, signed: bool) -> dict[str, str]:
