@@ -134,8 +134,11 @@ class Store(Protocol):
         """Write the incident, its transitions and the notifications it causes atomically
         (the outbox); returns it with its id."""
 
-    def transitions(self, incident_id: int, limit: int | None = None) -> list[Transition]:
-        """An incident's transitions, oldest first; `limit`: the newest this many only."""
+    def transitions(
+        self, incident_id: int, limit: int | None = None, after: int | None = None
+    ) -> list[Transition]:
+        """An incident's transitions, oldest first; `limit`: the newest this many only;
+        `after`: those written after the one of this id only (they are never changed)."""
 
     def withdraw_unsent(self, host: str) -> int:
         """Withdraw the queued notifications of open container incidents no channel has tried

@@ -247,8 +247,10 @@ class ResilientStore:
     def get_incident(self, incident_id: int) -> Incident | None:
         return self.inner.get_incident(incident_id)
 
-    def transitions(self, incident_id: int, limit: int | None = None) -> list[Transition]:
-        return self.inner.transitions(incident_id, limit)
+    def transitions(
+        self, incident_id: int, limit: int | None = None, after: int | None = None
+    ) -> list[Transition]:
+        return self.inner.transitions(incident_id, limit, after)
 
     def actions(
         self,

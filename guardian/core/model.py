@@ -155,6 +155,9 @@ class Transition:
     actor: str
     at: datetime
     reason: str
+    # Its row in the store (None until written): where a reader that has it reads on from, not
+    # part of what it says.
+    id: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ compare-and-set so a concurrent daemon update is never lost.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -215,13 +216,24 @@ class Operator:
         return ended
 
     def timeline(
-        self, incident: Incident, newest: int | None = None
+        self,
+        incident: Incident,
+        newest: int | None = None,
+        known: Sequence[Transition] = (),
     ) -> list[Transition | RemediationAction]:
         """Every transition and action of an incident, oldest first; `newest`: the newest
-        this many only (read as such: a long-flapping container's incident holds thousands)."""
+        this many only (read as such: a long-flapping container's incident holds thousands).
+        `known`: its transitions the caller read before (oldest first, as written; a
+        transition never changes): only later ones are read."""
         assert incident.id is not None
+        after = known[-1].id if known else None
+        if after is None:  # none known, or never written
+            known = ()
+        transitions = [*known, *self.store.transitions(incident.id, newest, after)]
+        if newest is not None:
+            transitions = transitions[max(0, len(transitions) - newest) :]
         timed: list[tuple[datetime, Transition | RemediationAction]] = [
-            (t.at, t) for t in self.store.transitions(incident.id, newest)
+            (t.at, t) for t in transitions
         ]
         # Every action told under it, a follower's restart among them (its own container).
         timed += [

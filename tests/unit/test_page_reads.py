@@ -309,12 +309,19 @@ def test_a_long_timeline_is_read_and_shown_as_its_newest_entries(tmp_path: Path)
     whole = timeline_view(g.app.operator.timeline(incident))
     assert len(whole) > 150
     with statements(g) as ran:
-        g.app.operator.change(incident.id or 0, "ack", "alice", "looking")
         [shown] = page.read(True).incidents
-    whole = timeline_view(g.app.operator.timeline(incident))
     assert shown["timeline"] == whole[-MAX_TIMELINE:] and shown["timeline_more"]
     [transitions] = [s for s in ran if "FROM transitions" in s]
     assert transitions.endswith(f"LIMIT {MAX_TIMELINE + 1}")
+    # A transition is never changed: the next read reads on from the last one it has.
+    last = g.store.transitions(incident.id or 0)[-1].id
+    with statements(g) as ran:
+        g.app.operator.change(incident.id or 0, "ack", "alice", "looking")
+        [shown] = page.read(True).incidents
+    whole = timeline_view(g.app.operator.timeline(incident))
+    assert shown["timeline"] == whole[-MAX_TIMELINE:] and shown["timeline"][-1]["actor"] == "alice"
+    [transitions] = [s for s in ran if "FROM transitions" in s]
+    assert f"AND id>{last} " in transitions
 
 
 def test_since_names_what_changed_and_everything_when_it_cannot() -> None:

@@ -129,15 +129,18 @@ class SqliteStore(OperatorQueries):
             insert_notifications(conn, [with_incident(n, saved) for n in notifications])
         return saved
 
-    def transitions(self, incident_id: int, limit: int | None = None) -> list[Transition]:
+    def transitions(
+        self, incident_id: int, limit: int | None = None, after: int | None = None
+    ) -> list[Transition]:
+        clause, params = "incident_id=?", (incident_id, -1 if after is None else after)
         if limit is None:
             rows = self.db.query(
-                "SELECT * FROM transitions WHERE incident_id=? ORDER BY id", (incident_id,)
+                f"SELECT * FROM transitions WHERE {clause} AND id>? ORDER BY id", params
             )
         else:  # the newest `limit`, still oldest first
             rows = self.db.query(
-                "SELECT * FROM transitions WHERE incident_id=? ORDER BY id DESC LIMIT ?",
-                (incident_id, limit),
+                f"SELECT * FROM transitions WHERE {clause} AND id>? ORDER BY id DESC LIMIT ?",
+                (*params, limit),
             )[::-1]
         return [
             Transition(
@@ -146,6 +149,7 @@ class SqliteStore(OperatorQueries):
                 r["actor"],
                 datetime.fromisoformat(r["at"]),
                 r["reason"],
+                r["id"],
             )
             for r in rows
         ]

@@ -155,8 +155,10 @@ class PageReader:
         self._lock = threading.Lock()
         self._rows: dict[str, tuple[ContainerStatus, dict[str, Any]]] = {}
         self._store: dict[bool, _StoreParts] = {}
-        # A transition never changes once written: its view is built once (never modified).
+        # A transition never changes once written: its view is built once (never modified),
+        # and an open incident's are read on from the last one read.
         self._transitions: dict[Transition, dict[str, Any]] = {}
+        self._read_transitions: dict[int, tuple[Transition, ...]] = {}
 
     def read(self, with_output: bool) -> PageData:
         """Everything the page shows. `with_output` False: nothing a container printed (health
@@ -233,6 +235,9 @@ class PageReader:
                 was = (incident, self._incident(incident, with_output))
             built_incidents[incident.id] = was
         incidents = [entry for _, entry in built_incidents.values()]
+        self._read_transitions = {
+            i: t for i, t in self._read_transitions.items() if i in built_incidents
+        }
         kept_actions = last.built_actions if last is not None else {}
         built_actions = {}
         for a in reversed(op.store.actions(op.host, None, now - ACTIONS_SINCE, limit=MAX_ACTIONS)):
@@ -287,10 +292,12 @@ class PageReader:
     def _incident(self, incident: Incident, with_output: bool) -> dict[str, Any]:
         """An open incident as shown: its view, its timeline (the latest MAX_TIMELINE entries,
         and whether there are earlier ones) and whether it awaits a person's approval."""
+        assert incident.id is not None
         view = incident_view(incident)
-        timeline = timeline_view(
-            self.op.timeline(incident, MAX_TIMELINE + 1), transition=self._transition
-        )
+        known = self._read_transitions.get(incident.id, ())
+        entries = self.op.timeline(incident, MAX_TIMELINE + 1, known)
+        self._read_transitions[incident.id] = tuple(e for e in entries if isinstance(e, Transition))
+        timeline = timeline_view(entries, transition=self._transition)
         if not with_output:
             view["detail"] = None
             # A new dict where there is a detail (an action's): the kept views stay as built.
