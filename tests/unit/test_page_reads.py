@@ -322,6 +322,17 @@ def test_a_long_timeline_is_read_and_shown_as_its_newest_entries(tmp_path: Path)
     assert shown["timeline"] == whole[-MAX_TIMELINE:] and shown["timeline"][-1]["actor"] == "alice"
     [transitions] = [s for s in ran if "FROM transitions" in s]
     assert f"AND id>{last} " in transitions
+    # Resolved (no longer shown), then reopened: still read on from the last one read.
+    last = g.store.transitions(incident.id or 0)[-1].id
+    for health in ("healthy", "unhealthy"):
+        g.engine.set("flap", health=health)
+        tell(g, "health_status", "flap")
+        g.clock.advance(1)
+        with statements(g) as ran:
+            shown_now = page.read(True).incidents
+    assert [i["id"] for i in shown_now] == [incident.id]
+    [transitions] = [s for s in ran if "FROM transitions" in s]
+    assert f"AND id>{last} " in transitions
 
 
 def test_since_names_what_changed_and_everything_when_it_cannot() -> None:

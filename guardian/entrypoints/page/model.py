@@ -235,8 +235,10 @@ class PageReader:
                 was = (incident, self._incident(incident, with_output))
             built_incidents[incident.id] = was
         incidents = [entry for _, entry in built_incidents.values()]
+        # Kept while not closed: a resolved incident reopens when its container fails again.
+        not_closed = {i.id for i in incidents_read}
         self._read_transitions = {
-            i: t for i, t in self._read_transitions.items() if i in built_incidents
+            i: t for i, t in self._read_transitions.items() if i in not_closed
         }
         kept_actions = last.built_actions if last is not None else {}
         built_actions = {}
