@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Protocol
 
 from guardian.core.delivery import Next, Pending, Result
@@ -117,6 +118,18 @@ class Engine(Protocol):
         """End a running events() iteration from another thread."""
 
     def close(self) -> None: ...
+
+
+class Record(StrEnum):
+    """What kind of record a store write wrote: a reader that keeps the store's lists (the
+    status page) reads again those of that kind alone."""
+
+    INCIDENTS = "incidents"  # an incident and its transitions
+    ACTIONS = "actions"
+    SILENCES = "silences"
+    APPROVALS = "approvals"
+    RESETS = "resets"
+    DELIVERIES = "deliveries"  # a notification's delivery given up
 
 
 class Store(Protocol):

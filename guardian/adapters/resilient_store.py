@@ -34,13 +34,14 @@ from guardian.core.model import (
 )
 from guardian.core.notifications import Notification
 from guardian.logs import kv
-from guardian.ports import Clock, Metrics, Store, StoreError
+from guardian.ports import Clock, Metrics, Record, Store, StoreError
 
 log = logging.getLogger("guardian.store")
 
 # (container, incident, whether it may change other containers' decisions: the host's restart
-# budget, a dependency's incident; a silence, an approval, a reset or a decision does not)
-Announce = Callable[[str | None, int | None, bool], None]
+# budget, a dependency's incident; a silence, an approval, a reset or a decision does not,
+# what it wrote: None, maybe anything)
+Announce = Callable[[str | None, int | None, bool, Record | None], None]
 MAX_ABOUT = 10_000  # the latest actions whose container is remembered for their outcomes
 
 
@@ -58,7 +59,7 @@ class ResilientStore:
         inner: Store,
         metrics: Metrics,
         clock: Clock | None = None,
-        announce: Announce = lambda container, incident, others: None,
+        announce: Announce = lambda container, incident, others, kind: None,
     ) -> None:
         self.inner = inner
         self.metrics = metrics
@@ -90,10 +91,14 @@ class ResilientStore:
         self.failing = True
 
     def _recovered(
-        self, container: str | None = None, incident: int | None = None, others: bool = True
+        self,
+        container: str | None = None,
+        incident: int | None = None,
+        others: bool = True,
+        kind: Record | None = None,
     ) -> None:
         """A write about `container` landed (None: maybe about anything, e.g. a flush)."""
-        self.announce(container, incident, others)
+        self.announce(container, incident, others, kind)
         if self.failing:
             self.failing = False
             log.info("store writable again; recording resumed")
@@ -129,7 +134,7 @@ class ResilientStore:
             except StoreError as exc:
                 self._failed("save_incident", exc)
                 return change.incident
-        self._recovered(saved.container, saved.id)
+        self._recovered(saved.container, saved.id, kind=Record.INCIDENTS)
         return saved
 
     def record_intent(
@@ -150,7 +155,7 @@ class ResilientStore:
                 self._failed("record_intent", exc)
                 return self._remember(self._keep(action), action)
             self._remember(action_id, action)
-        self._recovered(action.container, action.incident_id, _counts(action))
+        self._recovered(action.container, action.incident_id, _counts(action), Record.ACTIONS)
         return action_id
 
     def _remember(self, action_id: int, action: RemediationAction) -> int:
@@ -186,7 +191,7 @@ class ResilientStore:
             except StoreError as exc:
                 self._failed("record_outcome", exc)
                 return
-        self._recovered(container, incident, others)
+        self._recovered(container, incident, others, Record.ACTIONS)
 
     def withdraw_unsent(self, host: str) -> int:
         try:
@@ -205,7 +210,7 @@ class ResilientStore:
         except StoreError as exc:
             self._failed("record_reset", exc)
             return
-        self._recovered(container, None, others=False)
+        self._recovered(container, None, False, Record.RESETS)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -287,17 +292,17 @@ class ResilientStore:
         notifications: Sequence[Notification] = (),
     ) -> Incident | None:
         saved = self.inner.save_state_change(change, expected, notifications)
-        self.announce(change.incident.container, change.incident.id, True)
+        self.announce(change.incident.container, change.incident.id, True, Record.INCIDENTS)
         return saved
 
     def add_silence(self, silence: Silence) -> Silence:
         added = self.inner.add_silence(silence)
-        self.announce(silence.container, None, False)
+        self.announce(silence.container, None, False, Record.SILENCES)
         return added
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
         ended = self.inner.end_silence(host, container, by, at)
-        self.announce(container, None, False)
+        self.announce(container, None, False, Record.SILENCES)
         return ended
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
@@ -311,7 +316,7 @@ class ResilientStore:
         self, approval: Approval, notifications: Sequence[Notification] = ()
     ) -> Approval:
         added = self.inner.add_approval(approval, notifications)
-        self.announce(approval.container, approval.incident_id, False)
+        self.announce(approval.container, approval.incident_id, False, Record.APPROVALS)
         return added
 
     def approvals(self, incident_id: int) -> list[Approval]:
@@ -322,7 +327,7 @@ class ResilientStore:
 
     def use_approval(self, approval_id: int, at: datetime) -> bool:
         used = self.inner.use_approval(approval_id, at)
-        self.announce(None, None, True)
+        self.announce(None, None, True, Record.APPROVALS)
         return used
 
     def unused_approvals(self, host: str, now: datetime) -> list[Approval]:

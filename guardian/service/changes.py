@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from guardian.core.model import ContainerSnapshot
-from guardian.ports import EngineEvent
+from guardian.ports import EngineEvent, Record
 
 # The engine events that change what a container's row shows (state or health, or its
 # presence). A missed one is caught by the next sweep (listed).
 _SHOWN = frozenset(
     {"health_status", "die", "start", "stop", "kill", "oom", "pause", "unpause", "destroy"}
 )
+ANY_KIND = frozenset(Record)  # a write that may have written anything
 LOG = 512  # changes remembered for since(); a reader further behind reads everything
 OBSERVED = 4096  # the loop's inspects kept for since(); beyond, they are forgotten
 
@@ -34,7 +35,7 @@ class Since:
     engine: frozenset[str] | None  # containers whose state or health the engine changed
     store: frozenset[str] | None  # containers whose records changed (incident, action, silence)
     incidents: frozenset[int] | None  # incidents whose timeline changed
-    wrote: bool  # anything in the store
+    wrote: frozenset[Record]  # what kinds of record were written (empty: nothing)
     wrote_shared: bool  # a write that may change other containers' decisions (see wrote())
     # Of the `engine` containers, the inspect the loop made of each after its last change: as
     # fresh as asking the engine again (see Changes.observing).
@@ -45,8 +46,8 @@ class Since:
         return self.engine is None or self.store is None
 
 
-NOTHING = Since(frozenset(), frozenset(), frozenset(), False, False)
-EVERYTHING = Since(None, None, None, True, True)
+NOTHING = Since(frozenset(), frozenset(), frozenset(), frozenset(), False)
+EVERYTHING = Since(None, None, None, ANY_KIND, True)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class _Change:
     engine: frozenset[str] | None
     store: frozenset[str] | None
     incident: int | None
-    wrote: bool
+    wrote: frozenset[Record]
     shared: bool
 
 
@@ -80,28 +81,36 @@ class Changes:
         """Something a person sees changed outside the store: these containers' state or
         health (None: anything, e.g. the engine came back)."""
         names = None if containers is None else frozenset(containers)
-        self._add(names, frozenset(), None, wrote=False, shared=False)
+        self._add(names, frozenset(), None, wrote=frozenset(), shared=False)
 
     def wrote(
-        self, container: str | None = None, incident: int | None = None, others: bool = True
+        self,
+        container: str | None = None,
+        incident: int | None = None,
+        others: bool = True,
+        kind: Record | None = None,
     ) -> None:
         """A write landed in the store: about `container` (and the timeline of `incident`, if
         any); None: about anything. `others`: it may change what is decided for other
         containers too (an incident, a restart: dependencies, the host's budget); a silence,
-        an approval or a reset changes its own container's only."""
+        an approval or a reset changes its own container's only. `kind`: what it wrote;
+        None: maybe any kind."""
         store = None if container is None else frozenset((container,))
-        self._add(frozenset(), store, incident, wrote=True, shared=others)
+        kinds = ANY_KIND if kind is None else frozenset((kind,))
+        self._add(frozenset(), store, incident, wrote=kinds, shared=others)
 
     def delivery_ended(self) -> None:
         """A notification's delivery was given up (a dead letter): about no container."""
-        self._add(frozenset(), frozenset(), None, wrote=True, shared=False)
+        self._add(
+            frozenset(), frozenset(), None, wrote=frozenset((Record.DELIVERIES,)), shared=False
+        )
 
     def _add(
         self,
         engine: frozenset[str] | None,
         store: frozenset[str] | None,
         incident: int | None,
-        wrote: bool,
+        wrote: frozenset[Record],
         shared: bool,
     ) -> None:
         with self._cond:
@@ -141,7 +150,8 @@ class Changes:
         engine: dict[str, int] = {}  # name -> the version of its last change
         store: set[str] = set()
         incidents: set[int] = set()
-        wrote = shared = False
+        wrote: frozenset[Record] = frozenset()
+        shared = False
         for c in reversed(self._log):
             if c.version <= version:
                 break
@@ -150,7 +160,7 @@ class Changes:
             for name in c.engine:
                 engine.setdefault(name, c.version)
             store |= c.store
-            wrote = wrote or c.wrote
+            wrote |= c.wrote
             shared = shared or c.shared
             if c.incident is not None:
                 incidents.add(c.incident)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from guardian.core.model import ContainerSnapshot, Decision, Incident, Silence
+from guardian.ports import Record
 from guardian.service.changes import Changes, Since
 from guardian.service.healer import Healer
 
@@ -75,15 +76,21 @@ class _Read:
         return self
 
     def read_store(self) -> None:
+        self.read_incidents()
+        self.read_silences()
+
+    def read_incidents(self) -> None:
         ctx = self.healer.ctx
-        host = ctx.settings.host
         by_name: dict[str, list[Incident]] = {}
-        self.open_incidents = ctx.store.open_incidents(host)
+        self.open_incidents = ctx.store.open_incidents(ctx.settings.host)
         for i in self.open_incidents:
             by_name.setdefault(i.container, []).append(i)
         self.incidents = {name: tuple(found) for name, found in by_name.items()}
+
+    def read_silences(self) -> None:
+        ctx = self.healer.ctx
         # One query for every silence in force, not one per container.
-        self.silences_in_force = ctx.store.silences(host, ctx.clock.now())
+        self.silences_in_force = ctx.store.silences(ctx.settings.host, ctx.clock.now())
         self.silences = {s.container: s for s in self.silences_in_force}
 
     def judge(self, names: Iterable[str]) -> None:
@@ -196,8 +203,15 @@ class Statuses:
         now = r.healer.ctx.clock.now()
         again = {n for n in since.engine | since.store if n in r.listed}  # relisted: no row
         again |= {n for n in r.unsettled if r.rows[n].may_have_moved(since.wrote_shared, now)}
-        if since.wrote or any(s.until <= now for s in kept_silences.values()):
-            r.read_store()
+        incidents = Record.INCIDENTS in since.wrote
+        silences = Record.SILENCES in since.wrote or any(
+            s.until <= now for s in kept_silences.values()
+        )
+        if incidents:
+            r.read_incidents()
+        if silences:
+            r.read_silences()
+        if incidents or silences:
             for kept, fresh in ((kept_incidents, r.incidents), (kept_silences, r.silences)):
                 names = kept.keys() | fresh.keys()
                 again |= {n for n in names if n in r.listed and kept.get(n) != fresh.get(n)}

@@ -23,7 +23,7 @@ from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.daemon import Daemon
 from guardian.entrypoints.page.model import MAX_TIMELINE, PageData, PageReader
 from guardian.entrypoints.views import timeline_view
-from guardian.ports import EngineEvent
+from guardian.ports import EngineEvent, Record
 from guardian.service.changes import EVERYTHING, LOG, NOTHING, Changes, Since
 from guardian.service.status import Statuses, container_status
 from tests.app import TestApp, make_app
@@ -338,18 +338,22 @@ def test_a_long_timeline_is_read_and_shown_as_its_newest_entries(tmp_path: Path)
 def test_since_names_what_changed_and_everything_when_it_cannot() -> None:
     changes = Changes()
     changes.changed(["web"])
-    changes.wrote("db", 7)
+    changes.wrote("db", 7, kind=Record.INCIDENTS)
     changes.delivery_ended()
     version, since = changes.since(0)
     assert version == 3
-    assert since == Since(frozenset({"web"}), frozenset({"db"}), frozenset({7}), True, True)
+    wrote = frozenset({Record.INCIDENTS, Record.DELIVERIES})
+    assert since == Since(frozenset({"web"}), frozenset({"db"}), frozenset({7}), wrote, True)
+    changes.wrote("db")  # what it wrote untold: maybe anything
+    assert changes.since(3)[1].wrote == frozenset(Record)
+    version = changes.version
     assert changes.since(1)[1].engine == frozenset()
-    assert changes.since(3) == (3, NOTHING)
+    assert changes.since(version) == (version, NOTHING)
     changes.wrote()  # about anything
-    assert changes.since(3)[1] == EVERYTHING
+    assert changes.since(version)[1] == EVERYTHING
     for _ in range(LOG + 1):
         changes.changed(["web"])
-    assert changes.since(4)[1] == EVERYTHING  # further behind than the log reaches
+    assert changes.since(version + 1)[1] == EVERYTHING  # further behind than the log reaches
     assert changes.since(changes.version - 1)[1] == replace(NOTHING, engine=frozenset({"web"}))
 
 
@@ -400,3 +404,46 @@ def test_a_write_landing_between_the_rows_and_the_lists_reaches_both(tmp_path: P
     data = page.read(True)
     [row] = data.rows
     assert row["incident"] and [i["id"] for i in data.incidents] == [row["incident"]]
+
+
+def test_a_write_reads_again_only_the_lists_of_its_kind(tmp_path: Path) -> None:
+    """An incident and the decision about it written: the open incidents and the recent
+    actions are read again, not the silences or the dead letters; a silence written: the
+    silences alone."""
+    g = make_app(tmp_path, restart={"action": "notify"})
+    g.engine.add("web", health="healthy", labels=WATCHED)
+    asked: list[int] = []  # the outbox asked for its dead letters
+    page = PageReader(g.healer, g.app.operator, g.app.changes, lambda n: asked.append(n) or [])
+    page.read(True)
+
+    def tables(ran: list[str]) -> set[str]:
+        """The page's lists read (a decision's own reads name the container)."""
+        lists = {
+            "incidents": "SELECT * FROM incidents WHERE",
+            "silences": "SELECT * FROM silences WHERE host",
+            "actions": "SELECT * FROM actions WHERE host",
+            "dead letters": "FROM dead_letters",
+        }
+        return {
+            name
+            for name, start in lists.items()
+            for q in ran
+            if start in q and "container=" not in q and "incident_id=" not in q
+        }
+
+    with statements(g) as ran:
+        g.engine.set("web", health="unhealthy")
+        tell(g, "health_status", "web")  # notify: an incident and the decision recorded
+        shown = page.read(True)
+    assert [i["container"] for i in shown.incidents] == ["web"]
+    assert [a["container"] for a in shown.actions] == ["web"]
+    assert tables(ran) == {"incidents", "actions"}
+    with statements(g) as ran:
+        g.app.operator.silence("web", timedelta(hours=1), "maintenance", "alice")
+        shown = page.read(True)
+    assert [s["container"] for s in shown.silences] == ["web"]
+    assert tables(ran) == {"silences"}
+    assert len(asked) == 1  # the first read's
+    g.app.changes.delivery_ended()
+    page.read(True)
+    assert len(asked) == 2

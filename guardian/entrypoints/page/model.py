@@ -22,7 +22,7 @@ from guardian.entrypoints.views import (
     transition_view,
     when,
 )
-from guardian.ports import EngineUnavailable
+from guardian.ports import EngineUnavailable, Record
 from guardian.service.changes import Changes
 from guardian.service.healer import Healer
 from guardian.service.operator import Operator
@@ -202,7 +202,7 @@ class PageReader:
             last.version = version
             return last
         again = since.incidents if last is not None else None
-        parts = self._read_store(version, with_output, now, last, again)
+        parts = self._read_store(version, with_output, now, last, again, since.wrote)
         self._store[with_output] = parts
         return parts
 
@@ -213,9 +213,11 @@ class PageReader:
         now: datetime,
         last: _StoreParts | None,
         again: frozenset[int] | None,
+        wrote: frozenset[Record],
     ) -> _StoreParts:
         """The store's parts; of `last`'s incidents those unchanged are kept but for the ones
-        in `again`, whose timeline changed (None: every one is read again)."""
+        in `again`, whose timeline changed (None: every one is read again); its actions and
+        dead letters unless such records were written."""
         op = self.op
         # As the containers' read read them, else from the store. Those may be older than
         # `version` (a write landed since): the parts are then as old as they are.
@@ -240,30 +242,26 @@ class PageReader:
         self._read_transitions = {
             i: t for i, t in self._read_transitions.items() if i in not_closed
         }
-        kept_actions = last.built_actions if last is not None else {}
-        built_actions = {}
-        for a in reversed(op.store.actions(op.host, None, now - ACTIONS_SINCE, limit=MAX_ACTIONS)):
-            assert a.id is not None
-            done = kept_actions.get(a.id)
-            if done is None or done[0] != a:
-                view = action_view(a)
-                if not with_output:
-                    view["detail"] = None
-                done = (a, view)
-            built_actions[a.id] = done
-        actions = [view for _, view in built_actions.values()]
-        dead_letters = [
-            {
-                "id": row.get("id"),
-                "channel": row.get("channel"),
-                "kind": row.get("kind"),
-                "incident": row.get("incident_id"),
-                "attempts": row.get("attempts"),
-                "error": text(row.get("last_error")) if with_output else None,
-                "at": row.get("finished_at"),
-            }
-            for row in self.dead_letters(MAX_DEAD_LETTERS)
-        ]
+        if last is not None and Record.ACTIONS not in wrote:
+            built_actions, actions = last.built_actions, last.actions
+        else:
+            built_actions = self._actions(with_output, now, last)
+            actions = [view for _, view in built_actions.values()]
+        if last is not None and Record.DELIVERIES not in wrote:
+            dead_letters = last.dead_letters
+        else:
+            dead_letters = [
+                {
+                    "id": row.get("id"),
+                    "channel": row.get("channel"),
+                    "kind": row.get("kind"),
+                    "incident": row.get("incident_id"),
+                    "attempts": row.get("attempts"),
+                    "error": text(row.get("last_error")) if with_output else None,
+                    "at": row.get("finished_at"),
+                }
+                for row in self.dead_letters(MAX_DEAD_LETTERS)
+            ]
         silences = [
             {
                 "container": s.container,
@@ -290,6 +288,23 @@ class PageReader:
             built_incidents,
             built_actions,
         )
+
+    def _actions(
+        self, with_output: bool, now: datetime, last: _StoreParts | None
+    ) -> dict[int, tuple[RemediationAction, dict[str, Any]]]:
+        """The recent actions, newest first, each built again only when it changed."""
+        op, kept = self.op, last.built_actions if last is not None else {}
+        built = {}
+        for a in reversed(op.store.actions(op.host, None, now - ACTIONS_SINCE, limit=MAX_ACTIONS)):
+            assert a.id is not None
+            done = kept.get(a.id)
+            if done is None or done[0] != a:
+                view = action_view(a)
+                if not with_output:
+                    view["detail"] = None
+                done = (a, view)
+            built[a.id] = done
+        return built
 
     def _incident(self, incident: Incident, with_output: bool) -> dict[str, Any]:
         """An open incident as shown: its view, its timeline (the latest MAX_TIMELINE entries,
