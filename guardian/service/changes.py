@@ -10,6 +10,7 @@ container and incident a store write is about), so a reader brings up to date on
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,9 +64,11 @@ class _Change:
 class Changes:
     """A version counter and a condition; changes from any thread, `wait()` from readers."""
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._cond = threading.Condition()
+        self._monotonic = monotonic
         self.version = 0
+        self._changed_at = 0.0  # monotonic: when the latest change came
         self._closed = threading.Event()  # Guardian stops: a settling reader's wait ends too
         self._log: deque[_Change] = deque(maxlen=LOG)
         self._seen: dict[str, tuple[str, str, str]] = {}
@@ -115,6 +118,7 @@ class Changes:
     ) -> None:
         with self._cond:
             self.version += 1
+            self._changed_at = self._monotonic()
             self._log.append(_Change(self.version, engine, store, incident, wrote, shared))
             if engine is None:
                 self._observed.clear()
@@ -184,21 +188,21 @@ class Changes:
             self._cond.wait_for(lambda: self.version > after or self.closed, timeout)
             return self.version
 
-    def settle(self, after: int, quiet: float, rounds: int) -> int:
-        """The version once a wait of `quiet` seconds saw no change (at most `rounds` such
-        waits): a change often comes with more at once (an engine event, then the incident and
-        the decision Guardian writes about it), and a reader reads once for them all. The
-        waits are not cut short by each change (a burst's fellows come by the handful), only
-        by close()."""
+    def settle(self, quiet: float, rounds: int) -> int:
+        """The version once the latest change is half of `quiet` seconds old or more, after
+        waits of `quiet` seconds (at most `rounds`): a change often comes with more at once (an
+        engine event, then the incident and the decision Guardian writes about it, within
+        milliseconds), and a reader reads once for them all. The waits are not cut short by
+        each change (a burst's fellows come by the handful), only by close()."""
         with self._cond:
-            seen = max(self.version, after)
+            if self._monotonic() - self._changed_at >= quiet:
+                return self.version  # quiet for a whole wait already
         for _ in range(rounds):
             if self._closed.wait(quiet):
                 break
             with self._cond:
-                if self.version == seen:
+                if self._monotonic() - self._changed_at >= quiet / 2:
                     break
-                seen = self.version
         return self.version
 
     def close(self) -> None:

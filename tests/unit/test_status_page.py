@@ -330,10 +330,10 @@ def test_one_thread_settles_a_change_for_every_open_page(g: TestApp) -> None:
     g.engine.add("db", health="healthy", labels={"guardian.enable": "true"})
     page, routes = page_of(g, public=True, streams=8)
     page.feed.settle = 0.2
-    settles: list[int] = []
+    settles: list[float] = []
     real_settle = g.app.changes.settle
-    g.app.changes.settle = lambda after, quiet, rounds: (  # type: ignore[method-assign]
-        settles.append(after) or real_settle(after, quiet, rounds)
+    g.app.changes.settle = lambda quiet, rounds: (  # type: ignore[method-assign]
+        settles.append(quiet) or real_settle(quiet, rounds)
     )
     streams = [iter(get(routes, "/events").stream or []) for _ in range(8)]
     for stream in streams:
@@ -361,8 +361,28 @@ def test_one_thread_settles_a_change_for_every_open_page(g: TestApp) -> None:
 def test_settling_ends_when_nothing_more_comes_or_guardian_stops() -> None:
     from guardian.service.changes import Changes
 
+    now, waits = [0.0], []
+    changes = Changes(monotonic=lambda: now[0])
+
+    def wait(seconds: float, fellow: bool = False) -> bool:  # a wait on the fake clock
+        waits.append(seconds)
+        now[0] += seconds
+        if fellow:
+            changes.changed(["db"])
+        return False
+
+    changes._closed.wait = wait  # type: ignore[method-assign]  # noqa: SLF001
+    changes.changed(["web"])
+    now[0] = 0.004  # within a wait of 0.01 s: one wait lets fellows come
+    assert changes.settle(0.01, 4) == 1 and waits == [0.01]  # then quiet: settled
+    waits.clear()
+    changes._closed.wait = lambda s: wait(s, fellow=True)  # type: ignore[method-assign]  # noqa: SLF001
+    changes.changed(["web"])
+    assert changes.settle(0.01, 4) == 6 and waits == [0.01] * 4  # fellows keep coming
+    now[0] += 1.0  # the latest change a whole wait old already: no wait at all
+    waits.clear()
+    assert changes.settle(0.01, 4) == 6 and waits == []
     changes = Changes()
     changes.changed(["web"])
-    assert changes.settle(0, 0.01, 4) == 1  # nothing more: one quiet wait
     changes.close()
-    assert changes.settle(1, 60.0, 4) == 1  # closed: at once
+    assert changes.settle(60.0, 4) == 1  # closed: at once

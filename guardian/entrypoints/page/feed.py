@@ -182,7 +182,7 @@ class Feed:
             return False
         if at > after:
             if self.settle > 0:
-                self.changes.settle(at, self.settle, SETTLE_ROUNDS)
+                self.changes.settle(self.settle, SETTLE_ROUNDS)
             self._write_change()
         now = time.monotonic()
         for stream in streams:
