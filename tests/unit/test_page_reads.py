@@ -21,7 +21,9 @@ from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_operator
 from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.daemon import Daemon
+from guardian.entrypoints.page.feed import delta
 from guardian.entrypoints.page.model import MAX_TIMELINE, PageData, PageReader
+from guardian.entrypoints.page.render import Renderer
 from guardian.entrypoints.views import timeline_view
 from guardian.ports import EngineEvent, Record
 from guardian.service.changes import EVERYTHING, LOG, NOTHING, Changes, Since
@@ -126,6 +128,14 @@ def step(g: TestApp, what: str, arg: Any) -> None:
         g.verify()
 
 
+def whole_delta(sent: dict[str, str], parts: dict[str, str]) -> dict[str, str]:
+    """What the stream sends a page that shows `sent`, spelled out part by part."""
+    if sent.get("order") != parts.get("order"):
+        rest = {k: v for k, v in parts.items() if not k.startswith("row:") and k != "order"}
+        return {k: v for k, v in rest.items() if k == "part-rows" or sent.get(k) != v}
+    return {k: v for k, v in parts.items() if k not in ("order", "part-rows") and sent.get(k) != v}
+
+
 def shown(d: PageData) -> tuple[Any, ...]:
     return (d.rows, d.incidents, d.incidents_hidden, d.actions, d.dead_letters, d.silences)
 
@@ -161,6 +171,9 @@ def test_after_any_changes_the_page_shows_what_a_whole_read_shows(
         monotonic=lambda: 0.0,
     )
     page.read(True), page.read(False), kept.read()
+    # `afresh` renders only whole reads: new objects each time, none of its HTML kept by them.
+    renderer, afresh = Renderer(), Renderer()
+    sent = {signed: renderer.parts(page.read(signed), signed) for signed in (True, False)}
     seen = len(g.engine.restarts)
     for what, arg in steps:
         step(g, what, arg)
@@ -168,7 +181,13 @@ def test_after_any_changes_the_page_shows_what_a_whole_read_shows(
         assert kept.read() == container_status(g.healer), (what, arg)
         for signed in (True, False):
             whole = PageReader(g.healer, g.app.operator, Changes(), monotonic=lambda: 0.0)
-            assert shown(page.read(signed)) == shown(whole.read(signed)), (what, arg, signed)
+            d, fresh = page.read(signed), whole.read(signed)
+            assert shown(d) == shown(fresh), (what, arg, signed)
+            # The HTML kept from read to read is the HTML made afresh, and so is each step.
+            parts = renderer.parts(d, signed)
+            assert parts == afresh.parts(fresh, signed), (what, arg, signed)
+            assert delta(sent[signed], parts) == whole_delta(sent[signed], parts)
+            sent[signed] = parts
     assert kept.whole_reads == 1  # every read after the first brought the answer up to date
 
 

@@ -53,16 +53,11 @@ class Snapshot:
 def delta(sent: Parts, parts: Parts) -> Parts:
     """The parts to send a page that shows `sent`: the changed rows one by one, or the whole
     table body when the set or order of containers changed; the other parts when changed."""
-    out = {
-        k: v
-        for k, v in parts.items()
-        if not k.startswith("row:") and k not in ("order", "part-rows") and sent.get(k) != v
-    }
-    if sent.get("order") != parts.get("order"):
-        out["part-rows"] = parts["part-rows"]
-    else:
-        out.update((k, v) for k, v in parts.items() if k.startswith("row:") and sent.get(k) != v)
-    return out
+    changed = dict(parts.items() - sent.items())  # by the parts' (cached) hashes, in C
+    if "order" in changed:
+        return {k: v for k, v in changed.items() if not k.startswith("row:") and k != "order"}
+    changed.pop("part-rows", None)
+    return changed
 
 
 class Feed:

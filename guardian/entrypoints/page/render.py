@@ -4,6 +4,7 @@ text in the page, never markup (DESIGN 13). The live stream sends the same parts
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -37,6 +38,18 @@ def human(iso: str | None) -> str:
     return str(iso).replace("T", " ").removesuffix("+00:00") + (" UTC" if "+00:00" in iso else "")
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """The rows' HTML as last made: `rows` the row dicts it was made from (kept alive, so
+    their ids stay theirs), `html` each row's, `by_name` by `row:<container>`, `body` joined."""
+
+    rows: list[dict[str, Any]]
+    html: list[str]
+    by_name: dict[str, str]
+    order: str
+    body: str
+
+
 class Renderer:
     def __init__(self) -> None:
         self.env = Environment(
@@ -49,7 +62,7 @@ class Renderer:
         self._parts: Any = self.env.get_template("parts.html").module
         self._kept: dict[tuple[str, bool | None], tuple[object, str]] = {}
         self._last: dict[bool, tuple[PageData, dict[str, str]]] = {}
-        self._last_rows: dict[int, tuple[dict[str, Any], str]] = {}
+        self._rows: _Rows | None = None
         # An incident's HTML by its view (PageReader hands over the very view of an unchanged
         # incident), per audience; a timeline entry's by what it shows (a timeline grows by an
         # entry at a time: the others are not made again).
@@ -110,22 +123,36 @@ class Renderer:
         out: dict[str, str] = {}
         for dom_id, (macro, takes_signed) in PARTS.items():
             out[dom_id] = self._part(macro, d, signed if takes_signed else None)
-        # The reader hands over the very row it handed last time for a container whose row
-        # did not change (PageReader): its HTML is the last one, found by identity.
-        last_rows, made, html = self._last_rows, {}, []
-        for r in d.rows:
-            last_row = last_rows.get(id(r))
-            row = (
-                last_row[1]
-                if last_row is not None and last_row[0] is r
-                else str(self._parts.row(r))
-            )
-            made[id(r)] = (r, row)
-            out[f"row:{r['name']}"] = row
-            html.append(row)
-        self._last_rows = made
-        out["order"] = "\n".join(r["name"] for r in d.rows)
+        rows = self._rows_parts(d.rows)
+        out.update(rows.by_name)
+        out["order"] = rows.order
         # The macro's text for an empty table.
-        out["part-rows"] = "\n".join(html) if html else str(self._parts.rows(d))
+        out["part-rows"] = rows.body if rows.rows else str(self._parts.rows(d))
         self._last[signed] = (d, out)
         return out
+
+    def _rows_parts(self, rows: list[dict[str, Any]]) -> _Rows:
+        """The rows' HTML. The reader hands over the very row it handed last time for a
+        container whose row did not change (PageReader): its HTML is the last one, found by
+        identity; when the set and order stayed, only the changed rows are visited twice."""
+        last = self._rows
+        if last is not None and len(rows) == len(last.rows):
+            pairs = enumerate(zip(rows, last.rows, strict=True))
+            changed = [i for i, (r, was) in pairs if r is not was]
+            if not changed:
+                return last
+            if all(rows[i]["name"] == last.rows[i]["name"] for i in changed):
+                html, by_name = list(last.html), dict(last.by_name)
+                for i in changed:
+                    row = html[i] = str(self._parts.row(rows[i]))
+                    by_name[f"row:{rows[i]['name']}"] = row
+                self._rows = _Rows(list(rows), html, by_name, last.order, "\n".join(html))
+                return self._rows
+        kept = {}
+        if last is not None:
+            kept = {id(r): h for r, h in zip(last.rows, last.html, strict=True)}
+        html = [kept.get(id(r)) or str(self._parts.row(r)) for r in rows]
+        by_name = {f"row:{r['name']}": h for r, h in zip(rows, html, strict=True)}
+        order = "\n".join(r["name"] for r in rows)
+        self._rows = _Rows(list(rows), html, by_name, order, "\n".join(html))
+        return self._rows
