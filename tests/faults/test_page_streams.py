@@ -19,32 +19,38 @@ from guardian.entrypoints.http_server import HttpServer, Routes, check_handler
 from guardian.entrypoints.page.handler import StatusPage
 from guardian.entrypoints.page.model import PageReader
 from guardian.entrypoints.page.sessions import Sessions
-from tests.app import make_app
+from tests.app import TestApp, make_app
 from tests.helpers import wait_until
 
 STREAMS = 3
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[HttpServer, str]]:
-    g = make_app(tmp_path)
-    g.engine.add("web")
+def serve_page(g: TestApp, streams: int, threads: int = 1) -> tuple[StatusPage, HttpServer, str]:
+    """A status page anyone may read over `g`, served on 127.0.0.1 with `streams` streams."""
     page = StatusPage(
         PageReader(g.healer, g.app.operator, g.app.changes),
         g.app.operator,
         Sessions("token", 3600),
         g.app.changes,
         public_reads=True,
-        max_streams=STREAMS,
+        max_streams=streams,
     )
     routes = Routes()
     routes.add("/healthz", check_handler(lambda: (True, "ok")))
     page.mount(routes)
-    page.feed.keepalive = 0.2  # a client that left is noticed at the stream's next write
-    http = HttpServer("127.0.0.1:0", routes, Limits(threads=2, streams=STREAMS))
+    http = HttpServer("127.0.0.1:0", routes, Limits(threads=threads, streams=streams))
     http.start()
     host, port = http.address
-    yield http, f"http://{host}:{port}"
+    return page, http, f"http://{host}:{port}"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[HttpServer, str]]:
+    g = make_app(tmp_path)
+    g.engine.add("web")
+    page, http, url = serve_page(g, STREAMS, threads=2)
+    page.feed.keepalive = 0.2  # a client that left is noticed at the stream's next write
+    yield http, url
     http.stop()
 
 
@@ -131,20 +137,8 @@ def test_a_change_wakes_the_pump_alone_however_many_pages_are_open(tmp_path: Pat
     one thread; the pages' own HTTP threads sleep until their stream ends."""
     g = make_app(tmp_path)
     g.engine.add("web", health="healthy")
-    page = StatusPage(
-        PageReader(g.healer, g.app.operator, g.app.changes),
-        g.app.operator,
-        Sessions("token", 3600),
-        g.app.changes,
-        public_reads=True,
-        max_streams=8,
-    )
-    routes = Routes()
-    page.mount(routes)
-    http = HttpServer("127.0.0.1:0", routes, Limits(threads=1, streams=8))
-    http.start()
-    host, port = http.address
-    pages = [RawStream(f"http://{host}:{port}") for _ in range(8)]
+    page, http, url = serve_page(g, 8)
+    pages = [RawStream(url) for _ in range(8)]
     try:
         wait_until(lambda: page.feed.joined == 8, 5, message="eight streams past their first")
         before = _threads_runs("waitress")
@@ -168,21 +162,8 @@ def test_a_client_that_never_reads_is_ended_and_never_holds_back_the_others(
     g = make_app(tmp_path)
     for n in range(200):  # ~1 KB of rows each: every new container resends the whole table
         g.engine.add(f"{n:03d}-" + "x" * 300)
-    page = StatusPage(
-        PageReader(g.healer, g.app.operator, g.app.changes),
-        g.app.operator,
-        Sessions("token", 3600),
-        g.app.changes,
-        public_reads=True,
-        max_streams=2,
-    )
+    page, http, url = serve_page(g, 2)
     page.feed.settle = 0
-    routes = Routes()
-    page.mount(routes)
-    http = HttpServer("127.0.0.1:0", routes, Limits(threads=1, streams=2))
-    http.start()
-    host, port = http.address
-    url = f"http://{host}:{port}"
     stuck = RawStream(url, read=False)
     wait_until(lambda: page.feed.joined == 1, 5)
     reader = RawStream(url)
