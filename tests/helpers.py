@@ -63,10 +63,14 @@ def run_in_main_thread(
             end()
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    threading.Thread(target=drive, daemon=True).start()
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
     try:
         run_forever()
     finally:
+        # A loop that ended early leaves its handlers until the scenario is over: a signal the
+        # scenario still sends must fail the test, not kill the test run.
+        driver.join(60)
         for s, h in handlers.items():
             signal.signal(s, h)
     if failed:
