@@ -1,5 +1,7 @@
-"""The main loop's alarm: it sleeps in select() on a pipe that any thread, or a signal (through
-signal.set_wakeup_fd), writes a byte to, with a timeout only when a timer is due."""
+"""The main loop's alarm: it sleeps in poll() on a pipe that any thread, or a signal (through
+signal.set_wakeup_fd), writes a byte to, with a timeout only when a timer is due. poll(), not
+select(): a Guardian holding many connections gets a pipe past descriptor 1023, which select()
+refuses."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ class Wakeup:
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
+        self._poll = select.poll()
+        self._poll.register(self._read, select.POLLIN)
 
     @property
     def signal_fd(self) -> int:
@@ -27,7 +31,7 @@ class Wakeup:
 
     def wait(self, timeout: float | None) -> None:
         """Sleep until woken, or `timeout` seconds (None: no timeout)."""
-        readable, _, _ = select.select([self._read], [], [], timeout)
+        readable = self._poll.poll(None if timeout is None else max(0.0, timeout) * 1000)
         if readable:
             with contextlib.suppress(BlockingIOError, OSError):
                 while os.read(self._read, 512):

@@ -283,3 +283,29 @@ def test_the_verify_tick_backs_off_while_a_restart_has_no_verdict_and_judges_at_
     engine.set("web", health="healthy")
     t.app.verifier.verify(only="web")  # its health event: judged at once, no backoff
     assert [str(a.outcome) for a in t.restarts()] == ["succeeded"]
+
+
+def test_the_main_loop_wakes_with_its_pipe_past_descriptor_1023() -> None:
+    """A Guardian holding many connections gets its alarm's pipe past descriptor 1023, which
+    select() refuses (the main loop ended with "filedescriptor out of range")."""
+    import resource
+
+    from guardian.entrypoints.wakeup import Wakeup
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 2048 if hard == resource.RLIM_INFINITY else min(hard, 2048)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1030:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        alarm = Wakeup()
+        assert alarm.signal_fd >= 1024
+        alarm.wake()
+        alarm.wait(5)  # woken at once
+        alarm.wait(0.01)  # and a timeout still ends a wait
+        alarm.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
