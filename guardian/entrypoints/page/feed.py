@@ -20,8 +20,7 @@ import logging
 import secrets
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from guardian.logs import kv
@@ -125,6 +124,25 @@ class Feed:
         Last-Event-ID, or the id the page was rendered at): when current, nothing is resent."""
         return Stream(self, signed, last_id)
 
+    def first_events(self, stream: Stream, last_id: str) -> Generator[bytes, None, None]:
+        """What a stream's own thread writes: the reconnect delay, every part unless the page
+        has them (`last_id`), and what changed meanwhile, until the pump takes it over."""
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        snap = self._safe_snapshot(stream.signed)
+        if snap is not None and last_id != self.event_id(snap.version):
+            yield self._event(snap, snap.parts)
+        while snap is not None:
+            stream.sent = snap
+            if self.join(stream):
+                return
+            # A change came that the pump already wrote the others: this page catches up.
+            fresh = self._safe_snapshot(stream.signed)
+            event = self._change(stream.signed, snap, fresh) if fresh is not None else b""
+            if event:
+                yield event
+            snap = fresh
+        stream.end()  # the page could not be read: its browser reconnects
+
     def join(self, stream: Stream) -> bool:
         """Hand a stream that was sent `stream.sent` to the pump; False when the pump already
         wrote the others a later change (the stream catches up first). Starts the pump."""
@@ -135,13 +153,12 @@ class Feed:
             assert stream.sent is not None
             if self._pump is None:
                 self._pumped = stream.sent.version
+                self._pump = threading.Thread(target=self._run, name="page-feed", daemon=True)
+                self._pump.start()  # its first round waits for this lock
             elif stream.sent.version < self._pumped:
                 return False
             stream.written_at = time.monotonic()
             self._joined.append(stream)
-            if self._pump is None:
-                self._pump = threading.Thread(target=self._run, name="page-feed", daemon=True)
-                self._pump.start()
             return True
 
     def leave(self, stream: Stream) -> None:
@@ -250,24 +267,20 @@ class Feed:
 
 
 class Stream:
-    """A live page's SSE body. The server iterates it for its first event; then the pump
-    writes the rest, through the writer `attach` gave (the server's own, WSGI's `write`) while
-    the server's thread waits here for the end, or, with none attached, into a queue this
-    iteration takes them from. close() (always called by the server, also for a stream never
-    started) gives the slot back once."""
+    """A live page's SSE body. The server iterates it for its first events and gives it its
+    writer (`attach`: WSGI's `write`); then the pump writes the rest through that writer
+    while the server's thread waits here for the end. close() (always called by the server,
+    also for a stream never started) gives the slot back once."""
 
     def __init__(self, feed: Feed, signed: bool, last_id: str) -> None:
         self.feed = feed
         self.signed = signed
         self.sent: Snapshot | None = None  # the parts the page has
         self.written_at = 0.0  # monotonic
-        self._first: Iterator[bytes] | None = self._first_events(last_id)
-        self._joined = False
+        self._first: Generator[bytes, None, None] | None = feed.first_events(self, last_id)
         self._write: Callable[[bytes], object] | None = None
-        self._backlog: Callable[[], int] = lambda: self._queued
+        self._backlog: Callable[[], int] = lambda: 0
         self._cond = threading.Condition()  # one write at a time; the end waits for it
-        self._queue: deque[bytes] = deque()
-        self._queued = 0
         self._ended = False
         self._released = False
 
@@ -287,57 +300,30 @@ class Stream:
                 return next(self._first)
             except StopIteration:
                 self._first = None
-            if not self._joined:
-                self.end()
         with self._cond:
-            while not self._ended and not self._queue:
+            while not self._ended:
                 self._cond.wait()
-            if not self._queue:
-                raise StopIteration
-            data = self._queue.popleft()
-            self._queued -= len(data)
-            return data
-
-    def _first_events(self, last_id: str) -> Iterator[bytes]:
-        feed = self.feed
-        yield f"retry: {RETRY_MS}\n\n".encode()
-        snap = feed._safe_snapshot(self.signed)  # noqa: SLF001 -- the feed's own stream
-        if snap is None:
-            return
-        if last_id != feed.event_id(snap.version):
-            yield feed._event(snap, snap.parts)  # noqa: SLF001
-        self.sent = snap
-        while not feed.join(self):  # a change came the pump already wrote the others
-            fresh = feed._safe_snapshot(self.signed)  # noqa: SLF001
-            if fresh is None:
-                return
-            event = feed._change(self.signed, snap, fresh)  # noqa: SLF001
-            self.sent = snap = fresh
-            if event:
-                yield event
-        self._joined = True
+        raise StopIteration
 
     def push(self, data: bytes, now: float) -> bool:
-        """Write `data` (the pump); False when the stream ended or ends now: its client is
-        gone, or lets more than MAX_BACKLOG bytes wait."""
+        """Write `data` (the pump); False when the stream ended or ends now: it has no writer,
+        its client is gone, or lets more than MAX_BACKLOG bytes wait."""
         with self._cond:
             if self._ended:
+                return False
+            if self._write is None:
+                self._end()
                 return False
             if self._backlog() > MAX_BACKLOG:
                 log.info("status page stream ended: its client reads too slowly")
                 self._end()
                 return False
-            if self._write is None:
-                self._queue.append(data)
-                self._queued += len(data)
-                self._cond.notify_all()
-            else:
-                try:
-                    self._write(data)
-                except Exception as exc:  # noqa: BLE001 - one client's failure ends its stream only
-                    log.debug("status page stream ended", extra=kv(reason=type(exc).__name__))
-                    self._end()
-                    return False
+            try:
+                self._write(data)
+            except Exception as exc:  # noqa: BLE001 - one client's failure ends its stream only
+                log.debug("status page stream ended", extra=kv(reason=type(exc).__name__))
+                self._end()
+                return False
             self.written_at = now
             return True
 
@@ -355,6 +341,6 @@ class Stream:
         if not self._released:
             self._released = True
             if self._first is not None:
-                getattr(self._first, "close", lambda: None)()
+                self._first.close()
             self.feed.leave(self)
             self.feed.release()
