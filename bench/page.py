@@ -135,18 +135,19 @@ def serve(containers: int) -> None:
         http.stop()
 
 
-EVENT_LINE = b"event: parts"
-
-
 class StreamClient:
-    """One live page's stream, read raw on its own thread; counts the change events."""
+    """One live page's stream, read raw on its own thread: the ids of the change events."""
 
     def __init__(self, port: int) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.sendall(b"GET /events HTTP/1.1\r\nHost: bench\r\n\r\n")
-        self.events = 0
+        self.ids: list[str] = []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+
+    @property
+    def events(self) -> int:
+        return len(self.ids)
 
     def _read(self) -> None:
         buffered = b""
@@ -154,13 +155,11 @@ class StreamClient:
             try:
                 chunk = self.sock.recv(65536)
             except OSError:
-                return
+                return  # closed by close()
             if not chunk:
                 return
-            buffered += chunk
-            self.events += buffered.count(EVENT_LINE)
-            # A tail too short to hold the whole line again: a line split by recv() counts once.
-            buffered = buffered[-(len(EVENT_LINE) - 1) :]
+            *lines, buffered = (buffered + chunk).split(b"\n")
+            self.ids += [line[4:].decode() for line in lines if line.startswith(b"id: ")]
 
     def close(self) -> None:
         self.sock.close()

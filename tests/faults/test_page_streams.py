@@ -3,7 +3,6 @@ held never take a thread from /healthz or the API, and they end cleanly when Gua
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import threading
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from bench.page import StreamClient
 from guardian.entrypoints.http_limits import Limits
 from guardian.entrypoints.http_server import HttpServer, Routes, check_handler
 from guardian.entrypoints.page.handler import StatusPage
@@ -25,7 +25,7 @@ from tests.helpers import wait_until
 STREAMS = 3
 
 
-def serve_page(g: TestApp, streams: int, threads: int = 1) -> tuple[StatusPage, HttpServer, str]:
+def serve_page(g: TestApp, streams: int, threads: int = 1) -> tuple[StatusPage, HttpServer]:
     """A status page anyone may read over `g`, served on 127.0.0.1 with `streams` streams."""
     page = StatusPage(
         PageReader(g.healer, g.app.operator, g.app.changes),
@@ -40,17 +40,17 @@ def serve_page(g: TestApp, streams: int, threads: int = 1) -> tuple[StatusPage, 
     page.mount(routes)
     http = HttpServer("127.0.0.1:0", routes, Limits(threads=threads, streams=streams))
     http.start()
-    host, port = http.address
-    return page, http, f"http://{host}:{port}"
+    return page, http
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[HttpServer, str]]:
     g = make_app(tmp_path)
     g.engine.add("web")
-    page, http, url = serve_page(g, STREAMS, threads=2)
+    page, http = serve_page(g, STREAMS, threads=2)
     page.feed.keepalive = 0.2  # a client that left is noticed at the stream's next write
-    yield http, url
+    host, port = http.address
+    yield http, f"http://{host}:{port}"
     http.stop()
 
 
@@ -97,35 +97,6 @@ def test_a_stream_ends_when_guardian_stops(server) -> None:
     assert b"event: parts" in rest or rest == b""
 
 
-class RawStream:
-    """A live page's stream read raw on its own thread: the event ids it got."""
-
-    def __init__(self, url: str, read: bool = True) -> None:
-        host, port = url.removeprefix("http://").rsplit(":", 1)
-        self.sock = socket.socket()
-        if not read:  # the smallest window: what is not read soon waits on the server
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        self.sock.connect((host, int(port)))
-        self.sock.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
-        self.ids: list[str] = []
-        if read:
-            threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        with contextlib.suppress(OSError):  # closed by close()
-            self._lines()
-
-    def _lines(self) -> None:
-        buffered = b""
-        while chunk := self.sock.recv(65536):
-            buffered += chunk
-            *lines, buffered = buffered.split(b"\n")
-            self.ids += [line[4:].decode() for line in lines if line.startswith(b"id: ")]
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def _threads_runs(prefix: str) -> int:
     """How many times the kernel put the threads named `prefix...` on a CPU so far."""
     ids = [t.native_id for t in threading.enumerate() if t.name.startswith(prefix)]
@@ -137,8 +108,8 @@ def test_a_change_wakes_the_pump_alone_however_many_pages_are_open(tmp_path: Pat
     one thread; the pages' own HTTP threads sleep until their stream ends."""
     g = make_app(tmp_path)
     g.engine.add("web", health="healthy")
-    page, http, url = serve_page(g, 8)
-    pages = [RawStream(url) for _ in range(8)]
+    page, http = serve_page(g, 8)
+    pages = [StreamClient(http.address[1]) for _ in range(8)]
     try:
         wait_until(lambda: page.feed.joined == 8, 5, message="eight streams past their first")
         before = _threads_runs("waitress")
@@ -162,11 +133,14 @@ def test_a_client_that_never_reads_is_ended_and_never_holds_back_the_others(
     g = make_app(tmp_path)
     for n in range(200):  # ~1 KB of rows each: every new container resends the whole table
         g.engine.add(f"{n:03d}-" + "x" * 300)
-    page, http, url = serve_page(g, 2)
+    page, http = serve_page(g, 2)
     page.feed.settle = 0
-    stuck = RawStream(url, read=False)
+    stuck = socket.socket()  # the smallest window: what it does not read waits on the server
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(http.address)
+    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
     wait_until(lambda: page.feed.joined == 1, 5)
-    reader = RawStream(url)
+    reader = StreamClient(http.address[1])
     try:
         wait_until(lambda: page.feed.joined == 2, 5)
         for n in range(1000):  # 200 KB a change: beyond any socket buffer and MAX_BACKLOG
