@@ -6,6 +6,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -75,3 +76,8 @@ def run_in_main_thread(
             signal.signal(s, h)
     if failed:
         raise failed[0]
+
+
+def runs(thread_id: int | None) -> int:
+    """How many times the kernel put the thread on a CPU so far."""
+    return int(Path(f"/proc/self/task/{thread_id}/schedstat").read_text().split()[2])

@@ -20,7 +20,7 @@ from guardian.entrypoints.page.handler import StatusPage
 from guardian.entrypoints.page.model import PageReader
 from guardian.entrypoints.page.sessions import Sessions
 from tests.app import TestApp, make_app
-from tests.helpers import wait_until
+from tests.helpers import runs, wait_until
 
 STREAMS = 3
 
@@ -99,8 +99,7 @@ def test_a_stream_ends_when_guardian_stops(server) -> None:
 
 def _threads_runs(prefix: str) -> int:
     """How many times the kernel put the threads named `prefix...` on a CPU so far."""
-    ids = [t.native_id for t in threading.enumerate() if t.name.startswith(prefix)]
-    return sum(int(Path(f"/proc/self/task/{i}/schedstat").read_text().split()[2]) for i in ids if i)
+    return sum(runs(t.native_id) for t in threading.enumerate() if t.name.startswith(prefix))
 
 
 def test_a_change_wakes_the_pump_alone_however_many_pages_are_open(tmp_path: Path) -> None:

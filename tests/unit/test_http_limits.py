@@ -10,7 +10,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +21,7 @@ from guardian.entrypoints.http_server import (
     Routes,
     check_handler,
 )
-from tests.helpers import wait_until
+from tests.helpers import runs, wait_until
 
 
 @pytest.fixture
@@ -41,11 +40,6 @@ def serve() -> Iterator[object]:
     yield start
     for s in servers:
         s.stop()
-
-
-def runs(thread_id: int | None) -> int:
-    """How many times the kernel put the thread on a CPU so far."""
-    return int(Path(f"/proc/self/task/{thread_id}/schedstat").read_text().split()[2])
 
 
 def test_the_server_sleeps_in_poll_while_no_client_is_connected() -> None:
