@@ -19,6 +19,8 @@ from guardian.ports import Record
 from guardian.service.changes import Changes, Since
 from guardian.service.healer import Healer
 
+MAX_NAMED_READS = 8  # containers whose incidents are read one by one; beyond, all at once
+
 
 @dataclass(frozen=True)
 class ContainerStatus:
@@ -67,6 +69,8 @@ class _Read:
         self.incidents: dict[str, tuple[Incident, ...]] = {}
         self.silences: dict[str, Silence] = {}
         self.silences_in_force: list[Silence] = []
+        self.touched: set[str] = set()  # rows set or gone since the reader last took them
+        self._order: list[str] | None = None  # the rows' names, sorted (None: sort again)
 
     def whole(self) -> _Read:
         _, watched = self.healer.watched()
@@ -79,10 +83,17 @@ class _Read:
         self.read_incidents()
         self.read_silences()
 
-    def read_incidents(self) -> None:
+    def read_incidents(self, names: Collection[str] | None = None) -> None:
+        """The open incidents (not closed) of the host, or again only those of `names`."""
         ctx = self.healer.ctx
+        host = ctx.settings.host
+        if names is None:
+            self.open_incidents = ctx.store.open_incidents(host)
+        else:
+            kept = [i for i in self.open_incidents if i.container not in names]
+            fresh = [i for name in names for i in ctx.store.open_incidents(host, name)]
+            self.open_incidents = sorted(kept + fresh, key=lambda i: i.id or 0)
         by_name: dict[str, list[Incident]] = {}
-        self.open_incidents = ctx.store.open_incidents(ctx.settings.host)
         for i in self.open_incidents:
             by_name.setdefault(i.container, []).append(i)
         self.incidents = {name: tuple(found) for name, found in by_name.items()}
@@ -107,6 +118,9 @@ class _Read:
                 held_back = f"skipped: {a.result.skipped}"
             elif decision is not None and not decision.restart:
                 held_back = str(decision.reason)
+            if name not in self.rows:
+                self._order = None
+            self.touched.add(name)
             row = self.rows[name] = ContainerStatus(
                 snap.name,
                 snap.state,
@@ -144,11 +158,15 @@ class _Read:
         for name in names:
             self.listed.pop(name, None)
             self.inspected.pop(name, None)
-            self.rows.pop(name, None)
+            if self.rows.pop(name, None) is not None:
+                self._order = None
+                self.touched.add(name)
             self.unsettled.discard(name)
 
     def statuses(self) -> list[ContainerStatus]:
-        return [self.rows[name] for name in sorted(self.rows)]
+        if self._order is None:
+            self._order = sorted(self.rows)
+        return [self.rows[name] for name in self._order]
 
 
 class Statuses:
@@ -181,17 +199,27 @@ class Statuses:
 
     def read(self) -> list[ContainerStatus]:
         """The answer as of now. Raises EngineUnavailable (the next read is whole)."""
+        return self.read_changed()[0]
+
+    def read_changed(self) -> tuple[list[ContainerStatus], frozenset[str] | None]:
+        """The answer as of now, and the containers whose status may differ from the answer
+        of the read before (judged again, gone or new); None: any (a whole read). Raises
+        EngineUnavailable (the next read is whole)."""
         with self._lock:
             version, since = self.changes.since(self._version)
             last = self._read
             self._read = None  # until this read completes: a failed one is not kept
+            touched: frozenset[str] | None
             if last is None or since.everything:
                 last = _Read(self.healer).whole()
                 self.whole_reads += 1
+                touched = None
             else:
                 self._bring_up_to_date(last, since)
+                touched = frozenset(last.touched)
+            last.touched.clear()
             self._read, self._version = last, version
-            return last.statuses()
+            return last.statuses(), touched
 
     @staticmethod
     def _bring_up_to_date(r: _Read, since: Since) -> None:
@@ -208,7 +236,10 @@ class Statuses:
             s.until <= now for s in kept_silences.values()
         )
         if incidents:
-            r.read_incidents()
+            # Of the containers a write named (every incident's write names its container);
+            # the whole list when many were.
+            named = since.store
+            r.read_incidents(named if len(named) <= MAX_NAMED_READS else None)
         if silences:
             r.read_silences()
         if incidents or silences:

@@ -137,7 +137,15 @@ def whole_delta(sent: dict[str, str], parts: dict[str, str]) -> dict[str, str]:
 
 
 def shown(d: PageData) -> tuple[Any, ...]:
-    return (d.rows, d.incidents, d.incidents_hidden, d.actions, d.dead_letters, d.silences)
+    return (
+        d.rows,
+        d.summary,
+        d.incidents,
+        d.incidents_hidden,
+        d.actions,
+        d.dead_letters,
+        d.silences,
+    )
 
 
 @settings(
@@ -410,15 +418,15 @@ def test_a_write_landing_between_the_rows_and_the_lists_reaches_both(tmp_path: P
     page = PageReader(g.healer, g.app.operator, g.app.changes)
     page.read(True)
     g.engine.set("web", health="unhealthy")
-    rows_of = page.statuses.read
+    rows_of = page.statuses.read_changed
 
     def rows_then_a_write() -> Any:
         rows = rows_of()
-        page.statuses.read = rows_of  # once
+        page.statuses.read_changed = rows_of  # once
         tell(g, "health_status", "web")  # the loop opens the incident meanwhile
         return rows
 
-    page.statuses.read = rows_then_a_write  # type: ignore[method-assign]
+    page.statuses.read_changed = rows_then_a_write  # type: ignore[method-assign]
     page.read(True)
     data = page.read(True)
     [row] = data.rows

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 from guardian import __version__
@@ -33,6 +35,7 @@ MAX_TIMELINE = 50  # the latest entries of each timeline
 MAX_KEPT_TRANSITIONS = 5000  # transitions' views kept for the next read
 MAX_ACTIONS = 20
 MAX_DEAD_LETTERS = 20
+MAX_ROWS_IN_PLACE = 32  # changed rows brought up to date one by one; beyond, all
 ACTIONS_SINCE = timedelta(days=1)
 SHOWN_HEALTH = ("healthy", "unhealthy", "starting")
 
@@ -104,6 +107,33 @@ def _row(c: ContainerStatus) -> dict[str, Any]:
     }
 
 
+def _kept_row(
+    last: tuple[ContainerStatus, dict[str, Any]] | None, c: ContainerStatus
+) -> tuple[ContainerStatus, dict[str, Any]]:
+    """`c` and its row: the very row of `last` when `c` is its status or shows the same."""
+    if last is not None and last[0] is c:
+        return last
+    row = _row(c)
+    return (c, last[1] if last is not None and last[1] == row else row)
+
+
+def _tally(c: ContainerStatus, row: dict[str, Any]) -> tuple[int, ...]:
+    """What the container adds to the summary: (unhealthy, restarting, given up, silenced)."""
+    incidents = c.incidents
+    return (
+        bool(row["incident"] or row["state"] == "unhealthy"),
+        c.state == "restarting" or any(i.state == "in_progress" for i in incidents),
+        any(i.escalated for i in incidents),
+        c.silence is not None,
+    )
+
+
+def _find(statuses: list[ContainerStatus], name: str) -> ContainerStatus | None:
+    """The status of `name` in `statuses` (sorted by name), or None."""
+    at = bisect_left(statuses, name, key=attrgetter("name"))
+    return statuses[at] if at < len(statuses) and statuses[at].name == name else None
+
+
 def no_dead_letters(limit: int) -> list[dict[str, Any]]:
     """The dead letters of a Guardian without an outbox."""
     return []
@@ -153,7 +183,13 @@ class PageReader:
         self.monotonic = monotonic
         self.started = monotonic()
         self._lock = threading.Lock()
+        # Each container's status and row as last read, the rows in order, each row's
+        # position in it, and the summary's counts (kept up to date row by row).
         self._rows: dict[str, tuple[ContainerStatus, dict[str, Any]]] = {}
+        self._ordered: list[dict[str, Any]] = []
+        self._position: dict[str, int] = {}
+        self._tally: dict[str, tuple[int, ...]] = {}
+        self._counts = [0] * 4  # unhealthy, restarting, given up, silenced
         self._store: dict[bool, _StoreParts] = {}
         # A transition never changes once written: its view is built once (never modified),
         # and an open incident's are read on from the last one read.
@@ -167,32 +203,54 @@ class PageReader:
         HTML)."""
         op, now = self.op, self.op.clock.now()
         data = PageData(op.host, now, __version__, self._uptime(), None)
-        try:
-            statuses = self.statuses.read()
-        except EngineUnavailable as exc:
-            statuses, data.engine_error = [], str(exc)
-        data.rows = self._rows_of(statuses)
-        with self._lock:
+        with self._lock:  # the rows follow the statuses' reads one after the other
+            try:
+                self._rows_of(*self.statuses.read_changed())
+            except EngineUnavailable as exc:
+                self._rows_of([], None)
+                data.engine_error = str(exc)
+            data.rows = list(self._ordered)
+            counts = self._counts
             parts = self._store_parts(with_output, now)
         data.incidents, data.incidents_hidden = parts.incidents, parts.incidents_hidden
         data.actions, data.dead_letters = parts.actions, parts.dead_letters
         data.silences = parts.silences
-        data.summary = self._summary(data, statuses)
+        data.summary = self._summary(data, counts)
         return data
 
-    def _rows_of(self, statuses: list[ContainerStatus]) -> list[dict[str, Any]]:
-        """A row per status: the very row of last time when it did not change (a status not
-        judged again, or judged again the same), so the renderer keeps its HTML."""
-        with self._lock:
-            kept, rows = self._rows, {}
-            for c in statuses:
-                last = kept.get(c.name)
-                if last is None or last[0] is not c:
-                    row = _row(c)
-                    last = (c, last[1] if last is not None and last[1] == row else row)
-                rows[c.name] = last
-            self._rows = rows
-        return [row for _, row in rows.values()]
+    def _rows_of(self, statuses: list[ContainerStatus], changed: frozenset[str] | None) -> None:
+        """The rows brought up to date with `statuses`, sorted by name, of which `changed`
+        may differ from the last read (None: any). A row whose status did not change, or
+        shows the same, stays the very row of last time: the renderer keeps its HTML."""
+        if changed is not None and len(changed) <= MAX_ROWS_IN_PLACE:
+            found = {name: _find(statuses, name) for name in changed}
+            if len(statuses) == len(self._ordered) and all(
+                c is not None and name in self._position for name, c in found.items()
+            ):
+                # The same containers: the changed rows in place, the counts by difference.
+                for name, c in found.items():
+                    assert c is not None
+                    self._update(name, c)
+                return
+        rows, tally = {}, {}
+        for c in statuses:
+            rows[c.name] = kept = _kept_row(self._rows.get(c.name), c)
+            tally[c.name] = _tally(c, kept[1])
+        self._rows, self._tally = rows, tally
+        self._ordered = [row for _, row in rows.values()]
+        self._position = {c.name: n for n, c in enumerate(statuses)}
+        self._counts = [sum(counts) for counts in zip(*tally.values(), strict=True)] or [0] * 4
+
+    def _update(self, name: str, c: ContainerStatus) -> None:
+        last = self._rows[name]
+        if last[0] is c:
+            return
+        self._rows[name] = kept = _kept_row(last, c)
+        self._ordered[self._position[name]] = kept[1]
+        old, new = self._tally[name], _tally(c, kept[1])
+        if old != new:
+            self._tally[name] = new
+            self._counts = [n - o + m for n, o, m in zip(self._counts, old, new, strict=True)]
 
     def _store_parts(self, with_output: bool, now: datetime) -> _StoreParts:
         last = self._store.get(with_output)
@@ -335,20 +393,11 @@ class PageReader:
             view = self._transitions[t] = transition_view(t)
         return view
 
-    def _summary(self, data: PageData, statuses: list[ContainerStatus]) -> dict[str, Any]:
-        unhealthy = restarting = given_up = silenced = 0
-        for c, r in zip(statuses, data.rows, strict=True):
-            unhealthy += bool(r["incident"] or r["state"] == "unhealthy")
-            silenced += c.silence is not None
-            if c.incidents:  # most containers have none: their row is done here
-                restarting += c.state == "restarting" or any(
-                    i.state == "in_progress" for i in c.incidents
-                )
-                given_up += any(i.escalated for i in c.incidents)
-            else:
-                restarting += c.state == "restarting"
+    @staticmethod
+    def _summary(data: PageData, counts: list[int]) -> dict[str, Any]:
+        unhealthy, restarting, given_up, silenced = counts
         return {
-            "watched": len(statuses),
+            "watched": len(data.rows),
             "unhealthy": unhealthy,
             "restarting": restarting,
             "given_up": given_up,
