@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 
 from guardian.logs import kv
 from guardian.service.changes import Changes
@@ -52,7 +54,8 @@ class Snapshot:
 def delta(sent: Parts, parts: Parts) -> Parts:
     """The parts to send a page that shows `sent`: the changed rows one by one, or the whole
     table body when the set or order of containers changed; the other parts when changed."""
-    changed = dict(parts.items() - sent.items())  # by the parts' (cached) hashes, in C
+    # Those whose HTML is not the one sent, compared in C (a kept part is the very string).
+    changed = dict(compress(parts.items(), map(ne, parts.values(), map(sent.get, parts))))
     if "order" in changed:
         return {k: v for k, v in changed.items() if not k.startswith("row:") and k != "order"}
     changed.pop("part-rows", None)

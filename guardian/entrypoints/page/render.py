@@ -5,6 +5,8 @@ text in the page, never markup (DESIGN 13). The live stream sends the same parts
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress, count
+from operator import is_not
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -137,8 +139,7 @@ class Renderer:
         identity; when the set and order stayed, only the changed rows are visited twice."""
         last = self._rows
         if last is not None and len(rows) == len(last.rows):
-            pairs = enumerate(zip(rows, last.rows, strict=True))
-            changed = [i for i, (r, was) in pairs if r is not was]
+            changed = list(compress(count(), map(is_not, rows, last.rows)))  # in C
             if not changed:
                 return last
             if all(rows[i]["name"] == last.rows[i]["name"] for i in changed):
