@@ -434,9 +434,9 @@ def test_a_write_landing_between_the_rows_and_the_lists_reaches_both(tmp_path: P
 
 
 def test_a_write_reads_again_only_the_lists_of_its_kind(tmp_path: Path) -> None:
-    """An incident and the decision about it written: the open incidents and the recent
-    actions are read again, not the silences or the dead letters; a silence written: the
-    silences alone."""
+    """An incident and the decision about it written: the container's open incidents and the
+    recent actions are read again, not the silences or the dead letters; a silence written:
+    the silences alone."""
     g = make_app(tmp_path, restart={"action": "notify"})
     g.engine.add("web", health="healthy", labels=WATCHED)
     asked: list[int] = []  # the outbox asked for its dead letters
@@ -458,15 +458,19 @@ def test_a_write_reads_again_only_the_lists_of_its_kind(tmp_path: Path) -> None:
             if start in q and "container=" not in q and "incident_id=" not in q
         }
 
+    g.engine.set("web", health="unhealthy")
+    tell(g, "health_status", "web")  # notify: an incident and the decision recorded
     with statements(g) as ran:
-        g.engine.set("web", health="unhealthy")
-        tell(g, "health_status", "web")  # notify: an incident and the decision recorded
         shown = page.read(True)
     assert [i["container"] for i in shown.incidents] == ["web"]
     assert [a["container"] for a in shown.actions] == ["web"]
-    assert tables(ran) == {"incidents", "actions"}
+    assert tables(ran) == {"actions"}
+    # The open incidents of the container written about, not every one of the host.
+    assert "SELECT * FROM incidents WHERE host='h' AND container='web' AND state!='closed'" in (
+        q.removesuffix(" ORDER BY id") for q in ran
+    )
+    g.app.operator.silence("web", timedelta(hours=1), "maintenance", "alice")
     with statements(g) as ran:
-        g.app.operator.silence("web", timedelta(hours=1), "maintenance", "alice")
         shown = page.read(True)
     assert [s["container"] for s in shown.silences] == ["web"]
     assert tables(ran) == {"silences"}
