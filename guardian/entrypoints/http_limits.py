@@ -13,11 +13,12 @@ import json
 import logging
 import resource
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from waitress.adjustments import Adjustments
-from waitress.channel import HTTPChannel
+from waitress.channel import ClientDisconnected, HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, WSGITask
 
@@ -29,6 +30,8 @@ log = logging.getLogger("guardian.http")
 EVICT_SHARE = 8  # when full, close the idlest 1/8: the accepts that follow need no search
 FD_RESERVE = 128  # descriptors kept for the engine client, the store and notifications
 BACKLOG_KEY = "guardian_http.backlog"  # environ: () -> bytes written that still wait for the client
+# environ: (bytes) -> None, the body written from another thread straight to the client's socket
+WRITE_KEY = "guardian_http.write"
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,34 @@ class BacklogTask(WSGITask):  # type: ignore[misc]
         environ: dict[str, Any] = super().get_environment()
         channel = self.channel
         environ[BACKLOG_KEY] = lambda: int(channel.total_outbufs_len)
+        environ[WRITE_KEY] = self.write_through
         return environ
+
+    def write_through(self, data: bytes) -> None:
+        """WSGI's write for a long response written from another thread (a live stream): a
+        chunk goes straight to the socket while nothing waits in the connection's buffer,
+        sparing waitress's buffers for each small event; what the socket does not take
+        goes through them (the loop sends it when the client reads)."""
+        channel = self.channel
+        if not (self.wrote_header and self.chunked_response and data):
+            self.write(data)
+            return
+        chunk = b"%X\r\n%b\r\n" % (len(data), data)
+        with channel.outbuf_lock:
+            if not channel.connected:
+                raise ClientDisconnected
+            if not channel.total_outbufs_len:
+                try:
+                    sent = channel.socket.send(chunk)
+                except BlockingIOError:
+                    sent = 0
+                except OSError as exc:
+                    raise ClientDisconnected from exc
+                chunk = chunk[sent:]
+                if sent:
+                    channel.last_activity = time.time()
+        if chunk:
+            channel.write_soon(chunk)
 
 
 class TimedChannel(HTTPChannel):  # type: ignore[misc]

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 from prometheus_client import CollectorRegistry, generate_latest
 from waitress import wasyncore
 
-from guardian.entrypoints.http_limits import BACKLOG_KEY, GuardedServer, Limits
+from guardian.entrypoints.http_limits import BACKLOG_KEY, WRITE_KEY, GuardedServer, Limits
 from guardian.logs import kv
 
 log = logging.getLogger("guardian.http")
@@ -156,11 +156,12 @@ def wsgi_app(routes: Routes) -> Callable[[dict[str, Any], StartResponse], Iterab
             write = start_response(
                 status, [("Content-Type", response.content_type), *response.headers.items()]
             )
-            # A stream written from another thread (the status page's) gets WSGI's write and
-            # how many bytes wait for its client (GuardedServer's tasks tell).
+            # A stream written from another thread (the status page's) gets a write straight
+            # to its client's socket (GuardedServer's tasks give one; else WSGI's write) and
+            # how many bytes wait for its client.
             attach = getattr(response.stream, "attach", None)
             if attach is not None:
-                attach(write, environ.get(BACKLOG_KEY))
+                attach(environ.get(WRITE_KEY, write), environ.get(BACKLOG_KEY))
             return response.stream
         headers = [
             ("Content-Type", response.content_type),

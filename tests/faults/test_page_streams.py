@@ -3,6 +3,9 @@ held never take a thread from /healthz or the API, and they end cleanly when Gua
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import json
 import socket
 import threading
 import time
@@ -154,3 +157,80 @@ def test_a_client_that_never_reads_is_ended_and_never_holds_back_the_others(
         stuck.close()
         reader.close()
         http.stop()
+
+
+def test_a_page_that_reads_late_gets_every_event_whole_and_in_order(tmp_path: Path) -> None:
+    """The pump writes an event straight to the client's socket; what the socket does not
+    take waits in the server's buffer, and the events after it queue behind it. A page
+    that reads only after 200 KB events filled its socket gets each one whole (chunked
+    framing intact, its JSON complete), in order, the last showing the present."""
+    g = make_app(tmp_path)
+    for n in range(200):  # ~1 KB of rows each: every new container resends the whole table
+        g.engine.add(f"{n:03d}-" + "x" * 300)
+    page, server = serve_page(g, 1)
+    page.feed.settle = 0
+    late = socket.socket()  # a small window: the socket takes a part of each event
+    late.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    late.settimeout(10)
+    late.connect(server.address)
+    conn = http.client.HTTPConnection(*server.address)
+    conn.sock = late
+    try:
+        conn.request("GET", "/events")
+        response = conn.getresponse()
+        assert response.getheader("Transfer-Encoding") == "chunked"
+        wait_until(lambda: page.feed.joined == 1, 5, message="the stream joined the pump")
+        [stream] = page.feed._joined  # noqa: SLF001 -- what waits for this client
+        waiting = []  # bytes that waited for the client after each event
+        while len(waiting) < 40 and waiting[-2:].count(True) < 2:
+            name = f"new-{len(waiting):02d}"
+            g.engine.add(name)
+            g.app.changes.changed([name])
+            wait_until(lambda: stream.sent.version == g.app.changes.version, 5)
+            waiting.append(stream._backlog() > 0)  # noqa: SLF001
+        assert waiting[-2:] == [True, True], "the socket took every event whole"
+        last = f"new-{len(waiting) - 1:02d}"
+        events: list[tuple[str, dict[str, object]]] = []
+        event_id = ""
+        while not events or last not in str(events[-1][1]):
+            line = response.readline().decode().rstrip("\n")
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("data: "):
+                events.append((event_id, json.loads(line[6:])))
+        versions = [int(i.rsplit("-", 1)[1]) for i, _ in events]
+        assert versions == sorted(set(versions)) and len(versions) >= 2
+        rows = str(events[-1][1]["parts"])
+        assert all(f"new-{n:02d}" in rows for n in range(len(waiting)))
+    finally:
+        conn.close()
+        server.stop()
+
+
+def test_a_page_over_http_1_0_gets_its_events_unchunked(tmp_path: Path) -> None:
+    """HTTP/1.0 has no chunked encoding: the stream's events are the body as they are."""
+    g = make_app(tmp_path)
+    g.engine.add("web", health="healthy")
+    page, server = serve_page(g, 1)
+    try:
+        with socket.create_connection(server.address, timeout=10) as s:
+            s.sendall(b"GET /events HTTP/1.0\r\n\r\n")
+            s.settimeout(0.05)
+            received = b""
+
+            def ids() -> list[bytes]:
+                nonlocal received
+                with contextlib.suppress(TimeoutError):
+                    received += s.recv(65536)
+                return [line for line in received.split(b"\n") if line.startswith(b"id: ")]
+
+            wait_until(lambda: page.feed.joined == 1, 5, message="past its first event")
+            wait_until(lambda: len(ids()) == 1, 5)
+            g.engine.set("web", health="unhealthy")
+            g.app.changes.changed(["web"])
+            wait_until(lambda: len(ids()) == 2, 5)
+        head, body = received.split(b"\r\n\r\n", 1)
+        assert b"Transfer-Encoding" not in head
+        assert body.startswith(b"retry: ") and b'data-state=\\"unhealthy\\"' in body
+    finally:
+        server.stop()

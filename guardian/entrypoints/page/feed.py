@@ -271,7 +271,8 @@ class Feed:
 
 class Stream:
     """A live page's SSE body. The server iterates it for its first events and gives it its
-    writer (`attach`: WSGI's `write`); then the pump writes the rest through that writer
+    writer (`attach`: one to the client's socket, or WSGI's `write`); then the pump writes the
+    rest through that writer
     while the server's thread waits here for the end. close() (always called by the server,
     also for a stream never started) gives the slot back once."""
 
