@@ -145,7 +145,8 @@ class Store(Protocol):
         self, change: IncidentChange, notifications: Sequence[Notification] = ()
     ) -> Incident:
         """Write the incident, its transitions and the notifications it causes atomically
-        (the outbox); returns it with its id."""
+        (the outbox); returns it with its id, as the write left it in the store (a detection
+        update keeps the state a person wrote meanwhile)."""
 
     def transitions(
         self, incident_id: int, limit: int | None = None, after: int | None = None

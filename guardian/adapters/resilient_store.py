@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from guardian.adapters.run_stamps import RunStamps
 from guardian.core.incidents import IncidentChange
@@ -38,10 +38,33 @@ from guardian.ports import Clock, Metrics, Record, Store, StoreError
 
 log = logging.getLogger("guardian.store")
 
-# (container, incident, whether it may change other containers' decisions: the host's restart
-# budget, a dependency's incident; a silence, an approval, a reset or a decision does not,
-# what it wrote: None, maybe anything)
-Announce = Callable[[str | None, int | None, bool, Record | None], None]
+
+class Announce(Protocol):
+    """A write landed: (container, incident, whether it may change other containers'
+    decisions: the host's restart budget, a dependency's incident; a silence, an approval, a
+    reset or a decision does not, what it wrote: None, maybe anything, and the incident as
+    the write left it in the store, when it wrote one whole)."""
+
+    def __call__(
+        self,
+        container: str | None,
+        incident: int | None,
+        others: bool,
+        kind: Record | None,
+        written: Incident | None = None,
+    ) -> None: ...
+
+
+def _nobody(
+    container: str | None,
+    incident: int | None,
+    others: bool,
+    kind: Record | None,
+    written: Incident | None = None,
+) -> None:
+    return None
+
+
 MAX_ABOUT = 10_000  # the latest actions whose container is remembered for their outcomes
 
 
@@ -59,7 +82,7 @@ class ResilientStore:
         inner: Store,
         metrics: Metrics,
         clock: Clock | None = None,
-        announce: Announce = lambda container, incident, others, kind: None,
+        announce: Announce = _nobody,
     ) -> None:
         self.inner = inner
         self.metrics = metrics
@@ -96,9 +119,10 @@ class ResilientStore:
         incident: int | None = None,
         others: bool = True,
         kind: Record | None = None,
+        written: Incident | None = None,
     ) -> None:
         """A write about `container` landed (None: maybe about anything, e.g. a flush)."""
-        self.announce(container, incident, others, kind)
+        self.announce(container, incident, others, kind, written)
         if self.failing:
             self.failing = False
             log.info("store writable again; recording resumed")
@@ -134,7 +158,9 @@ class ResilientStore:
             except StoreError as exc:
                 self._failed("save_incident", exc)
                 return change.incident
-        self._recovered(saved.container, saved.id, kind=Record.INCIDENTS)
+            # Announced under the lock, in the order written: `saved` is the row as the write
+            # left it (read back in its transaction), and a later one announces after it.
+            self._recovered(saved.container, saved.id, kind=Record.INCIDENTS, written=saved)
         return saved
 
     def record_intent(

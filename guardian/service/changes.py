@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from guardian.core.model import ContainerSnapshot
+from guardian.core.model import ContainerSnapshot, Incident
 from guardian.ports import EngineEvent, Record
 
 # The engine events that change what a container's row shows (state or health, or its
@@ -41,6 +41,10 @@ class Since:
     # Of the `engine` containers, the inspect the loop made of each after its last change: as
     # fresh as asking the engine again (see Changes.observing).
     observed: Mapping[str, ContainerSnapshot] = field(default_factory=dict)
+    # The containers incidents were written about: the incidents as the writes left them in
+    # the store, by id (the latest write of each); None where a write did not tell (read
+    # that container's incidents again).
+    incidents_written: Mapping[str, Mapping[int, Incident] | None] = field(default_factory=dict)
 
     @property
     def everything(self) -> bool:
@@ -59,6 +63,7 @@ class _Change:
     incident: int | None
     wrote: frozenset[Record]
     shared: bool
+    written: Incident | None = None
 
 
 class Changes:
@@ -92,15 +97,17 @@ class Changes:
         incident: int | None = None,
         others: bool = True,
         kind: Record | None = None,
+        written: Incident | None = None,
     ) -> None:
         """A write landed in the store: about `container` (and the timeline of `incident`, if
         any); None: about anything. `others`: it may change what is decided for other
         containers too (an incident, a restart: dependencies, the host's budget); a silence,
         an approval or a reset changes its own container's only. `kind`: what it wrote;
-        None: maybe any kind."""
+        None: maybe any kind. `written`: the incident as the write left it in the store, told
+        in the order of the writes (a reader takes it for reading it)."""
         store = None if container is None else frozenset((container,))
         kinds = ANY_KIND if kind is None else frozenset((kind,))
-        self._add(frozenset(), store, incident, wrote=kinds, shared=others)
+        self._add(frozenset(), store, incident, wrote=kinds, shared=others, written=written)
 
     def delivery_ended(self) -> None:
         """A notification's delivery was given up (a dead letter): about no container."""
@@ -115,11 +122,13 @@ class Changes:
         incident: int | None,
         wrote: frozenset[Record],
         shared: bool,
+        written: Incident | None = None,
     ) -> None:
         with self._cond:
             self.version += 1
             self._changed_at = self._monotonic()
-            self._log.append(_Change(self.version, engine, store, incident, wrote, shared))
+            change = _Change(self.version, engine, store, incident, wrote, shared, written)
+            self._log.append(change)
             if engine is None:
                 self._observed.clear()
             for name in engine or ():
@@ -156,7 +165,8 @@ class Changes:
         incidents: set[int] = set()
         wrote: frozenset[Record] = frozenset()
         shared = False
-        for c in reversed(self._log):
+        written: dict[str, dict[int, Incident] | None] = {}
+        for c in reversed(self._log):  # newest first
             if c.version <= version:
                 break
             if c.engine is None or c.store is None:
@@ -168,6 +178,14 @@ class Changes:
             shared = shared or c.shared
             if c.incident is not None:
                 incidents.add(c.incident)
+            if Record.INCIDENTS in c.wrote:
+                for name in c.store:
+                    told = written.setdefault(name, {})
+                    if told is None or c.written is None or c.written.container != name:
+                        written[name] = None
+                    else:
+                        assert c.written.id is not None
+                        told.setdefault(c.written.id, c.written)
         observed = {
             name: seen[1]
             for name, last in engine.items()
@@ -180,6 +198,7 @@ class Changes:
             wrote,
             shared,
             observed,
+            written,
         )
 
     def wait(self, after: int, timeout: float) -> int:

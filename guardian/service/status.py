@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from guardian.core.model import ContainerSnapshot, Decision, Incident, Silence
+from guardian.core.model import ContainerSnapshot, Decision, Incident, IncidentState, Silence
 from guardian.ports import Record
 from guardian.service.changes import Changes, Since
 from guardian.service.healer import Healer
@@ -83,16 +83,33 @@ class _Read:
         self.read_incidents()
         self.read_silences()
 
-    def read_incidents(self, names: Collection[str] | None = None) -> None:
-        """The open incidents (not closed) of the host, or again only those of `names`."""
+    def read_incidents(
+        self, written: Mapping[str, Mapping[int, Incident] | None] | None = None
+    ) -> None:
+        """The open incidents (not closed) of the host; with `written`, of the containers it
+        names only: those of a container the writes told (Since.incidents_written) as they
+        told them, the others' read again (one query each, up to MAX_NAMED_READS, else all)."""
         ctx = self.healer.ctx
         host = ctx.settings.host
-        if names is None:
+        unknown = [name for name, told in (written or {}).items() if told is None]
+        if written is None or len(unknown) > MAX_NAMED_READS:
             self.open_incidents = ctx.store.open_incidents(host)
         else:
-            kept = [i for i in self.open_incidents if i.container not in names]
-            fresh = [i for name in names for i in ctx.store.open_incidents(host, name)]
-            self.open_incidents = sorted(kept + fresh, key=lambda i: i.id or 0)
+            gone = {i for told in written.values() if told is not None for i in told}
+            kept = [
+                i
+                for i in self.open_incidents
+                if i.id not in gone and written.get(i.container, {}) is not None
+            ]
+            told = [
+                i
+                for t in written.values()
+                if t is not None
+                for i in t.values()
+                if i.state is not IncidentState.CLOSED
+            ]
+            fresh = [i for name in unknown for i in ctx.store.open_incidents(host, name)]
+            self.open_incidents = sorted(kept + told + fresh, key=lambda i: i.id or 0)
         by_name: dict[str, list[Incident]] = {}
         for i in self.open_incidents:
             by_name.setdefault(i.container, []).append(i)
@@ -236,10 +253,8 @@ class Statuses:
             s.until <= now for s in kept_silences.values()
         )
         if incidents:
-            # Of the containers a write named (every incident's write names its container);
-            # the whole list when many were.
-            named = since.store
-            r.read_incidents(named if len(named) <= MAX_NAMED_READS else None)
+            # Of the containers written about (every incident's write names its container).
+            r.read_incidents(since.incidents_written)
         if silences:
             r.read_silences()
         if incidents or silences:

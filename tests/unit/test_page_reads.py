@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_operator
 from guardian.core.incidents import InvalidTransition
+from guardian.core.model import Incident, IncidentState, ProblemType
 from guardian.entrypoints.daemon import Daemon
 from guardian.entrypoints.page.feed import delta
 from guardian.entrypoints.page.model import MAX_TIMELINE, PageData, PageReader
@@ -164,6 +165,8 @@ def shown(d: PageData) -> tuple[Any, ...]:
 @example(steps=[("unhealthy", "web"), ("unhealthy", "web"), ("tick", 21)])
 # A person resolves the dependency's incident: api is no longer held back by it.
 @example(steps=[("exit", "db"), ("exit", "db"), ("unhealthy", "api"), ("resolve", "db")])
+# A recreated container's incident is resolved and closed (two writes told): it leaves.
+@example(steps=[("exit", "db"), ("recreate", "db"), ("sweep", "")])
 # A dependency: api waits while db is sick, then goes.
 @example(steps=[("exit", "db"), ("unhealthy", "api"), ("healthy", "db"), ("verify", "")])
 def test_after_any_changes_the_page_shows_what_a_whole_read_shows(
@@ -370,7 +373,14 @@ def test_since_names_what_changed_and_everything_when_it_cannot() -> None:
     version, since = changes.since(0)
     assert version == 3
     wrote = frozenset({Record.INCIDENTS, Record.DELIVERIES})
-    assert since == Since(frozenset({"web"}), frozenset({"db"}), frozenset({7}), wrote, True)
+    assert since == Since(
+        frozenset({"web"}),
+        frozenset({"db"}),
+        frozenset({7}),
+        wrote,
+        True,
+        incidents_written={"db": None},  # the incident written untold: read it again
+    )
     changes.wrote("db")  # what it wrote untold: maybe anything
     assert changes.since(3)[1].wrote == frozenset(Record)
     version = changes.version
@@ -382,6 +392,26 @@ def test_since_names_what_changed_and_everything_when_it_cannot() -> None:
         changes.changed(["web"])
     assert changes.since(version + 1)[1] == EVERYTHING  # further behind than the log reaches
     assert changes.since(changes.version - 1)[1] == replace(NOTHING, engine=frozenset({"web"}))
+
+
+def test_the_incidents_writes_told_are_the_latest_of_each_and_none_if_one_was_untold() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    active, resolved, other = (
+        Incident(n, "h", "db", "id", ProblemType.UNHEALTHY, state, at, at)
+        for n, state in (
+            (7, IncidentState.ACTIVE),
+            (7, IncidentState.RESOLVED),
+            (8, IncidentState.ACTIVE),
+        )
+    )
+    changes = Changes()
+    for written in (active, other, resolved):
+        changes.wrote("db", written.id, kind=Record.INCIDENTS, written=written)
+    changes.wrote("web", None, False, Record.SILENCES)
+    assert changes.since(0)[1].incidents_written == {"db": {7: resolved, 8: other}}
+    assert changes.since(2)[1].incidents_written == {"db": {7: resolved}}
+    changes.wrote("db", 9, kind=Record.INCIDENTS)  # a write that did not tell it
+    assert changes.since(0)[1].incidents_written == {"db": None}
 
 
 def test_a_sweep_names_the_containers_that_came_went_or_changed() -> None:
@@ -434,8 +464,8 @@ def test_a_write_landing_between_the_rows_and_the_lists_reaches_both(tmp_path: P
 
 
 def test_a_write_reads_again_only_the_lists_of_its_kind(tmp_path: Path) -> None:
-    """An incident and the decision about it written: the container's open incidents and the
-    recent actions are read again, not the silences or the dead letters; a silence written:
+    """An incident and the decision about it written: the recent actions are read again (the
+    incident as its write told it), not the silences or the dead letters; a silence written:
     the silences alone."""
     g = make_app(tmp_path, restart={"action": "notify"})
     g.engine.add("web", health="healthy", labels=WATCHED)
@@ -465,10 +495,8 @@ def test_a_write_reads_again_only_the_lists_of_its_kind(tmp_path: Path) -> None:
     assert [i["container"] for i in shown.incidents] == ["web"]
     assert [a["container"] for a in shown.actions] == ["web"]
     assert tables(ran) == {"actions"}
-    # The open incidents of the container written about, not every one of the host.
-    assert "SELECT * FROM incidents WHERE host='h' AND container='web' AND state!='closed'" in (
-        q.removesuffix(" ORDER BY id") for q in ran
-    )
+    # The incident as its write left it in the store: no open incidents read again.
+    assert not [q for q in ran if "FROM incidents WHERE host='h' AND container='web'" in q]
     g.app.operator.silence("web", timedelta(hours=1), "maintenance", "alice")
     with statements(g) as ran:
         shown = page.read(True)
