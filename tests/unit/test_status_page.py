@@ -415,3 +415,27 @@ def test_settling_ends_when_nothing_more_comes_or_guardian_stops() -> None:
     changes.changed(["web"])
     changes.close()
     assert changes.settle(60.0, 4) == 1  # closed: at once
+
+
+def test_the_parts_drawn_from_values_change_with_them_alone(tmp_path: Path) -> None:
+    """Guardian's uptime and the summary's counts: the same HTML while they stay, the new one
+    once they move."""
+    from guardian.entrypoints.page.render import Renderer
+
+    g = make_app(tmp_path)
+    g.engine.add("web", health="healthy")
+    seconds = [0.0]
+    reader = PageReader(g.healer, g.app.operator, g.app.changes, monotonic=lambda: seconds[0])
+    renderer = Renderer()
+    first = renderer.parts(reader.read(True), True)
+    g.app.changes.changed(["web"])
+    again = renderer.parts(reader.read(True), True)
+    assert again["part-meta"] is first["part-meta"]
+    assert again["part-summary"] is first["part-summary"]
+    seconds[0] = 150.0
+    g.engine.set("web", health="unhealthy")
+    g.app.changes.changed(["web"])
+    moved = renderer.parts(reader.read(True), True)
+    assert "up 0m" in first["part-meta"] and "up 2m" in moved["part-meta"]
+    assert "<strong>0</strong> unhealthy" in first["part-summary"]
+    assert "<strong>1</strong> unhealthy" in moved["part-summary"]

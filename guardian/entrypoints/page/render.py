@@ -4,6 +4,7 @@ text in the page, never markup (DESIGN 13). The live stream sends the same parts
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress, count
 from operator import is_not
@@ -20,6 +21,14 @@ PART_INPUT = {
     "silences": "silences",
     "actions": "actions",
     "dead_letters": "dead_letters",
+}
+# The parts drawn from a few values alone: equal values, the same HTML.
+PART_VALUES: dict[str, Callable[[PageData], tuple[Any, ...]]] = {
+    "meta": lambda d: (d.version, d.host, d.uptime),
+    "summary": lambda d: (
+        *(v for k, v in d.summary.items() if k != "updated"),  # the time is not in it
+        d.engine_error,
+    ),
 }
 MAX_KEPT_ENTRIES = 5000  # timeline entries' HTML kept by their content
 # DOM id -> macro of parts.html (and whether it takes `signed`).
@@ -76,13 +85,13 @@ class Renderer:
 
     def _part(self, macro: str, d: PageData, signed: bool | None) -> str:
         """A part's HTML; again the last one when its input is the very same list (a read
-        that kept the store's part, see PageReader.read)."""
-        source = PART_INPUT.get(macro)
-        kept = getattr(d, source) if source else None
+        that kept the store's part, see PageReader.read) or its values are equal."""
+        source, values = PART_INPUT.get(macro), PART_VALUES.get(macro)
+        kept = getattr(d, source) if source else values(d) if values else None
         key = (macro, signed)
         if kept is not None:
             last = self._kept.get(key)
-            if last is not None and last[0] is kept:
+            if last is not None and (last[0] is kept if source else last[0] == kept):
                 return last[1]
         if macro == "incidents":
             html = str(self._parts.incidents(d, self._incidents(d, bool(signed))))
