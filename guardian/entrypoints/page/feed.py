@@ -272,9 +272,8 @@ class Feed:
 class Stream:
     """A live page's SSE body. The server iterates it for its first events and gives it its
     writer (`attach`: one to the client's socket, or WSGI's `write`); then the pump writes the
-    rest through that writer
-    while the server's thread waits here for the end. close() (always called by the server,
-    also for a stream never started) gives the slot back once."""
+    rest through that writer while the server's thread waits here for the end. close()
+    (always called by the server, also for a stream never started) gives the slot back once."""
 
     def __init__(self, feed: Feed, signed: bool, last_id: str) -> None:
         self.feed = feed
