@@ -13,7 +13,6 @@ import json
 import logging
 import resource
 import socket
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +118,7 @@ class BacklogTask(WSGITask):  # type: ignore[misc]
                     raise ClientDisconnected from exc
                 chunk = chunk[sent:]
                 if sent:
-                    channel.last_activity = time.time()
+                    channel.touch()
         if chunk:
             channel.write_soon(chunk)
 
@@ -141,6 +140,10 @@ class TimedChannel(HTTPChannel):  # type: ignore[misc]
     @last_activity.setter
     def last_activity(self, _wall: float) -> None:
         # waitress stamps activity with time.time(); its idle timeout reads it back here.
+        self.touch()
+
+    def touch(self) -> None:
+        """The connection was active now (monotonic)."""
         self._active_at = monotonic()
 
     def received(self, data: bytes) -> bool:
