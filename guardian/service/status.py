@@ -19,8 +19,6 @@ from guardian.ports import Record
 from guardian.service.changes import Changes, Since
 from guardian.service.healer import Healer
 
-MAX_NAMED_READS = 8  # containers whose incidents are read one by one; beyond, all at once
-
 
 @dataclass(frozen=True)
 class ContainerStatus:
@@ -86,30 +84,20 @@ class _Read:
     def read_incidents(
         self, written: Mapping[str, Mapping[int, Incident] | None] | None = None
     ) -> None:
-        """The open incidents (not closed) of the host; with `written`, of the containers it
-        names only: those of a container the writes told (Since.incidents_written) as they
-        told them, the others' read again (one query each, up to MAX_NAMED_READS, else all)."""
+        """The open incidents (not closed) of the host. With `written` (Since.incidents_written)
+        the incidents the writes told replace what was read of them, a closed one leaving;
+        when a write told nothing (a person's transition), all are read again."""
         ctx = self.healer.ctx
-        host = ctx.settings.host
-        unknown = [name for name, told in (written or {}).items() if told is None]
-        if written is None or len(unknown) > MAX_NAMED_READS:
-            self.open_incidents = ctx.store.open_incidents(host)
+        told = [t for t in (written or {}).values() if t is not None]
+        if written is None or len(told) < len(written):
+            self.open_incidents = ctx.store.open_incidents(ctx.settings.host)
         else:
-            gone = {i for told in written.values() if told is not None for i in told}
-            kept = [
-                i
-                for i in self.open_incidents
-                if i.id not in gone and written.get(i.container, {}) is not None
-            ]
-            told = [
-                i
-                for t in written.values()
-                if t is not None
-                for i in t.values()
-                if i.state is not IncidentState.CLOSED
-            ]
-            fresh = [i for name in unknown for i in ctx.store.open_incidents(host, name)]
-            self.open_incidents = sorted(kept + told + fresh, key=lambda i: i.id or 0)
+            merged = {i.id: i for i in self.open_incidents}
+            merged.update((i.id, i) for incidents in told for i in incidents.values())
+            self.open_incidents = sorted(
+                (i for i in merged.values() if i.state is not IncidentState.CLOSED),
+                key=lambda i: i.id or 0,
+            )
         by_name: dict[str, list[Incident]] = {}
         for i in self.open_incidents:
             by_name.setdefault(i.container, []).append(i)
