@@ -2,10 +2,12 @@
 
 - size and server time of the full page (signed in) at 10, 100 and 500 containers, over a fake
   engine (a tenth of them unhealthy, healed by a real sweep: incidents, timelines, actions);
-- CPU one change costs with 0, 1 and 8 live pages open: a page server in a subprocess over the
-  fake engine, its CPU from every thread's schedstat (ns), each change awaited on every stream;
+- CPU one change costs with 0, 1 and 8 live pages open, and the pages' share (k pages less
+  none): a page server in a subprocess over the fake engine, its CPU from every thread's
+  schedstat (ns), each change awaited on every stream;
 - the same against a real `guardian run` and real containers (`real`, also part of `all`): one
   container's health changes, as the engine announces it, with the incident Guardian writes;
+  the rows measured in turn over several rounds, with no sweep among them (bench/page_real.py);
 - idle CPU of a real `guardian run` (the real engine, a few healthy containers) with 5 live
   pages open against none.
 """
@@ -26,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.idle import schedstat
 from bench.probes import GuardianRun
 
 FLOOR_MS = 100.0  # the full page at 500 containers
@@ -165,14 +168,12 @@ class StreamClient:
         self.sock.close()
 
 
-def thread_cpu(pid: int) -> float:
-    total = 0
-    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        try:
-            total += int(stat.read_text().split()[0])
-        except (OSError, ValueError):
-            continue
-    return total / 1e9
+def cpu_since(pid: int, before: dict[int, tuple[int, int]]) -> float:
+    """Seconds on a CPU of the threads of `pid` since `before` (its schedstat then): a thread
+    begun since counts in full; one that ended since counts nothing more (its last moments are
+    lost, never its whole time taken off)."""
+    now = schedstat(pid)
+    return sum(ns - before.get(tid, (0, 0))[0] for tid, (ns, _) in now.items()) / 1e9
 
 
 def wait(condition: Any, timeout: float = 10.0) -> None:
@@ -204,7 +205,7 @@ def change_cost(
             wait(lambda cs=clients: all(c.events >= 1 for c in cs))
             # A warm-up change, then the measured ones, each awaited on every stream.
             for measured in (False, True):
-                before = thread_cpu(proc.pid)
+                before = schedstat(proc.pid)
                 for _ in range(changes if measured else 3):
                     seen = [c.events for c in clients]
                     proc.stdin.write(kind + "\n")
@@ -217,7 +218,7 @@ def change_cost(
                         )
                     else:
                         time.sleep(0.02)
-                spent = thread_cpu(proc.pid) - before
+                spent = cpu_since(proc.pid, before)
             out.append((k, spent / changes * 1000))
             for c in clients:
                 c.close()
@@ -257,14 +258,14 @@ def idle_cost(seconds: float, containers: int) -> tuple[float, float]:
             with g:
                 port = int(g.base_url.rsplit(":", 1)[1])
                 time.sleep(5)  # the first sweeps settle
-                before = thread_cpu(g.pid)
+                before = schedstat(g.pid)
                 time.sleep(seconds)
-                alone = (thread_cpu(g.pid) - before) / seconds * 100
+                alone = cpu_since(g.pid, before) / seconds * 100
                 clients = [StreamClient(port) for _ in range(5)]
                 wait(lambda: all(c.events >= 1 for c in clients))
-                before = thread_cpu(g.pid)
+                before = schedstat(g.pid)
                 time.sleep(seconds)
-                with_pages = (thread_cpu(g.pid) - before) / seconds * 100
+                with_pages = cpu_since(g.pid, before) / seconds * 100
                 for c in clients:
                     c.close()
         return alone, with_pages
@@ -336,13 +337,18 @@ def main(argv: list[str] | None = None) -> int:
             f"| {size_b / 1024:.0f} KB |"
         )
     print()
-    print("| containers | change | pages open | server CPU per change |")
-    print("|---:|---|---:|---:|")
+    # The share of the pages: what the server spends with k pages open less what it spends
+    # with none (the driving and the change itself: the fake engine's change, or the silence
+    # written in the store).
+    print("| containers | change | pages open | server CPU per change | pages' share |")
+    print("|---:|---|---:|---:|---:|")
     for n in [int(x) for x in args.change_containers.split(",")]:
         for kind in ("flip", "silence"):
-            for k, ms in change_cost(n, [0, 1, 8], args.changes or FAKE_CHANGES, kind):
+            rows = change_cost(n, [0, 1, 8], args.changes or FAKE_CHANGES, kind)
+            for k, ms in rows:
                 what = "a container's health" if kind == "flip" else "a silence (store)"
-                print(f"| {n} | {what} | {k} | {ms:.2f} ms |")
+                share = f"{ms - rows[0][1]:+.2f} ms" if k else "-"
+                print(f"| {n} | {what} | {k} | {ms:.2f} ms | {share} |")
     print()
     page_real.print_rows(args.real_containers, args.changes or page_real.CHANGES)
     print()
