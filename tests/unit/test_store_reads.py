@@ -1,14 +1,21 @@
 """The store's bounded reads: what the status page and an incident's timeline ask for is read
-by the query, never by reading a whole history and slicing it."""
+by the query, never by reading a whole history and slicing it; what is in force (a silence, a
+dead letter) is found by an index, however long the history it is kept with."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from guardian.adapters.sqlite.outbox import SqliteOutbox
+from guardian.adapters.sqlite.schema import to_text
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
-from guardian.core.model import HealthCheckResult, ProblemType, RemediationAction
+from guardian.core.model import HealthCheckResult, ProblemType, RemediationAction, Silence
 from tests.fakes import T0
 
 
@@ -47,4 +54,79 @@ def test_a_limit_reads_only_the_newest_actions_oldest_first(tmp_path: Path) -> N
     newest = store.actions("h", None, T0, limit=20)
     assert [a.requested_at for a in newest] == [T0 + timedelta(seconds=n) for n in range(980, 1000)]
     assert len(store.actions("h", "noisy", T0 + timedelta(seconds=995), limit=20)) == 5
+    store.close()
+
+
+def plans(store: SqliteStore, read: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> str:
+    """How SQLite finds the rows of each statement `read()` runs (EXPLAIN QUERY PLAN)."""
+    asked: list[tuple[str, tuple[Any, ...]]] = []
+    query = store.db.query
+
+    def recording(sql: str, params: tuple[Any, ...] = ()) -> Any:
+        asked.append((sql, params))
+        return query(sql, params)
+
+    monkeypatch.setattr(store.db, "query", recording)
+    read()
+    monkeypatch.undo()
+    return "\n".join(
+        row["detail"] for sql, params in asked for row in query("EXPLAIN QUERY PLAN " + sql, params)
+    )
+
+
+def test_the_silences_in_force_are_found_by_an_index_however_many_were_lifted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deploy script that silences its containers for each deploy leaves thousands of lifted
+    silences in the store's retention: the silences in force (read by the status page after
+    every silence, and by `guardian status`) are not found by reading them all."""
+    store = SqliteStore(tmp_path / "g.db")
+    with store.db.transaction() as conn:
+        for n in range(5000):
+            at = T0 + timedelta(minutes=n)
+            conn.execute(
+                "INSERT INTO silences (host, container, created_at, until, reason, created_by,"
+                " ended_at, ended_by) VALUES ('h', ?, ?, ?, 'deploy', 'ci', ?, 'ci')",
+                (f"app-{n % 40}", to_text(at), to_text(at + timedelta(hours=1)), to_text(at)),
+            )
+    now = T0 + timedelta(days=5)
+    for name, hours in (("db", 2), ("web", 1), ("old", -1)):  # "old" ended by its time
+        store.add_silence(
+            Silence(
+                None, "h", name, now - timedelta(hours=3), now + timedelta(hours=hours), "", "me"
+            )
+        )
+
+    assert [s.container for s in store.silences("h", now)] == ["db", "web"]
+    assert "USING INDEX silences_in_force" in plans(
+        store, lambda: store.silences("h", now), monkeypatch
+    )
+    store.close()
+
+
+def test_the_newest_dead_letters_are_found_by_an_index_among_every_delivery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's dead letters (the newest 20) among a long history of deliveries, nearly all
+    of them sent."""
+    store = SqliteStore(tmp_path / "g.db")
+    with store.db.transaction() as conn:
+        for n in range(20_000):
+            conn.execute(
+                "INSERT INTO outbox (kind, payload, created_at, dispatched)"
+                " VALUES ('opened', '{}', ?, 1)",
+                (to_text(T0),),
+            )
+            conn.execute(
+                "INSERT INTO deliveries (outbox_id, channel, state, next_attempt_at)"
+                " VALUES (?, 'slack', ?, ?)",
+                (n + 1, "dead" if n % 500 == 0 else "sent", to_text(T0)),
+            )
+    outbox = SqliteOutbox(store.db)
+
+    newest = outbox.dead_letters(20)
+    assert [row["outbox_id"] for row in newest] == [n * 500 + 1 for n in range(20, 40)]
+    assert "USING INDEX deliveries_dead" in plans(
+        store, lambda: outbox.dead_letters(20), monkeypatch
+    )
     store.close()
