@@ -68,7 +68,10 @@ class _Read:
         self.silences: dict[str, Silence] = {}
         self.silences_in_force: list[Silence] = []
         self.touched: set[str] = set()  # rows set or gone since the reader last took them
-        self._order: list[str] | None = None  # the rows' names, sorted (None: sort again)
+        # The rows sorted by name and each one's place there (None: a row came or went, sort
+        # again); a row judged again takes its place.
+        self._sorted: list[ContainerStatus] | None = None
+        self._place: dict[str, int] = {}
 
     def whole(self) -> _Read:
         _, watched = self.healer.watched()
@@ -123,10 +126,8 @@ class _Read:
                 held_back = f"skipped: {a.result.skipped}"
             elif decision is not None and not decision.restart:
                 held_back = str(decision.reason)
-            if name not in self.rows:
-                self._order = None
             self.touched.add(name)
-            row = self.rows[name] = ContainerStatus(
+            row = ContainerStatus(
                 snap.name,
                 snap.state,
                 snap.health,
@@ -137,6 +138,11 @@ class _Read:
                 self.silences.get(name),
                 decision,
             )
+            if name not in self.rows:
+                self._sorted = None
+            elif self._sorted is not None:
+                self._sorted[self._place[name]] = row
+            self.rows[name] = row
             if row.settled:
                 self.unsettled.discard(name)
             else:
@@ -164,14 +170,17 @@ class _Read:
             self.listed.pop(name, None)
             self.inspected.pop(name, None)
             if self.rows.pop(name, None) is not None:
-                self._order = None
+                self._sorted = None
                 self.touched.add(name)
             self.unsettled.discard(name)
 
     def statuses(self) -> list[ContainerStatus]:
-        if self._order is None:
-            self._order = sorted(self.rows)
-        return [self.rows[name] for name in self._order]
+        """The rows sorted by name (a list of the caller's own)."""
+        if self._sorted is None:
+            order = sorted(self.rows)
+            self._sorted = [self.rows[name] for name in order]
+            self._place = {name: n for n, name in enumerate(order)}
+        return list(self._sorted)
 
 
 class Statuses:
@@ -240,13 +249,15 @@ class Statuses:
         silences = Record.SILENCES in since.wrote or any(
             s.until <= now for s in kept_silences.values()
         )
+        read_again: list[tuple[Mapping[str, object], Mapping[str, object]]] = []
         if incidents:
             # Of the containers written about (every incident's write names its container).
             r.read_incidents(since.incidents_written)
+            read_again.append((kept_incidents, r.incidents))
         if silences:
             r.read_silences()
-        if incidents or silences:
-            for kept, fresh in ((kept_incidents, r.incidents), (kept_silences, r.silences)):
-                names = kept.keys() | fresh.keys()
-                again |= {n for n in names if n in r.listed and kept.get(n) != fresh.get(n)}
+            read_again.append((kept_silences, r.silences))
+        for kept, fresh in read_again:  # judged again: those whose list read again differs
+            names = kept.keys() | fresh.keys()
+            again |= {n for n in names if n in r.listed and kept.get(n) != fresh.get(n)}
         r.judge(again)
