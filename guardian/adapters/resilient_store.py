@@ -42,8 +42,8 @@ log = logging.getLogger("guardian.store")
 class Announce(Protocol):
     """A write landed: (container, incident, whether it may change other containers'
     decisions: the host's restart budget, a dependency's incident; a silence, an approval, a
-    reset or a decision does not, what it wrote: None, maybe anything, and the incident as
-    the write left it in the store, when it wrote one whole)."""
+    reset or a decision does not, what it wrote: None, maybe anything, and the incident or
+    silence as the write left it in the store, when it wrote one whole)."""
 
     def __call__(
         self,
@@ -51,7 +51,7 @@ class Announce(Protocol):
         incident: int | None,
         others: bool,
         kind: Record | None,
-        written: Incident | None = None,
+        written: Incident | Silence | None = None,
     ) -> None: ...
 
 
@@ -60,7 +60,7 @@ def _nobody(
     incident: int | None,
     others: bool,
     kind: Record | None,
-    written: Incident | None = None,
+    written: Incident | Silence | None = None,
 ) -> None:
     return None
 
@@ -321,14 +321,19 @@ class ResilientStore:
         self.announce(change.incident.container, change.incident.id, True, Record.INCIDENTS)
         return saved
 
+    # A silence's write is announced with the silence as it left the store, under the lock and
+    # in the order written, as an incident's.
+
     def add_silence(self, silence: Silence) -> Silence:
-        added = self.inner.add_silence(silence)
-        self.announce(silence.container, None, False, Record.SILENCES)
+        with self._lock:
+            added = self.inner.add_silence(silence)
+            self.announce(silence.container, None, False, Record.SILENCES, added)
         return added
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
-        ended = self.inner.end_silence(host, container, by, at)
-        self.announce(container, None, False, Record.SILENCES)
+        with self._lock:
+            ended = self.inner.end_silence(host, container, by, at)
+            self.announce(container, None, False, Record.SILENCES, ended)
         return ended
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from guardian.core.model import ContainerSnapshot, Incident
+from guardian.core.model import ContainerSnapshot, Incident, Silence
 from guardian.ports import EngineEvent, Record
 
 # The engine events that change what a container's row shows (state or health, or its
@@ -45,6 +45,10 @@ class Since:
     # the store, by id (the latest write of each); None where a write did not tell (read
     # that container's incidents again).
     incidents_written: Mapping[str, Mapping[int, Incident] | None] = field(default_factory=dict)
+    # The containers silences were set or lifted for: the latest silence each write left in the
+    # store (lifted: its ended_at set); None where a write about silences did not tell (read
+    # the silences in force again).
+    silences_written: Mapping[str, Silence] | None = field(default_factory=dict)
 
     @property
     def everything(self) -> bool:
@@ -63,7 +67,7 @@ class _Change:
     incident: int | None
     wrote: frozenset[Record]
     shared: bool
-    written: Incident | None = None
+    written: Incident | Silence | None = None
 
 
 class Changes:
@@ -97,14 +101,14 @@ class Changes:
         incident: int | None = None,
         others: bool = True,
         kind: Record | None = None,
-        written: Incident | None = None,
+        written: Incident | Silence | None = None,
     ) -> None:
         """A write landed in the store: about `container` (and the timeline of `incident`, if
         any); None: about anything. `others`: it may change what is decided for other
         containers too (an incident, a restart: dependencies, the host's budget); a silence,
         an approval or a reset changes its own container's only. `kind`: what it wrote;
-        None: maybe any kind. `written`: the incident as the write left it in the store, told
-        in the order of the writes (a reader takes it for reading it)."""
+        None: maybe any kind. `written`: the incident or silence as the write left it in the
+        store, told in the order of the writes (a reader takes it for reading it)."""
         store = None if container is None else frozenset((container,))
         kinds = ANY_KIND if kind is None else frozenset((kind,))
         self._add(frozenset(), store, incident, wrote=kinds, shared=others, written=written)
@@ -122,7 +126,7 @@ class Changes:
         incident: int | None,
         wrote: frozenset[Record],
         shared: bool,
-        written: Incident | None = None,
+        written: Incident | Silence | None = None,
     ) -> None:
         with self._cond:
             self.version += 1
@@ -166,6 +170,7 @@ class Changes:
         wrote: frozenset[Record] = frozenset()
         shared = False
         written: dict[str, dict[int, Incident] | None] = {}
+        silences: dict[str, Silence] | None = {}
         for c in reversed(self._log):  # newest first
             if c.version <= version:
                 break
@@ -181,11 +186,18 @@ class Changes:
             if Record.INCIDENTS in c.wrote:
                 for name in c.store:
                     told = written.setdefault(name, {})
-                    if told is None or c.written is None or c.written.container != name:
+                    incident = c.written if isinstance(c.written, Incident) else None
+                    if told is None or incident is None or incident.container != name:
                         written[name] = None
                     else:
-                        assert c.written.id is not None
-                        told.setdefault(c.written.id, c.written)
+                        assert incident.id is not None
+                        told.setdefault(incident.id, incident)
+            if Record.SILENCES in c.wrote and silences is not None:
+                silence = c.written if isinstance(c.written, Silence) else None
+                if silence is not None and c.store == {silence.container}:
+                    silences.setdefault(silence.container, silence)
+                else:
+                    silences = None
         observed = {
             name: seen[1]
             for name, last in engine.items()
@@ -199,6 +211,7 @@ class Changes:
             shared,
             observed,
             written,
+            silences,
         )
 
     def wait(self, after: int, timeout: float) -> int:

@@ -106,10 +106,21 @@ class _Read:
             by_name.setdefault(i.container, []).append(i)
         self.incidents = {name: tuple(found) for name, found in by_name.items()}
 
-    def read_silences(self) -> None:
+    def read_silences(self, written: Mapping[str, Silence] | None = None) -> None:
+        """The silences in force. With `written` (Since.silences_written) those the writes told
+        replace what was read of their containers' (a container has one in force at most: a
+        silence set ends the one before); None: read them all."""
         ctx = self.healer.ctx
-        # One query for every silence in force, not one per container.
-        self.silences_in_force = ctx.store.silences(ctx.settings.host, ctx.clock.now())
+        now = ctx.clock.now()
+        if written is None:
+            # One query for every silence in force, not one per container.
+            self.silences_in_force = ctx.store.silences(ctx.settings.host, now)
+        else:
+            kept = [s for s in self.silences_in_force if s.container not in written]
+            kept += [
+                s for s in written.values() if s.ended_at is None and s.created_at <= now < s.until
+            ]
+            self.silences_in_force = sorted(kept, key=lambda s: s.id or 0)  # as the store's
         self.silences = {s.container: s for s in self.silences_in_force}
 
     def judge(self, names: Iterable[str]) -> None:
@@ -246,16 +257,15 @@ class Statuses:
         again = {n for n in since.engine | since.store if n in r.listed}  # relisted: no row
         again |= {n for n in r.unsettled if r.rows[n].may_have_moved(since.wrote_shared, now)}
         incidents = Record.INCIDENTS in since.wrote
-        silences = Record.SILENCES in since.wrote or any(
-            s.until <= now for s in kept_silences.values()
-        )
+        expired = any(s.until <= now for s in kept_silences.values())
+        silences = Record.SILENCES in since.wrote or expired
         read_again: list[tuple[Mapping[str, object], Mapping[str, object]]] = []
         if incidents:
             # Of the containers written about (every incident's write names its container).
             r.read_incidents(since.incidents_written)
             read_again.append((kept_incidents, r.incidents))
         if silences:
-            r.read_silences()
+            r.read_silences(None if expired else since.silences_written)
             read_again.append((kept_silences, r.silences))
         for kept, fresh in read_again:  # judged again: those whose list read again differs
             names = kept.keys() | fresh.keys()

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_operator
 from guardian.core.incidents import InvalidTransition
-from guardian.core.model import Incident, IncidentState, ProblemType
+from guardian.core.model import Incident, IncidentState, ProblemType, Silence
 from guardian.entrypoints.daemon import Daemon
 from guardian.entrypoints.page.feed import delta
 from guardian.entrypoints.page.model import MAX_TIMELINE, PageData, PageReader
@@ -165,6 +165,8 @@ def shown(d: PageData) -> tuple[Any, ...]:
 @example(steps=[("unhealthy", "web"), ("unhealthy", "web"), ("tick", 21)])
 # A person resolves the dependency's incident: api is no longer held back by it.
 @example(steps=[("exit", "db"), ("exit", "db"), ("unhealthy", "api"), ("resolve", "db")])
+# A silence set, set again and lifted (each write told): the page shows none.
+@example(steps=[("silence", "db"), ("silence", "db"), ("unsilence", "db")])
 # A recreated container's incident is resolved and closed (two writes told): it leaves.
 @example(steps=[("exit", "db"), ("recreate", "db"), ("sweep", "")])
 # A dependency: api waits while db is sick, then goes.
@@ -414,6 +416,23 @@ def test_the_incidents_writes_told_are_the_latest_of_each_and_none_if_one_was_un
     assert changes.since(0)[1].incidents_written == {"db": None}
 
 
+def test_the_silences_writes_told_are_the_latest_of_each_and_none_if_one_was_untold() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    first, second, other = (
+        Silence(n, "h", name, at, at + timedelta(hours=1), "", "alice")
+        for n, name in ((1, "db"), (2, "db"), (3, "web"))
+    )
+    lifted = replace(second, ended_at=at, ended_by="alice")
+    changes = Changes()
+    for written in (first, other, second, lifted):
+        changes.wrote(written.container, None, False, Record.SILENCES, written)
+    changes.wrote("db", 9, kind=Record.INCIDENTS)  # not about silences
+    assert changes.since(0)[1].silences_written == {"db": lifted, "web": other}
+    assert changes.since(3)[1].silences_written == {"db": lifted}
+    changes.wrote("web", None, False, Record.SILENCES)  # a write that did not tell it
+    assert changes.since(0)[1].silences_written is None
+
+
 def test_a_sweep_names_the_containers_that_came_went_or_changed() -> None:
     from tests.fakes import FakeClock, FakeEngine
 
@@ -466,7 +485,7 @@ def test_a_write_landing_between_the_rows_and_the_lists_reaches_both(tmp_path: P
 def test_a_write_reads_again_only_the_lists_of_its_kind(tmp_path: Path) -> None:
     """An incident and the decision about it written: the recent actions are read again (the
     incident as its write told it), not the silences or the dead letters; a silence written:
-    the silences alone."""
+    nothing (the silence as its write told it)."""
     g = make_app(tmp_path, restart={"action": "notify"})
     g.engine.add("web", health="healthy", labels=WATCHED)
     asked: list[int] = []  # the outbox asked for its dead letters
@@ -497,11 +516,18 @@ def test_a_write_reads_again_only_the_lists_of_its_kind(tmp_path: Path) -> None:
     assert tables(ran) == {"actions"}
     # The incident as its write left it in the store: no open incidents read again.
     assert not [q for q in ran if "FROM incidents WHERE host='h' AND container='web'" in q]
+    # A silence set, then lifted: each as its write told it, no silences read again.
     g.app.operator.silence("web", timedelta(hours=1), "maintenance", "alice")
     with statements(g) as ran:
         shown = page.read(True)
     assert [s["container"] for s in shown.silences] == ["web"]
-    assert tables(ran) == {"silences"}
+    assert [r["silenced_until"] != "" for r in shown.rows] == [True]
+    assert tables(ran) == set()
+    g.app.operator.unsilence("web", "alice")
+    with statements(g) as ran:
+        shown = page.read(True)
+    assert shown.silences == [] and [r["silenced_until"] for r in shown.rows] == [""]
+    assert tables(ran) == set()
     assert len(asked) == 1  # the first read's
     g.app.changes.delivery_ended()
     page.read(True)
