@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import sys
 import time
 from collections.abc import Callable
@@ -45,6 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         lock.release()
         raise
     daemon = Daemon(app, reread=lambda: load_settings(args.config))
+    freeze_startup()
     try:
         daemon.run_forever()  # closing the app releases the lock
     except ListenError as exc:
@@ -52,6 +54,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if daemon.refused:
         raise CliError(daemon.refused)
     return EXIT_OK
+
+
+def freeze_startup() -> None:
+    """What was built to start (the modules, the configuration, the engine's client: most of
+    the heap) lives as long as Guardian: left out of the garbage collector's full collections
+    (gc.freeze), which then walk only what came later. Over a whole heap (42,000 objects
+    with the status page's templates) one took 7 ms, 17 ms cold, every few minutes of a busy
+    page. What the first reload replaces of it stays if it holds reference cycles (what the
+    reloads build is not frozen)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _row(a: Assessment) -> dict[str, Any]:
