@@ -24,10 +24,11 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 INDEXES = {"silences": "silences_in_force", "dead letters": "deliveries_dead"}
 
 
-def filled(path: Path, silences: int, deliveries: int) -> SqliteStore:
-    """A store with `silences` silences of an hour lifted at once (40 containers, one a
-    minute) and one in force, and `deliveries` sent deliveries of which one in 5,000 is a dead
-    letter."""
+def filled(path: Path, silences: int, deliveries: int, dead_every: int = 5000) -> SqliteStore:
+    """A store (host "h") with `silences` silences of an hour lifted at once (40 containers,
+    one a minute from T0) and then one in force ("db", until T0 + 400 days), and `deliveries`
+    deliveries of which one in `dead_every` is a dead letter (the first among them), the others
+    sent."""
     store = SqliteStore(path)
     with store.db.transaction() as conn:
         for n in range(silences):
@@ -51,7 +52,7 @@ def filled(path: Path, silences: int, deliveries: int) -> SqliteStore:
             conn.execute(
                 "INSERT INTO deliveries (outbox_id, channel, state, next_attempt_at)"
                 " VALUES (?, 'slack', ?, ?)",
-                (n + 1, "dead" if n % 5000 == 0 else "sent", to_text(T0)),
+                (n + 1, "dead" if n % dead_every == 0 else "sent", to_text(T0)),
             )
     return store
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -81,3 +84,17 @@ def run_in_main_thread(
 def runs(thread_id: int | None) -> int:
     """How many times the kernel put the thread on a CPU so far."""
     return int(Path(f"/proc/self/task/{thread_id}/schedstat").read_text().split()[2])
+
+
+def python(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """This interpreter run afresh with `argv`, without the test run's GUARDIAN_* variables;
+    its output as text."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_")}
+    return subprocess.run(
+        [sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )

@@ -7,12 +7,11 @@ the imports take is a figure for bench/ (`python -m bench imports`), not for a u
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import python
 
 HEAVY = ("docker", "requests", "prometheus_client", "apscheduler", "waitress", "sqlite3")
 
@@ -20,15 +19,7 @@ HEAVY = ("docker", "requests", "prometheus_client", "apscheduler", "waitress", "
 def imported_modules(*argv: str) -> set[str]:
     """Every module `python -X importtime *argv` imports (read from stderr), after checking
     that the command succeeded."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_")}
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    done = python("-X", "importtime", *argv)
     assert done.returncode == 0, done.stderr[-2000:]
     return {
         line.rsplit("|", 1)[1].strip()

@@ -4,10 +4,9 @@ a full collection of the whole heap made the costliest rounds)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.helpers import python
 
 # `guardian run` up to the daemon's run, which reports instead what the collector sees.
 PROBE = """
@@ -30,15 +29,7 @@ def test_guardian_run_freezes_its_startup_heap_before_it_runs(tmp_path: Path) ->
         f"store: {{path: '{tmp_path}/guardian.db'}}\n"
         "http: {listen: '127.0.0.1:0'}\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDIAN_")}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    done = python("-c", PROBE, str(config))
     assert done.returncode == 0, done.stderr[-2000:]
     frozen, tracked = map(int, done.stdout.split())
     # The modules, configuration and clients built: thousands, none left to walk but those

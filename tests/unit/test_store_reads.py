@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from bench.history import T0 as HISTORY_T0
+from bench.history import filled
 from guardian.adapters.sqlite.outbox import SqliteOutbox
-from guardian.adapters.sqlite.schema import to_text
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
 from guardian.core.model import HealthCheckResult, ProblemType, RemediationAction, Silence
@@ -80,17 +81,9 @@ def test_the_silences_in_force_are_found_by_an_index_however_many_were_lifted(
     """A deploy script that silences its containers for each deploy leaves thousands of lifted
     silences in the store's retention: the silences in force (read by the status page after
     every silence, and by `guardian status`) are not found by reading them all."""
-    store = SqliteStore(tmp_path / "g.db")
-    with store.db.transaction() as conn:
-        for n in range(5000):
-            at = T0 + timedelta(minutes=n)
-            conn.execute(
-                "INSERT INTO silences (host, container, created_at, until, reason, created_by,"
-                " ended_at, ended_by) VALUES ('h', ?, ?, ?, 'deploy', 'ci', ?, 'ci')",
-                (f"app-{n % 40}", to_text(at), to_text(at + timedelta(hours=1)), to_text(at)),
-            )
-    now = T0 + timedelta(days=5)
-    for name, hours in (("db", 2), ("web", 1), ("old", -1)):  # "old" ended by its time
+    store = filled(tmp_path / "g.db", silences=5000, deliveries=0)  # and "db" in force
+    now = HISTORY_T0 + timedelta(days=5)
+    for name, hours in (("web", 1), ("old", -1)):  # "old" ended by its time
         store.add_silence(
             Silence(
                 None, "h", name, now - timedelta(hours=3), now + timedelta(hours=hours), "", "me"
@@ -109,19 +102,7 @@ def test_the_newest_dead_letters_are_found_by_an_index_among_every_delivery(
 ) -> None:
     """The page's dead letters (the newest 20) among a long history of deliveries, nearly all
     of them sent."""
-    store = SqliteStore(tmp_path / "g.db")
-    with store.db.transaction() as conn:
-        for n in range(20_000):
-            conn.execute(
-                "INSERT INTO outbox (kind, payload, created_at, dispatched)"
-                " VALUES ('opened', '{}', ?, 1)",
-                (to_text(T0),),
-            )
-            conn.execute(
-                "INSERT INTO deliveries (outbox_id, channel, state, next_attempt_at)"
-                " VALUES (?, 'slack', ?, ?)",
-                (n + 1, "dead" if n % 500 == 0 else "sent", to_text(T0)),
-            )
+    store = filled(tmp_path / "g.db", silences=0, deliveries=20_000, dead_every=500)
     outbox = SqliteOutbox(store.db)
 
     newest = outbox.dead_letters(20)
