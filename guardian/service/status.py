@@ -117,9 +117,7 @@ class _Read:
             self.silences_in_force = ctx.store.silences(ctx.settings.host, now)
         else:
             kept = [s for s in self.silences_in_force if s.container not in written]
-            kept += [
-                s for s in written.values() if s.ended_at is None and s.created_at <= now < s.until
-            ]
+            kept += [s for s in written.values() if s.active(now)]
             self.silences_in_force = sorted(kept, key=lambda s: s.id or 0)  # as the store's
         self.silences = {s.container: s for s in self.silences_in_force}
 
@@ -257,7 +255,7 @@ class Statuses:
         again = {n for n in since.engine | since.store if n in r.listed}  # relisted: no row
         again |= {n for n in r.unsettled if r.rows[n].may_have_moved(since.wrote_shared, now)}
         incidents = Record.INCIDENTS in since.wrote
-        expired = any(s.until <= now for s in kept_silences.values())
+        expired = not all(s.active(now) for s in kept_silences.values())
         silences = Record.SILENCES in since.wrote or expired
         read_again: list[tuple[Mapping[str, object], Mapping[str, object]]] = []
         if incidents:

@@ -59,10 +59,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def freeze_startup() -> None:
     """What was built to start (the modules, the configuration, the engine's client: most of
     the heap) lives as long as Guardian: left out of the garbage collector's full collections
-    (gc.freeze), which then walk only what came later. Over a whole heap (42,000 objects
-    with the status page's templates) one took 7 ms, 17 ms cold, every few minutes of a busy
-    page. What the first reload replaces of it stays if it holds reference cycles (what the
-    reloads build is not frozen)."""
+    (gc.freeze), which then walk only what came later (see bench/RESULTS.md, the status page's
+    change cost). What the first reload replaces of it stays if it holds reference cycles
+    (what the reloads build is not frozen)."""
     gc.collect()
     gc.freeze()
 
