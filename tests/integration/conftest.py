@@ -241,6 +241,17 @@ class EventRecorder:
     def count(self, name: str, action: str) -> int:
         return sum(1 for a, _ in self.of(name) if a == action)
 
+    def first(self, name: str, action: str, timeout: float = 20) -> float:
+        """The unix time of `name`'s first `action` event (e.g. "health_status: unhealthy",
+        "kill"), waiting for it: a state Guardian ends within milliseconds is judged by the
+        engine's record of it, never by polling for the state."""
+
+        def seen() -> float | None:
+            return next((t for a, t in self.of(name) if a == action), None)
+
+        at: float = wait_until(seen, timeout, message=f"{name} {action}")
+        return at
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._stream.close()
