@@ -1,15 +1,19 @@
 """One Guardian per engine, with real `guardian run` processes: a second one refuses with one
-line naming the first and exits 1, and the first keeps healing."""
+line naming the first and exits 1, and the first keeps healing; a container that only claims
+to be a Guardian by its label is a warning, never a refusal (DESIGN rule 19)."""
 
 from __future__ import annotations
 
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import wait_until
-from tests.integration.conftest import GuardianProcess, base_config
+from tests.integration.conftest import RUN_ID, GuardianProcess, base_config
 from tests.integration.see_more import HEALTH
+
+SCOPE = f"guardian.test.run={RUN_ID}"  # base_config's watch.scope
 
 
 @pytest.fixture
@@ -66,3 +70,40 @@ def test_a_second_guardian_refuses_and_the_first_keeps_healing(
     containers.wait_health(name, "healthy", timeout=30)
     assert engine_events.count(name, "restart") == 1
     assert first.proc.poll() is None
+
+
+def healthz(g: GuardianProcess) -> tuple[int, str]:
+    with urllib.request.urlopen(g.http_url + "/healthz", timeout=10) as response:
+        return response.status, response.read().decode()
+
+
+def test_a_container_claiming_guardian_by_label_is_warned_about_and_healing_goes_on(
+    containers, guardian, engine_events
+):
+    # The attack: anyone who can start a container labels a plain busybox as a Guardian of
+    # this scope, hoping every later Guardian refuses to run.
+    lookalike = containers.run(
+        "lookalike", labels={"guardian.self": "true", "guardian.scope": SCOPE}
+    )
+    app = containers.run("app", health_cmd=HEALTH)
+    containers.wait_health(app, "healthy")
+
+    g = guardian()
+    assert g.proc is not None
+    wait_until(lambda: g.lines("sweep done") or g.proc.poll() is not None, 30, message="sweep")
+    assert g.proc.poll() is None, g.log()
+    warned = g.lines("claims to be a Guardian")
+    assert len(warned) == 1 and f"container={lookalike}" in warned[0], g.log()
+    assert not g.lines("refusing to run")
+    status, body = healthz(g)
+    assert status == 200 and body.startswith("ok: "), body
+    assert f"{lookalike}" in body and "claims to be a Guardian" in body, body
+
+    containers.make_unhealthy(app)
+    wait_until(lambda: engine_events.count(app, "restart") == 1, 60, message="app restarted")
+    actions = [a for a, _ in engine_events.of(app)]
+    assert "health_status: unhealthy" in actions
+    assert actions.index("health_status: unhealthy") < actions.index("restart"), actions
+    containers.wait_health(app, "healthy", timeout=30)
+    assert engine_events.count(lookalike, "restart") == 0  # guardian.self: never restarted
+    assert g.proc.poll() is None
