@@ -83,6 +83,7 @@ class Daemon:
         self.engine_error: str | None = None  # why the engine did not answer the last sweep
         self._reconciled = False
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
+        self.claimed = ""  # containers that claimed at start to be a Guardian, by label alone
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
         # Restart calls, once decided and recorded (from start(): run_restart): each holds a
@@ -151,13 +152,19 @@ class Daemon:
         try:
             if not self._reconciled:
                 self.app.engine.ping()
-                refusal = self.app.rival()
-                if refusal:
+                rivals = self.app.rival()
+                if rivals.proven:
                     # One Guardian per engine: a Guardian container already watches it.
-                    log.error("refusing to run", extra=kv(reason=refusal))
-                    self.refused = refusal
+                    log.error("refusing to run", extra=kv(reason=rivals.proven))
+                    self.refused = rivals.proven
                     self.stopping.set()
                     return
+                for claim in rivals.claims:  # a label is no proof (DESIGN rule 19)
+                    log.warning(
+                        "container claims to be a Guardian by label alone; not a rival",
+                        extra=kv(container=claim.name, container_id=claim.id[:12]),
+                    )
+                self.claimed = rivals.warning()
                 count = self.app.verifier.reconcile()
                 self._reconciled = True
                 if count:
@@ -329,7 +336,8 @@ class Daemon:
     # -- health and routes (entrypoints/health.py) -------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        return health.healthz(self.systemd.liveness, self.last_turn_at, self.engine_error)
+        ok, reason = health.healthz(self.systemd.liveness, self.last_turn_at, self.engine_error)
+        return ok, f"{reason}; {self.claimed}" if self.claimed else reason
 
     def readyz(self) -> tuple[bool, str]:
         return health.readyz(self.app)

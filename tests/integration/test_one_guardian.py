@@ -4,16 +4,20 @@ to be a Guardian by its label is a warning, never a refusal (DESIGN rule 19)."""
 
 from __future__ import annotations
 
+import os
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import wait_until
-from tests.integration.conftest import RUN_ID, GuardianProcess, base_config
+from tests.integration.conftest import IMAGE, RUN_ID, GuardianProcess, base_config
 from tests.integration.see_more import HEALTH
 
 SCOPE = f"guardian.test.run={RUN_ID}"  # base_config's watch.scope
+SOCKET = "/var/run/docker.sock"
 
 
 @pytest.fixture
@@ -107,3 +111,57 @@ def test_a_container_claiming_guardian_by_label_is_warned_about_and_healing_goes
     containers.wait_health(app, "healthy", timeout=30)
     assert engine_events.count(lookalike, "restart") == 0  # guardian.self: never restarted
     assert g.proc.poll() is None
+
+
+def guardian_container(containers, home: Path) -> str:
+    """A real Guardian as a sidecar: this checkout's `guardian run` in a container of its own
+    (its own network and pid namespaces), the engine's socket mounted as the docs say, labelled
+    as the image labels it. No image is built (no registry here): the container sees this
+    host's files read-only under /host and chroots into them."""
+    home.mkdir()
+    config_path = home / "config.yaml"
+    config_path.write_text(yaml.safe_dump(base_config(home)))
+    api = containers.api
+    # Mount points resolve symlinks inside the container (/var/run -> /run): the real paths.
+    host_config = api.create_host_config(
+        binds={
+            "/": {"bind": "/host", "mode": "ro"},
+            str(home): {"bind": f"/host{os.path.realpath(home)}", "mode": "rw"},
+            SOCKET: {"bind": f"/host{os.path.realpath(SOCKET)}", "mode": "rw"},
+        },
+    )
+    command = ["chroot", "/host", sys.executable, "-m", "guardian.entrypoints.cli", "run"]
+    created = api.create_container(
+        IMAGE,
+        command=[*command, "--config", str(config_path)],
+        name=containers.name("sidecar"),
+        labels={"guardian.test.run": RUN_ID, "guardian.self": "true", "guardian.scope": SCOPE},
+        environment={"PYTHONUNBUFFERED": "1"},
+        host_config=host_config,
+    )
+    containers.created.append(created["Id"])
+    api.start(created["Id"])
+    return containers.name("sidecar")
+
+
+def test_a_guardian_refuses_to_run_beside_a_guardian_container_of_its_scope(
+    containers, guardian, tmp_path
+):
+    sidecar = guardian_container(containers, tmp_path / "sidecar")
+
+    def sidecar_log() -> str:
+        return containers.api.logs(sidecar).decode(errors="replace")  # type: ignore[no-any-return]
+
+    wait_until(lambda: "sweep done" in sidecar_log(), 60, message="the sidecar sweeps")
+
+    g = guardian(start=False).start(wait_ready=False)
+    assert g.proc is not None
+    assert g.proc.wait(60) == 1, g.log()
+    last = g.log().strip().splitlines()[-1]
+    sidecar_id = containers.inspect(sidecar)["Id"]
+    assert last == (
+        f"guardian: another Guardian watches this engine (watch.scope {SCOPE}): "
+        f"container {sidecar} ({sidecar_id[:12]})"
+    ), g.log()
+    assert not g.lines("claims to be a Guardian")
+    assert containers.inspect(sidecar)["State"]["Running"], sidecar_log()[-3000:]
