@@ -28,6 +28,7 @@ SCOPE_LABEL = "guardian.scope"  # a Guardian container's watch.scope, for other 
 # Containers labelled guardian.self inspected at start for evidence: anyone can start more, so
 # the look is bounded; the rest of those claiming this scope are warned about unexamined.
 MAX_INSPECTED = 32
+CLAIMS_SHOWN = 3  # claims named in a warning; the rest are counted
 _CONTAINER_ID = re.compile(r"[0-9a-f]{64}")  # a hostname may also name another container
 
 
@@ -171,8 +172,9 @@ class Rivals:
         """One line for /healthz ("" when nothing claims): claims warn, they never refuse."""
         if not self.claims:
             return ""
-        shown = ", ".join(str(c) for c in self.claims[:3])
-        more = f" and {len(self.claims) - 3} more" if len(self.claims) > 3 else ""
+        shown = ", ".join(str(c) for c in self.claims[:CLAIMS_SHOWN])
+        left = len(self.claims) - CLAIMS_SHOWN
+        more = f" and {left} more" if left > 0 else ""
         verb = "claims" if len(self.claims) == 1 else "claim"
         return (
             f"warning: {shown}{more} {verb} to be a Guardian by label alone (no proof: not a rival)"

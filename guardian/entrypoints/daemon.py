@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 
+from guardian.adapters.instance import CLAIMS_SHOWN
 from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints import health
@@ -159,10 +160,16 @@ class Daemon:
                     self.refused = rivals.proven
                     self.stopping.set()
                     return
-                for claim in rivals.claims:  # a label is no proof (DESIGN rule 19)
+                # A label is no proof (DESIGN rule 19): a warning, a line each for the first few.
+                for claim in rivals.claims[:CLAIMS_SHOWN]:
                     log.warning(
                         "container claims to be a Guardian by label alone; not a rival",
                         extra=kv(container=claim.name, container_id=claim.id[:12]),
+                    )
+                if len(rivals.claims) > CLAIMS_SHOWN:
+                    log.warning(
+                        "more containers claim to be a Guardian by label alone; not rivals",
+                        extra=kv(count=len(rivals.claims) - CLAIMS_SHOWN),
                     )
                 self.claimed = rivals.warning()
                 count = self.app.verifier.reconcile()

@@ -4,6 +4,7 @@ and a clean takeover from a dead predecessor."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from guardian.adapters.engine_payloads import MAX_ARGS, MAX_MOUNTS, MAX_PATH, inspect_snapshot
 from guardian.adapters.instance import (
+    CLAIMS_SHOWN,
     MAX_INSPECTED,
     Claim,
     HostLock,
@@ -348,3 +350,19 @@ def test_an_inspect_gives_the_evidence_bounded() -> None:
     assert snap.mounts[0] == ("/var/run/docker.sock", "/d.sock") and len(snap.mounts) <= MAX_MOUNTS
     bare = inspect_snapshot({"Id": "c" * 64, "Args": "not a list", "Mounts": None})
     assert (bare.pid, bare.command, bare.mounts) == (0, (), ())
+
+
+def test_many_lookalikes_are_named_a_few_at_a_time_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = make_app(tmp_path, daemon=True)
+    for n in range(CLAIMS_SHOWN + 4):
+        lookalike(t.engine, f"fake-{n}")
+    daemon = Daemon(t.app)
+    with caplog.at_level(logging.WARNING, logger="guardian.daemon"):
+        daemon.sweep()
+    assert daemon.refused is None and daemon.first_sweep_done.is_set()
+    claims = [r for r in caplog.records if "claim to be a Guardian" in r.getMessage()]
+    named = [r for r in caplog.records if "claims to be a Guardian" in r.getMessage()]
+    assert len(named) == CLAIMS_SHOWN and len(claims) == 1
+    assert "and 4 more claim to be a Guardian" in daemon.healthz()[1]
