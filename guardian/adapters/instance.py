@@ -257,8 +257,12 @@ def runs_guardian(command: Sequence[str]) -> bool:
 
 def canonical(path: str) -> str:
     """A host path with its links resolved (/var/run/docker.sock is /run/docker.sock on most
-    hosts). In a container the links resolve in its own files, which follow the same layout."""
-    return os.path.realpath(path)
+    hosts). In a container the links resolve in its own files, which follow the same layout.
+    A path the system refuses (a NUL byte, from whoever started the container) stays as it is."""
+    try:
+        return os.path.realpath(path)
+    except ValueError:
+        return path
 
 
 def engine_sockets(url: str, own: ContainerSnapshot | None) -> set[str]:
@@ -281,8 +285,11 @@ def engine_sockets(url: str, own: ContainerSnapshot | None) -> set[str]:
 
 
 def mounts_engine(mounts: Iterable[tuple[str, str]], sockets: set[str]) -> bool:
-    """Whether a container's mounts include the engine's socket (or a directory above it)."""
+    """Whether a container's mounts include the engine's socket (or a directory above it).
+    Docker gives every source as an absolute host path: any other proves nothing."""
     for source, _destination in mounts:
+        if not source.startswith("/"):
+            continue
         top = canonical(source).rstrip("/") + "/"
         if any(s == canonical(source) or s.startswith(top) for s in sockets):
             return True

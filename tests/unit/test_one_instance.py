@@ -366,3 +366,14 @@ def test_many_lookalikes_are_named_a_few_at_a_time_in_the_log(
     named = [r for r in caplog.records if "claims to be a Guardian" in r.getMessage()]
     assert len(named) == CLAIMS_SHOWN and len(claims) == 1
     assert "and 4 more claim to be a Guardian" in daemon.healthz()[1]
+
+
+def test_a_hostile_mount_source_is_no_evidence_and_no_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path.anchor)  # a relative source from / would name the whole host
+    engine = FakeEngine(FakeClock())
+    cid = guardian_container(
+        engine, "odd", mounts=(("/var/run/docker.sock\0x", "/d"), ("", "/e"), ("../..", "/f"))
+    )
+    assert find_rivals(engine, set(), "", URL) == Rivals(claims=(Claim("odd", cid),))
