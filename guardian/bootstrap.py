@@ -24,7 +24,7 @@ from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.hook_runner import SubprocessHookRunner
-from guardian.adapters.instance import HostLock, engine_key, engine_taken, rival_container
+from guardian.adapters.instance import HostLock, Rivals, engine_key, engine_taken, find_rivals
 from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
 from guardian.adapters.notify.apprise import AppriseConfigError, apprise_channels
 from guardian.adapters.notify.discord import DiscordNotifier
@@ -126,14 +126,14 @@ class App:
         """What the entrypoints ask of the running loop (service.loop)."""
         return Loop(self.healer.ctx.state, self.healer.ctx.settings.host)
 
-    def rival(self) -> str:
-        """Why this Guardian must not run: another running Guardian container on the engine
-        with the same scope ("" when none; never this container, restarted by Docker).
-        Raises EngineUnavailable."""
+    def rival(self) -> Rivals:
+        """Another Guardian container on the engine with the same scope, proven (its `proven`
+        says why this Guardian must not run), and the containers that only claim to be one by
+        their labels (never this container, restarted by Docker). Raises EngineUnavailable."""
         own = {i for i in (self.healer.ctx.settings.self_id, socket.gethostname()) if i}
         scope = self.settings["watch.scope"]
-        other = rival_container(self.engine, own, scope)
-        return engine_taken(scope, other) if other else ""
+        found = find_rivals(self.engine, own, scope, self.settings["docker.url"])
+        return Rivals(engine_taken(scope, found.proven), ()) if found.proven else found
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped (service.clock_steps): every duration keeps its length."""

@@ -16,6 +16,8 @@ from guardian.ports import EngineEvent, EngineIdentity
 # Bounds on what a container says through the engine (Docker keeps 4096 bytes of health output);
 # the checks and the crash-loop judge clean and cut it further.
 MAX_HEALTH_OUTPUT = 4096
+# Bounds on a container's command line and mounts (evidence of a Guardian container only).
+MAX_ARGS, MAX_MOUNTS, MAX_PATH = 64, 64, 4096
 # The events Guardian subscribes to. Podman 4.3 filters `die` as `died` and names a removal
 # `remove`; Docker ignores names it does not know, so one filter serves both engines.
 EVENT_ACTIONS = ("health_status", "die", "oom", "stop", "start", "restart", "kill", "destroy")
@@ -115,7 +117,28 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         memory_limit=int(host_config.get("Memory") or 0),
         unhealthy_since=unhealthy_since(health, config.get("Healthcheck") or {}),
         namespaces=raw_modes(host_config),
+        pid=int(state.get("Pid") or 0),
+        command=command_line(data),
+        mounts=mounts(data.get("Mounts")),
     )
+
+
+def command_line(data: dict[str, Any]) -> tuple[str, ...]:
+    """What the container's first process was started with: Path, then Args (bounded)."""
+    args = data.get("Args")
+    words = [data.get("Path"), *(args[:MAX_ARGS] if isinstance(args, list) else [])]
+    return tuple(str(w)[:MAX_PATH] for w in words if isinstance(w, str) and w)
+
+
+def mounts(raw: Any) -> tuple[tuple[str, str], ...]:
+    """(host source, destination) of each mount that has a source (bounded)."""
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for m in raw[:MAX_MOUNTS]:
+        if isinstance(m, dict) and m.get("Source") and m.get("Destination"):
+            out.append((str(m["Source"])[:MAX_PATH], str(m["Destination"])[:MAX_PATH]))
+    return tuple(out)
 
 
 def unhealthy_since(health: dict[str, Any], check: dict[str, Any]) -> datetime | None:

@@ -1,5 +1,5 @@
 """One Guardian per engine: a lock on the store, a host-wide lock per engine and scope, and a
-look at the engine for another running Guardian container.
+look at the engine for another running Guardian container, proven by what a label cannot fake.
 
 Every lock dies with its process (flock, an abstract Unix socket), so a Guardian restarted by
 systemd or Docker takes over from its dead predecessor without anything to clean up.
@@ -11,16 +11,25 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import socket
 import struct
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from guardian.adapters.private_files import open_private
 from guardian.core.labels import ALL, SELF
+from guardian.core.model import ContainerSnapshot
 from guardian.ports import Engine, InstanceConflict, StoreError
 
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 SCOPE_LABEL = "guardian.scope"  # a Guardian container's watch.scope, for other Guardians
+# Containers labelled guardian.self inspected at start for evidence: anyone can start more, so
+# the look is bounded; the rest of those claiming this scope are warned about unexamined.
+MAX_INSPECTED = 32
+CLAIMS_SHOWN = 3  # claims named in a warning; the rest are counted
+_CONTAINER_ID = re.compile(r"[0-9a-f]{64}")  # a hostname may also name another container
 
 
 def engine_key(url: str) -> str:
@@ -41,6 +50,12 @@ def describe_pid(pid: int, proc: Path = Path("/proc")) -> str:
     except OSError:
         command = ""
     return f"pid {pid} ({command})" if command else f"pid {pid}"
+
+
+def lock_address(engine: str, scope: str) -> str:
+    """The abstract Unix socket a Guardian of `engine` (engine_key) and `scope` binds."""
+    digest = hashlib.sha256(f"{engine}\n{scope}".encode()).hexdigest()[:32]
+    return f"\0guardian-{digest}"
 
 
 def engine_taken(scope: str, holder: str) -> str:
@@ -71,8 +86,7 @@ class HostLock:
     def __init__(self, store: Path, engine: str, scope: str, proc: Path = Path("/proc")) -> None:
         self.store = store
         self.proc = proc
-        digest = hashlib.sha256(f"{engine}\n{scope}".encode()).hexdigest()[:32]
-        self.address = f"\0guardian-{digest}"
+        self.address = lock_address(engine, scope)
         self.scope = scope
         self._fd: int | None = None
         self._socket: socket.socket | None = None
@@ -135,17 +149,148 @@ class HostLock:
             self._fd = None
 
 
-def rival_container(engine: Engine, self_ids: set[str], scope: str) -> str:
-    """Another running Guardian container on the engine (label guardian.self=true) with the
-    same watch scope (its label guardian.scope, none: the whole engine); "" when there is none.
+@dataclass(frozen=True)
+class Claim:
+    """A running container labelled as a Guardian of this scope that showed no proof of it."""
 
-    `self_ids`: what this process knows of its own container id (from the cgroup, the hostname
-    Docker gives a container), so a sidecar restarted by Docker never sees itself as a rival.
-    Reads only the container list, so it works behind a read-only socket proxy."""
+    name: str
+    id: str
+
+    def __str__(self) -> str:
+        return f"container {self.name} ({self.id[:12]})"
+
+
+@dataclass(frozen=True)
+class Rivals:
+    """What the engine shows of other Guardians: `proven`, a Guardian container that holds this
+    engine and scope ("" when none), and `claims`, containers that say so by label alone."""
+
+    proven: str = ""
+    claims: tuple[Claim, ...] = ()
+
+    def warning(self) -> str:
+        """One line for /healthz ("" when nothing claims): claims warn, they never refuse."""
+        if not self.claims:
+            return ""
+        shown = ", ".join(str(c) for c in self.claims[:CLAIMS_SHOWN])
+        left = len(self.claims) - CLAIMS_SHOWN
+        more = f" and {left} more" if left > 0 else ""
+        verb = "claims" if len(self.claims) == 1 else "claim"
+        return (
+            f"warning: {shown}{more} {verb} to be a Guardian by label alone (no proof: not a rival)"
+        )
+
+
+def find_rivals(
+    engine: Engine, self_ids: Iterable[str], scope: str, url: str, proc: Path = Path("/proc")
+) -> Rivals:
+    """Running containers labelled guardian.self=true (never this one, restarted by Docker),
+    judged by evidence (DESIGN rule 19). A container is a Guardian of this engine and scope
+    when its network namespace holds this engine and scope's lock (seen where its processes
+    are: a Guardian on the engine's host), or when it runs `guardian run` with the engine's
+    socket mounted and the label guardian.scope equal to `scope`: whoever can start that holds
+    the engine already. One that only carries the labels is a claim.
+
+    `self_ids`: what this process knows of its own container id (the cgroup, the hostname
+    Docker gives a container). `url`: this Guardian's docker.url. Reads the container list and
+    inspects (the socket proxy's read-only endpoints)."""
     mine = {i for i in self_ids if len(i) >= 12}
-    for c in engine.list_containers(ALL, f"{SELF}=true"):
-        if c.state != "running" or any(c.id.startswith(i) for i in mine):
+    labelled = [c for c in engine.list_containers(ALL, f"{SELF}=true") if c.state == "running"]
+    own = next((c for c in labelled if any(c.id.startswith(i) for i in mine)), None)
+    others = [c for c in labelled if c is not own and not any(c.id.startswith(i) for i in mine)]
+    if not others:
+        return Rivals()
+    if own is not None:
+        own_snap = engine.inspect(own.id)
+    else:  # its own container carries no guardian.self label: found by the cgroup's full id
+        ids = sorted(i for i in mine if _CONTAINER_ID.fullmatch(i))
+        own_snap = next((s for i in ids if (s := engine.inspect(i))), None)
+    address = lock_address(engine_key(url), scope)
+    sockets = engine_sockets(url, own_snap)
+    claims: list[Claim] = []
+    # Those that claim this scope first: they are the ones whose evidence matters most.
+    others.sort(key=lambda c: c.labels.get(SCOPE_LABEL, "") != scope)
+    for n, listed in enumerate(others):
+        claimed = listed.labels.get(SCOPE_LABEL, "") == scope
+        snap = engine.inspect(listed.id) if n < MAX_INSPECTED else None
+        if snap is not None and snap.state == "running":
+            if holds_lock(snap.pid, address, proc) or (
+                claimed and runs_guardian(snap.command) and mounts_engine(snap.mounts, sockets)
+            ):
+                return Rivals(proven=f"container {snap.name} ({snap.id[:12]})")
+        elif n < MAX_INSPECTED:
+            continue  # gone or stopped since the list
+        if claimed:
+            claims.append(Claim(listed.name, listed.id))
+    return Rivals(claims=tuple(claims))
+
+
+def holds_lock(pid: int, address: str, proc: Path = Path("/proc")) -> bool:
+    """Whether the network namespace of process `pid` holds the abstract socket `address`: the
+    kernel's table of its Unix sockets (/proc/<pid>/net/unix) shows an abstract name after '@'.
+    False when the process is not visible from here (another pid namespace, systemd's
+    ProtectProc=invisible), or shares this process's network namespace (where the lock held is
+    this one's own: a rival there was refused by HostLock already)."""
+    if pid <= 0:
+        return False
+    try:
+        if (proc / str(pid) / "ns" / "net").stat().st_ino == (
+            proc / "self" / "ns" / "net"
+        ).stat().st_ino:
+            return False
+        with (proc / str(pid) / "net" / "unix").open(errors="replace") as table:
+            name = "@" + address.removeprefix("\0")
+            return any(line.split()[-1:] == [name] for line in table)
+    except OSError:
+        return False
+
+
+def runs_guardian(command: Sequence[str]) -> bool:
+    """Whether a command line runs the daemon: `guardian run` (the image's entrypoint and
+    command, or a path to the script) or `python -m guardian.entrypoints.cli run`, perhaps
+    behind an init such as tini."""
+    for i, word in enumerate(command[:-1]):
+        if PurePosixPath(word).name == "guardian" or word == "guardian.entrypoints.cli":
+            return command[i + 1] == "run"
+    return False
+
+
+def canonical(path: str) -> str:
+    """A host path with its links resolved (/var/run/docker.sock is /run/docker.sock on most
+    hosts). In a container the links resolve in its own files, which follow the same layout.
+    A path the system refuses (a NUL byte, from whoever started the container) stays as it is."""
+    try:
+        return os.path.realpath(path)
+    except ValueError:
+        return path
+
+
+def engine_sockets(url: str, own: ContainerSnapshot | None) -> set[str]:
+    """Where the engine's socket is on the engine's host: for a unix:// docker.url, its path,
+    or, in a container (`own`, inspected), the host source of the mount that holds that path.
+    Empty for a TCP engine (a socket proxy): no container is proven by its mounts then."""
+    if not url.startswith("unix://"):
+        return set()
+    path = canonical(url.removeprefix("unix://"))
+    if own is None:
+        return {path}
+    found = set()
+    for source, destination in own.mounts:
+        dest = canonical(destination)
+        if path == dest:
+            found.add(canonical(source))
+        elif path.startswith(top := dest.rstrip("/") + "/"):
+            found.add(canonical(source.rstrip("/") + "/" + path[len(top) :]))
+    return found
+
+
+def mounts_engine(mounts: Iterable[tuple[str, str]], sockets: set[str]) -> bool:
+    """Whether a container's mounts include the engine's socket (or a directory above it).
+    Docker gives every source as an absolute host path: any other proves nothing."""
+    for source, _destination in mounts:
+        if not source.startswith("/"):
             continue
-        if c.labels.get(SCOPE_LABEL, "") == scope:
-            return f"container {c.name} ({c.id[:12]})"
-    return ""
+        top = canonical(source).rstrip("/") + "/"
+        if any(s == canonical(source) or s.startswith(top) for s in sockets):
+            return True
+    return False

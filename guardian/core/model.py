@@ -79,6 +79,13 @@ class ContainerSnapshot:
     # `container:<leader>` (core.namespaces.raw_modes): the list call tells the network one
     # only, an inspect all three (network, pid, ipc).
     namespaces: tuple[tuple[str, str], ...] = ()
+    # What runs in it and what of the host it sees (an inspect only), the evidence that proves a
+    # Guardian container (adapters.instance): its first process's pid on the engine's host (0
+    # when not running), its command line (Path and Args) and its mounts (host source,
+    # destination).
+    pid: int = 0
+    command: tuple[str, ...] = ()
+    mounts: tuple[tuple[str, str], ...] = ()
 
     @property
     def short_id(self) -> str:

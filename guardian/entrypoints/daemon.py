@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 
+from guardian.adapters.instance import CLAIMS_SHOWN
 from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints import health
@@ -83,6 +84,7 @@ class Daemon:
         self.engine_error: str | None = None  # why the engine did not answer the last sweep
         self._reconciled = False
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
+        self.claimed = ""  # containers that claimed at start to be a Guardian, by label alone
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
         # Restart calls, once decided and recorded (from start(): run_restart): each holds a
@@ -151,13 +153,25 @@ class Daemon:
         try:
             if not self._reconciled:
                 self.app.engine.ping()
-                refusal = self.app.rival()
-                if refusal:
+                rivals = self.app.rival()
+                if rivals.proven:
                     # One Guardian per engine: a Guardian container already watches it.
-                    log.error("refusing to run", extra=kv(reason=refusal))
-                    self.refused = refusal
+                    log.error("refusing to run", extra=kv(reason=rivals.proven))
+                    self.refused = rivals.proven
                     self.stopping.set()
                     return
+                # A label is no proof (DESIGN rule 19): a warning, a line each for the first few.
+                for claim in rivals.claims[:CLAIMS_SHOWN]:
+                    log.warning(
+                        "container claims to be a Guardian by label alone; not a rival",
+                        extra=kv(container=claim.name, container_id=claim.id[:12]),
+                    )
+                if len(rivals.claims) > CLAIMS_SHOWN:
+                    log.warning(
+                        "more containers claim to be a Guardian by label alone; not rivals",
+                        extra=kv(count=len(rivals.claims) - CLAIMS_SHOWN),
+                    )
+                self.claimed = rivals.warning()
                 count = self.app.verifier.reconcile()
                 self._reconciled = True
                 if count:
@@ -329,7 +343,8 @@ class Daemon:
     # -- health and routes (entrypoints/health.py) -------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        return health.healthz(self.systemd.liveness, self.last_turn_at, self.engine_error)
+        ok, reason = health.healthz(self.systemd.liveness, self.last_turn_at, self.engine_error)
+        return ok, f"{reason}; {self.claimed}" if self.claimed else reason
 
     def readyz(self) -> tuple[bool, str]:
         return health.readyz(self.app)
