@@ -25,7 +25,7 @@ class EventListener:
         self,
         app: App,
         stopping: threading.Event,
-        react: Callable[[str, datetime], None],
+        react: Callable[[str, datetime | None], None],
         reconnected: Callable[[], None],
     ) -> None:
         self.app = app
@@ -48,7 +48,7 @@ class EventListener:
                     if self.stopping.is_set():
                         return
                     if healer.on_event(event):
-                        self.react(event.container_id, event.at)
+                        self.react(event.container_id, healer.reported_at(event))
                 since = since or connected_at
             except EngineUnavailable as exc:
                 if not self.stopping.is_set():

@@ -88,29 +88,33 @@ class SqliteStore(OperatorQueries):
             to_text(i.resolved_at),
             to_text(i.closed_at),
             i.close_reason,
+            to_text(i.problem_since),
         )
         with self.db.transaction() as conn:
             if i.id is None:
                 cur = conn.execute(
                     "INSERT INTO incidents (host, container, container_id, type, state, opened_at,"
                     " last_seen, occurrences, detail, escalated, resolved_by, resolved_at,"
-                    " closed_at, close_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " closed_at, close_reason, problem_since)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     fields,
                 )
                 incident_id = int(cur.lastrowid or 0)
             elif not change.transitions:
-                # A detection update (occurrences, last_seen, escalation) never touches the state:
-                # a person may have acknowledged or resolved the incident since it was read.
+                # A detection update (occurrences, last_seen, escalation, the problem's start)
+                # never touches the state: a person may have acknowledged or resolved the
+                # incident since it was read.
                 incident_id = i.id
                 conn.execute(
                     "UPDATE incidents SET container_id=?, last_seen=?, occurrences=?, detail=?,"
-                    " escalated=? WHERE id=?",
+                    " escalated=?, problem_since=? WHERE id=?",
                     (
                         i.container_id,
                         to_text(i.last_seen),
                         i.occurrences,
                         i.detail,
                         int(i.escalated),
+                        to_text(i.problem_since),
                         i.id,
                     ),
                 )
@@ -119,7 +123,8 @@ class SqliteStore(OperatorQueries):
                 conn.execute(
                     "UPDATE incidents SET host=?, container=?, container_id=?, type=?, state=?,"
                     " opened_at=?, last_seen=?, occurrences=?, detail=?, escalated=?,"
-                    " resolved_by=?, resolved_at=?, closed_at=?, close_reason=? WHERE id=?",
+                    " resolved_by=?, resolved_at=?, closed_at=?, close_reason=?, problem_since=?"
+                    " WHERE id=?",
                     (*fields, incident_id),
                 )
             insert_transitions(conn, incident_id, change.transitions)
