@@ -41,8 +41,10 @@ class Healer:
         self.verifier = verifier
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: the loop's state and parts move their stamps."""
+        """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
+        the store the problem starts patience counts from (kept with the incidents)."""
         self.ctx.state.follow_step(step)
+        self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
         for follow in self.ctx.pipeline.stepped:
             follow(step)
 

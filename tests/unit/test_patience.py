@@ -14,6 +14,7 @@ import pytest
 
 from guardian.adapters.engine_payloads import inspect_snapshot
 from guardian.core.model import ActionKind, IncidentState, Reason
+from guardian.service.clock_steps import StepWatch
 from tests.app import TestApp, make_app
 
 KEPT = 5  # Docker's maxLogEntries
@@ -208,3 +209,28 @@ def test_a_restarted_guardian_counts_from_the_start_its_store_kept(tmp_path: Pat
     c.probe(ok=False)
     again.healer.sweep()  # 8 s after the turn
     assert c.restarted()
+
+
+@pytest.mark.parametrize("hours", [1, -1])
+def test_a_step_of_the_wall_clock_neither_shortens_nor_lengthens_patience(
+    tmp_path: Path, hours: int
+) -> None:
+    """The turn has rotated out of the log (only a bound is left), and the wall clock steps an
+    hour 1 min into a 5 min patience: it still acts 5 min after the start it kept."""
+    w = patient(tmp_path, "5m")
+    watch = StepWatch(w.clock, w.app.metrics, w.app.follow_step)
+    start = w.clock.now() - timedelta(seconds=10)
+    w.engine.add("web", health="unhealthy", unhealthy_by=start, health_log_at=w.clock.now())
+    w.healer.sweep()
+    w.clock.advance(50)
+    w.clock.step(hours=hours)
+    w.engine.clock_stepped(timedelta(hours=hours))
+    watch.look()
+    w.healer.sweep()
+    assert w.engine.restarts == [], "acted a step sooner"
+    w.clock.advance(minutes=3, seconds=59)
+    w.healer.sweep()
+    assert w.engine.restarts == [], "acted a step sooner"
+    w.clock.advance(1)  # 5 min after the start, on the monotonic clock
+    w.healer.sweep()
+    assert w.engine.restarts == [w.engine.id_of("web")], "waited a step longer"

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.operator import OperatorQueries
 from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
 from guardian.adapters.sqlite.retention import Pruned, prune
-from guardian.adapters.sqlite.schema import action_row, incident_row, insert_transitions, to_text
+from guardian.adapters.sqlite.schema import (
+    action_row,
+    from_text,
+    incident_row,
+    insert_transitions,
+    to_text,
+)
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionKind,
@@ -133,6 +139,23 @@ class SqliteStore(OperatorQueries):
             )
             insert_notifications(conn, [with_incident(n, saved) for n in notifications])
         return saved
+
+    def move_problem_starts(self, host: str, step: timedelta) -> None:
+        """Each problem start (its opening where none was kept) moved by `step`, in one
+        transaction; only where it is still what was read (a detection may write meanwhile)."""
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT id, opened_at, problem_since FROM incidents"
+                " WHERE host=? AND state!='closed'",
+                (host,),
+            ).fetchall()
+            for row in rows:
+                began = from_text(row["problem_since"] or row["opened_at"])
+                assert began is not None
+                conn.execute(
+                    "UPDATE incidents SET problem_since=? WHERE id=? AND problem_since IS ?",
+                    (to_text(began + step), row["id"], row["problem_since"]),
+                )
 
     def transitions(
         self, incident_id: int, limit: int | None = None, after: int | None = None
