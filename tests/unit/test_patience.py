@@ -5,6 +5,7 @@ fake clock and the real store."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -13,9 +14,12 @@ from typing import Any
 import pytest
 
 from guardian.adapters.engine_payloads import inspect_snapshot
+from guardian.adapters.sqlite.schema import MIGRATIONS
+from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import ActionKind, IncidentState, Reason
 from guardian.service.clock_steps import StepWatch
 from tests.app import TestApp, make_app
+from tests.fakes import T0
 
 KEPT = 5  # Docker's maxLogEntries
 
@@ -234,3 +238,31 @@ def test_a_step_of_the_wall_clock_neither_shortens_nor_lengthens_patience(
     w.clock.advance(1)  # 5 min after the start, on the monotonic clock
     w.healer.sweep()
     assert w.engine.restarts == [w.engine.id_of("web")], "waited a step longer"
+
+
+def test_a_store_from_before_keeps_its_incidents_and_their_opening_stands_in(
+    tmp_path: Path,
+) -> None:
+    """Schema 5 had no problem start: the upgrade adds it empty, the opening stands in, and a
+    step moves it from there."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    for script in MIGRATIONS[:5]:
+        conn.executescript(script)
+    conn.execute(
+        "INSERT INTO incidents (host, container, container_id, type, state, opened_at, last_seen)"
+        " VALUES ('h', 'web', 'cid', 'unhealthy', 'active', ?, ?)",
+        (T0.isoformat(), T0.isoformat()),
+    )
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        [incident] = store.open_incidents("h")
+        assert incident.problem_since is None and incident.began == T0
+        store.move_problem_starts("h", timedelta(hours=1))
+        [incident] = store.open_incidents("h")
+        assert incident.problem_since == T0 + timedelta(hours=1)
+    finally:
+        store.close()
