@@ -110,6 +110,7 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         restart_policy=policy.get("Name") or "",
         restart_policy_max_retries=int(policy.get("MaximumRetryCount") or 0),
         health_start_period=timedelta(microseconds=start_period_ns / 1000),
+        # The newest probe, always among the five Docker keeps.
         health_output=str(log[-1].get("Output") or "")[:MAX_HEALTH_OUTPUT] if log else "",
         health_log_at=parse_time(log[-1].get("End")) if log else None,
         addresses=addresses(data.get("NetworkSettings"), host_config.get("NetworkMode", "")),

@@ -1,6 +1,11 @@
 """The engine's event stream, followed on a thread of its own: each event a container should be
 judged for at once becomes a reaction job; a lost stream is reconnected with a growing wait, and
-a reconnect asks for a sweep (what the stream missed meanwhile)."""
+a reconnect asks for a sweep (what the stream missed meanwhile).
+
+A reconnect asks the engine to replay from the last event seen, out of its ring (256 events on
+Docker 20.10): what has left the ring is lost, and that sweep finds the problems from the
+engine's state instead. A lost event's time was only ever evidence that a problem began earlier
+(Healer.reported_at): without it patience counts from a later start, never a sooner one."""
 
 from __future__ import annotations
 
