@@ -46,7 +46,7 @@ def heard(
     result: HealthCheckResult, at: datetime | None, snap: ContainerSnapshot
 ) -> HealthCheckResult:
     """`result` with the time of the engine event that reported its problem (an unhealthy
-    health status, a death): earlier evidence of the start when the engine's own record of it
+    health status): earlier evidence of the start when the engine's own record of it
     is gone (the turning probe rotated out of the five kept). An exact start stays as it is;
     an event from before the container's current start tells of another life."""
     if at is None or result.problem is None or result.since_exact:

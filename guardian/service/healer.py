@@ -212,18 +212,19 @@ class Healer:
 
     @staticmethod
     def reported_at(event: EngineEvent) -> datetime | None:
-        """The event's time when the event itself tells a problem (an unhealthy health status,
-        a death, an OOM kill): evidence of when the problem began (core.checks.heard), and the
-        start of detection_to_restart. A health event that says healthy, or nothing (Podman's
-        carries the status before its check), is only a reason to look: its time may lie
-        before the problem a look then finds, and patience would end too soon.
+        """The event's time when the event itself says the container turned unhealthy: evidence
+        of when that problem began (core.checks.heard), and the start of detection_to_restart.
+        Any other event is only a reason to look: a health event that says healthy, or nothing
+        (Podman's carries the status before its check), may lie before the problem a look then
+        finds, and patience would end too soon; an exit's start is its FinishedAt, which the
+        engine keeps.
 
         The engine replays missed events from a ring (256 on Docker 20.10) after a reconnect;
         an event that has left it is simply not heard, and the sweep the reconnect asks for
         finds the problem with what the engine still keeps (a later start: never sooner)."""
-        if event.action == "health_status":
-            return event.at if event.attributes.get("health_status") == "unhealthy" else None
-        return event.at if event.action in ("die", "oom") else None
+        if event.action == "health_status" and event.attributes.get("health_status") == "unhealthy":
+            return event.at
+        return None
 
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""

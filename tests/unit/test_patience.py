@@ -17,7 +17,9 @@ from guardian.adapters.engine_payloads import inspect_snapshot
 from guardian.adapters.sqlite.schema import MIGRATIONS
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import ActionKind, IncidentState, Reason
+from guardian.ports import EngineEvent
 from guardian.service.clock_steps import StepWatch
+from guardian.service.healer import Healer
 from tests.app import TestApp, make_app
 from tests.fakes import T0
 
@@ -266,3 +268,21 @@ def test_a_store_from_before_keeps_its_incidents_and_their_opening_stands_in(
         assert incident.problem_since == T0 + timedelta(hours=1)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "evidence"),
+    [
+        ("health_status", "unhealthy", True),  # Docker's turn: the start itself
+        ("health_status", "healthy", False),  # a reason to look; the problem may begin later
+        ("health_status", "", False),  # Podman's: the status before its check
+        ("die", "", False),  # an exit's start is its FinishedAt, which the engine keeps
+        ("oom", "", False),
+    ],
+)
+def test_only_an_event_that_says_unhealthy_lends_its_time_to_the_problem_start(
+    action: str, status: str, evidence: bool
+) -> None:
+    attributes = {"name": "web", "health_status": status} if status else {"name": "web"}
+    event = EngineEvent(action, "cid", "web", T0, attributes)
+    assert Healer.reported_at(event) == (T0 if evidence else None)
