@@ -203,6 +203,10 @@ class Store(Protocol):
 
     def record_reset(self, host: str, container: str, at: datetime) -> None: ...
 
+    def move_problem_starts(self, host: str, step: timedelta) -> None:
+        """The wall clock stepped by `step`: the problem starts of the incidents not closed
+        move with it, so restart.act_after keeps its length through the step (DESIGN 12)."""
+
     # Operator queries and changes (CLI and HTTP API).
 
     def list_incidents(

@@ -88,7 +88,13 @@ class FakeEngine:
         for cid, c in self.containers.items():
             moved = {
                 k: getattr(c, k) + step
-                for k in ("started_at", "finished_at", "health_log_at", "unhealthy_since")
+                for k in (
+                    "started_at",
+                    "finished_at",
+                    "health_log_at",
+                    "unhealthy_since",
+                    "unhealthy_by",
+                )
                 if getattr(c, k) is not None
             }
             self.containers[cid] = replace(c, **moved)  # type: ignore[arg-type]

@@ -83,18 +83,25 @@ class EngineClock:
     def snapshot(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         """`snap` with the engine's stamps in Guardian's frame."""
         offset = wall_offset(self.clock)
-        stamps = (snap.started_at, snap.finished_at, snap.health_log_at, snap.unhealthy_since)
+        stamps = (
+            snap.started_at,
+            snap.finished_at,
+            snap.health_log_at,
+            snap.unhealthy_since,
+            snap.unhealthy_by,
+        )
         with self._lock:
             placed = tuple(self._placed(stamp, offset) for stamp in stamps)
         if placed == stamps:
             return snap
-        started_at, finished_at, health_log_at, unhealthy_since = placed
+        started_at, finished_at, health_log_at, unhealthy_since, unhealthy_by = placed
         return replace(
             snap,
             started_at=started_at,
             finished_at=finished_at,
             health_log_at=health_log_at,
             unhealthy_since=unhealthy_since,
+            unhealthy_by=unhealthy_by,
         )
 
     def _placed(self, stamp: datetime | None, offset: float) -> datetime | None:

@@ -96,6 +96,7 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
     log = health.get("Log") or []
     policy = host_config.get("RestartPolicy") or {}
     start_period_ns = (config.get("Healthcheck") or {}).get("StartPeriod") or 0
+    since, by = unhealthy_since(health, config.get("Healthcheck") or {})
     return ContainerSnapshot(
         id=data["Id"],
         name=(data.get("Name") or "").lstrip("/"),
@@ -111,11 +112,13 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         restart_policy=policy.get("Name") or "",
         restart_policy_max_retries=int(policy.get("MaximumRetryCount") or 0),
         health_start_period=timedelta(microseconds=start_period_ns / 1000),
+        # The newest probe, always among the five Docker keeps.
         health_output=str(log[-1].get("Output") or "")[:MAX_HEALTH_OUTPUT] if log else "",
         health_log_at=parse_time(log[-1].get("End")) if log else None,
         addresses=addresses(data.get("NetworkSettings"), host_config.get("NetworkMode", "")),
         memory_limit=int(host_config.get("Memory") or 0),
-        unhealthy_since=unhealthy_since(health, config.get("Healthcheck") or {}),
+        unhealthy_since=since,
+        unhealthy_by=by,
         namespaces=raw_modes(host_config),
         pid=int(state.get("Pid") or 0),
         command=command_line(data),
@@ -141,17 +144,26 @@ def mounts(raw: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def unhealthy_since(health: dict[str, Any], check: dict[str, Any]) -> datetime | None:
-    """When Docker turned the container unhealthy: the probe whose failure made the failing
-    streak reach `retries`. Docker keeps only the last 5 probes; when that one is gone, the
-    oldest kept one is the best (latest possible) answer."""
+def unhealthy_since(
+    health: dict[str, Any], check: dict[str, Any]
+) -> tuple[datetime | None, datetime | None]:
+    """When Docker turned the container unhealthy, as (exactly, at the latest).
+
+    Exactly: the probe whose failure made the failing streak reach `retries`. Docker keeps only
+    the last five probes (maxLogEntries): with probes every second that one is gone five seconds
+    later. Then the oldest kept probe, a failure of the same streak, is all the log still says:
+    unhealthy at least since then, the turn came earlier. The caller remembers what it saw first
+    with the incident (Incident.problem_since) instead of reading this again: taken as the start,
+    it would keep every patience longer than five probes waiting for ever."""
     log = health.get("Log") or []
     streak = int(health.get("FailingStreak") or 0)
     if health.get("Status") != "unhealthy" or not log or streak <= 0:
-        return None
+        return None, None
     retries = int(check.get("Retries") or 0) or 3  # Docker's default when unset
-    index = max(len(log) - streak + min(retries, streak) - 1, 0)
-    return parse_time(log[min(index, len(log) - 1)].get("End"))
+    index = len(log) - streak + min(retries, streak) - 1
+    if index < 0:
+        return None, parse_time(log[0].get("End"))
+    return parse_time(log[min(index, len(log) - 1)].get("End")), None
 
 
 def parse_event(raw: dict[str, Any]) -> EngineEvent | None:

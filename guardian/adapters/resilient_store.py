@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from guardian.adapters.run_stamps import RunStamps
@@ -237,6 +237,14 @@ class ResilientStore:
             self._failed("record_reset", exc)
             return
         self._recovered(container, None, False, Record.RESETS)
+
+    def move_problem_starts(self, host: str, step: timedelta) -> None:
+        try:
+            self.inner.move_problem_starts(host, step)
+        except StoreError as exc:
+            self._failed("move_problem_starts", exc)
+            return
+        self._recovered(None, None, False, Record.INCIDENTS)
 
     # -- reads ------------------------------------------------------------------------------
 

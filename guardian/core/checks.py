@@ -6,7 +6,7 @@ restarting itself, containers a person stopped, and anything inside its grace pe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
@@ -33,10 +33,29 @@ def needs_inspect(summary: ContainerSnapshot) -> bool:
 
 def reported_at(snap: ContainerSnapshot) -> datetime | None:
     """When Docker reported the problem of an inspected candidate: the container's exit, or the
-    health probe that turned it unhealthy. The start of guardian_detection_to_restart_seconds."""
+    health probe that turned it unhealthy. The start of guardian_detection_to_restart_seconds.
+    The exit time the engine keeps for as long as the container; the probe only while it is
+    among the five Docker keeps, then the oldest kept one (later than the turn: the histogram
+    shows less than the truth, never more) or the last one."""
     if snap.state in ("exited", "dead"):
         return snap.finished_at
-    return snap.unhealthy_since or snap.health_log_at
+    return snap.unhealthy_since or snap.unhealthy_by or snap.health_log_at
+
+
+def heard(
+    result: HealthCheckResult, at: datetime | None, snap: ContainerSnapshot
+) -> HealthCheckResult:
+    """`result` with the time of the engine event that reported its problem (an unhealthy
+    health status): earlier evidence of the start when the engine's own record of it
+    is gone (the turning probe rotated out of the five kept). An exact start stays as it is;
+    an event from before the container's current start tells of another life."""
+    if at is None or result.problem is None or result.since_exact:
+        return result
+    if snap.state == "running" and snap.started_at is not None and at < snap.started_at:
+        return result
+    if result.since is not None and result.since <= at:
+        return result
+    return replace(result, since=at)
 
 
 def mebibytes(n: int) -> str:
@@ -58,11 +77,24 @@ def skip(snap: ContainerSnapshot, now: datetime, why: str, source: str) -> Healt
 
 
 def _problem(
-    snap: ContainerSnapshot, now: datetime, kind: ProblemType, detail: str, source: str
+    snap: ContainerSnapshot,
+    now: datetime,
+    kind: ProblemType,
+    detail: str,
+    source: str,
+    since: datetime | None = None,
+    exact: bool = False,
 ) -> HealthCheckResult:
     # The detail may quote the container's own health output: hostile text (DESIGN rule 9).
     return HealthCheckResult(
-        snap.id, snap.name, now, kind, untrusted(detail, MAX_OUTPUT), source=source
+        snap.id,
+        snap.name,
+        now,
+        kind,
+        untrusted(detail, MAX_OUTPUT),
+        source=source,
+        since=since,
+        since_exact=exact,
     )
 
 
@@ -90,9 +122,14 @@ def evaluate(
         grace = max(settings.start_grace, snap.health_start_period)
         if snap.started_at is not None and grace and now - snap.started_at < grace:
             return skip(snap, now, "in_grace", source)
-        return _problem(
-            snap, now, ProblemType.UNHEALTHY, snap.health_output or "health check failing", source
-        )
+        # The probe that turned it unhealthy while Docker keeps it (the last five); after that
+        # only a bound: unhealthy at least since the oldest kept failure (or the last probe).
+        # The incident remembers the first it saw (core.incidents), so patience never restarts
+        # because the log moved on.
+        exact = snap.unhealthy_since is not None
+        since = snap.unhealthy_since or snap.unhealthy_by or snap.health_log_at
+        detail = snap.health_output or "health check failing"
+        return _problem(snap, now, ProblemType.UNHEALTHY, detail, source, since, exact)
     return HealthCheckResult(snap.id, snap.name, now, source=source)
 
 
@@ -106,7 +143,9 @@ def _judge_stopped(
     code = snap.exit_code
     if snap.oom_killed:
         detail = f"killed by the kernel OOM killer (exit {code}); {memory_detail(snap)}"
-        return _problem(snap, now, ProblemType.OOM_KILLED, detail, source)
+        # FinishedAt: the engine keeps it as long as the container, until its next start.
+        exact = snap.finished_at is not None
+        return _problem(snap, now, ProblemType.OOM_KILLED, detail, source, snap.finished_at, exact)
     if stopped_by_person:
         return skip(snap, now, "stopped_by_person", source)
     docker_retries = snap.restart_policy == "on-failure" and (
@@ -118,4 +157,5 @@ def _judge_stopped(
         return skip(snap, now, "exit_code_ignored", source)
     if code in SIGNAL_EXIT_CODES:
         return skip(snap, now, "stopped_by_signal", source)
-    return _problem(snap, now, ProblemType.EXITED, f"{snap.state} with exit code {code}", source)
+    detail, exact = f"{snap.state} with exit code {code}", snap.finished_at is not None
+    return _problem(snap, now, ProblemType.EXITED, detail, source, snap.finished_at, exact)

@@ -110,13 +110,17 @@ def record_detection(
     `existing` is the newest incident for (host, container, problem type), if any. An open one
     is seen again (last_seen, detail): one continuous problem is one occurrence, however often a
     sweep or an event looks at it. A resolved one is reopened (recurrence before close) and
-    counts another occurrence; a closed one (or none) leads to a new incident.
+    counts another occurrence; a closed one (or none) leads to a new incident. The problem's
+    start (problem_since) is the earliest evidence (`result.since`, else now), kept while the
+    problem lasts (kept_start) and taken afresh for a new episode.
     """
     if result.problem is None:
         raise ValueError("record_detection needs a result with a problem")
     problem: ProblemType = result.problem
     # Every detail an incident keeps passes here: container output and engine errors included.
     detail = untrusted(result.detail, MAX_DETAIL)
+    # A stamp ahead of the clock counts as now (DESIGN 12).
+    began = min(result.since, now) if result.since is not None else now
     if existing is None or existing.state is S.CLOSED:
         incident = Incident(
             id=None,
@@ -128,21 +132,42 @@ def record_detection(
             opened_at=now,
             last_seen=now,
             detail=detail,
+            problem_since=began,
         )
         reason = f"{problem} detected by {result.source}"
         return IncidentChange(incident, (Transition(None, S.ACTIVE, GUARDIAN, now, reason),))
     recurs = existing.state is S.RESOLVED
+    if recurs:
+        # A new episode: patience starts again, never before the resolution it follows.
+        resolved = existing.resolved_at
+        since = max(began, resolved) if resolved is not None and resolved <= now else began
+    else:
+        since = kept_start(existing, result, began)
     seen = replace(
         existing,
         occurrences=existing.occurrences + (1 if recurs else 0),
         last_seen=now,
         container_id=result.container_id,
         detail=detail or existing.detail,
+        problem_since=since,
     )
     if recurs:
         reopened, t = transition(seen, S.ACTIVE, GUARDIAN, f"{problem} recurred", now)
         return IncidentChange(reopened, (t,))
     return IncidentChange(seen)
+
+
+def kept_start(existing: Incident, result: HealthCheckResult, began: datetime) -> datetime:
+    """Since when the open incident's problem lasts after a new look at it (`began`: what the
+    look tells, at the latest now). It never moves later while the problem lasts: the engine
+    forgets (its five kept probes rotate), the incident does not. It moves earlier when earlier
+    evidence arrives (an event's time). An exact start (the probe that turned it unhealthy,
+    the exit) later than the kept one is another episode, ended and begun again between two
+    looks (a healthy probe, a restart nobody saw): patience starts again from it."""
+    kept = existing.began
+    if result.since is not None and result.since_exact and began > kept:
+        return began
+    return min(kept, began)
 
 
 def record_recovery(incident: Incident, reason: str, now: datetime) -> IncidentChange:

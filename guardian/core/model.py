@@ -72,9 +72,13 @@ class ContainerSnapshot:
     # A probe may aim at these only, unless the operator allows more (probe.allow_hosts).
     addresses: tuple[str, ...] = ()
     memory_limit: int = 0  # bytes (HostConfig.Memory); 0: no limit
-    # When Docker's health check turned the container unhealthy (the probe that completed the
-    # failing streak); the oldest failing probe still in Docker's log when that one rotated out.
+    # When Docker's health check turned the container unhealthy: the probe that completed the
+    # failing streak, while Docker's log (its last five probes) still keeps it; None once it has
+    # rotated out (then see unhealthy_by).
     unhealthy_since: datetime | None = None
+    # The oldest failing probe Docker still keeps when the one that turned it unhealthy has
+    # rotated out: unhealthy at least since then, the problem began earlier.
+    unhealthy_by: datetime | None = None
     # Namespaces joined from another container, (kind, leader) as HostConfig says
     # `container:<leader>` (core.namespaces.raw_modes): the list call tells the network one
     # only, an inspect all three (network, pid, ipc).
@@ -122,6 +126,11 @@ class HealthCheckResult:
     detail: str = ""
     skipped: str | None = None
     source: str = "sweep"  # sweep | event | verify
+    # Since when the problem lasts, as far as the engine still tells (core.checks.began): the
+    # failing probe or the exit when it is kept (`since_exact`), else the earliest time the
+    # engine still shows the problem; None: the engine tells nothing (a Guardian-run probe).
+    since: datetime | None = None
+    since_exact: bool = False
 
     @property
     def healthy(self) -> bool:
@@ -147,10 +156,20 @@ class Incident:
     resolved_at: datetime | None = None
     closed_at: datetime | None = None
     close_reason: str | None = None
+    # Since when this episode of the problem lasts: the earliest evidence seen (the engine's
+    # failing probe or exit, an event's time, else the opening); never later while it lasts,
+    # afresh when it recurs. restart.act_after counts from it. None: a row from before it was
+    # kept (the opening stands in).
+    problem_since: datetime | None = None
 
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
+
+    @property
+    def began(self) -> datetime:
+        """Since when the problem lasts (problem_since, else the opening)."""
+        return self.problem_since or self.opened_at
 
 
 @dataclass(frozen=True)

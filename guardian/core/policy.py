@@ -35,8 +35,9 @@ class Target:
     unhealthy_dependencies: tuple[str, ...] = ()
     # Who else owns it, e.g. "Docker Swarm (service web)" (core.orchestrators); "": nobody.
     orchestrator: str = ""
-    # Since when its problem lasts (the engine's unhealthy or exit time, else the incident's
-    # opening), for restart.act_after; None: unknown, no patience applies.
+    # Since when its problem lasts, for restart.act_after: as its open incident keeps it
+    # (Incident.began: the earliest evidence, not re-read from the five probes Docker keeps);
+    # None: unknown, no patience applies.
     problem_since: datetime | None = None
     problem: ProblemType | None = None  # what its checks found (None: asked without one)
 

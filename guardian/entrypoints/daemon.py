@@ -331,7 +331,7 @@ class Daemon:
     def listen(self) -> None:
         EventListener(self.app, self.stopping, self._react_soon, self.kick_sweep).run()
 
-    def _react_soon(self, container_id: str, at: datetime) -> None:
+    def _react_soon(self, container_id: str, at: datetime | None) -> None:
         self.scheduler.add_job(self.react, args=[container_id, at], misfire_grace_time=None)
 
     def kick_sweep(self) -> None:

@@ -1,6 +1,11 @@
 """The engine's event stream, followed on a thread of its own: each event a container should be
 judged for at once becomes a reaction job; a lost stream is reconnected with a growing wait, and
-a reconnect asks for a sweep (what the stream missed meanwhile)."""
+a reconnect asks for a sweep (what the stream missed meanwhile).
+
+A reconnect asks the engine to replay from the last event seen, out of its ring (256 events on
+Docker 20.10): what has left the ring is lost, and that sweep finds the problems from the
+engine's state instead. A lost event's time was only ever evidence that a problem began earlier
+(Healer.reported_at): without it patience counts from a later start, never a sooner one."""
 
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ class EventListener:
         self,
         app: App,
         stopping: threading.Event,
-        react: Callable[[str, datetime], None],
+        react: Callable[[str, datetime | None], None],
         reconnected: Callable[[], None],
     ) -> None:
         self.app = app
@@ -48,7 +53,7 @@ class EventListener:
                     if self.stopping.is_set():
                         return
                     if healer.on_event(event):
-                        self.react(event.container_id, event.at)
+                        self.react(event.container_id, healer.reported_at(event))
                 since = since or connected_at
             except EngineUnavailable as exc:
                 if not self.stopping.is_set():

@@ -72,7 +72,7 @@ class DecisionPoint:
         rereads = 0
         while True:
             mark = state.mark(snap.name)
-            read = self._read(snap, rules, now)
+            read = self._read(snap, rules, now, problem)
             with state.lock:
                 claims, turn = state.mark(snap.name)
                 # A restart of this container started or ended while its history was read:
@@ -89,7 +89,13 @@ class DecisionPoint:
                     then(decision)
                 return decision
 
-    def _read(self, snap: ContainerSnapshot, rules: ContainerRules, now: datetime) -> _Read:
+    def _read(
+        self,
+        snap: ContainerSnapshot,
+        rules: ContainerRules,
+        now: datetime,
+        problem: ProblemType | None,
+    ) -> _Read:
         ctx, host, policy = self.ctx, self.ctx.settings.host, rules.policy
         container = snap.name
         horizon = now - max(
@@ -104,7 +110,7 @@ class DecisionPoint:
             silence=ctx.store.active_silence(host, container, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
             approval=ctx.store.approval_for(host, container) if policy.action == "ask" else None,
-            problem_since=self._problem_since(snap) if policy.act_after else None,
+            problem_since=self._problem_since(snap, now, problem) if policy.act_after else None,
         )
 
     def _decide(
@@ -141,19 +147,32 @@ class DecisionPoint:
         )
         return decide(target, history, load, rules.policy, now, read.silence, read.approval)
 
-    def _problem_since(self, snap: ContainerSnapshot) -> datetime | None:
-        """Since when the container's problem lasts, for restart.act_after: the engine's time
-        (the failing health check, the exit), else when its incident opened."""
-        if snap.state == "running" and snap.unhealthy_since is not None:
-            return snap.unhealthy_since
+    def _problem_since(
+        self, snap: ContainerSnapshot, now: datetime, problem: ProblemType | None
+    ) -> datetime | None:
+        """Since when the container's problem lasts, for restart.act_after: as its open incident
+        keeps it (Incident.began: the earliest evidence, never later while the problem lasts,
+        and carried across a restart of Guardian by the store). Not the engine's health log:
+        Docker keeps five probes, and a start re-read from them would keep moving on.
+
+        Before the incident is written (the first look, `guardian status`), what the engine
+        tells now: the probe that turned it unhealthy, else the oldest failure it still keeps
+        (later than the turn: never acts sooner), the exit; else now, for a problem. A restart
+        asked for without a problem (a follower's) waits for no patience of its own."""
+        kept = [
+            i.began
+            for i in self.ctx.store.open_incidents(self.ctx.settings.host, snap.name)
+            if i.is_open
+            and i.container_id in ("", snap.id)
+            and (problem is None or i.type is problem)
+        ]
+        if kept:
+            return min(kept)
+        if snap.state == "running" and snap.health == "unhealthy":
+            return snap.unhealthy_since or snap.unhealthy_by or now
         if snap.state in ("exited", "dead") and snap.finished_at is not None:
             return snap.finished_at
-        opened = [
-            i.opened_at
-            for i in self.ctx.store.open_incidents(self.ctx.settings.host, snap.name)
-            if i.container_id in ("", snap.id)
-        ]
-        return min(opened, default=None)
+        return now if problem is not None else None
 
     def _engine_denied(self, snap: ContainerSnapshot, since: datetime) -> bool:
         """Whether the engine refused the last restart of a problem that is still open."""

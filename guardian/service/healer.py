@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment, SweepReport
-from guardian.core.checks import evaluate, needs_inspect, reported_at, skip
+from guardian.core.checks import evaluate, heard, needs_inspect, reported_at, skip
 from guardian.core.model import (
     HOST_PROBLEMS,
     ContainerSnapshot,
@@ -41,8 +41,10 @@ class Healer:
         self.verifier = verifier
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: the loop's state and parts move their stamps."""
+        """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
+        the store the problem starts patience counts from (kept with the incidents)."""
         self.ctx.state.follow_step(step)
+        self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
         for follow in self.ctx.pipeline.stepped:
             follow(step)
 
@@ -134,6 +136,7 @@ class Healer:
         )
         for judge in ctx.pipeline.judges if observe else ctx.pipeline.looks:
             result = judge(snap, result)
+        result = heard(result, detected_at, snap)
         a = Assessment(snap, rules, result, detected_at=detected_at or reported_at(snap))
         if result.problem is not None:
             # Report-only problems and restarts in flight or verifying are decide()'s too: the
@@ -206,6 +209,22 @@ class Healer:
             return
         self.apply(self.assess(snap, source, detected_at))
         self.recorder.refresh_gauges()
+
+    @staticmethod
+    def reported_at(event: EngineEvent) -> datetime | None:
+        """The event's time when the event itself says the container turned unhealthy: evidence
+        of when that problem began (core.checks.heard), and the start of detection_to_restart.
+        Any other event is only a reason to look: a health event that says healthy, or nothing
+        (Podman's carries the status before its check), may lie before the problem a look then
+        finds, and patience would end too soon; an exit's start is its FinishedAt, which the
+        engine keeps.
+
+        The engine replays missed events from a ring (256 on Docker 20.10) after a reconnect;
+        an event that has left it is simply not heard, and the sweep the reconnect asks for
+        finds the problem with what the engine still keeps (a later start: never sooner)."""
+        if event.action == "health_status" and event.attributes.get("health_status") == "unhealthy":
+            return event.at
+        return None
 
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""

@@ -3,6 +3,11 @@
 A restart is `succeeded` only when the container is observed healthy (or, without a
 healthcheck, running and stable) within verify_timeout (core.verification judges). Nothing is
 reported healed otherwise.
+
+The engine's bounded memory plays no part here: a verdict reads the health status now and
+State.StartedAt, which the engine keeps as long as the container, never the five probes Docker
+keeps (they outlive a start, so failures from before the restart may still be among them), nor
+the event ring (a verification a lost event never woke is judged at its next tick).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.core.checks import CheckSettings, evaluate, needs_inspect
+from guardian.core.checks import CheckSettings, evaluate, heard, needs_inspect
 from guardian.core.model import ContainerSnapshot, ProblemType
 from tests.fakes import T0
 
@@ -134,3 +134,36 @@ def test_health_output_is_trimmed_to_one_short_line() -> None:
 )
 def test_only_candidates_are_inspected(fields, candidate) -> None:
     assert needs_inspect(snap(**fields)) is candidate
+
+
+def at(seconds: float):
+    return T0 + timedelta(seconds=seconds)
+
+
+EXITED = {"state": "exited", "exit_code": 1, "finished_at": at(-30)}
+# (case, snapshot fields, an event's time) -> the problem's start as the checks tell it, exact?
+STARTS = [
+    ("the turning probe, kept", {"unhealthy_since": at(-20)}, None, at(-20), True),
+    (
+        "an event tells nothing over an exact turn",
+        {"unhealthy_since": at(-20)},
+        at(-25),
+        at(-20),
+        True,
+    ),
+    ("rotated out: the oldest kept failure", {"unhealthy_by": at(-4)}, None, at(-4), False),
+    ("rotated out: the unhealthy event's time", {"unhealthy_by": at(-4)}, at(-30), at(-30), False),
+    ("an event after the bound adds nothing", {"unhealthy_by": at(-4)}, at(-2), at(-4), False),
+    ("an event before its start: another life", {"unhealthy_by": at(-4)}, at(-7200), at(-4), False),
+    ("only the last probe", {"health_log_at": at(-1)}, None, at(-1), False),
+    ("an exit: its FinishedAt", EXITED, at(-29), at(-30), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "fields", "event", "since", "exact"), STARTS, ids=[r[0] for r in STARTS]
+)
+def test_the_checks_tell_since_when_a_problem_lasts(case, fields, event, since, exact) -> None:
+    s = snap(**{"health": "unhealthy", **fields})
+    result = heard(evaluate(s, T0, SETTINGS), event, s)
+    assert (result.since, result.since_exact) == (since, exact)

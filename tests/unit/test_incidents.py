@@ -143,6 +143,44 @@ def test_after_close_a_new_incident_opens() -> None:
     assert change.opened and change.incident.id is None
 
 
+def s(seconds: float):
+    return T0 + timedelta(seconds=seconds)
+
+
+# (what was kept: state, problem_since; what the look tells: since, exact; now) -> kept after.
+PROBLEM_STARTS = [
+    ("a first look takes the engine's start", None, None, s(-40), True, s(0), s(-40)),
+    ("a first look without evidence starts now", None, None, None, False, s(0), s(0)),
+    ("a start ahead of the clock counts as now", None, None, s(5), True, s(0), s(0)),
+    ("the log moved on: the kept start stays", S.ACTIVE, s(-40), s(-10), False, s(0), s(-40)),
+    ("earlier evidence moves it earlier", S.IN_PROGRESS, s(-40), s(-60), False, s(0), s(-60)),
+    ("the same exact turn again: kept", S.ACTIVE, s(-40), s(-40), True, s(0), s(-40)),
+    ("a later exact turn: a new episode", S.ACTIVE, s(-40), s(-5), True, s(0), s(-5)),
+    ("no evidence: the kept start stays", S.ACKNOWLEDGED, s(-40), None, False, s(0), s(-40)),
+    ("a row from before: its opening stands in", S.ACTIVE, None, s(10), False, s(60), s(0)),
+    ("a recurrence starts again", S.RESOLVED, s(-40), s(30), True, s(60), s(30)),
+    ("a recurrence: never before its resolution", S.RESOLVED, s(-40), s(-60), False, s(60), s(0)),
+    ("after close: a new incident, a new start", S.CLOSED, s(-40), s(50), True, s(60), s(50)),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "state", "kept", "since", "exact", "now", "expected"),
+    PROBLEM_STARTS,
+    ids=[row[0] for row in PROBLEM_STARTS],
+)
+def test_the_problem_start_is_kept_while_it_lasts_and_taken_afresh_when_it_recurs(
+    case, state, kept, since, exact, now, expected
+) -> None:
+    existing = None
+    if state is not None:
+        existing = replace(incident(state), problem_since=kept)
+        if state is S.RESOLVED:
+            existing = replace(existing, resolved_by="guardian", resolved_at=T0)
+    result = replace(detection(), since=since, since_exact=exact)
+    assert record_detection(existing, "host", result, now).incident.problem_since == expected
+
+
 def test_recovery_resolves_by_guardian_and_ignores_closed() -> None:
     change = record_recovery(incident(S.ACTIVE), "observed healthy", T0)
     assert change.incident.state is S.RESOLVED and change.incident.resolved_by == "guardian"

@@ -199,16 +199,18 @@ def probe(second: int, code: int) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(
-    ("codes", "streak", "retries", "expected_second"),
+    ("codes", "streak", "retries", "expected_second", "exact"),
     [
-        ([0, 0, 1, 1, 1], 3, 3, 4),  # the third failure turned it unhealthy
-        ([0, 0, 0, 1, 1], 2, 1, 3),  # retries=1: the first failure did
-        ([1, 1, 1, 1, 1], 9, 3, 0),  # the turning probe rotated out: the oldest kept one
-        ([0, 1, 1, 1, 1], 4, 0, 3),  # retries unset: Docker's default of 3
+        ([0, 0, 1, 1, 1], 3, 3, 4, True),  # the third failure turned it unhealthy
+        ([0, 0, 0, 1, 1], 2, 1, 3, True),  # retries=1: the first failure did
+        ([1, 1, 1, 1, 1], 9, 3, 0, False),  # the turning probe rotated out: the oldest kept one
+        ([1, 1, 1, 1, 1], 8, 3, 0, False),  # out by one probe
+        ([1, 1, 1, 1, 1], 7, 3, 0, True),  # the oldest kept one is the turn: still there
+        ([0, 1, 1, 1, 1], 4, 0, 3, True),  # retries unset: Docker's default of 3
     ],
 )
 def test_unhealthy_since_is_the_probe_that_completed_the_failing_streak(
-    codes, streak, retries, expected_second
+    codes, streak, retries, expected_second, exact
 ):
     data = {
         "Id": "a" * 64,
@@ -224,7 +226,9 @@ def test_unhealthy_since_is_the_probe_that_completed_the_failing_streak(
         "Config": {"Healthcheck": {"Retries": retries}},
     }
     snap = inspect_snapshot(data)
-    assert snap.unhealthy_since == T0.replace(second=expected_second, microsecond=500000)
+    at = T0.replace(second=expected_second, microsecond=500000)
+    # Once rotated out, only a bound is left: unhealthy at least since the oldest kept failure.
+    assert (snap.unhealthy_since, snap.unhealthy_by) == ((at, None) if exact else (None, at))
 
 
 def test_a_healthy_container_has_no_unhealthy_since():

@@ -118,6 +118,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX silences_in_force ON silences(host, until) WHERE ended_at IS NULL;
     CREATE INDEX deliveries_dead ON deliveries(id) WHERE state = 'dead';
     """,
+    # 6: since when an incident's problem lasts (restart.act_after counts from it): the engine
+    # keeps only its last five health probes, so the start is kept here; NULL for the rows
+    # written before, whose opening stands in.
+    """
+    ALTER TABLE incidents ADD COLUMN problem_since TEXT;
+    """,
 )
 
 
@@ -165,6 +171,7 @@ def incident_row(row: sqlite3.Row) -> Incident:
         resolved_at=from_text(row["resolved_at"]),
         closed_at=from_text(row["closed_at"]),
         close_reason=row["close_reason"],
+        problem_since=from_text(row["problem_since"]),
     )
 
 

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.operator import OperatorQueries
 from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
 from guardian.adapters.sqlite.retention import Pruned, prune
-from guardian.adapters.sqlite.schema import action_row, incident_row, insert_transitions, to_text
+from guardian.adapters.sqlite.schema import (
+    action_row,
+    from_text,
+    incident_row,
+    insert_transitions,
+    to_text,
+)
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionKind,
@@ -88,29 +94,33 @@ class SqliteStore(OperatorQueries):
             to_text(i.resolved_at),
             to_text(i.closed_at),
             i.close_reason,
+            to_text(i.problem_since),
         )
         with self.db.transaction() as conn:
             if i.id is None:
                 cur = conn.execute(
                     "INSERT INTO incidents (host, container, container_id, type, state, opened_at,"
                     " last_seen, occurrences, detail, escalated, resolved_by, resolved_at,"
-                    " closed_at, close_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " closed_at, close_reason, problem_since)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     fields,
                 )
                 incident_id = int(cur.lastrowid or 0)
             elif not change.transitions:
-                # A detection update (occurrences, last_seen, escalation) never touches the state:
-                # a person may have acknowledged or resolved the incident since it was read.
+                # A detection update (occurrences, last_seen, escalation, the problem's start)
+                # never touches the state: a person may have acknowledged or resolved the
+                # incident since it was read.
                 incident_id = i.id
                 conn.execute(
                     "UPDATE incidents SET container_id=?, last_seen=?, occurrences=?, detail=?,"
-                    " escalated=? WHERE id=?",
+                    " escalated=?, problem_since=? WHERE id=?",
                     (
                         i.container_id,
                         to_text(i.last_seen),
                         i.occurrences,
                         i.detail,
                         int(i.escalated),
+                        to_text(i.problem_since),
                         i.id,
                     ),
                 )
@@ -119,7 +129,8 @@ class SqliteStore(OperatorQueries):
                 conn.execute(
                     "UPDATE incidents SET host=?, container=?, container_id=?, type=?, state=?,"
                     " opened_at=?, last_seen=?, occurrences=?, detail=?, escalated=?,"
-                    " resolved_by=?, resolved_at=?, closed_at=?, close_reason=? WHERE id=?",
+                    " resolved_by=?, resolved_at=?, closed_at=?, close_reason=?, problem_since=?"
+                    " WHERE id=?",
                     (*fields, incident_id),
                 )
             insert_transitions(conn, incident_id, change.transitions)
@@ -128,6 +139,23 @@ class SqliteStore(OperatorQueries):
             )
             insert_notifications(conn, [with_incident(n, saved) for n in notifications])
         return saved
+
+    def move_problem_starts(self, host: str, step: timedelta) -> None:
+        """Each problem start (its opening where none was kept) moved by `step`, in one
+        transaction; only where it is still what was read (a detection may write meanwhile)."""
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT id, opened_at, problem_since FROM incidents"
+                " WHERE host=? AND state!='closed'",
+                (host,),
+            ).fetchall()
+            for row in rows:
+                began = from_text(row["problem_since"] or row["opened_at"])
+                assert began is not None
+                conn.execute(
+                    "UPDATE incidents SET problem_since=? WHERE id=? AND problem_since IS ?",
+                    (to_text(began + step), row["id"], row["problem_since"]),
+                )
 
     def transitions(
         self, incident_id: int, limit: int | None = None, after: int | None = None
