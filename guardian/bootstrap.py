@@ -292,6 +292,7 @@ def build_loop(
             settings["storm.min_containers"],
             settings["storm.hold"],
             settings["storm.max_hold"],
+            settings["storm.count"],
         ),
         settings["docker.timeout"],
     )
