@@ -192,11 +192,19 @@ class HostWatch:
         note = notifications.storm_canary(change.incident, container, False, detail, now)
         self._save(change, note)
 
-    def storm_open(self) -> bool:
-        """True while a storm incident is open, acknowledged or not: its notifications speak
-        for the container incidents that open meanwhile."""
+    def storm_speaks_for(self, container: str) -> bool:
+        """True while a storm incident is open, acknowledged or not, that speaks for the
+        incident `container` opens: one it counts and that made it. A bystander's incident is
+        told as any other, or a storm anyone can make would mute the host's other containers."""
         incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
-        return incident is not None and incident.is_open
+        if incident is None or not incident.is_open:
+            return False
+        with self._lock:
+            if not self._counted(container):
+                return False
+            if self._storm_id != incident.id or self._opened is None:
+                return True  # opened before this process and not held since: as it was
+            return self._bystander(container) is None
 
     def follow(self, snapshots: list[ContainerSnapshot]) -> None:
         """The containers of the last sweep that storm.count counts are the ones a storm is

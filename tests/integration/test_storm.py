@@ -203,6 +203,10 @@ def test_fresh_failing_containers_hold_an_older_one_at_most_one_cooldown(
     ]
     assert later == [old]
     assert {a["container"] for a in actions(db) if a["reason"] == "storm"} >= set(fresh)
+    # People hear of the old one's incident; the storm's one notification speaks for its own.
+    told = rows(db, "SELECT i.container, o.kind FROM outbox o JOIN incidents i"
+                " ON i.id = o.incident_id WHERE o.kind = 'opened' ORDER BY o.id")  # fmt: skip
+    assert [t["container"] for t in told if t["container"] in (old, "(host)")] == ["(host)", old]
     assert g.stop() == 0
 
 

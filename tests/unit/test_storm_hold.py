@@ -250,3 +250,28 @@ def test_storm_count_keeps_other_containers_out_of_storms_and_their_holds(tmp_pa
     for _ in range(30):
         step(loop, 60)
     assert not any(n.startswith("core") for n in loop.restarted())
+
+
+def test_a_storm_speaks_only_for_its_own_a_bystander_is_told_of_as_ever(tmp_path):
+    # The storm's one notification names the containers that made it; an older container that
+    # fails later is no part of it, and people hear of its incident and its restart.
+    loop = make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "1h"})
+    for i in range(4):
+        loop.engine.add(f"old{i}")
+    loop.healer.sweep()
+    for i in range(6):
+        loop.engine.add(f"fresh{i}", health="unhealthy")
+    step(loop, 10)
+    held = storm(loop)
+    step(loop, 60)
+    loop.engine.set("old0", health="unhealthy")
+    for _ in range(8):
+        step(loop, 10)
+    assert loop.restarted() == ["old0"]
+    [old] = loop.store.db.query("SELECT id FROM incidents WHERE container='old0'")
+    told = [k for i, k in queued_kinds(loop) if i == old["id"]]
+    assert told[0] == "opened" and told[-1] == "resolved", told
+    # The storm's own are spoken for by its one notification.
+    fresh = [i.id for i in loop.store.open_incidents(loop.host) if i.container.startswith("f")]
+    assert fresh and not [k for i, k in queued_kinds(loop) if i in fresh]
+    assert [k for i, k in queued_kinds(loop) if i == held.id] == ["opened"]
