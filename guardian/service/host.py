@@ -106,6 +106,7 @@ class HostWatch:
         incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
         if incident is None or incident.state is not IncidentState.ACTIVE:
             return None
+        now = self.clock.now()
         with self._lock:
             if self._storm_id != incident.id or self._hold_until is None:
                 # Opened before this process started: hold afresh from now (the longest hold
@@ -113,24 +114,25 @@ class HostWatch:
                 # its own are those found unhealthy within storm.window of now (the first sweep
                 # finds those the last process held).
                 hold = self.settings.max_hold if incident.escalated else self.settings.hold
-                now = self.clock.now()
                 self._begin_hold(incident.id, hold, now)
                 self._own((), now)
             assert self._hold_until is not None and self._opened is not None
             return StormHold(
-                self._hold_until, self._canary, self._failed_canary, self._bystander(snap.name)
+                self._hold_until,
+                self._canary,
+                self._failed_canary,
+                self._bystander(snap.name, now),
             )
 
-    def _bystander(self, container: str) -> datetime | None:
+    def _bystander(self, container: str, now: datetime) -> datetime | None:
         """None for one of the storm's own: unhealthy within storm.window of its opening, before
         or after (a shared cause fails containers over a few health checks). Else since when a
-        bystander is held: its detection, or the opening if later (call under the lock)."""
+        bystander is held: its detection (now, for a problem not recorded yet: the judgement
+        that records it), or the opening if later (call under the lock)."""
         assert self._opened is not None
         if container in self._members:
             return None
-        detected = self._unhealthy.get(container)
-        if detected is None:
-            return self._opened
+        detected = self._unhealthy.get(container, now)
         if abs(detected - self._opened) <= self.settings.window:
             return None
         return max(self._opened, detected)
@@ -204,7 +206,7 @@ class HostWatch:
                 return False
             if self._storm_id != incident.id or self._opened is None:
                 return True  # opened before this process and not held since: as it was
-            return self._bystander(container) is None
+            return self._bystander(container, self.clock.now()) is None
 
     def follow(self, snapshots: list[ContainerSnapshot]) -> None:
         """The containers of the last sweep that storm.count counts are the ones a storm is
