@@ -34,10 +34,10 @@ class StormHold:
     canary: str | None = None  # the container restarted as the canary, awaiting its verdict
     failed: str | None = None  # the last canary, not healed: another container tries next
     # None: the container asked about is one of the storm's own (it turned unhealthy within
-    # storm.window before the storm opened), held in full. Else a bystander: unhealthy long
-    # before, or only after the storm opened; whoever can start containers can make a storm, so
-    # a bystander is held at most one cooldown from this time (its detection, or the opening
-    # if later).
+    # storm.window of the storm's opening, before or after), held in full. Else a bystander
+    # (unhealthy long before, or later than that): whoever can start containers can make a
+    # storm, so a bystander is held at most one cooldown from this time (its detection, or the
+    # opening if later).
     bystander_since: datetime | None = None
 
 
