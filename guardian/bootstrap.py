@@ -292,6 +292,7 @@ def build_loop(
             settings["storm.min_containers"],
             settings["storm.hold"],
             settings["storm.max_hold"],
+            settings["storm.count"],
         ),
         settings["docker.timeout"],
     )
@@ -318,7 +319,7 @@ def build_loop(
         observing=changes.observing,
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
-        storm_open=host.storm_open,
+        storm_speaks_for=host.storm_speaks_for,
         unhealthy_dependencies=dependencies.unhealthy,
         followers=dependencies.followers,
         stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step),

@@ -340,6 +340,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "min_containers": _with(_int(1, 10_000), 5),
         "hold": _with(_duration(10 * S, DAY), 5 * M),
         "max_hold": _with(_duration(10 * S, DAY), H),
+        # Which watched containers count toward a storm and may be held by it (a label
+        # selector like watch.scope); empty: every watched container.
+        "count": _with(_selector(), ""),
     },
     "store": {
         "path": _with(_text(), DEFAULT_STORE_PATH),

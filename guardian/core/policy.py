@@ -109,7 +109,8 @@ def decide(
     is judged by its verification, not by a second restart); a host storm holds every restart
     until its hold ends, then lets one canary through (the other guards still apply to it; the
     last canary that did not heal waits for another) and holds the rest until the canary's
-    verdict; an unhealthy dependency holds its dependents; max_attempts within the window (give
+    verdict, but holds a bystander (a container that did not make the storm) one cooldown at
+    most; an unhealthy dependency holds its dependents; max_attempts within the window (give
     up); patience (act only once the problem has lasted `act_after`); cooldown since the last
     attempt (exponential with a cap); the host budget (per minute, then concurrent); dry run.
     Then the container's action: `restart`; `stop` (the verdict STOP, within the same guards);
@@ -150,10 +151,21 @@ def decide(
             Verdict.WAIT, Reason.VERIFYING, detail="its last restart awaits the verification"
         )
     canary = False
-    if host.storm is not None:
+    hold = host.storm
+    if hold is not None and hold.bystander_since is not None:
+        # Whoever can start containers can make a storm: a container that did not make it is
+        # held one cooldown at most (a stamp ahead of the clock counts as now), never a canary.
+        limit = no_later_than(hold.bystander_since, now) + policy.cooldown
+        if now < limit:
+            return Decision(
+                Verdict.WAIT,
+                Reason.STORM,
+                limit,
+                detail="host-level storm it did not make: held one cooldown at most",
+            )
+    elif hold is not None:
         # One shared cause is likelier than many sick containers: restarts wait for the host,
         # then one container tries whether a restart heals now.
-        hold = host.storm
         if now < hold.until:
             return Decision(
                 Verdict.WAIT,

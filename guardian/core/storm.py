@@ -1,10 +1,14 @@
-"""Storm sizing and the storm's hold: how many unhealthy containers at once make a host-level
-incident, how long restarts wait, and how the hold grows when a canary restart does not heal."""
+"""Storm sizing and the storm's hold: which containers count, how many unhealthy at once make a
+host-level incident, whom it holds and how long, and how the hold grows when a canary restart
+does not heal."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from guardian.core.labels import in_scope
 
 
 @dataclass(frozen=True)
@@ -16,6 +20,9 @@ class StormSettings:
     min_containers: int = 5
     hold: timedelta = timedelta(minutes=5)  # restarts wait this long, then one canary
     max_hold: timedelta = timedelta(hours=1)  # the hold doubles after each failed canary, to this
+    # storm.count: the label selector ("key" or "key=value") of the containers that count toward
+    # a storm and that it may hold; empty: every watched container.
+    count: str = ""
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,17 @@ class StormHold:
     until: datetime
     canary: str | None = None  # the container restarted as the canary, awaiting its verdict
     failed: str | None = None  # the last canary, not healed: another container tries next
+    # None: the container asked about is one of the storm's own (it turned unhealthy within
+    # storm.window of the storm's opening, before or after), held in full. Else a bystander
+    # (unhealthy long before, or later than that): whoever can start containers can make a
+    # storm, so a bystander is held at most one cooldown from this time (its detection, or the
+    # opening if later).
+    bystander_since: datetime | None = None
+
+
+def counts(labels: Mapping[str, str], settings: StormSettings) -> bool:
+    """Whether a watched container counts toward a storm (storm.count), and so may be held."""
+    return in_scope(labels, settings.count)
 
 
 def storm_size(watched: int, settings: StormSettings) -> int:

@@ -106,7 +106,7 @@ class DecisionPoint:
             reset_at=ctx.store.last_reset(host, container),
             engine_denied=self._engine_denied(snap, now - policy.window),
             recent_restarts=tuple(ctx.store.restart_times(host, now - timedelta(minutes=1))),
-            storm=ctx.pipeline.storm_holds(),
+            storm=ctx.pipeline.storm_holds(snap),
             silence=ctx.store.active_silence(host, container, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
             approval=ctx.store.approval_for(host, container) if policy.action == "ask" else None,

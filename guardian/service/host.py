@@ -1,17 +1,19 @@
 """Host-level incidents: the storm breaker and an unreachable engine.
 
-A storm is many watched containers turning unhealthy within a short window: a shared cause is
-likelier than many sick containers, so one host incident is opened with one notification, and
-decide() holds every restart for `storm.hold`, then lets one canary through: healed, restarts
-resume within the budget; not healed, the hold doubles (to `storm.max_hold`) and the incident
-escalates once. An acknowledgement releases the hold at once.
+A storm is many counted containers (storm.count) turning unhealthy within a short window: a
+shared cause is likelier than many sick containers, so one host incident is opened with one
+notification, and decide() holds the containers that made it for `storm.hold`, then lets one
+canary through: healed, restarts resume within the budget; not healed, the hold doubles (to
+`storm.max_hold`) and the incident escalates once. Any other counted container is a bystander,
+held one cooldown at most: whoever can start containers can make a storm. An acknowledgement
+releases the hold at once.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -27,7 +29,7 @@ from guardian.core.model import (
     Outcome,
     ProblemType,
 )
-from guardian.core.storm import StormHold, StormSettings, next_hold, storm_size
+from guardian.core.storm import StormHold, StormSettings, counts, next_hold, storm_size
 from guardian.logs import kv
 from guardian.ports import Clock, Store
 from guardian.service.recorder import save_logged
@@ -65,7 +67,7 @@ class HostWatch:
         self.engine_timeout = engine_timeout
         self.announce = announce
         self._lock = threading.Lock()
-        self._watched: set[str] = set()
+        self._watched: set[str] = set()  # the containers the storm counts (storm.count)
         self._unhealthy: dict[str, datetime] = {}  # container -> first detection of this episode
         self._engine_down_since: datetime | None = None
         # The hold of the open storm (its incident id, length, end) and its canary in flight.
@@ -74,6 +76,11 @@ class HostWatch:
         self._hold_until: datetime | None = None
         self._canary: str | None = None
         self._failed_canary: str | None = None
+        # When the storm opened (or was held afresh), and the containers that made it: its own
+        # are those unhealthy within storm.window of then, before or after. Any other counted
+        # container is a bystander, held one cooldown at most from then or its detection.
+        self._opened: datetime | None = None
+        self._members: frozenset[str] = frozenset()
         # Event threads and the sweep may judge at once: one opening per incident.
         self._judging = threading.Lock()
 
@@ -88,24 +95,56 @@ class HostWatch:
                 self._engine_down_since += step
             if self._hold_until is not None:
                 self._hold_until += step
+            if self._opened is not None:
+                self._opened += step
 
-    def storm_holds(self) -> StormHold | None:
-        """The hold of an open storm nobody acknowledged (an input to decide()), else None."""
+    def storm_holds(self, snap: ContainerSnapshot) -> StormHold | None:
+        """The hold of an open storm nobody acknowledged on `snap` (an input to decide()), else
+        None: no such storm, or a container storm.count leaves out (never held)."""
+        if not counts(snap.labels, self.settings):
+            return None
         incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
         if incident is None or incident.state is not IncidentState.ACTIVE:
             return None
+        now = self.clock.now()
         with self._lock:
             if self._storm_id != incident.id or self._hold_until is None:
                 # Opened before this process started: hold afresh from now (the longest hold
-                # if it had escalated), rather than guess what the last process had decided.
+                # if it had escalated), rather than guess what the last process had decided;
+                # its own are those found unhealthy within storm.window of now (the first sweep
+                # finds those the last process held).
                 hold = self.settings.max_hold if incident.escalated else self.settings.hold
-                self._begin_hold(incident.id, hold, self.clock.now())
-            assert self._hold_until is not None
-            return StormHold(self._hold_until, self._canary, self._failed_canary)
+                self._begin_hold(incident.id, hold, now)
+                self._own((), now)
+            assert self._hold_until is not None and self._opened is not None
+            return StormHold(
+                self._hold_until,
+                self._canary,
+                self._failed_canary,
+                self._bystander(snap.name, now),
+            )
+
+    def _bystander(self, container: str, now: datetime) -> datetime | None:
+        """None for one of the storm's own: unhealthy within storm.window of its opening, before
+        or after (a shared cause fails containers over a few health checks). Else since when a
+        bystander is held: its detection (now, for a problem not recorded yet: the judgement
+        that records it), or the opening if later (call under the lock)."""
+        assert self._opened is not None
+        if container in self._members:
+            return None
+        detected = self._unhealthy.get(container, now)
+        if abs(detected - self._opened) <= self.settings.window:
+            return None
+        return max(self._opened, detected)
 
     def _begin_hold(self, incident_id: int | None, hold: timedelta, now: datetime) -> None:
         self._storm_id, self._hold, self._hold_until = incident_id, hold, now + hold
         self._canary = self._failed_canary = None
+
+    def _own(self, members: Collection[str], opened: datetime) -> None:
+        """The storm opened at `opened`, made by `members` (they stay its own if they recover
+        and fail again) and whoever turns unhealthy within storm.window (call under the lock)."""
+        self._members, self._opened = frozenset(members), opened
 
     def canary_claimed(self, container: str) -> None:
         """decide() let `container` through as the storm's canary (called under the loop lock,
@@ -155,16 +194,25 @@ class HostWatch:
         note = notifications.storm_canary(change.incident, container, False, detail, now)
         self._save(change, note)
 
-    def storm_open(self) -> bool:
-        """True while a storm incident is open, acknowledged or not: its notifications speak
-        for the container incidents that open meanwhile."""
+    def storm_speaks_for(self, container: str) -> bool:
+        """True while a storm incident is open, acknowledged or not, that speaks for the
+        incident `container` opens: one it counts and that made it. A bystander's incident is
+        told as any other, or a storm anyone can make would mute the host's other containers."""
         incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
-        return incident is not None and incident.is_open
+        if incident is None or not incident.is_open:
+            return False
+        with self._lock:
+            if not self._counted(container):
+                return False
+            if self._storm_id != incident.id or self._opened is None:
+                return True  # opened before this process and not held since: as it was
+            return self._bystander(container, self.clock.now()) is None
 
     def follow(self, snapshots: list[ContainerSnapshot]) -> None:
-        """The containers of the last sweep are the ones a storm is measured against."""
+        """The containers of the last sweep that storm.count counts are the ones a storm is
+        measured against."""
         with self._lock:
-            self._watched = {s.name for s in snapshots}
+            self._watched = {s.name for s in snapshots if counts(s.labels, self.settings)}
             for gone in set(self._unhealthy) - self._watched:
                 del self._unhealthy[gone]
 
@@ -182,9 +230,17 @@ class HostWatch:
 
     def _detected(self, container: str, at: datetime, check: bool = True) -> None:
         with self._lock:
+            if not self._counted(container):
+                return
             self._unhealthy.setdefault(container, at)
         if check:
             self._check(at)
+
+    def _counted(self, container: str) -> bool:
+        """Whether storm.count counts `container` (call under the lock). Without a selector,
+        every watched container, one not yet listed by a sweep too; with one, those the last
+        sweep found matching (a detection carries no labels)."""
+        return not self.settings.count or container in self._watched
 
     def recovered(self, container: str, check: bool = True) -> None:
         with self._lock:
@@ -220,8 +276,9 @@ class HostWatch:
         if len(recent) < need:
             return
         window = int(self.settings.window.total_seconds())
+        counted = f" matching storm.count {self.settings.count}" if self.settings.count else ""
         detail = (
-            f"{len(recent)} of {watched} watched containers unhealthy within {window}s: "
+            f"{len(recent)} of {watched} watched containers{counted} unhealthy within {window}s: "
             + ", ".join(recent[:20])
         )
         result = HealthCheckResult("", HOST_SUBJECT, now, ProblemType.STORM, detail, source="host")
@@ -235,6 +292,7 @@ class HostWatch:
         incident = self._save(change, note)
         with self._lock:
             self._begin_hold(incident.id, hold, now)
+            self._own(recent, now)
         # Openings still waiting in the outbox (notify.group_wait) are withdrawn: the storm's
         # one notification names those containers.
         withdrawn = self.store.withdraw_unsent(self.host)

@@ -20,11 +20,11 @@ from guardian.ports import EngineEvent
 Judge = Callable[[ContainerSnapshot, HealthCheckResult], HealthCheckResult]
 
 
-def _never() -> bool:
+def _not_for(_container: str) -> bool:
     return False
 
 
-def _no_hold() -> StormHold | None:
+def _no_hold(_snap: ContainerSnapshot) -> StormHold | None:
     return None
 
 
@@ -68,9 +68,11 @@ class Pipeline:
     # Called before an inspect; what it returns gets the answer (the status page's rows).
     observing: Callable[[], Callable[[ContainerSnapshot], None]] = _nobody_observes
     ended: tuple[Callable[[str, str], None], ...] = ()  # a restart's final outcome
-    storm_holds: Callable[[], StormHold | None] = _no_hold  # an unacknowledged storm's hold
+    # An unacknowledged storm's hold on a container (None: no storm, or one it leaves alone).
+    storm_holds: Callable[[ContainerSnapshot], StormHold | None] = _no_hold
     storm_canary: Callable[[str], None] = _ignore  # decide() let this container through as canary
-    storm_open: Callable[[], bool] = _never  # a storm speaks for the openings meanwhile
+    # An open storm speaks for this container's opening (it is one of the storm's own).
+    storm_speaks_for: Callable[[str], bool] = _not_for
     unhealthy_dependencies: Callable[[str], tuple[str, ...]] = _none
     # (id, why) to restart after (leader, root of the wave): restart_with, namespace followers
     followers: Callable[[str, str], tuple[tuple[str, str], ...]] = _no_followers

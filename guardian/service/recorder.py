@@ -53,13 +53,14 @@ class Recorder:
 
     def notes(self, container: str, *notes: Notification) -> tuple[Notification, ...]:
         """The notifications to queue about `container`: none when its label mutes it; no
-        opening while a storm incident is open (the storm's notification speaks for it; the
-        store then queues none of its later news but escalations, see insert_notifications)."""
+        opening while a storm incident that it made is open (the storm's notification speaks
+        for it; the store then queues none of its later news but escalations, see
+        insert_notifications)."""
         if self.ctx.state.muted(container):
             return ()
         receivers = self.ctx.state.receivers_of(container)
         notes = tuple(replace(n, receivers=receivers) for n in notes)
-        if self.ctx.pipeline.storm_open():
+        if self.ctx.pipeline.storm_speaks_for(container):
             return tuple(n for n in notes if n.kind is not Kind.OPENED)
         return notes
 

@@ -11,7 +11,7 @@ import time
 from datetime import datetime, timedelta
 
 from tests.helpers import wait_until
-from tests.integration.conftest import REPO
+from tests.integration.conftest import REPO, Containers, EventRecorder
 from tests.integration.see_more import HEALTH, WATCH, actions, exec_in, incidents, rows, watched
 
 
@@ -154,3 +154,61 @@ def test_eight_broken_at_once_hold_then_a_canary_heals_then_all_eight_heal(conta
         {"incident_id": storm["id"], "kind": kind} for kind in ("opened", "attempt", "resolved")
     ]
     assert g.stop() == 0
+
+
+def test_fresh_failing_containers_hold_an_older_one_at_most_one_cooldown(
+    containers: Containers, guardian, engine_events: EventRecorder
+):
+    # Whoever can start opted-in containers starts six that fail from their first check: they
+    # make a storm, and it holds them (for an hour here). An older container that turns
+    # unhealthy once the storm's window has closed is none of its own: it waits one cooldown.
+    old = containers.run("old", health_cmd=HEALTH, enable=None, labels=watched())
+    containers.wait_health(old, "healthy")
+    cooldown, window = 4, 6
+    g = guardian(
+        watch={"label": WATCH, "interval": "1s"},
+        restart={"cooldown": f"{cooldown}s"},
+        storm={"hold": "1h", "max_hold": "1h", "window": f"{window}s"},
+    )
+    db = g.store_path
+    wait_until(lambda: g.lines("sweep done"), 20, message="a first sweep that sees the old one")
+    sick = ["sh", "-c", "touch /run/sick; exec sleep 86400"]  # unhealthy after every start
+    fresh = [
+        containers.run(f"f{i}", sick, health_cmd=HEALTH, enable=None, labels=watched(), start=False)
+        for i in range(6)
+    ]
+    for name in fresh:  # all at once: they fail within the storm's window of each other
+        containers.api.start(name)
+    [storm] = wait_until(lambda: incidents(db, "(host)", "storm"), 30, message="storm")
+    opened = datetime.fromisoformat(storm["opened_at"])
+
+    # The moment the storm's window closes is the point of the test, not a guess at a delay.
+    wait_until(lambda: time.time() > opened.timestamp() + window + 1, window + 5, 0.2)
+    containers.make_unhealthy(old)
+    unhealthy = lambda: times(engine_events, old, "health_status: unhealthy")  # noqa: E731
+    restarted = lambda: times(engine_events, old, "restart")  # noqa: E731
+    wait_until(restarted, 20 + cooldown, message="the old container restarted")
+    # Its cooldown, a sweep and the restart call itself; never the storm's hour.
+    assert restarted()[0] - unhealthy()[0] <= cooldown + 4, engine_events.of(old)
+    wait_until(lambda: containers.health(old) == "healthy", 20, message="old healthy again")
+
+    # The storm still holds the containers that made it: none restarted once it was on.
+    [storm] = incidents(db, "(host)", "storm")
+    assert storm["state"] == "active"
+    later = [
+        a["container"]
+        for a in actions(db)
+        if a["kind"] == "restart"
+        and datetime.fromisoformat(a["requested_at"]) > opened + timedelta(seconds=1)
+    ]
+    assert later == [old]
+    assert {a["container"] for a in actions(db) if a["reason"] == "storm"} >= set(fresh)
+    # People hear of the old one's incident; the storm's one notification speaks for its own.
+    told = rows(db, "SELECT i.container, o.kind FROM outbox o JOIN incidents i"
+                " ON i.id = o.incident_id WHERE o.kind = 'opened' ORDER BY o.id")  # fmt: skip
+    assert [t["container"] for t in told if t["container"] in (old, "(host)")] == ["(host)", old]
+    assert g.stop() == 0
+
+
+def times(events: EventRecorder, name: str, action: str) -> list[float]:
+    return [t for a, t in events.of(name) if a == action]

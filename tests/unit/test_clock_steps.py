@@ -178,6 +178,34 @@ def test_a_storm_holds_for_its_hold_through_a_step(tmp_path, hours: int) -> None
     assert len(loop.restarted()) == 1  # the canary
 
 
+@pytest.mark.parametrize("hours", [1, -1])
+def test_a_storm_holds_a_bystander_one_cooldown_of_real_time_through_a_step(
+    tmp_path, hours: int
+) -> None:
+    """A container that did not make the storm waits one cooldown (60 s) of real time: a step
+    forward does not let it through at once, a step back does not hold it for the step."""
+    loop = make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "1h"})
+    steps = follow(loop)
+    for i in range(10):
+        loop.engine.add(f"c{i}", health="unhealthy" if i < 8 else "healthy")
+    loop.healer.sweep()
+    loop.clock.advance(120)  # past storm.window: c8 is a bystander
+    loop.engine.set("c8", health="unhealthy")
+    loop.healer.sweep()
+    loop.clock.advance(20)
+    loop.clock.step(hours=hours)
+    loop.engine.clock_stepped(timedelta(hours=hours))
+    steps.look()
+    for _ in range(3):  # 50 s of real time since its detection: still held
+        loop.healer.sweep()
+        loop.clock.advance(10)
+    loop.healer.sweep()
+    assert loop.restarted() == []
+    loop.clock.advance(10)
+    loop.healer.sweep()
+    assert loop.restarted() == ["c8"]
+
+
 def test_a_crash_loop_keeps_its_window_through_a_step_forward(tmp_path) -> None:
     loop = make_app(tmp_path, crash_loop={"restarts": 3, "window": "5m"})
     steps = follow(loop)

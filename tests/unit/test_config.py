@@ -86,6 +86,13 @@ def test_docker_host_is_honoured_when_url_is_not_set() -> None:
             "storm.hold = '5s': expected a duration from 10s to 1d",
         ),
         (
+            "storm:\n  count: tier core\n",
+            "storm.count = 'tier core': expected empty, or one label selector \"key\" or "
+            '"key=value"',
+        ),
+        ("storm:\n  count: [tier, core]\n", "storm.count = ['tier', 'core']: expected empty, or"),
+        ("storm:\n  count: =core\n", "storm.count = '=core': expected empty, or one label"),
+        (
             "log:\n  level: loud\n",
             "log.level = 'loud': expected one of debug, info, warning, error",
         ),
@@ -242,6 +249,12 @@ def test_guardian_recognises_itself_by_label_or_id() -> None:
 )
 def test_watch_scope_limits_what_guardian_considers(labels, scope, inside) -> None:
     assert in_scope(labels, scope) is inside
+
+
+def test_storm_count_is_a_label_selector_every_watched_container_by_default() -> None:
+    assert load_settings(None, env={})["storm.count"] == ""
+    chosen = load_settings(None, env={"GUARDIAN_STORM_COUNT": "com.docker.compose.project=shop"})
+    assert chosen["storm.count"] == "com.docker.compose.project=shop"
 
 
 def test_bad_scope_is_refused() -> None:

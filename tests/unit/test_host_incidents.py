@@ -8,7 +8,7 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.core import incidents
 from guardian.core.delivery import Next, RowState
 from guardian.core.model import HOST_SUBJECT, IncidentState, ProblemType
-from guardian.core.storm import StormSettings, storm_size
+from guardian.core.storm import StormSettings, counts, storm_size
 from tests.app import make_app
 
 
@@ -201,3 +201,12 @@ def test_quick_separate_failures_each_healed_before_the_next_are_no_storm(tmp_pa
         loop.clock.advance(0.5)
     assert storm(loop) is None
     assert loop.restarted() == names
+
+
+def test_storm_count_selects_by_label_and_counts_everyone_when_empty():
+    shop = {"com.docker.compose.project": "shop"}
+    assert counts({}, StormSettings())
+    assert counts(shop, StormSettings(count="com.docker.compose.project=shop"))
+    assert not counts({}, StormSettings(count="com.docker.compose.project=shop"))
+    assert counts(shop, StormSettings(count="com.docker.compose.project"))
+    assert not counts(shop, StormSettings(count="com.docker.compose.project=blog"))

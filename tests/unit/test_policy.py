@@ -372,6 +372,79 @@ CASES = [
         storm=StormHold(ago(1)),
         attempt=1,
     ),
+    # A bystander: counted by the storm, but not one of the containers that made it.
+    Case(
+        "a storm holds a bystander one cooldown from when it turned unhealthy, not its hour",
+        Verdict.WAIT,
+        Reason.STORM,
+        storm=StormHold(NOW + timedelta(hours=1), bystander_since=ago(60)),
+        retry_in=240,
+    ),
+    Case(
+        "a bystander is restarted once a cooldown has passed, the storm's hold still running",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        storm=StormHold(NOW + timedelta(hours=1), bystander_since=ago(300)),
+        attempt=1,
+    ),
+    Case(
+        "a bystander waits one cooldown at most while a canary restarts",
+        Verdict.WAIT,
+        Reason.STORM,
+        storm=StormHold(ago(60), canary="db", bystander_since=ago(100)),
+        retry_in=200,
+    ),
+    Case(
+        "a bystander is let through after its cooldown while a canary restarts",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        storm=StormHold(ago(60), canary="db", bystander_since=ago(301)),
+        attempt=1,
+    ),
+    Case(
+        "a bystander is never the canary: its restart says nothing of the storm's cause",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        storm=StormHold(ago(1), bystander_since=ago(400)),
+        attempt=1,
+    ),
+    Case(
+        "a bystander that was the last canary is held no longer than one cooldown",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        storm=StormHold(ago(1), failed="app", bystander_since=ago(400)),
+        attempt=1,
+    ),
+    Case(
+        "a bystander's one cooldown is its own, a label's longer one too",
+        Verdict.WAIT,
+        Reason.STORM,
+        policy=replace(POLICY, cooldown=timedelta(seconds=900)),
+        storm=StormHold(NOW + timedelta(hours=1), bystander_since=ago(400)),
+        retry_in=500,
+    ),
+    Case(
+        "a bystander stamped ahead of the clock is held one cooldown from now, no longer",
+        Verdict.WAIT,
+        Reason.STORM,
+        storm=StormHold(NOW + timedelta(hours=1), bystander_since=NOW + timedelta(hours=2)),
+        retry_in=300,
+    ),
+    Case(
+        "a bystander past its hold still keeps its own cooldown since its last restart",
+        Verdict.WAIT,
+        Reason.COOLDOWN,
+        attempts=(100,),
+        storm=StormHold(NOW + timedelta(hours=1), bystander_since=ago(400)),
+        retry_in=200,
+    ),
+    Case(
+        "a bystander past its hold still keeps to the host budget",
+        Verdict.WAIT,
+        Reason.CONCURRENCY,
+        host_in_flight=2,
+        storm=StormHold(NOW + timedelta(hours=1), bystander_since=ago(400)),
+    ),
     Case(
         "a storm never lets Guardian restart itself",
         Verdict.DENY,
@@ -824,3 +897,26 @@ def test_the_cap_holds_in_real_time_over_any_sequence_of_clock_steps(policy, scr
     for t in times:
         assert sum(1 for u in times if t - 60 < u <= t) <= policy.max_per_minute
     assert all(n <= policy.max_concurrent for _, _, n in restarts)
+
+
+offsets = st.integers(-7200, 7200).map(lambda s: NOW + timedelta(seconds=s))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    policies,
+    offsets,
+    offsets,
+    st.sampled_from([None, "db", "app"]),
+    st.sampled_from([None, "db", "app"]),
+)
+def test_a_storm_holds_a_bystander_one_cooldown_at_most(policy, until, since, canary, failed):
+    """Whatever stage the storm is in, a container that did not make it waits for it no longer
+    than one cooldown from when it turned unhealthy (or from now, for a stamp ahead)."""
+    hold = StormHold(until, canary, failed, bystander_since=since)
+    d = decide(Target("app"), AttemptHistory(), HostLoad(storm=hold), policy, NOW)
+    limit = min(since, NOW) + policy.cooldown
+    if d.reason is Reason.STORM:
+        assert limit > NOW and d.retry_at == limit
+    else:
+        assert limit <= NOW and d.reason is not Reason.STORM_CANARY

@@ -162,3 +162,116 @@ def test_after_a_guardian_restart_an_open_storm_holds_afresh(tmp_path):
     assert again.restarted() == []  # 4m + 4.5m: the new process holds for its own 5m
     step(again)
     assert len(again.restarted()) == 1
+
+
+def test_fresh_containers_failing_together_hold_themselves_not_an_older_one(tmp_path):
+    # Whoever can start opted-in containers starts six that fail at once: their storm holds
+    # them for its hour (and one more that fails within storm.window, as a shared cause's
+    # would); an older container that turns unhealthy later waits one cooldown, as it would
+    # after a restart of its own.
+    loop = make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "1h", "max_hold": "1h"})
+    for i in range(4):
+        loop.engine.add(f"old{i}")
+    loop.healer.sweep()
+    for i in range(6):
+        loop.engine.add(f"fresh{i}", health="unhealthy")
+    step(loop, 10)  # 12:00:10
+    held = storm(loop)
+    assert held is not None and held.detail.startswith("6 of 10 watched containers unhealthy")
+    step(loop, 50)
+    loop.engine.add("fresh6", health="unhealthy")
+    step(loop, 10)  # 12:01:10, storm.window after the opening: one of the storm's own
+
+    loop.engine.set("old0", health="unhealthy")
+    step(loop, 10)  # detected at 12:01:20
+    for _ in range(5):
+        step(loop, 10)
+    assert loop.restarted() == []
+    [bystander] = {a.detail for a in loop.actions("old0") if a.reason == "storm"}
+    assert bystander.endswith("host-level storm it did not make: held one cooldown at most")
+    assert "retry at 2026-01-01T12:02:20" in bystander
+    step(loop, 10)  # one cooldown after its detection
+    assert loop.restarted() == ["old0"]
+    assert loop.restarts()[0].reason == "allowed"
+
+    for _ in range(50):  # the storm still holds its own for its hour
+        step(loop, 60)
+    assert loop.restarted() == ["old0"]
+    assert loop.store.get_incident(held.id).state is IncidentState.ACTIVE
+
+
+def test_after_a_guardian_restart_a_container_failing_later_is_a_bystander(tmp_path):
+    loop = make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "1h"})
+    eight_of_ten_unhealthy(loop)
+    loop.healer.sweep()
+    again = loop.restart_guardian()
+    again.healer.sweep()  # the eight found unhealthy: the storm's own
+    step(again, 90)  # past storm.window
+    again.engine.set("c8", health="unhealthy")
+    step(again, 10)
+    for _ in range(5):
+        step(again, 10)
+    assert again.restarted() == []
+    step(again, 10)
+    assert again.restarted() == ["c8"]
+    for _ in range(30):
+        step(again, 60)
+    assert again.restarted() == ["c8"]
+
+
+CORE = {"guardian.enable": "true", "tier": "core"}
+
+
+def test_storm_count_keeps_other_containers_out_of_storms_and_their_holds(tmp_path):
+    loop = make_app(
+        tmp_path,
+        restart={"cooldown": "60s", "max_per_minute": 100, "max_concurrent": 100},
+        storm={"count": "tier=core", "min_containers": 3, "hold": "1h"},
+    )
+    for i in range(4):
+        loop.engine.add(f"core{i}", labels=CORE)
+    for i in range(6):  # six of ten unhealthy, none of them counted: no storm
+        loop.engine.add(f"ci{i}", health="unhealthy")
+    loop.healer.sweep()
+    assert storm(loop) is None
+    assert sorted(loop.restarted()) == [f"ci{i}" for i in range(6)]
+
+    for i in range(3):  # three of the four counted: a storm, which holds them
+        loop.engine.set(f"core{i}", health="unhealthy")
+    step(loop, 120)
+    held = storm(loop)
+    assert held is not None
+    assert held.detail.startswith(
+        "3 of 4 watched containers matching storm.count tier=core unhealthy within 60s"
+    )
+    loop.engine.set("ci0", health="unhealthy")  # one it does not count is never held
+    step(loop, 10)
+    assert sorted(loop.restarted()) == sorted([f"ci{i}" for i in range(6)] + ["ci0"])
+    for _ in range(30):
+        step(loop, 60)
+    assert not any(n.startswith("core") for n in loop.restarted())
+
+
+def test_a_storm_speaks_only_for_its_own_a_bystander_is_told_of_as_ever(tmp_path):
+    # The storm's one notification names the containers that made it; an older container that
+    # fails later is no part of it, and people hear of its incident and its restart.
+    loop = make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "1h"})
+    for i in range(4):
+        loop.engine.add(f"old{i}")
+    loop.healer.sweep()
+    for i in range(6):
+        loop.engine.add(f"fresh{i}", health="unhealthy")
+    step(loop, 10)
+    held = storm(loop)
+    step(loop, 60)
+    loop.engine.set("old0", health="unhealthy")
+    for _ in range(8):
+        step(loop, 10)
+    assert loop.restarted() == ["old0"]
+    [old] = loop.store.db.query("SELECT id FROM incidents WHERE container='old0'")
+    told = [k for i, k in queued_kinds(loop) if i == old["id"]]
+    assert told[0] == "opened" and told[-1] == "resolved", told
+    # The storm's own are spoken for by its one notification.
+    fresh = [i.id for i in loop.store.open_incidents(loop.host) if i.container.startswith("f")]
+    assert fresh and not [k for i, k in queued_kinds(loop) if i in fresh]
+    assert [k for i, k in queued_kinds(loop) if i == held.id] == ["opened"]
