@@ -113,7 +113,7 @@ def size_and_time(sizes: list[int], runs: int) -> list[tuple[int, float, float, 
 def serve(containers: int) -> None:
     """`python -m bench.page serve N`: print the port, then flip container 0's health on every
     line read from stdin (one change each)."""
-    from guardian.entrypoints.http_limits import Limits
+    from guardian.entrypoints.http_limits import Limits, StreamSlots
     from guardian.entrypoints.http_server import HttpServer, Routes
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,7 +121,7 @@ def serve(containers: int) -> None:
         routes = Routes()
         page.mount(routes)
         http = HttpServer("127.0.0.1:0", routes, Limits(streams=16))
-        page.feed.max_streams = 16
+        page.feed.slots = StreamSlots(16)  # every page from this one address
         http.start()
         print(http.address[1], flush=True)
         health, silenced = "healthy", False
@@ -254,7 +254,13 @@ def idle_cost(seconds: float, containers: int) -> tuple[float, float]:
             api.start(c["Id"])
         with tempfile.TemporaryDirectory() as tmp:
             url = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-            g = GuardianRun(Path(tmp), url, f"guardian.bench={run}", api={"public_reads": True})
+            g = GuardianRun(
+                Path(tmp),
+                url,
+                f"guardian.bench={run}",
+                api={"public_reads": True},
+                page={"streams_per_address": 8},  # every page from this one address
+            )
             with g:
                 port = int(g.base_url.rsplit(":", 1)[1])
                 time.sleep(5)  # the first sweeps settle

@@ -6,17 +6,20 @@ then on one thread of the feed (the pump, there while a stream is open) waits on
 Changes, lets each change settle, reads and renders the parts once, and writes every open page
 the event that takes it from what it has to the present (each step made once): a change wakes
 one thread however many pages are open. The streams' threads wait for their end. Streams are
-capped (`page.streams`): each holds an HTTP thread of its own, so viewers never take one from
-/healthz, /metrics, the API or healing; beyond the cap a stream is refused with 503 and
-Retry-After. An idle stream gets one keep-alive comment every KEEPALIVE seconds. A client that
-reads too slowly to keep MAX_BACKLOG bytes or fewer waiting is ended, never waited for (its
-browser reconnects and gets the present).
+capped (`page.streams`, shared out by StreamSlots): each holds an HTTP thread of its own, so
+viewers never take one from /healthz, /metrics, the API or healing; beyond its share a stream
+is refused with 503 and Retry-After. A signed stream belongs to its session: the session is
+checked before each write, and the stream ends at sign-out or at the session's expiry. An idle
+stream gets one keep-alive comment every KEEPALIVE seconds. A client that reads too slowly to
+keep MAX_BACKLOG bytes or fewer waiting is ended, never waited for (its browser reconnects and
+gets the present).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 import threading
 import time
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import ne
 
+from guardian.entrypoints.http_limits import StreamRefused, StreamSlot, StreamSlots
 from guardian.logs import kv
 from guardian.service.changes import Changes
 
@@ -64,19 +68,22 @@ def delta(sent: Parts, parts: Parts) -> Parts:
 
 class Feed:
     """Shared snapshots of the parts (one per change and audience), the capped streams and the
-    pump that writes them. `read(signed)` returns (the time it read, the parts)."""
+    pump that writes them. `read(signed)` returns (the time it read, the parts);
+    `time_left(session_id)` the seconds a session has left (0: it ended)."""
 
     def __init__(
         self,
         changes: Changes,
         read: Callable[[bool], tuple[str, Parts]],
-        max_streams: int,
+        slots: StreamSlots,
+        time_left: Callable[[str], float] = lambda _: math.inf,
         keepalive: float = KEEPALIVE,
         settle: float = SETTLE,
     ) -> None:
         self.changes = changes
         self.read = read
-        self.max_streams = max_streams
+        self.slots = slots
+        self.time_left = time_left
         self.keepalive = keepalive
         self.settle = settle
         self.boot = secrets.token_hex(4)  # an id from another run never matches this run's
@@ -84,10 +91,15 @@ class Feed:
         self._reading = {True: threading.Lock(), False: threading.Lock()}
         self._cache: dict[bool, Snapshot] = {}
         self._events_made: dict[tuple[bool, int, int], bytes] = {}
-        self.open = 0
+        self._streams: list[Stream] = []  # every stream with a slot, until its close()
         self._joined: list[Stream] = []  # the streams the pump writes
         self._pumped = 0  # every joined stream was written the parts of this version or later
         self._pump: threading.Thread | None = None
+
+    @property
+    def open(self) -> int:
+        """How many streams hold a slot."""
+        return self.slots.open
 
     @property
     def joined(self) -> int:
@@ -110,22 +122,35 @@ class Feed:
             self._cache[signed] = snap
             return snap
 
-    def claim(self) -> bool:
-        """A slot for one more stream, or False when `max_streams` are open."""
-        with self._lock:
-            if self.open >= self.max_streams or self.changes.closed:
-                return False
-            self.open += 1
-            return True
+    def claim(self, signed: bool, client: str) -> StreamSlot:
+        """A slot for one more stream from `client`; StreamRefused when its share is full or
+        Guardian stops."""
+        if self.changes.closed:
+            raise StreamRefused("Guardian is stopping")
+        return self.slots.claim(signed, client)
 
-    def release(self) -> None:
+    def stream(self, slot: StreamSlot, session_id: str | None, last_id: str) -> Stream:
+        """The stream of a claimed slot, signed when it belongs to `session_id`; `last_id` is
+        the last event the page has (its Last-Event-ID, or the id the page was rendered at):
+        when current, nothing is resent."""
+        stream = Stream(self, slot, session_id, last_id)
         with self._lock:
-            self.open -= 1
+            self._streams.append(stream)
+        return stream
 
-    def stream(self, signed: bool, last_id: str) -> Stream:
-        """The stream of a claimed slot; `last_id` is the last event the page has (its
-        Last-Event-ID, or the id the page was rendered at): when current, nothing is resent."""
-        return Stream(self, signed, last_id)
+    def release(self, stream: Stream) -> None:
+        """A stream's close(): its slot is free again."""
+        with self._lock:
+            self._streams.remove(stream)
+        self.slots.release(stream.slot)
+
+    def end_session(self, session_id: str) -> None:
+        """The session signed out: its streams end now, each after the write under way, so
+        nothing reaches them once the sign-out is answered."""
+        with self._lock:
+            ending = [s for s in self._streams if s.session_id == session_id]
+        for stream in ending:
+            stream.end()
 
     def first_events(self, stream: Stream, last_id: str) -> Generator[bytes, None, None]:
         """What a stream's own thread writes: the reconnect delay, every part unless the page
@@ -189,8 +214,10 @@ class Feed:
                 self._pump = None
                 return False
             after = self._pumped
-        due = min(s.written_at for s in streams) + self.keepalive
-        at = self.changes.wait(after, due - time.monotonic())
+        due = min(s.written_at for s in streams) + self.keepalive - time.monotonic()
+        # A signed stream lives no longer than its session: the pump wakes to end it.
+        sessions_end = min((s.time_left() for s in streams if s.signed), default=math.inf)
+        at = self.changes.wait(after, min(due, sessions_end))
         if self.changes.closed:
             with self._lock:
                 self._pump = None
@@ -201,7 +228,10 @@ class Feed:
             self._write_change()
         now = time.monotonic()
         for stream in streams:
-            if now - stream.written_at >= self.keepalive and not stream.push(KEEPALIVE_LINE, now):
+            if stream.time_left() <= 0:
+                stream.end()
+                self.leave(stream)
+            elif now - stream.written_at >= self.keepalive and not stream.push(KEEPALIVE_LINE, now):
                 self.leave(stream)
         return True
 
@@ -270,14 +300,17 @@ class Feed:
 
 
 class Stream:
-    """A live page's SSE body. The server iterates it for its first events and gives it its
-    writer (`attach`: one to the client's socket, or WSGI's `write`); then the pump writes the
-    rest through that writer while the server's thread waits here for the end. close()
+    """A live page's SSE body. The server gives it its writer (`attach`: one to the client's
+    socket, or WSGI's `write`) and iterates it: its own thread writes the first events through
+    that writer, then the pump writes the rest while the server's thread waits here for the
+    end. Every write checks first that the stream's session (if signed) is still live. close()
     (always called by the server, also for a stream never started) gives the slot back once."""
 
-    def __init__(self, feed: Feed, signed: bool, last_id: str) -> None:
+    def __init__(self, feed: Feed, slot: StreamSlot, session_id: str | None, last_id: str) -> None:
         self.feed = feed
-        self.signed = signed
+        self.slot = slot
+        self.session_id = session_id
+        self.signed = session_id is not None
         self.sent: Snapshot | None = None  # the parts the page has
         self.written_at = 0.0  # monotonic
         self._first: Generator[bytes, None, None] | None = feed.first_events(self, last_id)
@@ -298,21 +331,44 @@ class Stream:
         return self
 
     def __next__(self) -> bytes:
-        if self._first is not None:
+        # The first events go through the writer too, each checked like the pump's, so a
+        # sign-out that ends the stream waits for a write under way and none follows it.
+        while self._first is not None:
             try:
-                return next(self._first)
+                data = next(self._first)
             except StopIteration:
                 self._first = None
+                break
+            if self._write is None:  # no writer: the server writes what it is given
+                if self.time_left() <= 0:
+                    self.end()
+                    break
+                return data
+            if not self.push(data, time.monotonic()):
+                break
         with self._cond:
             while not self._ended:
                 self._cond.wait()
         raise StopIteration
 
+    @property
+    def ended(self) -> bool:
+        """No more is written to it."""
+        return self._ended
+
+    def time_left(self) -> float:
+        """Seconds the stream's session has left (0: it ended); no end for an anonymous one."""
+        return self.feed.time_left(self.session_id) if self.session_id is not None else math.inf
+
     def push(self, data: bytes, now: float) -> bool:
-        """Write `data` (the pump); False when the stream ended or ends now: it has no writer,
-        its client is gone, or lets more than MAX_BACKLOG bytes wait."""
+        """Write `data`; False when the stream ended or ends now: its session ended, it has no
+        writer, its client is gone, or lets more than MAX_BACKLOG bytes wait."""
         with self._cond:
             if self._ended:
+                return False
+            if self.time_left() <= 0:
+                log.debug("status page stream ended", extra=kv(reason="session ended"))
+                self._end()
                 return False
             if self._write is None:
                 self._end()
@@ -346,4 +402,4 @@ class Stream:
             if self._first is not None:
                 self._first.close()
             self.feed.leave(self)
-            self.feed.release()
+            self.feed.release(self)

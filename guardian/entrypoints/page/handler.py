@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from markupsafe import Markup
 
 from guardian.core.incidents import InvalidTransition
+from guardian.entrypoints.http_limits import StreamRefused, StreamSlots
 from guardian.entrypoints.http_server import Handler, Request, Response, Routes
 from guardian.entrypoints.page.actions import VERBS, act, form
 from guardian.entrypoints.page.feed import RETRY_AFTER, Feed, Parts
@@ -62,6 +63,7 @@ class StatusPage:
         *,
         public_reads: bool = False,
         max_streams: int = 8,
+        streams_per_address: int | None = None,
         trust_forwarded_proto: bool = False,
     ) -> None:
         self.reader = reader
@@ -70,7 +72,11 @@ class StatusPage:
         self.public_reads = public_reads
         self.trust_forwarded_proto = trust_forwarded_proto
         self.renderer = Renderer()
-        self.feed = Feed(changes, self._read_parts, max_streams)
+        # A quarter of the streams is kept for signed sessions while anyone may read.
+        slots = StreamSlots.shared(
+            max_streams, public_reads and sessions.enabled, streams_per_address
+        )
+        self.feed = Feed(changes, self._read_parts, slots, sessions.time_left)
         self._lock = threading.Lock()
         self._read_cache: dict[bool, tuple[int, float, PageData]] = {}
         self._static = {
@@ -202,6 +208,7 @@ class StatusPage:
         session = self._session(request)
         if session is not None:
             self.sessions.sign_out(session)
+            self.feed.end_session(session.id)  # before the answer: nothing reaches them after
         cookie = clear_cookie(self._secure(request))
         return Response(303, headers={"Location": "/", "Set-Cookie": cookie})
 
@@ -256,15 +263,14 @@ class StatusPage:
     def events(self, request: Request) -> Response:
         if request.method != "GET":
             return Response.error(405, "method not allowed; use GET", {"Allow": "GET"})
-        signed = self._reader_of(request)
-        if signed is None:
+        session = self._session(request)
+        if session is None and not self.public_reads:
             return Response.error(401, "sign in on the status page first")
-        if not self.feed.claim():
+        try:
+            slot = self.feed.claim(session is not None, request.client)
+        except StreamRefused as exc:
             return Response.error(
-                503,
-                f"{self.feed.max_streams} live pages are open already (page.streams); "
-                "this page polls instead",
-                {"Retry-After": str(RETRY_AFTER)},
+                503, f"{exc}; this page polls instead", {"Retry-After": str(RETRY_AFTER)}
             )
         last = request.headers.get("last-event-id", "")
         if not last:
@@ -274,7 +280,7 @@ class StatusPage:
             200,
             content_type="text/event-stream; charset=utf-8",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-            stream=self.feed.stream(signed, last),
+            stream=self.feed.stream(slot, session.id if session is not None else None, last),
         )
 
     def parts(self, request: Request) -> Response:
