@@ -346,10 +346,27 @@ def test_a_reconnect_with_the_current_event_id_resends_nothing(g: TestApp) -> No
     page, routes = page_of(g, public=True)
     page.feed.keepalive = 0.01
     snap = page.feed.snapshot(False)
-    r = get(routes, "/events", **{"last-event-id": page.feed.event_id(snap.version)})
+    r = get(routes, "/events", **{"last-event-id": page.feed.event_id(snap.version, False)})
     stream = Served(r)
     stream.next()
     assert stream.next() == b": keep-alive\n\n"
+    page.feed.close()
+
+
+def test_a_page_signed_out_meanwhile_reconnects_to_every_part_of_its_audience(
+    g: TestApp,
+) -> None:
+    """The page had the signed parts of the present; it reconnects signed out (public reads):
+    its id is not the anonymous one, so every part comes again, without container output."""
+    g.engine.add("web", health="healthy", labels={"guardian.enable": "true"})
+    page, routes = page_of(g, public=True)
+    version = page.feed.snapshot(True).version
+    r = get(routes, "/events", **{"last-event-id": page.feed.event_id(version, True)})
+    stream = Served(r)
+    assert stream.next().startswith(b"retry:")
+    event = stream.next()
+    assert event.startswith(f"id: {page.feed.event_id(version, False)}\n".encode())
+    assert b"row:web" in event
     page.feed.close()
 
 

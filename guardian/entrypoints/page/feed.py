@@ -107,8 +107,10 @@ class Feed:
         with self._lock:
             return len(self._joined)
 
-    def event_id(self, version: int) -> str:
-        return f"{self.boot}-{version}"
+    def event_id(self, version: int, signed: bool) -> str:
+        """The id of the parts at `version` for an audience: a page that reconnects as another
+        (signed out meanwhile) never keeps the other's parts as current."""
+        return f"{self.boot}{'s' if signed else 'p'}-{version}"
 
     def snapshot(self, signed: bool) -> Snapshot:
         """The parts as of the latest change, read once for every stream that asks."""
@@ -157,8 +159,8 @@ class Feed:
         has them (`last_id`), and what changed meanwhile, until the pump takes it over."""
         yield f"retry: {RETRY_MS}\n\n".encode()
         snap = self._safe_snapshot(stream.signed)
-        if snap is not None and last_id != self.event_id(snap.version):
-            yield self._event(snap, snap.parts)
+        if snap is not None and last_id != self.event_id(snap.version, stream.signed):
+            yield self._event(stream.signed, snap, snap.parts)
         while snap is not None:
             stream.sent = snap
             if self.join(stream):
@@ -271,7 +273,7 @@ class Feed:
             event = self._events_made.get(key)
         if event is None:
             changed = delta(sent.parts, fresh.parts)
-            event = self._event(fresh, changed) if changed else b""
+            event = self._event(signed, fresh, changed) if changed else b""
             with self._lock:
                 if len(self._events_made) > MAX_EVENTS_MADE:
                     self._events_made.clear()
@@ -285,9 +287,9 @@ class Feed:
             log.exception("status page read failed")
             return None
 
-    def _event(self, snap: Snapshot, parts: Parts) -> bytes:
+    def _event(self, signed: bool, snap: Snapshot, parts: Parts) -> bytes:
         doc = json.dumps({"updated": snap.updated, "parts": parts}, separators=(",", ":"))
-        return f"id: {self.event_id(snap.version)}\nevent: parts\ndata: {doc}\n\n".encode()
+        return f"id: {self.event_id(snap.version, signed)}\nevent: parts\ndata: {doc}\n\n".encode()
 
     def close(self) -> None:
         """Guardian stops: every stream ends after its current write, and no new one starts."""

@@ -165,7 +165,7 @@ class StatusPage:
             signin=self.sessions.enabled,
             notice=notice,
             notice_ok=ok,
-            event_id=self.feed.event_id(self.feed.changes.version),
+            event_id=self.feed.event_id(self.feed.changes.version, signed),
             p={
                 k: Markup(v)
                 for k, v in self.renderer.parts(data, signed).items()
@@ -291,10 +291,8 @@ class StatusPage:
         if signed is None:
             return Response.error(401, "sign in on the status page first")
         snap = self.feed.snapshot(signed)
-        return Response.json(
-            200,
-            {"id": self.feed.event_id(snap.version), "updated": snap.updated, "parts": snap.parts},
-        )
+        doc = {"id": self.feed.event_id(snap.version, signed), "updated": snap.updated}
+        return Response.json(200, {**doc, "parts": snap.parts})
 
     def static(self, request: Request) -> Response:
         name = request.path.removeprefix("/static/")
