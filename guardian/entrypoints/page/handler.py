@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 from markupsafe import Markup
 
 from guardian.core.incidents import InvalidTransition
-from guardian.entrypoints.http_limits import StreamRefused, StreamSlots
 from guardian.entrypoints.http_server import Handler, Request, Response, Routes
 from guardian.entrypoints.page.actions import VERBS, act, form
 from guardian.entrypoints.page.feed import RETRY_AFTER, Feed, Parts
@@ -31,6 +30,7 @@ from guardian.entrypoints.page.sessions import (
     clear_cookie,
     set_cookie,
 )
+from guardian.entrypoints.page.slots import StreamRefused, StreamSlots
 from guardian.logs import kv
 from guardian.service.changes import Changes
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused
@@ -208,7 +208,11 @@ class StatusPage:
         session = self._session(request)
         if session is not None:
             self.sessions.sign_out(session)
-            self.feed.end_session(session.id)  # before the answer: nothing reaches them after
+            ended = self.feed.end_session(session.id)  # before the answer: nothing after it
+            log.info(
+                "page sign-out",
+                extra=kv(client=request.client, name=session.name, streams_ended=ended),
+            )
         cookie = clear_cookie(self._secure(request))
         return Response(303, headers={"Location": "/", "Set-Cookie": cookie})
 
