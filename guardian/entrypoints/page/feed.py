@@ -24,12 +24,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from itertools import compress
 from operator import ne
 
 from guardian.entrypoints.page.slots import StreamRefused, StreamSlot, StreamSlots
-from guardian.entrypoints.page.stream import Stream
+from guardian.entrypoints.page.stream import Parts, Snapshot, Stream
 from guardian.logs import kv
 from guardian.service.changes import Changes
 
@@ -44,15 +43,6 @@ SETTLE = 0.05  # seconds without a change
 SETTLE_ROUNDS = 4  # at most this many such waits: a stream is never held back 0.2 s more
 MAX_EVENTS_MADE = 64
 KEEPALIVE_LINE = b": keep-alive\n\n"
-
-Parts = dict[str, str]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    version: int
-    updated: str
-    parts: Parts
 
 
 def delta(sent: Parts, parts: Parts) -> Parts:
@@ -135,13 +125,15 @@ class Feed:
         """The stream of a claimed slot, signed when it belongs to `session_id`; `last_id` is
         the last event the page has (its Last-Event-ID, or the id the page was rendered at):
         when current, nothing is resent."""
-        stream = Stream(self, slot, session_id, last_id)
+        stream = Stream(slot, session_id, self.time_left, self._closed)
+        stream.begin(self.first_events(stream, last_id))
         with self._lock:
             self._streams.append(stream)
         return stream
 
-    def release(self, stream: Stream) -> None:
-        """A stream's close(): its slot is free again."""
+    def _closed(self, stream: Stream) -> None:
+        """A stream's close(): the pump writes it no more, its slot is free again."""
+        self.leave(stream)
         with self._lock:
             self._streams.remove(stream)
         self.slots.release(stream.slot)

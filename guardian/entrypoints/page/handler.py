@@ -20,7 +20,7 @@ from markupsafe import Markup
 from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.http_server import Handler, Request, Response, Routes
 from guardian.entrypoints.page.actions import VERBS, act, form
-from guardian.entrypoints.page.feed import RETRY_AFTER, Feed, Parts
+from guardian.entrypoints.page.feed import RETRY_AFTER, Feed
 from guardian.entrypoints.page.model import PageData, PageReader
 from guardian.entrypoints.page.render import Renderer
 from guardian.entrypoints.page.sessions import (
@@ -31,6 +31,7 @@ from guardian.entrypoints.page.sessions import (
     set_cookie,
 )
 from guardian.entrypoints.page.slots import StreamRefused, StreamSlots
+from guardian.entrypoints.page.stream import Parts
 from guardian.logs import kv
 from guardian.service.changes import Changes
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused

@@ -9,17 +9,25 @@ import math
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from guardian.entrypoints.page.slots import StreamSlot
 from guardian.logs import kv
 
-if TYPE_CHECKING:
-    from guardian.entrypoints.page.feed import Feed, Snapshot
-
 log = logging.getLogger("guardian.page")
 
 MAX_BACKLOG = 2 * 1024 * 1024  # bytes waiting for a stream's client before it is ended
+
+Parts = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The parts of the page as of a change (`version`), read once for every stream."""
+
+    version: int
+    updated: str
+    parts: Parts
 
 
 class Stream:
@@ -27,21 +35,33 @@ class Stream:
     socket, or WSGI's `write`) and iterates it: its own thread writes the first events through
     that writer, then the pump writes the rest while the server's thread waits here for the
     end. Every write checks first that the stream's session (if signed) is still live. close()
-    (always called by the server, also for a stream never started) gives the slot back once."""
+    (always called by the server, also for a stream never started) tells the feed once
+    (`closed`), which gives its slot back."""
 
-    def __init__(self, feed: Feed, slot: StreamSlot, session_id: str | None, last_id: str) -> None:
-        self.feed = feed
+    def __init__(
+        self,
+        slot: StreamSlot,
+        session_id: str | None,
+        time_left: Callable[[str], float],
+        closed: Callable[[Stream], None],
+    ) -> None:
         self.slot = slot
         self.session_id = session_id
         self.signed = session_id is not None
         self.sent: Snapshot | None = None  # the parts the page has
         self.written_at = 0.0  # monotonic
-        self._first: Generator[bytes, None, None] | None = feed.first_events(self, last_id)
+        self._time_left = time_left  # of a session, by its id (0: it ended)
+        self._closed = closed
+        self._first: Generator[bytes, None, None] | None = None
         self._write: Callable[[bytes], object] | None = None
         self._backlog: Callable[[], int] = lambda: 0
         self._cond = threading.Condition()  # one write at a time; the end waits for it
         self._ended = False
         self._released = False
+
+    def begin(self, first: Generator[bytes, None, None]) -> None:
+        """The first events, which the server's thread writes before the pump takes over."""
+        self._first = first
 
     def attach(self, write: Callable[[bytes], object], backlog: Callable[[], int] | None) -> None:
         """Write through `write` from the pump's thread; `backlog()`: the bytes written that
@@ -81,7 +101,7 @@ class Stream:
 
     def time_left(self) -> float:
         """Seconds the stream's session has left (0: it ended); no end for an anonymous one."""
-        return self.feed.time_left(self.session_id) if self.session_id is not None else math.inf
+        return self._time_left(self.session_id) if self.session_id is not None else math.inf
 
     def push(self, data: bytes, now: float) -> bool:
         """Write `data`; False when the stream ended or ends now: its session ended, it has no
@@ -124,5 +144,4 @@ class Stream:
             self._released = True
             if self._first is not None:
                 self._first.close()
-            self.feed.leave(self)
-            self.feed.release(self)
+            self._closed(self)
