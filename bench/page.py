@@ -115,13 +115,14 @@ def serve(containers: int) -> None:
     line read from stdin (one change each)."""
     from guardian.entrypoints.http_limits import Limits
     from guardian.entrypoints.http_server import HttpServer, Routes
+    from guardian.entrypoints.page.slots import StreamSlots
 
     with tempfile.TemporaryDirectory() as tmp:
         g, page, _ = fake_page(Path(tmp), containers, public=True)
         routes = Routes()
         page.mount(routes)
         http = HttpServer("127.0.0.1:0", routes, Limits(streams=16))
-        page.feed.max_streams = 16
+        page.feed.slots = StreamSlots(16)  # every page from this one address
         http.start()
         print(http.address[1], flush=True)
         health, silenced = "healthy", False
@@ -254,7 +255,13 @@ def idle_cost(seconds: float, containers: int) -> tuple[float, float]:
             api.start(c["Id"])
         with tempfile.TemporaryDirectory() as tmp:
             url = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-            g = GuardianRun(Path(tmp), url, f"guardian.bench={run}", api={"public_reads": True})
+            g = GuardianRun(
+                Path(tmp),
+                url,
+                f"guardian.bench={run}",
+                api={"public_reads": True},
+                page={"streams_per_address": 8},  # every page from this one address
+            )
             with g:
                 port = int(g.base_url.rsplit(":", 1)[1])
                 time.sleep(5)  # the first sweeps settle

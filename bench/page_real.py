@@ -152,7 +152,12 @@ def real_change_cost(
             # than the pages do.
             watch = {"interval": SWEEPS}
             with GuardianRun(
-                Path(tmp), url, fleet.scope, api=public, page={"streams": 16}, watch=watch
+                Path(tmp),
+                url,
+                fleet.scope,
+                api=public,
+                page={"streams": 16, "streams_per_address": 16},
+                watch=watch,
             ) as g:
                 port = int(g.base_url.rsplit(":", 1)[1])
                 log = Transitions(g.log_path, flip)

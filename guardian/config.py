@@ -431,6 +431,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "page": {
         # Live streams open at once, each on an HTTP thread of its own beyond http's four.
         "streams": _with(_int(1, 64), 8),
+        # Anonymous streams (public reads) one client address may hold at once.
+        "streams_per_address": _with(_int(1, 64), 3),
         "session_ttl": _with(_duration(5 * M, 30 * DAY), 12 * H),
         # true: a reverse proxy in front sets X-Forwarded-Proto (https: the cookie is Secure).
         "trust_forwarded_proto": _with(_bool(), False),

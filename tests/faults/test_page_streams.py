@@ -1,5 +1,7 @@
 """Page viewers against the HTTP port: live streams beyond the cap are refused, the streams
-held never take a thread from /healthz or the API, and they end cleanly when Guardian stops."""
+held never take a thread from /healthz or the API, and they end cleanly when Guardian stops. A
+signed stream ends with its session; anonymous readers never take the slots kept for signed
+ones, nor one address every anonymous slot."""
 
 from __future__ import annotations
 
@@ -24,19 +26,32 @@ from guardian.entrypoints.page.model import PageReader
 from guardian.entrypoints.page.sessions import Sessions
 from tests.app import TestApp, make_app
 from tests.helpers import runs, wait_until
+from tests.live import LiveStream
 
 STREAMS = 3
+TOKEN = "page-streams-token-0123456789abcdef"
 
 
-def serve_page(g: TestApp, streams: int, threads: int = 1) -> tuple[StatusPage, HttpServer]:
-    """A status page anyone may read over `g`, served on 127.0.0.1 with `streams` streams."""
+def serve_page(
+    g: TestApp,
+    streams: int,
+    threads: int = 1,
+    *,
+    public: bool = True,
+    sessions: Sessions | None = None,
+    per_address: int | None = None,
+) -> tuple[StatusPage, HttpServer]:
+    """A status page over `g` (anyone may read it unless `public` is False), served on
+    127.0.0.1 with `streams` streams. Without `sessions` nobody can sign in, so no stream is
+    kept for signed ones; without `per_address` one address may hold them all."""
     page = StatusPage(
         PageReader(g.healer, g.app.operator, g.app.changes),
         g.app.operator,
-        Sessions("token", 3600),
+        sessions or Sessions(None, 3600),
         g.app.changes,
-        public_reads=True,
+        public_reads=public,
         max_streams=streams,
+        streams_per_address=per_address,
     )
     routes = Routes()
     routes.add("/healthz", check_handler(lambda: (True, "ok")))
@@ -234,3 +249,118 @@ def test_a_page_over_http_1_0_gets_its_events_unchunked(tmp_path: Path) -> None:
         assert body.startswith(b"retry: ") and b'data-state=\\"unhealthy\\"' in body
     finally:
         server.stop()
+
+
+def url_of(http: HttpServer) -> str:
+    host, port = http.address
+    return f"http://{host}:{port}"
+
+
+def sign_in(url: str, name: str = "alice") -> str:
+    """A session's cookie, signed in as the page does (a form posted from this host)."""
+    r = requests.post(
+        f"{url}/signin",
+        data={"token": TOKEN, "name": name},
+        headers={"Origin": url},
+        allow_redirects=False,
+        timeout=5,
+    )
+    assert r.status_code == 303, r.text
+    return f"guardian_session={r.cookies['guardian_session']}"
+
+
+def sign_out(url: str, cookie: str) -> None:
+    r = requests.post(
+        f"{url}/signout",
+        headers={"Origin": url, "Cookie": cookie},
+        allow_redirects=False,
+        timeout=5,
+    )
+    assert r.status_code == 303, r.text
+
+
+def test_sign_out_ends_the_sessions_stream_at_once_and_nothing_follows(tmp_path: Path) -> None:
+    """Alice signs out while her page streams: her stream ends before the sign-out is
+    answered, and the change that follows reaches Bob's stream, never hers."""
+    g = make_app(tmp_path)
+    g.engine.add("web", health="healthy")
+    page, http = serve_page(g, STREAMS, public=False, sessions=Sessions(TOKEN, 3600))
+    url = url_of(http)
+    alice, bob = LiveStream(http.address, sign_in(url)), LiveStream(http.address, sign_in(url))
+    try:
+        alice.wait_events(1), bob.wait_events(1)
+        wait_until(lambda: page.feed.joined == 2, 5, message="both streams past their first")
+        sign_out(url, alice.cookie)
+        out = time.monotonic()
+        assert alice.ended.wait(3), "the stream outlived its session"
+        g.engine.set("web", health="unhealthy")
+        g.app.changes.changed(["web"])
+        bob.wait_events(2)
+        assert alice.raw(out) in (b"", b"0\r\n\r\n"), "the stream wrote after the sign-out"
+        assert alice.events() == 1
+        wait_until(lambda: page.feed.open == 1, 5, message="the slot given back")
+    finally:
+        alice.close(), bob.close()
+        http.stop()
+
+
+def test_a_signed_stream_ends_when_its_session_expires_though_nothing_changes(
+    tmp_path: Path,
+) -> None:
+    """A stream's life is its session's: at the session's end the stream ends, without a
+    change or a keep-alive to notice it by (the ttl here is seconds; config's is 5m or more)."""
+    g = make_app(tmp_path)
+    g.engine.add("web", health="healthy")
+    ttl = 2.0
+    page, http = serve_page(g, STREAMS, public=False, sessions=Sessions(TOKEN, ttl))
+    page.feed.keepalive = 3600  # nothing else wakes the stream
+    url = url_of(http)
+    signed_at = time.monotonic()
+    stream = LiveStream(http.address, sign_in(url))
+    try:
+        stream.wait_events(1)
+        assert stream.ended.wait(ttl + 3), "the stream outlived its session"
+        assert time.monotonic() - signed_at >= ttl
+        assert stream.events() == 1
+        wait_until(lambda: page.feed.open == 0, 5, message="the slot given back")
+    finally:
+        stream.close()
+        http.stop()
+
+
+def test_anonymous_streams_never_take_the_slots_kept_for_signed_sessions(
+    tmp_path: Path,
+) -> None:
+    """With public reads and 8 streams: one address holds at most 3 anonymous streams, every
+    address together 6; the 2 kept for signed sessions serve an operator's pages."""
+    g = make_app(tmp_path)
+    g.engine.add("web", health="healthy")
+    page, http = serve_page(g, 8, sessions=Sessions(TOKEN, 3600), per_address=3)  # the defaults
+    url = url_of(http)
+    held: list[LiveStream] = []
+
+    def stream(source: str, cookie: str = "") -> LiveStream:
+        s = LiveStream(http.address, cookie, source=source)
+        held.append(s)
+        return s
+
+    try:
+        for _ in range(3):
+            assert stream("127.0.0.2").status == 200
+        refused = stream("127.0.0.2")  # one address's share is full
+        assert refused.status == 503 and "retry-after: 10" in refused.headers()
+        for _ in range(3):
+            assert stream("127.0.0.3").status == 200
+        refused = stream("127.0.0.4")  # every anonymous slot is taken
+        assert refused.status == 503 and "retry-after: 10" in refused.headers()
+        cookie = sign_in(url)
+        signed = [stream("127.0.0.4", cookie), stream("127.0.0.2", cookie)]
+        for s in signed:
+            assert s.status == 200
+            s.wait_events(1)
+        assert stream("127.0.0.5", cookie).status == 503  # page.streams, all open
+        assert page.feed.open == 8
+    finally:
+        for s in held:
+            s.close()
+        http.stop()

@@ -42,8 +42,15 @@ def g(tmp_path: Path) -> TestApp:
     return make_app(tmp_path, host=HOST)
 
 
-def page_of(g: TestApp, *, public: bool = False, streams: int = 2, now: Clock | None = None):
-    sessions = Sessions(TOKEN, 3600, now or Clock())
+def page_of(
+    g: TestApp,
+    *,
+    public: bool = False,
+    streams: int = 2,
+    now: Clock | None = None,
+    token: str | None = TOKEN,
+):
+    sessions = Sessions(token, 3600, now or Clock())
     page = StatusPage(
         PageReader(g.healer, g.app.operator, g.app.changes),
         g.app.operator,
@@ -57,11 +64,13 @@ def page_of(g: TestApp, *, public: bool = False, streams: int = 2, now: Clock | 
     return page, routes
 
 
-def get(routes: Routes, path: str, cookie: str = "", **headers: str) -> Response:
+def get(
+    routes: Routes, path: str, cookie: str = "", client: str = "10.0.0.1", **headers: str
+) -> Response:
     h = {"host": SAME["host"], **headers}
     if cookie:
         h["cookie"] = cookie
-    return routes.dispatch(Request("GET", path, {}, h, b"", "10.0.0.1"))
+    return routes.dispatch(Request("GET", path, {}, h, b"", client))
 
 
 def post(
@@ -260,17 +269,57 @@ def test_rows_carry_the_machine_contract(g: TestApp) -> None:
     assert 'data-container="db" data-state="healthy" data-incident=""' in body
 
 
-def test_streams_beyond_the_cap_are_refused_with_retry_after(g: TestApp) -> None:
+def test_streams_beyond_their_share_are_refused_with_retry_after(g: TestApp) -> None:
+    """Two streams and public reads: one for anyone, one kept for a signed session."""
     page, routes = page_of(g, public=True, streams=2)
-    first, second = get(routes, "/events"), get(routes, "/events")
-    assert first.status == second.status == 200
-    third = get(routes, "/events")
-    assert third.status == 503 and int(third.headers["Retry-After"]) > 0
-    assert first.stream is not None and second.stream is not None
+    first = get(routes, "/events")
+    assert first.status == 200
+    anonymous = get(routes, "/events", client="10.0.0.2")
+    assert anonymous.status == 503 and int(anonymous.headers["Retry-After"]) > 0
+    assert b"kept for signed sessions" in anonymous.body
+    cookie = sign_in(routes)
+    assert get(routes, "/events", cookie).status == 200
+    full = get(routes, "/events", cookie)
+    assert full.status == 503 and b"(page.streams)" in full.body
+    assert first.stream is not None
     first.stream.close()  # type: ignore[attr-defined]
     assert get(routes, "/events").status == 200
     page.feed.close()
-    assert get(routes, "/events").status == 503
+    assert get(routes, "/events", cookie).status == 503
+
+
+def test_sign_out_ends_the_sessions_streams_before_it_is_answered(g: TestApp) -> None:
+    g.engine.add("web", health="healthy", labels={"guardian.enable": "true"})
+    page, routes = page_of(g, streams=3)
+    alice, bob = sign_in(routes), sign_in(routes)
+    mine, theirs = Served(get(routes, "/events", alice)), Served(get(routes, "/events", bob))
+    for stream in (mine, theirs):
+        stream.next(), stream.next()  # retry:, then every part
+    wait_until(lambda: page.feed.joined == 2, 5)
+    assert post(routes, "/signout", {}, alice).status == 303
+    assert mine.stream.ended  # at once, not at its next write
+    g.engine.set("web", health="unhealthy")
+    g.app.changes.changed(["web"])
+    assert "row:web" in theirs.event()["parts"]
+    assert mine.rest() == []  # the body ends with nothing more
+    assert page.feed.open == 1
+    assert get(routes, "/events", alice).status == 401
+    page.feed.close()
+
+
+def test_a_signed_stream_writes_nothing_once_its_session_expired(g: TestApp) -> None:
+    g.engine.add("web", health="healthy", labels={"guardian.enable": "true"})
+    clock = Clock()
+    page, routes = page_of(g, now=clock)
+    stream = Served(get(routes, "/events", sign_in(routes)))
+    stream.next(), stream.next()  # retry:, then every part
+    wait_until(lambda: page.feed.joined == 1, 5)
+    clock.t += 3600  # the session's ttl
+    g.engine.set("web", health="unhealthy")
+    g.app.changes.changed(["web"])
+    assert stream.rest() == []  # the change is not written: the stream ends instead
+    assert page.feed.open == 0
+    page.feed.close()
 
 
 def test_a_stream_sends_the_parts_then_only_what_changed_and_ends_on_stop(g: TestApp) -> None:
@@ -297,10 +346,27 @@ def test_a_reconnect_with_the_current_event_id_resends_nothing(g: TestApp) -> No
     page, routes = page_of(g, public=True)
     page.feed.keepalive = 0.01
     snap = page.feed.snapshot(False)
-    r = get(routes, "/events", **{"last-event-id": page.feed.event_id(snap.version)})
+    r = get(routes, "/events", **{"last-event-id": page.feed.event_id(snap.version, False)})
     stream = Served(r)
     stream.next()
     assert stream.next() == b": keep-alive\n\n"
+    page.feed.close()
+
+
+def test_a_page_signed_out_meanwhile_reconnects_to_every_part_of_its_audience(
+    g: TestApp,
+) -> None:
+    """The page had the signed parts of the present; it reconnects signed out (public reads):
+    its id is not the anonymous one, so every part comes again, without container output."""
+    g.engine.add("web", health="healthy", labels={"guardian.enable": "true"})
+    page, routes = page_of(g, public=True)
+    version = page.feed.snapshot(True).version
+    r = get(routes, "/events", **{"last-event-id": page.feed.event_id(version, True)})
+    stream = Served(r)
+    assert stream.next().startswith(b"retry:")
+    event = stream.next()
+    assert event.startswith(f"id: {page.feed.event_id(version, False)}\n".encode())
+    assert b"row:web" in event
     page.feed.close()
 
 
@@ -365,7 +431,7 @@ def test_one_thread_settles_a_change_for_every_open_page(g: TestApp) -> None:
     settle, and every page gets the whole burst as one event."""
     g.engine.add("web", health="healthy", labels={"guardian.enable": "true"})
     g.engine.add("db", health="healthy", labels={"guardian.enable": "true"})
-    page, routes = page_of(g, public=True, streams=8)
+    page, routes = page_of(g, public=True, streams=8, token=None)  # all eight for anyone
     page.feed.settle = 0.2
     settles: list[float] = []
     real_settle = g.app.changes.settle

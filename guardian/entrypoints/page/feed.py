@@ -6,25 +6,29 @@ then on one thread of the feed (the pump, there while a stream is open) waits on
 Changes, lets each change settle, reads and renders the parts once, and writes every open page
 the event that takes it from what it has to the present (each step made once): a change wakes
 one thread however many pages are open. The streams' threads wait for their end. Streams are
-capped (`page.streams`): each holds an HTTP thread of its own, so viewers never take one from
-/healthz, /metrics, the API or healing; beyond the cap a stream is refused with 503 and
-Retry-After. An idle stream gets one keep-alive comment every KEEPALIVE seconds. A client that
-reads too slowly to keep MAX_BACKLOG bytes or fewer waiting is ended, never waited for (its
-browser reconnects and gets the present).
+capped (`page.streams`, shared out by StreamSlots): each holds an HTTP thread of its own, so
+viewers never take one from /healthz, /metrics, the API or healing; beyond its share a stream
+is refused with 503 and Retry-After. A signed stream belongs to its session: the session is
+checked before each write, and the stream ends at sign-out or at the session's expiry. An idle
+stream gets one keep-alive comment every KEEPALIVE seconds. A client that reads too slowly to
+keep the stream's MAX_BACKLOG bytes or fewer waiting is ended, never waited for (its browser
+reconnects and gets the present).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 import threading
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from itertools import compress
 from operator import ne
 
+from guardian.entrypoints.page.slots import StreamRefused, StreamSlot, StreamSlots
+from guardian.entrypoints.page.stream import Parts, Snapshot, Stream
 from guardian.logs import kv
 from guardian.service.changes import Changes
 
@@ -38,17 +42,7 @@ RETRY_AFTER = 10  # seconds, with the 503 of a full house
 SETTLE = 0.05  # seconds without a change
 SETTLE_ROUNDS = 4  # at most this many such waits: a stream is never held back 0.2 s more
 MAX_EVENTS_MADE = 64
-MAX_BACKLOG = 2 * 1024 * 1024  # bytes waiting for a stream's client before it is ended
 KEEPALIVE_LINE = b": keep-alive\n\n"
-
-Parts = dict[str, str]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    version: int
-    updated: str
-    parts: Parts
 
 
 def delta(sent: Parts, parts: Parts) -> Parts:
@@ -64,19 +58,22 @@ def delta(sent: Parts, parts: Parts) -> Parts:
 
 class Feed:
     """Shared snapshots of the parts (one per change and audience), the capped streams and the
-    pump that writes them. `read(signed)` returns (the time it read, the parts)."""
+    pump that writes them. `read(signed)` returns (the time it read, the parts);
+    `time_left(session_id)` the seconds a session has left (0: it ended)."""
 
     def __init__(
         self,
         changes: Changes,
         read: Callable[[bool], tuple[str, Parts]],
-        max_streams: int,
+        slots: StreamSlots,
+        time_left: Callable[[str], float] = lambda _: math.inf,
         keepalive: float = KEEPALIVE,
         settle: float = SETTLE,
     ) -> None:
         self.changes = changes
         self.read = read
-        self.max_streams = max_streams
+        self.slots = slots
+        self.time_left = time_left
         self.keepalive = keepalive
         self.settle = settle
         self.boot = secrets.token_hex(4)  # an id from another run never matches this run's
@@ -84,10 +81,15 @@ class Feed:
         self._reading = {True: threading.Lock(), False: threading.Lock()}
         self._cache: dict[bool, Snapshot] = {}
         self._events_made: dict[tuple[bool, int, int], bytes] = {}
-        self.open = 0
+        self._streams: list[Stream] = []  # every stream with a slot, until its close()
         self._joined: list[Stream] = []  # the streams the pump writes
         self._pumped = 0  # every joined stream was written the parts of this version or later
         self._pump: threading.Thread | None = None
+
+    @property
+    def open(self) -> int:
+        """How many streams hold a slot."""
+        return self.slots.open
 
     @property
     def joined(self) -> int:
@@ -95,8 +97,10 @@ class Feed:
         with self._lock:
             return len(self._joined)
 
-    def event_id(self, version: int) -> str:
-        return f"{self.boot}-{version}"
+    def event_id(self, version: int, signed: bool) -> str:
+        """The id of the parts at `version` for an audience: a page that reconnects as another
+        (signed out meanwhile) never keeps the other's parts as current."""
+        return f"{self.boot}{'s' if signed else 'p'}-{version}"
 
     def snapshot(self, signed: bool) -> Snapshot:
         """The parts as of the latest change, read once for every stream that asks."""
@@ -110,30 +114,46 @@ class Feed:
             self._cache[signed] = snap
             return snap
 
-    def claim(self) -> bool:
-        """A slot for one more stream, or False when `max_streams` are open."""
-        with self._lock:
-            if self.open >= self.max_streams or self.changes.closed:
-                return False
-            self.open += 1
-            return True
+    def claim(self, signed: bool, client: str) -> StreamSlot:
+        """A slot for one more stream from `client`; StreamRefused when its share is full or
+        Guardian stops."""
+        if self.changes.closed:
+            raise StreamRefused("Guardian is stopping")
+        return self.slots.claim(signed, client)
 
-    def release(self) -> None:
+    def stream(self, slot: StreamSlot, session_id: str | None, last_id: str) -> Stream:
+        """The stream of a claimed slot, signed when it belongs to `session_id`; `last_id` is
+        the last event the page has (its Last-Event-ID, or the id the page was rendered at):
+        when current, nothing is resent."""
+        stream = Stream(slot, session_id, self.time_left, self._closed)
+        stream.begin(self.first_events(stream, last_id))
         with self._lock:
-            self.open -= 1
+            self._streams.append(stream)
+        return stream
 
-    def stream(self, signed: bool, last_id: str) -> Stream:
-        """The stream of a claimed slot; `last_id` is the last event the page has (its
-        Last-Event-ID, or the id the page was rendered at): when current, nothing is resent."""
-        return Stream(self, signed, last_id)
+    def _closed(self, stream: Stream) -> None:
+        """A stream's close(): the pump writes it no more, its slot is free again."""
+        self.leave(stream)
+        with self._lock:
+            self._streams.remove(stream)
+        self.slots.release(stream.slot)
+
+    def end_session(self, session_id: str) -> int:
+        """The session signed out: its streams end now, each after the write under way, so
+        nothing reaches them once the sign-out is answered. How many there were."""
+        with self._lock:
+            ending = [s for s in self._streams if s.session_id == session_id]
+        for stream in ending:
+            stream.end()
+        return len(ending)
 
     def first_events(self, stream: Stream, last_id: str) -> Generator[bytes, None, None]:
         """What a stream's own thread writes: the reconnect delay, every part unless the page
         has them (`last_id`), and what changed meanwhile, until the pump takes it over."""
         yield f"retry: {RETRY_MS}\n\n".encode()
         snap = self._safe_snapshot(stream.signed)
-        if snap is not None and last_id != self.event_id(snap.version):
-            yield self._event(snap, snap.parts)
+        if snap is not None and last_id != self.event_id(snap.version, stream.signed):
+            yield self._event(stream.signed, snap, snap.parts)
         while snap is not None:
             stream.sent = snap
             if self.join(stream):
@@ -189,8 +209,10 @@ class Feed:
                 self._pump = None
                 return False
             after = self._pumped
-        due = min(s.written_at for s in streams) + self.keepalive
-        at = self.changes.wait(after, due - time.monotonic())
+        due = min(s.written_at for s in streams) + self.keepalive - time.monotonic()
+        # A signed stream lives no longer than its session: the pump wakes to end it.
+        sessions_end = min((s.time_left() for s in streams if s.signed), default=math.inf)
+        at = self.changes.wait(after, min(due, sessions_end))
         if self.changes.closed:
             with self._lock:
                 self._pump = None
@@ -201,7 +223,10 @@ class Feed:
             self._write_change()
         now = time.monotonic()
         for stream in streams:
-            if now - stream.written_at >= self.keepalive and not stream.push(KEEPALIVE_LINE, now):
+            if stream.time_left() <= 0:
+                stream.end()
+                self.leave(stream)
+            elif now - stream.written_at >= self.keepalive and not stream.push(KEEPALIVE_LINE, now):
                 self.leave(stream)
         return True
 
@@ -241,7 +266,7 @@ class Feed:
             event = self._events_made.get(key)
         if event is None:
             changed = delta(sent.parts, fresh.parts)
-            event = self._event(fresh, changed) if changed else b""
+            event = self._event(signed, fresh, changed) if changed else b""
             with self._lock:
                 if len(self._events_made) > MAX_EVENTS_MADE:
                     self._events_made.clear()
@@ -255,9 +280,9 @@ class Feed:
             log.exception("status page read failed")
             return None
 
-    def _event(self, snap: Snapshot, parts: Parts) -> bytes:
+    def _event(self, signed: bool, snap: Snapshot, parts: Parts) -> bytes:
         doc = json.dumps({"updated": snap.updated, "parts": parts}, separators=(",", ":"))
-        return f"id: {self.event_id(snap.version)}\nevent: parts\ndata: {doc}\n\n".encode()
+        return f"id: {self.event_id(snap.version, signed)}\nevent: parts\ndata: {doc}\n\n".encode()
 
     def close(self) -> None:
         """Guardian stops: every stream ends after its current write, and no new one starts."""
@@ -267,83 +292,3 @@ class Feed:
         for stream in streams:
             stream.end()
         log.debug("status page streams ended", extra=kv(open=self.open))
-
-
-class Stream:
-    """A live page's SSE body. The server iterates it for its first events and gives it its
-    writer (`attach`: one to the client's socket, or WSGI's `write`); then the pump writes the
-    rest through that writer while the server's thread waits here for the end. close()
-    (always called by the server, also for a stream never started) gives the slot back once."""
-
-    def __init__(self, feed: Feed, signed: bool, last_id: str) -> None:
-        self.feed = feed
-        self.signed = signed
-        self.sent: Snapshot | None = None  # the parts the page has
-        self.written_at = 0.0  # monotonic
-        self._first: Generator[bytes, None, None] | None = feed.first_events(self, last_id)
-        self._write: Callable[[bytes], object] | None = None
-        self._backlog: Callable[[], int] = lambda: 0
-        self._cond = threading.Condition()  # one write at a time; the end waits for it
-        self._ended = False
-        self._released = False
-
-    def attach(self, write: Callable[[bytes], object], backlog: Callable[[], int] | None) -> None:
-        """Write through `write` from the pump's thread; `backlog()`: the bytes written that
-        still wait for the client."""
-        self._write = write
-        if backlog is not None:
-            self._backlog = backlog
-
-    def __iter__(self) -> Stream:
-        return self
-
-    def __next__(self) -> bytes:
-        if self._first is not None:
-            try:
-                return next(self._first)
-            except StopIteration:
-                self._first = None
-        with self._cond:
-            while not self._ended:
-                self._cond.wait()
-        raise StopIteration
-
-    def push(self, data: bytes, now: float) -> bool:
-        """Write `data` (the pump); False when the stream ended or ends now: it has no writer,
-        its client is gone, or lets more than MAX_BACKLOG bytes wait."""
-        with self._cond:
-            if self._ended:
-                return False
-            if self._write is None:
-                self._end()
-                return False
-            if self._backlog() > MAX_BACKLOG:
-                log.info("status page stream ended: its client reads too slowly")
-                self._end()
-                return False
-            try:
-                self._write(data)
-            except Exception as exc:  # noqa: BLE001 - one client's failure ends its stream only
-                log.debug("status page stream ended", extra=kv(reason=type(exc).__name__))
-                self._end()
-                return False
-            self.written_at = now
-            return True
-
-    def end(self) -> None:
-        """No more writes; the server's thread returns once the current one is done."""
-        with self._cond:
-            self._end()
-
-    def _end(self) -> None:
-        self._ended = True
-        self._cond.notify_all()
-
-    def close(self) -> None:
-        self.end()
-        if not self._released:
-            self._released = True
-            if self._first is not None:
-                self._first.close()
-            self.feed.leave(self)
-            self.feed.release()

@@ -20,7 +20,7 @@ from markupsafe import Markup
 from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.http_server import Handler, Request, Response, Routes
 from guardian.entrypoints.page.actions import VERBS, act, form
-from guardian.entrypoints.page.feed import RETRY_AFTER, Feed, Parts
+from guardian.entrypoints.page.feed import RETRY_AFTER, Feed
 from guardian.entrypoints.page.model import PageData, PageReader
 from guardian.entrypoints.page.render import Renderer
 from guardian.entrypoints.page.sessions import (
@@ -30,6 +30,8 @@ from guardian.entrypoints.page.sessions import (
     clear_cookie,
     set_cookie,
 )
+from guardian.entrypoints.page.slots import StreamRefused, StreamSlots
+from guardian.entrypoints.page.stream import Parts
 from guardian.logs import kv
 from guardian.service.changes import Changes
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused
@@ -62,6 +64,7 @@ class StatusPage:
         *,
         public_reads: bool = False,
         max_streams: int = 8,
+        streams_per_address: int | None = None,
         trust_forwarded_proto: bool = False,
     ) -> None:
         self.reader = reader
@@ -70,7 +73,11 @@ class StatusPage:
         self.public_reads = public_reads
         self.trust_forwarded_proto = trust_forwarded_proto
         self.renderer = Renderer()
-        self.feed = Feed(changes, self._read_parts, max_streams)
+        # A quarter of the streams is kept for signed sessions while anyone may read.
+        slots = StreamSlots.shared(
+            max_streams, public_reads and sessions.enabled, streams_per_address
+        )
+        self.feed = Feed(changes, self._read_parts, slots, sessions.time_left)
         self._lock = threading.Lock()
         self._read_cache: dict[bool, tuple[int, float, PageData]] = {}
         self._static = {
@@ -159,7 +166,7 @@ class StatusPage:
             signin=self.sessions.enabled,
             notice=notice,
             notice_ok=ok,
-            event_id=self.feed.event_id(self.feed.changes.version),
+            event_id=self.feed.event_id(self.feed.changes.version, signed),
             p={
                 k: Markup(v)
                 for k, v in self.renderer.parts(data, signed).items()
@@ -202,6 +209,11 @@ class StatusPage:
         session = self._session(request)
         if session is not None:
             self.sessions.sign_out(session)
+            ended = self.feed.end_session(session.id)  # before the answer: nothing after it
+            log.info(
+                "page sign-out",
+                extra=kv(client=request.client, name=session.name, streams_ended=ended),
+            )
         cookie = clear_cookie(self._secure(request))
         return Response(303, headers={"Location": "/", "Set-Cookie": cookie})
 
@@ -256,15 +268,14 @@ class StatusPage:
     def events(self, request: Request) -> Response:
         if request.method != "GET":
             return Response.error(405, "method not allowed; use GET", {"Allow": "GET"})
-        signed = self._reader_of(request)
-        if signed is None:
+        session = self._session(request)
+        if session is None and not self.public_reads:
             return Response.error(401, "sign in on the status page first")
-        if not self.feed.claim():
+        try:
+            slot = self.feed.claim(session is not None, request.client)
+        except StreamRefused as exc:
             return Response.error(
-                503,
-                f"{self.feed.max_streams} live pages are open already (page.streams); "
-                "this page polls instead",
-                {"Retry-After": str(RETRY_AFTER)},
+                503, f"{exc}; this page polls instead", {"Retry-After": str(RETRY_AFTER)}
             )
         last = request.headers.get("last-event-id", "")
         if not last:
@@ -274,7 +285,7 @@ class StatusPage:
             200,
             content_type="text/event-stream; charset=utf-8",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-            stream=self.feed.stream(signed, last),
+            stream=self.feed.stream(slot, session.id if session is not None else None, last),
         )
 
     def parts(self, request: Request) -> Response:
@@ -285,10 +296,8 @@ class StatusPage:
         if signed is None:
             return Response.error(401, "sign in on the status page first")
         snap = self.feed.snapshot(signed)
-        return Response.json(
-            200,
-            {"id": self.feed.event_id(snap.version), "updated": snap.updated, "parts": snap.parts},
-        )
+        doc = {"id": self.feed.event_id(snap.version, signed), "updated": snap.updated}
+        return Response.json(200, {**doc, "parts": snap.parts})
 
     def static(self, request: Request) -> Response:
         name = request.path.removeprefix("/static/")

@@ -24,6 +24,7 @@ def mount_page(routes: Routes, app: App) -> StatusPage:
         app.changes,
         public_reads=settings["api.public_reads"],
         max_streams=settings["page.streams"],
+        streams_per_address=settings["page.streams_per_address"],
         trust_forwarded_proto=settings["page.trust_forwarded_proto"],
     )
     page.mount(routes)

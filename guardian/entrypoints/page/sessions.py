@@ -100,6 +100,12 @@ class Sessions:
                 return None
             return session
 
+    def time_left(self, session_id: str) -> float:
+        """Seconds the session has left: 0 once it was signed out, ended or expired. Asked
+        before every write to a live stream, so a dict lookup and the clock, nothing more."""
+        session = self._sessions.get(session_id)  # one atomic read: no lock to wait for
+        return max(0.0, session.expires - self.now()) if session is not None else 0.0
+
     def sign_out(self, session: Session) -> None:
         with self._lock:
             self._sessions.pop(session.id, None)
