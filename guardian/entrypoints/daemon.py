@@ -21,6 +21,7 @@ from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints import health
 from guardian.entrypoints.event_listener import EventListener
+from guardian.entrypoints.http_front import Front
 from guardian.entrypoints.http_limits import Limits
 from guardian.entrypoints.http_server import HttpServer, ListenError, Routes
 from guardian.entrypoints.reloader import Reloader
@@ -381,7 +382,12 @@ class Daemon:
         settings = self.app.settings
         self.schedule()
         limits = Limits(streams=settings["page.streams"])
-        self.http = HttpServer(settings["http.listen"], self.routes(), limits)
+        front = Front.of(
+            settings["http.listen"],
+            settings["http.allowed_hosts"],
+            settings["http.trusted_proxies"],
+        )
+        self.http = HttpServer(settings["http.listen"], self.routes(), limits, front)
         try:
             self.http.start()
         except ListenError:
