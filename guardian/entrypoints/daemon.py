@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -386,6 +387,8 @@ class Daemon:
             settings["http.listen"],
             settings["http.allowed_hosts"],
             settings["http.trusted_proxies"],
+            # Prometheus scraping host-a:9321 names the host as it calls itself.
+            hostname=socket.gethostname(),
         )
         self.http = HttpServer(settings["http.listen"], self.routes(), limits, front)
         try:

@@ -54,10 +54,16 @@ class Front:
 
     @classmethod
     def of(
-        cls, listen: str, allowed_hosts: Iterable[str] = (), trusted_proxies: Iterable[str] = ()
+        cls,
+        listen: str,
+        allowed_hosts: Iterable[str] = (),
+        trusted_proxies: Iterable[str] = (),
+        hostname: str = "",
     ) -> Front:
-        """The front of a server on `listen` (host:port): its host is allowed too."""
-        names = {host_name(n) for n in (*allowed_hosts, listen.rpartition(":")[0], *ALWAYS_ALLOWED)}
+        """The front of a server on `listen` (host:port): its host, and the machine's
+        `hostname`, are allowed too."""
+        own = (listen.rpartition(":")[0], hostname, *ALWAYS_ALLOWED)
+        names = {host_name(n) for n in (*allowed_hosts, *own)}
         proxies = tuple(ipaddress.ip_network(p, strict=False) for p in trusted_proxies)
         return cls(frozenset(n for n in names if n), proxies)
 

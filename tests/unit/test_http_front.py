@@ -49,9 +49,11 @@ def test_only_the_listed_names_and_addresses_are_answered(
     assert front.host_allowed(header) is allowed
 
 
-def test_a_star_answers_every_name_and_the_listen_host_is_always_allowed() -> None:
+def test_a_star_answers_every_name_and_the_listen_host_and_hostname_are_allowed() -> None:
     assert Front.of("127.0.0.1:9321", ["*"]).host_allowed("anything.example")
     assert Front.of("guardian.lan:9321").host_allowed("guardian.lan:9321")
+    assert Front.of("0.0.0.0:9321", hostname="Host-A").host_allowed("host-a:9321")
+    assert not Front.of("0.0.0.0:9321").host_allowed("host-a:9321")
 
 
 @pytest.mark.parametrize(
