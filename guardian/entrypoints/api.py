@@ -206,7 +206,8 @@ class Api:
     def _id(self, text: str) -> int:
         # isdigit() alone admits "²" and other digits int() refuses.
         if not (text.isascii() and text.isdigit()) or len(text) > 18:
-            raise _Refused(_error(404, f"incident {text[:40]!r} not found"))
+            # What the path said is not repeated: an answer carries no text the asker wrote.
+            raise _Refused(_error(404, "no such incident: an incident id is a number"))
         return int(text)
 
     def show_incident(self, incident_id: str) -> Response:

@@ -109,6 +109,8 @@ def test_wrong_tokens_share_the_sign_in_limiter_and_never_lock_out_the_right_one
 def test_a_missing_endpoint_is_not_echoed(g: TestApp) -> None:
     status, doc, _ = call(make_api(g), "GET", "/api/v1/<img src=x>")
     assert (status, doc) == (404, {"error": "no such endpoint"})
+    status, doc, _ = call(make_api(g), "GET", "/api/v1/incidents/<img src=x>")
+    assert status == 404 and "img" not in doc["error"]
 
 
 READS = [
