@@ -11,11 +11,16 @@ the limit makes it loud, and tells an honest script to wait.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
+
+from guardian.logs import kv
+
+log = logging.getLogger("guardian.http")
 
 WINDOW = 60.0  # seconds a failure counts
 PER_CLIENT = 10  # wrong credentials per window from one client before its 429s
@@ -44,6 +49,7 @@ class CredentialLimiter:
         self._overall: deque[float] = deque(maxlen=overall)
         # Ordered by each client's latest failure, so expired clients are dropped from the front.
         self._clients: OrderedDict[str, deque[float]] = OrderedDict()
+        self._told: set[str] = set()  # clients refused since their failures last all expired
 
     def attempt(self, client: str, right: bool) -> int:
         """Record one credential check whose outcome (`right`, compared in constant time by the
@@ -67,7 +73,16 @@ class CredentialLimiter:
             if mine is not None:
                 mine.append(now)
                 self._clients.move_to_end(client)
-        return max(1, math.ceil(wait)) if wait > 0 else 0
+            seconds = max(1, math.ceil(wait)) if wait > 0 else 0
+            if seconds and client not in self._told and len(self._told) < self.max_clients:
+                # One line per client and streak, not one per guess: a guesser's flood of
+                # refusals never floods the log.
+                self._told.add(client)
+                log.warning(
+                    "wrong credentials limited",
+                    extra=kv(client=client, retry_after=seconds, overall=len(self._overall)),
+                )
+        return seconds
 
     def failures(self, client: str) -> int:
         """Wrong credentials from `client` within the window (at most `per_client`)."""
@@ -85,6 +100,7 @@ class CredentialLimiter:
             if times[-1] > horizon:
                 break
             del self._clients[client]
+            self._told.discard(client)
 
     def _mine(self, client: str, now: float) -> deque[float] | None:
         """`client`'s failures within the window (trimmed when asked: a listed client has

@@ -3,6 +3,10 @@ limit that only slows, and never a refusal of the right token or of a client wit
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from guardian.entrypoints.credential_limiter import CredentialLimiter
 
 
@@ -66,3 +70,18 @@ def test_clients_are_forgotten_after_the_window_and_memory_is_bounded() -> None:
     clock.t += 61
     lim.attempt("fresh", right=False)
     assert list(lim._clients) == ["fresh"]  # noqa: SLF001
+
+
+def test_a_limited_client_is_logged_once_per_streak_not_once_per_guess(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    lim = limiter(clock)
+    with caplog.at_level(logging.WARNING, logger="guardian.http"):
+        for _ in range(50):
+            lim.attempt("10.0.0.9", right=False)
+        clock.t += 61
+        for _ in range(4):
+            lim.attempt("10.0.0.9", right=False)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["wrong credentials limited"] * 2
