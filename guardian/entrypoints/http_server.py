@@ -144,7 +144,7 @@ def wsgi_app(
     routes: Routes, front: Front | None = None
 ) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     """`routes` as a WSGI application: every failure is a JSON error and one log line."""
-    front = front or Front()
+    front = front or Front.of("")
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         request = None
