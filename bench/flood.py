@@ -77,7 +77,7 @@ class Flood:
         while not self._stop.is_set():
             try:
                 with socket.create_connection(self.address, timeout=2) as s:
-                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: flood\r\nX-Flood: ")
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Flood: ")
                     while not self._stop.wait(self.pace):
                         s.sendall(payload)
                         with self._lock:

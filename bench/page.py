@@ -144,7 +144,7 @@ class StreamClient:
 
     def __init__(self, port: int) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.sendall(b"GET /events HTTP/1.1\r\nHost: bench\r\n\r\n")
+        self.sock.sendall(b"GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
         self.ids: list[str] = []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()

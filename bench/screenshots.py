@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.browser import Browser, chromium_path
 
 OUT = Path(__file__).resolve().parents[1] / "docs"
-TOKEN = "screenshot-token"
+TOKEN = "screenshot-token-0123456789abcdef"
 VIEWPORT = {"width": 1200, "height": 820}
 
 

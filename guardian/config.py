@@ -194,6 +194,44 @@ def _keys_of(allowed: tuple[str, ...]) -> Key:
 _HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
 
+def _list(v: Any) -> list[Any]:
+    """A list from the file, or from the environment as words separated by commas or spaces."""
+    if v is None:
+        return []
+    if isinstance(v, str):
+        v = v.replace(",", " ").split()
+    if not isinstance(v, list) or len(v) > 256:
+        raise ValueError
+    return v
+
+
+def _host_names() -> Key:
+    def parse(v: Any) -> tuple[str, ...]:
+        out = []
+        for entry in _list(v):
+            if not isinstance(entry, str):
+                raise ValueError
+            name = entry.strip().lower()
+            if name != "*" and not _HOST_NAME.fullmatch(name):
+                raise ValueError
+            out.append(name)
+        return tuple(out)
+
+    return Key(None, parse, 'a list of host names without ports (e.g. [guardian.lan]), or "*"')
+
+
+def _networks() -> Key:
+    def parse(v: Any) -> tuple[str, ...]:
+        out = []
+        for entry in _list(v):
+            if not isinstance(entry, str):
+                raise ValueError
+            out.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
+        return tuple(out)
+
+    return Key(None, parse, "a list of addresses or networks, e.g. [127.0.0.1, 172.16.0.0/12]")
+
+
 def _listen() -> Key:
     def parse(v: Any) -> str:
         if not isinstance(v, str):
@@ -349,7 +387,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
         # Incidents closed longer ago than this are deleted with their history, once a day.
         "retention": _with(_duration(DAY, 10 * YEAR), 90 * DAY),
     },
-    "http": {"listen": _with(_listen(), "127.0.0.1:9321")},
+    "http": {
+        "listen": _with(_listen(), "127.0.0.1:9321"),
+        # The names a request's Host may carry besides every IP address, localhost and the
+        # listen host (a web page that rebinds a name of its own to this address gets 421).
+        "allowed_hosts": _with(_host_names(), ()),
+        # Reverse proxies whose X-Forwarded-For names the client (the limiter of wrong tokens
+        # counts per client).
+        "trusted_proxies": _with(_networks(), ()),
+    },
     # Operator-written programs run after each verdict (docs/hooks.md); never from labels.
     "remediation": {
         "hooks": _with(_hooks(), ()),

@@ -14,6 +14,9 @@ from guardian.config import ConfigError, Settings
 from guardian.core.redaction import Redactor
 
 MAX_SECRET_FILE = 64 * 1024  # a token, a password or a URL: far below this
+# A guess of a token this long never comes right, whatever the rate: 32 hex characters are
+# 128 bits. Shorter tokens are refused at load.
+MIN_TOKEN = 32
 
 
 def read_secret(
@@ -71,8 +74,15 @@ def resolve_secret(
 
 def load_token(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
     """The API token from api.token_file, else from the variable named by api.token_env (unset:
-    the endpoints that change state are off)."""
+    the endpoints that change state are off). Raises ConfigError for one shorter than
+    MIN_TOKEN characters, naming where it came from and its length, never its value."""
     env = os.environ if env is None else env
-    return read_secret(
-        "api.token", settings["api.token_env"], settings["api.token_file"], env, var_optional=True
-    )
+    var, path = settings["api.token_env"], settings["api.token_file"]
+    token = read_secret("api.token", var, path, env, var_optional=True)
+    if token is not None and len(token) < MIN_TOKEN:
+        where = f"api.token_file = {path!r}" if path else f"api.token_env = {var!r}"
+        raise ConfigError(
+            f"{where}: the token is {len(token)} characters; expected at least {MIN_TOKEN} "
+            "(make one with `guardian token new` or `openssl rand -hex 32`)"
+        )
+    return token

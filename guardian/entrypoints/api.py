@@ -1,8 +1,10 @@
 """The HTTP API under /api/v1/: read incidents, actions, containers and silences; steer them.
 
 Every request needs `Authorization: Bearer <token>` (compared in constant time): incidents,
-timelines and actions quote what containers print. `api.public_reads: true` opens the reads
-(GET) to anyone who reaches the port; /metrics, /healthz and /readyz stay open regardless.
+timelines and actions quote what containers print. Wrong tokens go through the one
+CredentialLimiter the sign-in form shares: a client that keeps guessing gets 429.
+`api.public_reads: true` opens the reads (GET) to anyone who reaches the port; /metrics,
+/healthz and /readyz stay open regardless.
 With no token configured, what needs one is off.
 Errors are JSON `{"error": "..."}` with a message for people; bodies are validated strictly.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -18,6 +21,7 @@ from typing import Any
 from guardian.core.durations import parse_duration
 from guardian.core.incidents import InvalidTransition
 from guardian.core.model import IncidentState
+from guardian.entrypoints.credential_limiter import CredentialLimiter
 from guardian.entrypoints.http_server import Handler, Request, Response
 from guardian.entrypoints.views import (
     action_view,
@@ -27,10 +31,13 @@ from guardian.entrypoints.views import (
     silence_view,
     timeline_view,
 )
+from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.healer import Healer
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused
 from guardian.service.status import container_status
+
+log = logging.getLogger("guardian.api")
 
 PREFIX = "/api/v1"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -91,19 +98,25 @@ class Api:
     """The /api/v1/ handler over the daemon's healer, the operator actions and the token."""
 
     def __init__(
-        self, healer: Healer, operator: Operator, token: str | None, public_reads: bool = False
+        self,
+        healer: Healer,
+        operator: Operator,
+        token: str | None,
+        public_reads: bool = False,
+        limiter: CredentialLimiter | None = None,
     ) -> None:
         self.healer = healer
         self.op = operator
         self.public_reads = public_reads
         self._token = token.encode() if token else None
+        self.limiter = limiter or CredentialLimiter()
 
     def __call__(self, request: Request) -> Response:
         # The server hands over the path already percent-decoded.
         parts = [p for p in request.path[len(PREFIX) :].split("/") if p]
         route = self._route(request.method, parts)
         if route is None:
-            return _error(404, f"no such endpoint: {request.method[:20]} {request.path[:100]}")
+            return _error(404, "no such endpoint")
         try:
             if request.method in MUTATING:
                 self._authorize(request, "endpoints that change state are off")
@@ -140,7 +153,18 @@ class Api:
                     {"WWW-Authenticate": 'Bearer realm="guardian"'},
                 )
             )
-        if not hmac.compare_digest(given.strip().encode(), self._token):
+        right = hmac.compare_digest(given.strip().encode(), self._token)
+        wait = self.limiter.attempt(request.client, right)
+        if wait:
+            raise _Refused(
+                _error(
+                    429,
+                    f"too many wrong tokens from this address; try again in {wait} seconds",
+                    {"Retry-After": str(wait)},
+                )
+            )
+        if not right:
+            log.warning("api token refused", extra=kv(client=request.client))
             raise _Refused(_error(403, "the bearer token is not valid"))
 
     def _route(self, method: str, parts: list[str]) -> Callable[[Request], Response] | None:
@@ -182,7 +206,8 @@ class Api:
     def _id(self, text: str) -> int:
         # isdigit() alone admits "²" and other digits int() refuses.
         if not (text.isascii() and text.isdigit()) or len(text) > 18:
-            raise _Refused(_error(404, f"incident {text[:40]!r} not found"))
+            # What the path said is not repeated: an answer carries no text the asker wrote.
+            raise _Refused(_error(404, "no such incident: an incident id is a number"))
         return int(text)
 
     def show_incident(self, incident_id: str) -> Response:
@@ -233,7 +258,12 @@ class Api:
 
 
 def api_handler(
-    healer: Healer, operator: Operator, token: str | None, public_reads: bool = False
+    healer: Healer,
+    operator: Operator,
+    token: str | None,
+    public_reads: bool = False,
+    limiter: CredentialLimiter | None = None,
 ) -> Handler:
-    """The handler to mount at /api/v1; reads need the token unless `public_reads`."""
-    return Api(healer, operator, token, public_reads)
+    """The handler to mount at /api/v1; reads need the token unless `public_reads`; wrong
+    tokens are counted by `limiter` (the one the sign-in form uses)."""
+    return Api(healer, operator, token, public_reads, limiter)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints import health
 from guardian.entrypoints.event_listener import EventListener
+from guardian.entrypoints.http_front import Front
 from guardian.entrypoints.http_limits import Limits
 from guardian.entrypoints.http_server import HttpServer, ListenError, Routes
 from guardian.entrypoints.reloader import Reloader
@@ -396,7 +398,14 @@ class Daemon:
         settings = self.app.settings
         self.schedule()
         limits = Limits(streams=settings["page.streams"])
-        self.http = HttpServer(settings["http.listen"], self.routes(), limits)
+        front = Front.of(
+            settings["http.listen"],
+            settings["http.allowed_hosts"],
+            settings["http.trusted_proxies"],
+            # Prometheus scraping host-a:9321 names the host as it calls itself.
+            hostname=socket.gethostname(),
+        )
+        self.http = HttpServer(settings["http.listen"], self.routes(), limits, front)
         try:
             self.http.start()
         except ListenError:

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from guardian.bootstrap import App
 from guardian.entrypoints.api import api_handler
+from guardian.entrypoints.credential_limiter import CredentialLimiter
 from guardian.entrypoints.http_server import Routes, check_handler, metrics_handler
 from guardian.entrypoints.page.mount import mount_page
 from guardian.entrypoints.watchdog import SweepLiveness
@@ -52,10 +53,16 @@ def routes(app: App, health: Check, ready: Check) -> Routes:
     out.add("/metrics", metrics_handler(app.metrics.registry))
     out.add("/healthz", check_handler(health))
     out.add("/readyz", check_handler(ready))
-    # Who may read what is decided here and in the API, never by the server underneath.
+    # Who may read what is decided here and in the API, never by the server underneath. One
+    # limiter counts every wrong token, whether it came as a bearer or through the sign-in form.
+    limiter = CredentialLimiter()
     api = api_handler(
-        app.healer, app.operator, app.api_token, public_reads=app.settings["api.public_reads"]
+        app.healer,
+        app.operator,
+        app.api_token,
+        public_reads=app.settings["api.public_reads"],
+        limiter=limiter,
     )
     out.mount("/api/v1", api)
-    mount_page(out, app)
+    mount_page(out, app, limiter)
     return out

@@ -22,6 +22,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, WSGITask
 
 from guardian.adapters.clock import monotonic
+from guardian.entrypoints.http_front import HEADERS
 from guardian.logs import kv
 
 log = logging.getLogger("guardian.http")
@@ -68,6 +69,9 @@ class Limits:
             max_request_body_size=self.body_bytes + 1,
             log_socket_errors=False,  # a client resetting its connection is not news
             expose_tracebacks=False,
+            # X-Forwarded-* reach Guardian, which trusts them only from http.trusted_proxies
+            # (http_front) and page.trust_forwarded_proto; waitress would drop them all.
+            clear_untrusted_proxy_headers=False,
         )
 
 
@@ -79,6 +83,7 @@ class JsonErrorTask(ErrorTask):  # type: ignore[misc]
         body = (json.dumps({"error": f"{error.reason}: {error.body}"}) + "\n").encode()
         self.status = f"{error.code} {error.reason}"
         self.response_headers.append(("Content-Type", "application/json"))
+        self.response_headers.extend(HEADERS.items())
         self.set_close_on_finish()  # the rest of what this client sent is never parsed
         self.content_length = len(body)
         self.write(body)

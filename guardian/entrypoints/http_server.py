@@ -1,7 +1,8 @@
 """The HTTP server: /metrics, /healthz, /readyz, and routes other modules mount (the API).
 
-Waitress serves them on a background thread within the limits of http_limits; handlers are
-plain functions from Request to Response, so they can be tested without a socket.
+Waitress serves them on a background thread within the limits of http_limits; before any
+handler, http_front refuses a Host this Guardian is not (421) and names the client. Handlers
+are plain functions from Request to Response, so they can be tested without a socket.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from urllib.parse import parse_qs
 from prometheus_client import CollectorRegistry, generate_latest
 from waitress import wasyncore
 
+from guardian.entrypoints.http_front import HEADERS, Front
 from guardian.entrypoints.http_limits import BACKLOG_KEY, WRITE_KEY, GuardedServer, Limits
 from guardian.logs import kv
 
@@ -35,7 +37,8 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]  # lower-case names
     body: bytes
-    client: str = ""  # the peer's address (a reverse proxy's, behind one)
+    # The client's address: the peer's, or the one a trusted proxy names (http_front.Front).
+    client: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,7 @@ class Routes:
                     handler = self.prefixes[prefix]
                     break
         if handler is None:
-            return Response.error(404, f"no such path: {request.path[:100]}")
+            return Response.error(404, "no such path")
         return handler(request)
 
 
@@ -115,7 +118,7 @@ def check_handler(check: Callable[[], tuple[bool, str]]) -> Handler:
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
-def _request(environ: dict[str, Any]) -> Request:
+def _request(environ: dict[str, Any], front: Front) -> Request:
     """The WSGI environ as a Request; ValueError for input no handler should see."""
     # PATH_INFO is the percent-decoded path as latin-1 (PEP 3333): back to its bytes, then UTF-8.
     path = str(environ.get("PATH_INFO", "")).encode("latin-1").decode("utf-8", "replace")
@@ -133,18 +136,29 @@ def _request(environ: dict[str, Any]) -> Request:
     # waitress has framed the body (Content-Length or chunked) and refused one over the limit.
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length > 0 else b""
-    client = str(environ.get("REMOTE_ADDR", ""))
+    client = front.client(str(environ.get("REMOTE_ADDR", "")), headers.get("x-forwarded-for", ""))
     return Request(str(environ["REQUEST_METHOD"]), path, query, headers, body, client)
 
 
-def wsgi_app(routes: Routes) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+def wsgi_app(
+    routes: Routes, front: Front | None = None
+) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     """`routes` as a WSGI application: every failure is a JSON error and one log line."""
+    front = front or Front.of("")
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        try:
-            request = _request(environ)
-        except ValueError as exc:
-            request, response = None, Response.error(400, f"bad request: {exc}")
+        request = None
+        if not front.host_allowed(environ.get("HTTP_HOST")):
+            # Before anything reads the request: a page that rebinds a name of its own to
+            # this address gets nothing, not even /metrics.
+            response = Response.error(
+                421, "misdirected request: this Host is not one of http.allowed_hosts"
+            )
+        else:
+            try:
+                request = _request(environ, front)
+            except ValueError as exc:
+                response = Response.error(400, f"bad request: {exc}")
         if request is not None:
             try:
                 response = routes.dispatch(request)
@@ -152,9 +166,10 @@ def wsgi_app(routes: Routes) -> Callable[[dict[str, Any], StartResponse], Iterab
                 log.exception("http handler failed", extra=kv(path=request.path[:100]))
                 response = Response.error(500, "internal error; see Guardian's log")
         status = f"{response.status} {HTTPStatus(response.status).phrase}"
+        extra = {**HEADERS, **response.headers}
         if response.stream is not None:
             write = start_response(
-                status, [("Content-Type", response.content_type), *response.headers.items()]
+                status, [("Content-Type", response.content_type), *extra.items()]
             )
             # A stream written from another thread (the status page's) gets a write straight
             # to its client's socket (GuardedServer's tasks give one; else WSGI's write) and
@@ -166,7 +181,7 @@ def wsgi_app(routes: Routes) -> Callable[[dict[str, Any], StartResponse], Iterab
         headers = [
             ("Content-Type", response.content_type),
             ("Content-Length", str(len(response.body))),
-            *response.headers.items(),
+            *extra.items(),
         ]
         start_response(status, headers)
         return [] if environ["REQUEST_METHOD"] == "HEAD" else [response.body]
@@ -181,11 +196,14 @@ class ListenError(Exception):
 class HttpServer:
     """Serves `routes` on host:port from a daemon thread until stop()."""
 
-    def __init__(self, listen: str, routes: Routes, limits: Limits | None = None) -> None:
+    def __init__(
+        self, listen: str, routes: Routes, limits: Limits | None = None, front: Front | None = None
+    ) -> None:
         host, _, port = listen.rpartition(":")
         self.listen = listen
         self.routes = routes
         self.limits = limits or Limits()
+        self.front = front or Front.of(listen)
         self.host = host.strip("[]") or "127.0.0.1"
         self.port = int(port)
         self._server: GuardedServer | None = None
@@ -208,7 +226,7 @@ class HttpServer:
         try:
             adj = self.limits.adjustments(self.host, self.port)
             self._server = GuardedServer(
-                wsgi_app(self.routes), socket_map, adj, self.limits.request_timeout
+                wsgi_app(self.routes, self.front), socket_map, adj, self.limits.request_timeout
             )
         except (OSError, ValueError) as exc:
             wasyncore.close_all(socket_map)

@@ -16,7 +16,7 @@ import yaml
 from tests.faults.conftest import run_cli
 from tests.integration.conftest import base_config
 
-TOKEN = "front-door-token"
+TOKEN = "front-door-token-0123456789abcdef"
 
 
 @dataclass
@@ -62,7 +62,7 @@ def exchange(url: str, raw: bytes, quiet: float = 3.0) -> tuple[list[Reply], boo
 
 
 def request(method: str, target: str, body: bytes = b"", **headers: str) -> bytes:
-    lines = [f"{method} {target} HTTP/1.1", "Host: guardian"]
+    lines = [f"{method} {target} HTTP/1.1", "Host: localhost"]
     lines += [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
     if body and "Transfer_Encoding" not in headers and "Content_Length" not in headers:
         lines.append(f"Content-Length: {len(body)}")

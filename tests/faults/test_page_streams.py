@@ -155,7 +155,7 @@ def test_a_client_that_never_reads_is_ended_and_never_holds_back_the_others(
     stuck = socket.socket()  # the smallest window: what it does not read waits on the server
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stuck.connect(http.address)
-    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
+    stuck.sendall(b"GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
     wait_until(lambda: page.feed.joined == 1, 5)
     reader = StreamClient(http.address[1])
     try:

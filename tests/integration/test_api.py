@@ -14,7 +14,7 @@ HEALTH = "test ! -f /run/sick"
 # with a label of this run only, so no other Guardian touches these containers.
 WATCH = {"label": f"gdt.{RUN_ID}.watch"}
 OPT_IN = {"enable": None, "labels": {WATCH["label"]: "true"}}
-TOKEN = "integration-token-0123456789"
+TOKEN = "integration-token-0123456789abcdef"
 
 
 def api(g: Any, method: str, path: str, token: str | None = None, **kwargs: Any) -> Any:

@@ -96,7 +96,7 @@ def test_a_hostile_hooks_output_is_bounded_stripped_and_redacted_and_it_gets_no_
     containers, guardian, tmp_path
 ):
     webhook = f"http://127.0.0.1:9/{SECRET_MARKER}-hook-webhook-path"
-    token = f"{SECRET_MARKER}-api-token-4242"
+    token = f"{SECRET_MARKER}-api-token-4242-0123456789abcdef"
     envfile = tmp_path / "hook-env.txt"
     hostile = script(
         tmp_path,

@@ -12,12 +12,18 @@ import pytest
 from guardian.config import ConfigError, load_settings
 from guardian.core import incidents
 from guardian.core.model import HealthCheckResult, ProblemType
+from guardian.core.redaction import Redactor
 from guardian.credentials import load_token
 from guardian.entrypoints.api import Api
+from guardian.entrypoints.cli import main as cli_main
+from guardian.entrypoints.credential_limiter import PER_CLIENT, CredentialLimiter
 from guardian.entrypoints.http_server import Request, Response, Routes
+from guardian.entrypoints.page.sessions import Sessions, SignInRefused
 from tests.app import TestApp, make_app
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token"  # handed to Api directly; a token from the config is at least 32 long
+LONG = "0123456789abcdef" * 2
+FROM_FILE = "from-file-" + "f" * 32
 HOST = "host"
 
 
@@ -31,14 +37,20 @@ def make_api(g: TestApp, token: str | None = TOKEN) -> Api:
 
 
 def call(
-    api: Api, method: str, path: str, body: Any = None, token: str | None = TOKEN, **query: str
+    api: Api,
+    method: str,
+    path: str,
+    body: Any = None,
+    token: str | None = TOKEN,
+    client: str = "10.0.0.1",
+    **query: str,
 ) -> tuple[int, dict[str, Any], Response]:
     raw = body if isinstance(body, bytes) else (json.dumps(body).encode() if body else b"")
     headers = {"authorization": f"Bearer {token}"} if token else {}
     routes = Routes()
     routes.mount("/api/v1", api)
     response = routes.dispatch(
-        Request(method, path, {k: [v] for k, v in query.items()}, headers, raw)
+        Request(method, path, {k: [v] for k, v in query.items()}, headers, raw, client)
     )
     assert response.content_type == "application/json"
     return response.status, json.loads(response.body), response
@@ -63,6 +75,42 @@ def test_mutations_need_the_right_bearer_token(g: TestApp) -> None:
     assert g.store.get_incident(iid).state == "active"  # type: ignore[union-attr]
     status, doc, _ = call(api, "POST", path, {"by": "alice"})
     assert status == 200 and doc["incident"]["state"] == "acknowledged"
+
+
+def test_wrong_tokens_share_the_sign_in_limiter_and_never_lock_out_the_right_one(
+    g: TestApp,
+) -> None:
+    clock = [0.0]
+    limiter = CredentialLimiter(now=lambda: clock[0])
+    api = Api(g.healer, g.app.operator, TOKEN, limiter=limiter)
+    sessions = Sessions(TOKEN, 3600, now=lambda: clock[0], limiter=limiter)
+    with pytest.raises(SignInRefused):
+        sessions.sign_in("guess", "mallory", "10.0.0.9")
+    statuses = [call(api, "GET", "/api/v1/incidents", token="guess", client="10.0.0.9")[0]]
+    statuses += [
+        call(api, "GET", "/api/v1/incidents", token=f"g{i}", client="10.0.0.9")[0]
+        for i in range(PER_CLIENT)
+    ]
+    assert statuses == [403] * (PER_CLIENT - 1) + [429, 429]
+    status, doc, response = call(api, "GET", "/api/v1/incidents", token="guess", client="10.0.0.9")
+    assert status == 429 and int(response.headers["Retry-After"]) == 60
+    assert "10.0.0.9" not in doc["error"]
+    with pytest.raises(SignInRefused) as limited:
+        sessions.sign_in("guess", "mallory", "10.0.0.9")
+    assert limited.value.retry_after == 60
+    # The right token passes, from the guesser's address too (a proxy's, a shared NAT).
+    assert call(api, "GET", "/api/v1/incidents", client="10.0.0.9")[0] == 200
+    assert sessions.sign_in(TOKEN, "alice", "10.0.0.9").name == "alice"
+    assert call(api, "GET", "/api/v1/incidents", token="guess", client="10.0.0.2")[0] == 403
+    clock[0] += 61
+    assert call(api, "GET", "/api/v1/incidents", token="guess", client="10.0.0.9")[0] == 403
+
+
+def test_a_missing_endpoint_is_not_echoed(g: TestApp) -> None:
+    status, doc, _ = call(make_api(g), "GET", "/api/v1/<img src=x>")
+    assert (status, doc) == (404, {"error": "no such endpoint"})
+    status, doc, _ = call(make_api(g), "GET", "/api/v1/incidents/<img src=x>")
+    assert status == 404 and "img" not in doc["error"]
 
 
 READS = [
@@ -203,15 +251,15 @@ def test_actions_endpoint(g: TestApp) -> None:
 
 def test_token_comes_from_the_named_variable_or_a_file(tmp_path: Path) -> None:
     settings = load_settings(None, env={})
-    assert load_token(settings, {"GUARDIAN_API_TOKEN": " abc \n"}) == "abc"
+    assert load_token(settings, {"GUARDIAN_API_TOKEN": f" {LONG} \n"}) == LONG
     assert load_token(settings, {}) is None
     named = load_settings(None, env={"GUARDIAN_API_TOKEN_ENV": "MY_TOKEN"})
-    assert load_token(named, {"MY_TOKEN": "xyz"}) == "xyz"
+    assert load_token(named, {"MY_TOKEN": LONG + "x"}) == LONG + "x"
     token_file = tmp_path / "token"
-    token_file.write_text("from-file\n")
+    token_file.write_text(f"{FROM_FILE}\n")
     token_file.chmod(0o600)
     from_file = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
-    assert load_token(from_file, {"GUARDIAN_API_TOKEN": "ignored"}) == "from-file"
+    assert load_token(from_file, {"GUARDIAN_API_TOKEN": "ignored"}) == FROM_FILE
     token_file.write_text("")
     with pytest.raises(ConfigError, match="the file is empty"):
         load_token(from_file, {})
@@ -223,7 +271,7 @@ def test_token_comes_from_the_named_variable_or_a_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mode", [0o644, 0o604, 0o666, 0o602])
 def test_a_token_file_other_users_may_read_or_write_is_refused(tmp_path: Path, mode: int) -> None:
     token_file = tmp_path / "token"
-    token_file.write_text("from-file\n")
+    token_file.write_text(f"{FROM_FILE}\n")
     token_file.chmod(mode)
     settings = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
     with pytest.raises(ConfigError) as refused:
@@ -232,12 +280,42 @@ def test_a_token_file_other_users_may_read_or_write_is_refused(tmp_path: Path, m
         f"api.token_file = {str(token_file)!r}: other users may read or write it (mode "
         f"0{mode:o}); chmod 600 it (640 if a group needs it)"
     )
-    assert "from-file" not in str(refused.value)
+    assert FROM_FILE not in str(refused.value)
 
 
 def test_a_token_file_for_a_group_is_accepted(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
-    token_file.write_text("from-file\n")
+    token_file.write_text(f"{FROM_FILE}\n")
     token_file.chmod(0o640)
     settings = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
-    assert load_token(settings, {}) == "from-file"
+    assert load_token(settings, {}) == FROM_FILE
+
+
+@pytest.mark.parametrize("length", [1, 3, 31])
+def test_a_short_token_is_refused_at_load_with_how_to_make_one(tmp_path: Path, length: int) -> None:
+    short = "k" * length
+    settings = load_settings(None, env={})
+    with pytest.raises(ConfigError) as refused:
+        load_token(settings, {"GUARDIAN_API_TOKEN": short})
+    assert str(refused.value) == (
+        f"api.token_env = 'GUARDIAN_API_TOKEN': the token is {length} characters; expected at "
+        "least 32 (make one with `guardian token new` or `openssl rand -hex 32`)"
+    )
+    token_file = tmp_path / "token"
+    token_file.write_text(short)
+    token_file.chmod(0o600)
+    from_file = load_settings(None, env={"GUARDIAN_API_TOKEN_FILE": str(token_file)})
+    with pytest.raises(ConfigError, match=r"^api.token_file = .*: the token is \d+ characters"):
+        load_token(from_file, {})
+
+
+def test_guardian_token_new_prints_a_token_that_loads_and_is_masked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli_main(["token", "new"]) == 0
+    token = capsys.readouterr().out.strip()
+    assert len(token) == 64 and int(token, 16) >= 0
+    assert load_token(load_settings(None, env={}), {"GUARDIAN_API_TOKEN": token}) == token
+    redact = Redactor()
+    redact.add(token)
+    assert token not in redact(f"Authorization: Bearer {token}")

@@ -97,6 +97,15 @@ def test_docker_host_is_honoured_when_url_is_not_set() -> None:
             "log.level = 'loud': expected one of debug, info, warning, error",
         ),
         ("http:\n  listen: 9321\n", "http.listen = 9321: expected host:port"),
+        (
+            "http:\n  allowed_hosts: [guardian.lan:9321]\n",
+            "http.allowed_hosts = ['guardian.lan:9321']: expected a list of host names without "
+            'ports (e.g. [guardian.lan]), or "*"',
+        ),
+        (
+            "http:\n  trusted_proxies: [proxy.lan]\n",
+            "http.trusted_proxies = ['proxy.lan']: expected a list of addresses or networks",
+        ),
     ],
 )
 def test_bad_values_give_one_line_naming_key_value_and_allowed(tmp_path, text, message) -> None:
@@ -349,3 +358,15 @@ def test_a_file_over_1_mib_is_refused_without_reading_it(tmp_path: Path) -> None
     with pytest.raises(ConfigError) as refused:
         load_settings(big, env={})
     assert str(refused.value) == f"{big}: larger than 1 MiB (1048576 bytes); a config is a few KiB"
+
+
+def test_allowed_hosts_and_trusted_proxies_come_from_the_file_or_the_environment(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "http:\n  allowed_hosts: [Guardian.LAN, '*']\n")
+    assert load_settings(path, env={})["http.allowed_hosts"] == ("guardian.lan", "*")
+    env = {"GUARDIAN_HTTP_TRUSTED_PROXIES": "127.0.0.1, 172.16.0.0/12"}
+    assert load_settings(None, env=env)["http.trusted_proxies"] == (
+        "127.0.0.1/32",
+        "172.16.0.0/12",
+    )

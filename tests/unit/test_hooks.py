@@ -31,7 +31,7 @@ from tests.fakes import FakeHookRunner
 from tests.helpers import wait_until
 
 SLACK = "https://hooks.slack.com/services/T0000/B0000/hooksecretXXXXXXXXXXXX"
-TOKEN = "api-token-0123456789abcdef"
+TOKEN = "api-token-0123456789abcdef0123456789"
 ENV = {"SLACK_URL": SLACK, "GUARDIAN_API_TOKEN": TOKEN}
 PY = sys.executable
 

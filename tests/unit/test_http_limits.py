@@ -76,7 +76,7 @@ def test_the_server_sleeps_in_poll_while_every_connection_is_a_live_stream() -> 
     server.start()
     try:
         with socket.create_connection(server.address, timeout=5) as s:
-            s.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
+            s.sendall(b"GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
             received = b""
             while b"first" not in received:  # the head and the first chunk may come apart
                 chunk = s.recv(4096)
@@ -105,7 +105,7 @@ def closed_by_server(s: socket.socket) -> bool:
 
 def get(address: tuple[str, int], path: str = "/healthz") -> tuple[int, bytes]:
     with socket.create_connection(address, timeout=5) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
         data = b""
         while chunk := s.recv(4096):
             data += chunk
@@ -116,7 +116,7 @@ def get(address: tuple[str, int], path: str = "/healthz") -> tuple[int, bytes]:
 def test_a_request_that_never_finishes_arriving_is_closed(serve):
     address = serve(Limits(request_timeout=1))
     with socket.create_connection(address) as s:
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: a")
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: a")
         for _ in range(3):  # trickling bytes keeps the connection active, not the request alive
             s.sendall(b"a")
         wait_until(lambda: closed_by_server(s), 5, message="slow request closed")

@@ -1,5 +1,5 @@
 """The `guardian` command line: one module per command group (run, status, incidents,
-notifications, healthz); this one parses and maps failures to exit codes.
+notifications, healthz, token); this one parses and maps failures to exit codes.
 
 Exit codes: 0 success, 1 any other failure, 2 bad configuration, 3 `run` cannot open its store.
 """
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from guardian import DISTRIBUTION, __version__
-from guardian.entrypoints.cli import healthz, incidents, notifications, run, status
+from guardian.entrypoints.cli import healthz, incidents, notifications, run, status, token
 from guardian.entrypoints.cli.tables import EXIT_FAILURE, CliError
 
 EXIT_CONFIG = 2
@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     incidents.register(sub, with_config)
     notifications.register(sub, with_config)
     notifications.register_notify(sub, with_config)
+    token.register(sub, with_config)
     return p
 
 

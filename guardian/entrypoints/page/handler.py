@@ -104,7 +104,9 @@ class StatusPage:
         return request.headers.get("x-forwarded-proto", "").strip().lower() == "https"
 
     def _same_origin(self, request: Request) -> bool:
-        """A POST made by this page: its Origin (else its Referer) names this host."""
+        """A POST made by this page: its Origin (else its Referer) names this host and port.
+        The server answered only a Host in http.allowed_hosts (http_front), so a rebound
+        name never gets here; the port counts, as another local port's page is same-site."""
         host = request.headers.get("host", "")
         origin = request.headers.get("origin") or request.headers.get("referer") or ""
         if not host or not origin or origin == "null":
@@ -191,9 +193,9 @@ class StatusPage:
                 fields.get("token", ""), fields.get("name", ""), request.client
             )
         except SignInRefused as exc:
-            log.warning("page sign-in refused", extra=kv(client=request.client, reason=str(exc)))
-            if exc.retry_after:
+            if exc.retry_after:  # the limiter's 429s are not logged one by one: a guesser's flood
                 return self._signin_page(429, str(exc), {"Retry-After": str(exc.retry_after)})
+            log.warning("page sign-in refused", extra=kv(client=request.client, reason=str(exc)))
             status = 403 if self.sessions.enabled else 404
             return self._signin_page(status, str(exc))
         log.info("page sign-in", extra=kv(client=request.client, name=session.name))
@@ -303,5 +305,5 @@ class StatusPage:
         name = request.path.removeprefix("/static/")
         body = self._static.get(name)
         if body is None or request.method not in ("GET", "HEAD"):
-            return Response.error(404, f"no such path: {request.path[:100]}")
+            return Response.error(404, "no such path")
         return Response(200, body, STATIC[name], {"Cache-Control": "max-age=300"})

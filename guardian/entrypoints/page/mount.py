@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from guardian.entrypoints.credential_limiter import CredentialLimiter
 from guardian.entrypoints.http_server import Routes
 from guardian.entrypoints.page.handler import StatusPage
 from guardian.entrypoints.page.model import PageReader, no_dead_letters
@@ -13,14 +14,14 @@ if TYPE_CHECKING:
     from guardian.bootstrap import App
 
 
-def mount_page(routes: Routes, app: App) -> StatusPage:
+def mount_page(routes: Routes, app: App, limiter: CredentialLimiter | None = None) -> StatusPage:
     settings = app.settings
     outbox = app.delivery.outbox if app.delivery is not None else None
     dead: Any = getattr(outbox, "dead_letters", None) or no_dead_letters
     page = StatusPage(
         PageReader(app.healer, app.operator, app.changes, dead),
         app.operator,
-        Sessions(app.api_token, settings["page.session_ttl"].total_seconds()),
+        Sessions(app.api_token, settings["page.session_ttl"].total_seconds(), limiter=limiter),
         app.changes,
         public_reads=settings["api.public_reads"],
         max_streams=settings["page.streams"],
