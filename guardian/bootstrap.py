@@ -281,7 +281,7 @@ def build_loop(
         settings["probe.allow_hosts"],
     )
     namespaces = Namespaces(engine)
-    dependencies = Dependencies(store, state, hs.host, namespaces)
+    dependencies = Dependencies(store, state.verifications, hs.host, namespaces)
     host = HostWatch(
         store,
         clock,
@@ -325,7 +325,7 @@ def build_loop(
         stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step),
         verdicts=(hooks.reached,) if hooks is not None else (),
     )
-    ctx = LoopContext(engine, store, clock, metrics, state, pipeline, RuleBook(hs, state))
+    ctx = LoopContext(engine, store, clock, metrics, state, pipeline, RuleBook(hs, state.routing))
     recorder = Recorder(ctx)
     remediator = Remediator(ctx, recorder, DecisionPoint(ctx))
     verifier = Verifier(ctx, recorder, remediator)

@@ -59,6 +59,7 @@ class FakeEngine:
     containers: dict[str, ContainerSnapshot] = field(default_factory=dict)
     reachable: bool = True
     restart_outcomes: list[ActionOutcome] = field(default_factory=list)
+    restart_raises: BaseException | None = None  # a restart call that breaks, not an outcome
     restarts: list[str] = field(default_factory=list)  # container ids, in order
     stops: list[str] = field(default_factory=list)  # container ids, in order
     list_calls: int = 0
@@ -157,6 +158,8 @@ class FakeEngine:
         self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
     ) -> ActionOutcome:
         self.restarts.append(container_id)
+        if self.restart_raises is not None:
+            raise self.restart_raises
         if self.restart_outcomes:
             outcome = self.restart_outcomes.pop(0)
             if outcome.outcome is not Outcome.RESTARTED:

@@ -1,4 +1,4 @@
-"""What every part of the loop shares: the ports, the settings, the rules and the one LoopState.
+"""What every part of the loop shares: the ports, the settings, the rules and the LoopState parts.
 
 The settings in force live in the RuleBook, which a reload retunes; `settings` always reads them.
 """

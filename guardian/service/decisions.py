@@ -24,7 +24,7 @@ from guardian.core.storm import StormHold
 from guardian.service.context import LoopContext
 
 # Times the history is read again when other containers' restarts were claimed while it was
-# read (LoopState.mark).
+# read (LoopState.claims_and_epoch).
 REREADS = 3
 
 
@@ -63,7 +63,7 @@ class DecisionPoint:
         The store is read outside the loop lock, which the event thread, /healthz and the
         watchdog take too: a store held by another writer (the CLI) stalls this thread only.
         Under the lock, what the loop does now (restarts running or verifying) is read, and
-        the history is read again when a restart was claimed meanwhile (LoopState.mark).
+        the history is read again when a restart was claimed meanwhile (LoopState.claims_and_epoch).
 
         Attempts are this container's (its id): a new container under an old name (`docker
         compose up` after a fix) starts with a fresh budget. What holds a name back whoever
@@ -71,13 +71,13 @@ class DecisionPoint:
         state = self.ctx.state
         rereads = 0
         while True:
-            mark = state.mark(snap.name)
+            mark = state.claims_and_epoch(snap.name)
             read = self._read(snap, rules, now, problem)
             with state.lock:
-                claims, turn = state.mark(snap.name)
+                claims, epoch = state.claims_and_epoch(snap.name)
                 # A restart of this container started or ended while its history was read:
                 # read again (it restarts at most once per cooldown, so this ends).
-                if turn != mark[1] or (claims != mark[0] and rereads < REREADS):
+                if epoch != mark[1] or (claims != mark[0] and rereads < REREADS):
                     rereads += 1
                     continue
                 # Other threads kept claiming restarts: those claimed during the last read
@@ -126,14 +126,14 @@ class DecisionPoint:
         history = AttemptHistory(
             attempts=read.attempts,
             reset_at=read.reset_at,
-            in_flight=state.restart_running(snap.name),
-            verifying=state.verifying(snap.name),
+            in_flight=state.claims.running(snap.name),
+            verifying=state.verifications.verifying(snap.name),
             engine_denied=read.engine_denied,
         )
         load = HostLoad(
             recent_restarts=read.recent_restarts,
-            in_flight=state.restarts_in_flight(now),
-            slot_free_at=state.next_slot_free(now),
+            in_flight=state.claims.slots_held(now),
+            slot_free_at=state.claims.next_slot_free(now),
             storm=read.storm,
         )
         target = Target(

@@ -17,7 +17,7 @@ from guardian.core.model import HOST_PROBLEMS, OPEN_STATES, ContainerSnapshot, H
 from guardian.logs import kv
 from guardian.ports import Store
 from guardian.service.namespaces import Namespaces
-from guardian.service.state import LoopState
+from guardian.service.verifications import Verifications
 
 log = logging.getLogger("guardian.dependencies")
 SHOWN = 20  # names of a cycle written in its warning
@@ -25,10 +25,14 @@ SHOWN = 20  # names of a cycle written in its warning
 
 class Dependencies:
     def __init__(
-        self, store: Store, state: LoopState, host: str, namespaces: Namespaces | None = None
+        self,
+        store: Store,
+        verifications: Verifications,
+        host: str,
+        namespaces: Namespaces | None = None,
     ) -> None:
         self.store = store
-        self.state = state
+        self.verifications = verifications
         self.host = host
         self.namespaces = namespaces
         self._lock = threading.Lock()
@@ -98,7 +102,7 @@ class Dependencies:
                     out.append(f"{dep} (incident {incident.id}, {incident.type})")
                     break
             else:
-                if self.state.verifying(dep):
+                if self.verifications.verifying(dep):
                     out.append(f"{dep} (restart being verified)")
                 else:
                     with self._lock:

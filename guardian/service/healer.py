@@ -43,7 +43,7 @@ class Healer:
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
         the store the problem starts patience counts from (kept with the incidents)."""
-        self.ctx.state.follow_step(step)
+        self.ctx.state.move_stamps(step)
         self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
         for follow in self.ctx.pipeline.stepped:
             follow(step)
@@ -69,7 +69,7 @@ class Healer:
 
     def engine_state(self, up: bool, error: str = "") -> None:
         """Record whether the engine answered (log a change, update the gauge, host incidents)."""
-        before = self.ctx.state.engine_seen(up)
+        before = self.ctx.state.engine.answered(up)
         if up != before:
             if up:
                 self._engine_reached()
@@ -121,7 +121,7 @@ class Healer:
             needs_inspect(snap)
             or any(wanted(snap, ctx.clock.now()) for wanted in ctx.pipeline.inspect_wanted)
         ):
-            if ctx.state.restart_running(snap.name):
+            if ctx.state.claims.running(snap.name):
                 # Guardian's own restart is at it: an inspect now would wait for the engine to
                 # stop the container (up to its stop timeout), and the exit it shows is the
                 # restart's own. Neither a problem nor a recovery; its verification judges it.
@@ -132,7 +132,7 @@ class Healer:
         rules = rules_of(snap)
         now = ctx.clock.now()
         result = evaluate(
-            snap, now, ctx.settings.checks, ctx.state.stopped_by_person(snap.id), source
+            snap, now, ctx.settings.checks, ctx.state.person_stops.holds(snap.id), source
         )
         for judge in ctx.pipeline.judges if observe else ctx.pipeline.looks:
             result = judge(snap, result)
@@ -186,7 +186,7 @@ class Healer:
         if report.engine_error is None:
             ctx.rules.keep_only({s.id for s in listed})
         unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
-        ctx.state.swept(len(watched))
+        ctx.state.engine.swept(len(watched))
         ctx.metrics.swept(len(watched), unhealthy)
         self.recorder.refresh_gauges()
         return report
@@ -196,7 +196,7 @@ class Healer:
     ) -> None:
         """React to one container at once (an engine event or a probe verdict): verify a
         restart that awaits it, or judge the container and act."""
-        name = self.ctx.state.verifying_id(container_id)
+        name = self.ctx.state.verifications.name_of(container_id)
         if name is not None:
             self.verifier.verify(only=name)
             return
@@ -229,14 +229,14 @@ class Healer:
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""
         state, cid, action = self.ctx.state, event.container_id, event.action
-        if action in ("stop", "kill") and not state.ours(cid, event.container_name):
+        if action in ("stop", "kill") and not state.caused_by_restart(cid, event.container_name):
             # `docker stop`/`docker kill` by a person: never undo it.
-            state.person_stopped(cid)
+            state.person_stops.stopped(cid)
         elif action in ("start", "destroy"):
-            state.forget_person_stop(cid)
+            state.person_stops.forget(cid)
         for follow in self.ctx.pipeline.events:
             follow(event)
-        if state.restart_running(event.container_name):
+        if state.claims.running(event.container_name):
             # The restart's own kill, die and start: the call is at it and the verification
             # judges what comes of it. An inspect now waits until the engine has stopped the
             # container, a job thread and the engine's time spent for nothing (a burst of 100
@@ -263,12 +263,12 @@ class Healer:
             return
         now = result.observed_at
         if result.problem is None:
-            ctx.state.awaiting_approval(name, None)  # nothing left to approve
+            ctx.state.approvals.awaiting(name, None)  # nothing left to approve
             for recovered in ctx.pipeline.recovered:
                 recovered(name)
             self._observed_healthy(a.snapshot, now, open_names)
             return
-        ctx.state.streak_ended(name)
+        ctx.state.streaks.ended(name)
         for detected in ctx.pipeline.detected:
             detected(result)
         host = ctx.settings.host
@@ -310,16 +310,16 @@ class Healer:
         self, snap: ContainerSnapshot, now: datetime, open_names: set[str] | None = None
     ) -> None:
         ctx, host, name = self.ctx, self.ctx.settings.host, snap.name
-        since = ctx.state.note_healthy(name, now)
+        since = ctx.state.streaks.seen_healthy(name, now)
         if open_names is None or name in open_names:
             # A restart that started, or was verified, while the store was read makes what was
             # read stale: its verification has the say.
-            turn = ctx.state.turn(name)
+            epoch = ctx.state.epoch_of(name)
             for incident in self._retire_replaced(snap, now):
-                if incident.is_open and ctx.state.idle(name, turn):
+                if incident.is_open and ctx.state.no_restart_since(name, epoch):
                     self.recorder.recovered(incident, "observed healthy", now)
         policy = ctx.settings.policy
-        if now - since < policy.reset_after or not ctx.state.first_reset_check(name, since):
+        if now - since < policy.reset_after or not ctx.state.streaks.first_reset_check(name, since):
             return
         if reset_due(since, ctx.store.last_reset(host, name), policy, now):
             ctx.store.record_reset(host, name, now)
@@ -337,8 +337,9 @@ class Healer:
         for incident in ctx.store.open_incidents(ctx.settings.host):
             if incident.type in HOST_PROBLEMS:
                 continue  # host-level incidents are not about a container
-            if incident.container not in present and not ctx.state.busy(incident.container):
+            gone = incident.container not in present
+            if gone and not ctx.state.restart_underway(incident.container):
                 self.recorder.gone(incident, "no longer listed by the engine", now)
         ctx.state.forget_absent(present)
         # A restart in flight still counts for its container, whatever the list said.
-        ctx.metrics.containers_present(present | set(ctx.state.in_flight_names()))
+        ctx.metrics.containers_present(present | set(ctx.state.underway_names()))

@@ -9,7 +9,7 @@ from guardian.service.state import LoopState
 
 
 class Loop:
-    """A small face of LoopState for the entrypoints: what is running, pending or held."""
+    """A small face of the LoopState parts for the entrypoints: what is running, pending or held."""
 
     def __init__(self, state: LoopState, host: str) -> None:
         self._state = state
@@ -17,28 +17,28 @@ class Loop:
 
     def longest_stop(self) -> timedelta:
         """The longest stop timeout of the restarts running: extra time the loop may take."""
-        return self._state.longest_stop()
+        return self._state.claims.longest_stop()
 
     def verifying(self) -> bool:
         """A restart awaits its verification's verdict."""
-        return bool(self._state.pending())
+        return bool(self._state.verifications.pending())
 
     def approvals_awaited(self) -> dict[str, str]:
         """The containers whose restart waits for a person's approval: name -> id."""
-        return self._state.approvals_awaited()
+        return self._state.approvals.awaited()
 
     def next_slot_waiter(self) -> str | None:
         """The id of the container held back longest for a restart slot, taken off the list."""
-        return self._state.next_slot_waiter()
+        return self._state.claims.next_slot_waiter()
 
     def leave_calls_to_engine(self) -> None:
         """Guardian stops: what restart calls still running return is not recorded."""
-        self._state.stop()
+        self._state.claims.stop_recording()
 
     @property
     def engine_up(self) -> bool | None:
-        return self._state.engine_up
+        return self._state.engine.up
 
     @property
     def watched(self) -> int:
-        return self._state.watched
+        return self._state.engine.watched

@@ -56,9 +56,9 @@ class Recorder:
         opening while a storm incident that it made is open (the storm's notification speaks
         for it; the store then queues none of its later news but escalations, see
         insert_notifications)."""
-        if self.ctx.state.muted(container):
+        if self.ctx.state.routing.muted(container):
             return ()
-        receivers = self.ctx.state.receivers_of(container)
+        receivers = self.ctx.state.routing.receivers_of(container)
         notes = tuple(replace(n, receivers=receivers) for n in notes)
         if self.ctx.pipeline.storm_speaks_for(container):
             return tuple(n for n in notes if n.kind is not Kind.OPENED)

@@ -7,7 +7,8 @@ and notification.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -29,6 +30,7 @@ from guardian.core.model import (
 )
 from guardian.core.verification import PendingVerify
 from guardian.logs import kv
+from guardian.service.claims import Claim
 from guardian.service.context import LoopContext
 from guardian.service.decisions import DecisionPoint
 from guardian.service.recorder import Recorder
@@ -76,6 +78,12 @@ def held_back(decision: Decision) -> str:
     return f"{decision.verdict}{when}{why}"
 
 
+def _held(claim: Claim | None) -> Claim:
+    """The claim a decision that acts always comes with (`_decided`)."""
+    assert claim is not None, "a decision that acts is claimed under the restart lock"
+    return claim
+
+
 class Remediator:
     def __init__(self, ctx: LoopContext, recorder: Recorder, decisions: DecisionPoint) -> None:
         self.ctx = ctx
@@ -95,91 +103,92 @@ class Remediator:
         later: on the sweep's thread, a burst the sweep found waited for one stop after another."""
         self._run_call = run
 
-    def _decide_and_claim(
+    @contextmanager
+    def _decided(
         self, snap: ContainerSnapshot, rules: ContainerRules, problem: ProblemType | None = None
-    ) -> Decision:
-        """Decide and claim the restart under one hold of the lock, so no other thread acts
-        meanwhile (the history is read before, outside it: DecisionPoint.decision_for)."""
+    ) -> Iterator[tuple[Decision, Claim | None]]:
+        """Decide and claim the restart under one hold of the restart lock, so no other thread
+        acts meanwhile (the history is read before, outside it: DecisionPoint.decision_for).
+        The claim (when the decision acts) is held by the block: it ends when the block ends,
+        unless the block passed it on with its call (Claim.carried_by)."""
         now = self.ctx.clock.now()
+        with ExitStack() as holding:
+            claimed: list[Claim] = []
 
-        def claim(decision: Decision) -> None:
-            if decision.acts:
-                slot = slot_until(rules.stop_timeout, self.ctx.settings.stop_timeout, now)
-                self.ctx.state.claim(snap.name, rules.stop_timeout, slot)
-                if decision.reason is Reason.STORM_CANARY:
-                    self.ctx.pipeline.storm_canary(snap.name)
+            def claim(decision: Decision) -> None:
+                if decision.acts:
+                    slot = slot_until(rules.stop_timeout, self.ctx.settings.stop_timeout, now)
+                    claims = self.ctx.state.claims
+                    # Held from the moment it exists: nothing after this can leave it behind.
+                    claimed.append(
+                        holding.enter_context(claims.claim(snap.name, rules.stop_timeout, slot))
+                    )
+                    if decision.reason is Reason.STORM_CANARY:
+                        self.ctx.pipeline.storm_canary(snap.name)
 
-        decision = self.decisions.decision_for(snap, rules, now, claim, problem)
-        self.ctx.metrics.decided(decision)
-        return decision
+            decision = self.decisions.decision_for(snap, rules, now, claim, problem)
+            self.ctx.metrics.decided(decision)
+            yield decision, claimed[0] if claimed else None
 
     # -- acting -----------------------------------------------------------------------------
 
     def remediate(self, a: Assessment, incident: Incident) -> None:
         """Act on an open incident: decide again (another thread may have acted since the
         assessment), then restart, give up, or record why not."""
-        decision = self._decide_and_claim(a.snapshot, a.rules, a.result.problem)
-        a.decision = decision
-        waiting = decision.reason is Reason.AWAITING_APPROVAL
-        self.ctx.state.awaiting_approval(a.snapshot.name, a.snapshot.id if waiting else None)
-        match decision.verdict:
-            case Verdict.RESTART if decision.approval is not None:
-                self._restart_approved(a, incident, decision)
-            case Verdict.RESTART:
-                self._restart_incident(a, incident, decision)
-            case Verdict.STOP:
-                self._stop_incident(a, incident, decision)
-            case Verdict.GIVE_UP:
-                self._give_up(incident, decision)
-            case Verdict.WAIT | Verdict.DENY:
-                if decision.reason is Reason.CONCURRENCY:
-                    self.ctx.state.wait_for_slot(a.snapshot.name, a.snapshot.id)
-                if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
-                    self._recheck(a.snapshot.id, decision.retry_at)
-                self._note_decision(incident, a.snapshot, decision, a.rules.policy.action)
+        with self._decided(a.snapshot, a.rules, a.result.problem) as (decision, claim):
+            a.decision = decision
+            waiting = decision.reason is Reason.AWAITING_APPROVAL
+            self.ctx.state.approvals.awaiting(a.snapshot.name, a.snapshot.id if waiting else None)
+            match decision.verdict:
+                case Verdict.RESTART if decision.approval is not None:
+                    self._restart_approved(a, incident, decision, _held(claim))
+                case Verdict.RESTART:
+                    self._restart_incident(a, incident, decision, _held(claim))
+                case Verdict.STOP:
+                    self._stop_incident(a, incident, decision, _held(claim))
+                case Verdict.GIVE_UP:
+                    self._give_up(incident, decision)
+                case Verdict.WAIT | Verdict.DENY:
+                    if decision.reason is Reason.CONCURRENCY:
+                        self.ctx.state.claims.wait_for_slot(a.snapshot.name, a.snapshot.id)
+                    if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
+                        self._recheck(a.snapshot.id, decision.retry_at)
+                    self._note_decision(incident, a.snapshot, decision, a.rules.policy.action)
 
-    def _restart_approved(self, a: Assessment, incident: Incident, decision: Decision) -> None:
+    def _restart_approved(
+        self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
+    ) -> None:
         """A restart a person approved: the approval is used once (compare-and-set), so two
         threads deciding on one approval never restart twice."""
         approval = decision.approval
         assert approval is not None and approval.id is not None
-        try:
-            used = self.ctx.store.use_approval(approval.id, self.ctx.clock.now())
-        except Exception:
-            self.ctx.state.release(a.snapshot.name)
-            raise
-        if not used:
-            self.ctx.state.release(a.snapshot.name)
+        if not self.ctx.store.use_approval(approval.id, self.ctx.clock.now()):
             return
         log.info(
             "restart approved",
             extra=kv(container=a.snapshot.name, incident=incident.id, by=approval.by),
         )
-        self._restart_incident(a, incident, decision)
+        self._restart_incident(a, incident, decision, claim)
 
-    def _stop_incident(self, a: Assessment, incident: Incident, decision: Decision) -> None:
+    def _stop_incident(
+        self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
+    ) -> None:
         """guardian.action=stop: stop the container and leave it to a person (claimed like a
         restart, so the engine's stop events are known as Guardian's own)."""
         ctx, snap, now = self.ctx, a.snapshot, self.ctx.clock.now()
-        try:
-            incident = self.recorder.save(incidents.start_remediation(incident, "stopping", now))
-            action = self._action(
-                incident.id, (snap.name, snap.id), ActionKind.STOP, now, "action_stop", decision
-            )
-            action_id = ctx.store.record_intent(action)
-        except Exception:
-            ctx.state.release(snap.name)
-            raise
+        incident = self.recorder.save(incidents.start_remediation(incident, "stopping", now))
+        action = self._action(
+            incident.id, (snap.name, snap.id), ActionKind.STOP, now, "action_stop", decision
+        )
+        action_id = ctx.store.record_intent(action)
         log.warning(
             "stopping container (guardian.action=stop)",
             extra=kv(container=snap.name, incident=incident.id),
         )
 
         def call() -> None:
-            try:
-                result = ctx.engine.stop(snap.id, a.rules.stop_timeout)
-            finally:
-                ctx.state.release(snap.name)
+            result = ctx.engine.stop(snap.id, a.rules.stop_timeout)
+            claim.release()  # the engine is done with it: its events are no longer ours
             done = ctx.clock.now()
             notes = self._attempt_notes(incident, snap.name, decision, result, done)
             ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
@@ -187,20 +196,14 @@ class Remediator:
                 self.recorder.save(incidents.escalate(incident))  # a person takes it from here
             ctx.restart_ended(snap.name, str(result.outcome))
 
-        try:
-            self._run_call(call, None)
-        except Exception:
-            ctx.state.release(snap.name)
-            raise
+        self._run_call(claim.carried_by(call), None)
 
-    def _restart_incident(self, a: Assessment, incident: Incident, decision: Decision) -> None:
+    def _restart_incident(
+        self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
+    ) -> None:
         snap = a.snapshot
         now = self.ctx.clock.now()
-        try:
-            incident = self.recorder.save(incidents.start_remediation(incident, "restarting", now))
-        except Exception:
-            self.ctx.state.release(snap.name)
-            raise
+        incident = self.recorder.save(incidents.start_remediation(incident, "restarting", now))
         approved = decision.approval
         action = self._action(
             incident.id,
@@ -218,7 +221,7 @@ class Remediator:
                 self.recorder.gone(incident, result.detail, self.ctx.clock.now())
 
         self._restart(
-            snap, a.rules, decision, action, incident, a.detected_at, then=gone_if_removed
+            snap, a.rules, decision, claim, action, incident, a.detected_at, then=gone_if_removed
         )
 
     def restart_followers(self, leader: str, root: str = "") -> None:
@@ -244,8 +247,6 @@ class Remediator:
         name, rules = snap.name, ctx.rules.observed(snap)
         leader_incident = next((i for i in reversed(ctx.store.open_incidents(host, root))), None)
         incident_id = leader_incident.id if leader_incident is not None else None
-        decision = self._decide_and_claim(snap, rules)
-        now = ctx.clock.now()
         # Named in the detail: the row is also shown in the leader's incident timeline.
         if via == RESTART_WITH_REASON:
             reason, extra = RESTART_WITH_REASON, {"restart_with": leader}
@@ -257,49 +258,54 @@ class Remediator:
             )
         if root != leader:
             extra["wave_of"] = root
-        if not decision.restart:
-            outcome = (
-                Outcome.RETRY_EXHAUSTED
-                if decision.verdict is Verdict.GIVE_UP
-                else Outcome.POLICY_DENIED
-            )
-            ctx.store.record_intent(
-                self._action(
-                    incident_id,
-                    (name, snap.id),
-                    ActionKind.DECISION,
-                    now,
-                    str(decision.reason),
-                    decision,
-                    outcome=outcome,
-                    detail=f"{reason} {detail}: {held_back(decision)}",
-                    extra=extra,
+        with self._decided(snap, rules) as (decision, claim):
+            now = ctx.clock.now()
+            if claim is None or not decision.restart:
+                outcome = (
+                    Outcome.RETRY_EXHAUSTED
+                    if decision.verdict is Verdict.GIVE_UP
+                    else Outcome.POLICY_DENIED
                 )
+                ctx.store.record_intent(
+                    self._action(
+                        incident_id,
+                        (name, snap.id),
+                        ActionKind.DECISION,
+                        now,
+                        str(decision.reason),
+                        decision,
+                        outcome=outcome,
+                        detail=f"{reason} {detail}: {held_back(decision)}",
+                        extra=extra,
+                    )
+                )
+                log.info(
+                    "follower restart held back",
+                    extra=kv(container=name, after=leader, reason=decision.reason),
+                )
+                return
+            action = self._action(
+                incident_id,
+                (name, snap.id),
+                ActionKind.RESTART,
+                now,
+                reason,
+                decision,
+                detail=detail,
+                extra=extra,
             )
-            log.info(
-                "follower restart held back",
-                extra=kv(container=name, after=leader, reason=decision.reason),
+            # The follower has no incident of its own: its news is told under the leader's.
+            told = replace(leader_incident, container=name) if leader_incident else None
+            self._restart(
+                snap, rules, decision, claim, action, told, None, verify_incident=False, after=root
             )
-            return
-        action = self._action(
-            incident_id,
-            (name, snap.id),
-            ActionKind.RESTART,
-            now,
-            reason,
-            decision,
-            detail=detail,
-            extra=extra,
-        )
-        # The follower has no incident of its own: its news is told under the leader's.
-        told = replace(leader_incident, container=name) if leader_incident is not None else None
-        self._restart(snap, rules, decision, action, told, None, verify_incident=False, after=root)
 
     def _restart(
         self,
         snap: ContainerSnapshot,
         rules: ContainerRules,
         decision: Decision,
+        claim: Claim,
         action: RemediationAction,
         incident: Incident | None,
         detected_at: datetime | None,
@@ -309,17 +315,13 @@ class Remediator:
     ) -> None:
         """Write the intent, then (see run_calls_on) restart (one retry when the request never
         reached the engine), record the outcome with its notification, hand a restart to
-        verification and tell `then`. The caller has claimed the restart
-        (`_decide_and_claim`); it is released once the call returned."""
+        verification and tell `then`. The caller holds the restart's `claim` (`_decided`); the
+        call carries it on and ends it once the engine returned, or raised."""
         ctx, now = self.ctx, action.requested_at
         # Recorded so that a start after a stop mid-call knows how long the engine may take.
         stop = str(int(rules.stop_timeout.total_seconds()))
         action = replace(action, extra={**action.extra, STOP_TIMEOUT_KEY: stop})
-        try:
-            action_id = ctx.store.record_intent(action)
-        except Exception:
-            ctx.state.release(snap.name)
-            raise
+        action_id = ctx.store.record_intent(action)
         ctx.metrics.restart_requested(detected_at, now)
         log.warning(
             "restarting container",
@@ -346,41 +348,35 @@ class Remediator:
         )
 
         def call() -> None:
-            result = self._call_engine(snap, rules, decision, pending, incident)
+            result = self._call_engine(snap, rules, decision, claim, pending, incident)
             if then is not None:
                 then(result)
 
-        try:
-            self._run_call(call, ctx.state.slot_until(snap.name))
-        except Exception:
-            # Refused (the daemon is stopping: the intent without an outcome is reconciled at
-            # the next start) or failed here: the claim ends either way (twice is harmless).
-            ctx.state.release(snap.name)
-            raise
+        # Refused (the daemon is stopping: the intent without an outcome is reconciled at the
+        # next start), the claim ends as the caller's block does.
+        self._run_call(claim.carried_by(call), claim.slot_until)
 
     def _call_engine(
         self,
         snap: ContainerSnapshot,
         rules: ContainerRules,
         decision: Decision,
+        claim: Claim,
         pending: PendingVerify,
         incident: Incident | None,
     ) -> ActionOutcome:
-        """The restart call and what follows it: on the thread run_calls_on chose."""
+        """The restart call and what follows it: on the thread run_calls_on chose. The claim
+        ends as soon as the engine returned (an error ends it as the call does)."""
         ctx, action_id = self.ctx, pending.action_id
         began = ctx.clock.monotonic()  # a duration: never the wall clock (DESIGN 12)
-        try:
+        result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
+        if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
+            # One retry on identical input: the request never reached the engine.
             result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
-            if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
-                # One retry on identical input: the request never reached the engine.
-                result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
-        except BaseException:
-            ctx.state.release(snap.name)
-            raise
-        if ctx.state.stopped:
+        if not ctx.state.claims.recording:
             # Guardian stopped while the engine waited out the stop timeout: the intent stays
             # without an outcome, and the next start reconciles it (Verifier.reconcile).
-            ctx.state.release(snap.name)
+            claim.release()
             log.info(
                 "restart returned after stop; left to the next start", extra=kv(container=snap.name)
             )
@@ -390,9 +386,9 @@ class Remediator:
         verify = result.outcome in (Outcome.RESTARTED, Outcome.UNKNOWN)
         if verify:
             pending = replace(pending, deadline=done + ctx.settings.verify_timeout)
-            ctx.state.hand_over(pending)
+            claim.hand_over(pending)
         else:
-            ctx.state.release(snap.name)
+            claim.release()
         ctx.metrics.restart_returned(ctx.clock.monotonic() - began)
         log.info(
             "restart finished",
@@ -403,7 +399,7 @@ class Remediator:
             ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
         finally:
             if verify:
-                ctx.state.recorded(pending)
+                ctx.state.verifications.outcome_written(pending)
         if not verify:
             ctx.restart_ended(snap.name, str(result.outcome))
             ctx.verdict_reached(

@@ -12,15 +12,15 @@ from guardian.core.labels import ContainerRules, rules_for
 from guardian.core.model import ContainerSnapshot
 from guardian.logs import kv
 from guardian.service.settings import HealerSettings
-from guardian.service.state import LoopState
+from guardian.service.state import NotificationRouting
 
 log = logging.getLogger("guardian.labels")
 
 
 class RuleBook:
-    def __init__(self, settings: HealerSettings, state: LoopState) -> None:
+    def __init__(self, settings: HealerSettings, routing: NotificationRouting) -> None:
         self.settings = settings
-        self.state = state
+        self.routing = routing
         self._lock = threading.Lock()
         self._rules: dict[str, tuple[dict[str, str], ContainerRules]] = {}  # by container id
         self._warned: set[tuple[str, str]] = set()
@@ -29,8 +29,7 @@ class RuleBook:
         """The rules of a container the loop observes now (sweep, event, restart_with): its
         `guardian.notify` label mutes or unmutes its notifications too."""
         rules = self.of(snap)
-        self.state.mute(snap.name, not rules.notify)
-        self.state.address(snap.name, rules.receivers)
+        self.routing.update(snap.name, not rules.notify, rules.receivers)
         return rules
 
     def of(self, snap: ContainerSnapshot) -> ContainerRules:

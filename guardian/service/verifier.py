@@ -60,14 +60,14 @@ class Verifier:
 
     def awaiting(self) -> bool:
         """A restart awaits its verification: the only time the verify tick has work."""
-        return bool(self.ctx.state.pending())
+        return bool(self.ctx.state.verifications.pending())
 
     def verify(self, only: str | None = None) -> None:
         """Check the pending verifications that are due (the tick: each with a growing gap,
-        see LoopState.due_pending), or the one for container `only` at once (its event)."""
+        see Verifications.due), or the one for container `only` at once (its event)."""
         ctx = self.ctx
-        state = ctx.state
-        due = state.due_pending(ctx.clock.now(), only)
+        verifications = ctx.state.verifications
+        due = verifications.due(ctx.clock.now(), only)
         try:
             listed = self._listed(due) if len(due) > 1 else {}
         except EngineUnavailable:
@@ -75,7 +75,7 @@ class Verifier:
         for p in due:
             summary = listed.get(p.container_id)
             if summary is not None and awaiting_first_check(p, summary, ctx.clock.now()):
-                state.looked(p, ctx.clock.now())
+                verifications.looked(p, ctx.clock.now())
                 continue
             try:
                 snap = ctx.engine.inspect(p.container_id)
@@ -91,7 +91,7 @@ class Verifier:
             if outcome is not None:
                 self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
             elif only is None:
-                ctx.state.looked(p, now)
+                verifications.looked(p, now)
 
     def _listed(self, due: list[PendingVerify]) -> dict[str, ContainerSnapshot]:
         """The list call's summaries of the containers of `due`, by id: one list for all of them
@@ -106,12 +106,12 @@ class Verifier:
     def finish(self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime) -> None:
         """Write `p`'s verdict (once, whichever thread gets here first); the container stays
         verifying until its incident carries the verdict."""
-        if not self.ctx.state.settle(p):
+        if not self.ctx.state.verifications.begin_verdict(p):
             return
         try:
             leader = self._finish(p, outcome, detail, now)
         finally:
-            self.ctx.state.settled(p)
+            self.ctx.state.verifications.verdict_written(p)
         if leader is not None:
             # Once it no longer counts as verifying, which would hold its followers back
             # (dependency_unhealthy: "restart being verified").
@@ -144,7 +144,7 @@ class Verifier:
         if outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN) and incident.is_open:
             reason = "healthy after restart" if outcome is Outcome.SUCCEEDED else "observed healthy"
             self.recorder.recovered(incident, reason, now)
-            ctx.state.note_healthy(p.container, now)
+            ctx.state.streaks.seen_healthy(p.container, now)
             # Seen healthy: the storm breaker and dependencies stop counting it as unhealthy
             # now, not at the next sweep (a few quick, separate failures are no storm).
             for recovered in ctx.pipeline.recovered:
@@ -164,7 +164,7 @@ class Verifier:
         for own in ctx.store.open_incidents(ctx.settings.host, p.container):
             if own.is_open and own.container_id == p.container_id:
                 self.recorder.recovered(own, "healthy after its restart as a follower", now)
-        ctx.state.note_healthy(p.container, now)
+        ctx.state.streaks.seen_healthy(p.container, now)
         for recovered in ctx.pipeline.recovered:
             recovered(p.container)
         return (p.container, p.after) if p.after else None
@@ -258,7 +258,7 @@ class Verifier:
         # Requested before a step back of the clock: its verify_timeout runs from now at most.
         if deadline is None:
             deadline = no_later_than(at, self.ctx.clock.now()) + self.ctx.settings.verify_timeout
-        self.ctx.state.await_verification(
+        self.ctx.state.verifications.resume(
             PendingVerify(
                 action_id,
                 incident_id,

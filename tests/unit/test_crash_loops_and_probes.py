@@ -196,10 +196,10 @@ def test_a_tcp_probe_failing_threshold_times_restarts_and_success_resolves(tmp_p
 
     server = socket.create_server(("127.0.0.1", port))
     try:
-        state = loop.healer.ctx.state  # verification is not what this test is about
-        for pending in state.pending():
-            state.settle(pending)
-            state.settled(pending)
+        verifications = loop.healer.ctx.state.verifications  # not what this test is about
+        for pending in verifications.pending():
+            verifications.begin_verdict(pending)
+            verifications.verdict_written(pending)
         tick(loop, 1)
         assert loop.store.get_incident(incident.id).state == "in_progress"
         tick(loop, 1)

@@ -1,20 +1,17 @@
 """A restart goes from "running" to "verifying" in one step: under contention (sweeps, events
 and verify ticks on many threads over a slow store) no incident is resolved without its
-verification, and a verification settled by one thread is never put back by another."""
+verification (the Verifications type on its own: tests/unit/test_verifications.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import IncidentState, Outcome, RemediationAction
-from guardian.core.verification import PendingVerify
-from guardian.service.state import LoopState
 from tests.app import make_app
-from tests.fakes import T0, FakeClock, FakeEngine
+from tests.fakes import FakeClock, FakeEngine
 from tests.helpers import wait_until
 
 CONTAINERS = 8
@@ -82,7 +79,10 @@ def test_no_incident_is_resolved_without_its_verification_under_contention(tmp_p
     threads += [keep(verifier.verify)]
     try:
         wait_until(
-            lambda: errors or (verified(loop.restarts()) and not healer.ctx.state.pending()),
+            lambda: (
+                errors
+                or (verified(loop.restarts()) and not healer.ctx.state.verifications.pending())
+            ),
             60,
             0.05,
             "every container restarted and its restart verified",
@@ -117,53 +117,3 @@ def verified(restarts: list[RemediationAction]) -> bool:
     """Every container restarted, and each restart's verdict written (not only its call's)."""
     done = {a.container for a in restarts if a.outcome not in (None, Outcome.RESTARTED)}
     return len(done) == CONTAINERS
-
-
-def pending(container: str, action_id: int) -> PendingVerify:
-    now = FakeClock().now()
-    return PendingVerify(
-        action_id, 1, container, f"{container}-id", now, now + timedelta(hours=1), None
-    )
-
-
-def test_a_verification_settled_meanwhile_is_not_put_back_by_a_late_look():
-    state = LoopState()
-    p = pending("web", 7)
-    state.await_verification(p)
-    now = FakeClock().now()
-    [due] = state.due_pending(now)
-    assert state.settle(due) and not state.settle(due)  # one thread writes the verdict
-    assert state.verifying("web") and state.due_pending(now) == []  # until it is written
-    state.settled(due)
-    state.looked(due, now)  # the tick's late "no verdict yet" for what the event thread settled
-    assert state.pending() == [] and state.due_pending(now + timedelta(hours=2)) == []
-    state.await_verification(p2 := pending("web", 8))
-    assert state.due_pending(now) == [p2]  # the next restart's first look is not delayed
-
-
-def test_a_restart_handed_over_is_verifying_at_once_and_judged_once_recorded():
-    state = LoopState()
-    state.claim("web", timedelta(seconds=10))
-    p = pending("web", 7)
-    with state.lock:
-        assert state.restart_running("web") and not state.verifying("web")
-    state.hand_over(p)
-    assert not state.restart_running("web") and state.verifying("web") and state.busy("web")
-    assert state.restarts_in_flight(T0) == 0
-    now = FakeClock().now()
-    # Its outcome row is not written yet: a verdict now would be overwritten by it.
-    assert state.due_pending(now) == [] and state.due_pending(now, "web") == []
-    assert not state.settle(p)
-    state.recorded(p)
-    assert state.due_pending(now, "web") == [p] and state.settle(p)
-    state.settled(p)
-    assert not state.busy("web")
-
-
-def test_what_was_read_while_a_restart_came_and_went_is_stale():
-    state = LoopState()
-    turn = state.turn("web")
-    assert state.idle("web", turn)
-    state.claim("web")
-    state.release("web")  # a whole restart call between the read and the check
-    assert not state.idle("web", turn) and state.idle("web", state.turn("web"))

@@ -50,7 +50,7 @@ def test_a_long_stop_gives_its_slot_up_after_the_operators_stop_timeout(tmp_path
     assert decision.retry_at == w.clock.now() + (w.settings["restart.stop_timeout"])
     w.clock.advance(10)  # the operator's stop timeout: the slow calls only wait now
     w.healer.sweep()
-    assert len(held) == 3 and w.healer.ctx.state.long_stops(w.clock.now()) == 2
+    assert len(held) == 3 and w.healer.ctx.state.claims.long_stops(w.clock.now()) == 2
 
 
 def test_a_stop_timeout_within_the_operators_holds_its_slot_until_the_call_returns(
@@ -101,7 +101,7 @@ def test_a_restart_returning_after_stop_records_nothing(tmp_path: Path) -> None:
     w, held = holding_calls(tmp_path)
     w.engine.add("slow", health="unhealthy", labels=SLOW)
     w.healer.sweep()
-    w.healer.ctx.state.stop()
+    w.healer.ctx.state.claims.stop_recording()
     held[0]()  # the engine finally restarted it, after Guardian stopped
     [intent] = w.restarts()
     assert intent.outcome is None and intent.extra["stop_timeout"] == "600"
@@ -113,7 +113,7 @@ def test_the_next_start_verifies_a_restart_left_to_the_engine_without_asking_aga
     w, _held = holding_calls(tmp_path)
     w.engine.add("slow", health="unhealthy", labels=SLOW)
     w.healer.sweep()
-    w.healer.ctx.state.stop()
+    w.healer.ctx.state.claims.stop_recording()
     w.clock.advance(5)
     again = w.restart_guardian()
     assert again.app.verifier.reconcile() == 1

@@ -95,7 +95,7 @@ def test_a_restart_awaiting_verification_survives_the_reload(world) -> None:
     t.engine.after_restart_health = "starting"
     t.engine.add("app", health="unhealthy")
     daemon.sweep()
-    assert t.restarted() == ["app"] and t.healer.ctx.state.pending()
+    assert t.restarted() == ["app"] and t.healer.ctx.state.verifications.pending()
 
     config.edit("restart", cooldown="1m", verify_timeout="5m")
     daemon.reloader.reload()

@@ -39,8 +39,17 @@ def crash_looping(tmp_path: Path) -> TestApp:
     return loop
 
 
-def state_of(state: LoopState) -> dict[str, object]:
-    return copy.deepcopy({k: v for k, v in vars(state).items() if k != "lock"})
+def state_of(state: LoopState) -> dict[tuple[str, str], object]:
+    """What each part of the loop's state holds, without its lock or the parts it shares."""
+    parts = [p for p in vars(state).values() if hasattr(p, "__dict__")]
+    return copy.deepcopy(
+        {
+            (type(part).__name__, k): v
+            for part in parts
+            for k, v in vars(part).items()
+            if k != "_lock" and not any(v is p for p in parts)
+        }
+    )
 
 
 def held_back(loop: TestApp) -> dict[str, str | None]:
@@ -59,7 +68,7 @@ def test_reads_of_a_crash_loop_track_nothing_fetch_no_logs_and_mute_nothing(tmp_
         assert held_back(loop) == {"worker": "skipped: restarting_by_docker"}
         assert containers_read(loop)[0] == 200
         loop.clock.advance(10)
-    assert state_of(state) == before and not state.muted("worker")
+    assert state_of(state) == before and not state.routing.muted("worker")
     assert logs == []
     # The sweeps that do look track it, and status then says why it is never restarted.
     for count in range(6, 12):
@@ -67,7 +76,7 @@ def test_reads_of_a_crash_loop_track_nothing_fetch_no_logs_and_mute_nothing(tmp_
         loop.healer.sweep()
         loop.clock.advance(10)
     assert [i.type for i in loop.store.open_incidents(loop.host)] == [ProblemType.CRASH_LOOP]
-    assert state.muted("worker") and len(logs) == 1
+    assert state.routing.muted("worker") and len(logs) == 1
     before = state_of(state)
     assert held_back(loop) == {"worker": "report_only"}
     [row] = containers_read(loop)[1]
@@ -92,7 +101,7 @@ def test_status_says_a_restart_awaits_its_verification(tmp_path: Path):
     loop.engine.add("web", health="unhealthy")
     loop.engine.after_restart_health = "unhealthy"
     loop.healer.sweep()
-    assert loop.restarted() == ["web"] and loop.healer.ctx.state.verifying("web")
+    assert loop.restarted() == ["web"] and loop.healer.ctx.state.verifications.verifying("web")
     loop.engine.set("web", health="unhealthy")
     loop.clock.advance(5)  # the cooldown is over; the verification has not judged it
     assert held_back(loop) == {"web": "verifying"}

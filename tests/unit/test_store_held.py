@@ -53,8 +53,8 @@ def test_a_store_held_by_another_writer_stalls_neither_events_nor_healthz_nor_th
         event = EngineEvent("start", engine.id_of("calm"), "calm", clock.now(), {})
         while time.monotonic() < until:
             started = time.monotonic()
-            state.longest_stop()
-            assert state.engine_up is not False
+            state.claims.longest_stop()
+            assert state.engine.up is not False
             healer.on_event(event)
             slowest = max(slowest, time.monotonic() - started)
         assert slowest < BUSY / 3, f"the loop lock was held {slowest:.1f}s behind the store"
