@@ -447,7 +447,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "pagerduty_events": _with(_choice("escalations", "all"), "escalations"),
         "apprise_urls_env": _optional(_env_name()),
         "apprise_urls_file": _optional(_text()),
-        # Named receivers ({name, type, ...}: config_receivers.py), routes between them, and the
+        # Named receivers ({name, type, ...}: receivers.py), routes between them, and the
         # receivers of what no route claims (empty: every receiver). docs/notifications.md.
         "channels": Key((), lambda v: parse_channels(v, SCHEMA["notify"]), "receivers"),
         "routes": Key((), parse_routes, "routes"),
