@@ -113,9 +113,9 @@ def size_and_time(sizes: list[int], runs: int) -> list[tuple[int, float, float, 
 def serve(containers: int) -> None:
     """`python -m bench.page serve N`: print the port, then flip container 0's health on every
     line read from stdin (one change each)."""
-    from guardian.entrypoints.http_limits import Limits
     from guardian.entrypoints.http_server import HttpServer, Routes
     from guardian.entrypoints.page.slots import StreamSlots
+    from guardian.runtime.http_limits import Limits
 
     with tempfile.TemporaryDirectory() as tmp:
         g, page, _ = fake_page(Path(tmp), containers, public=True)

@@ -50,7 +50,8 @@ from guardian.config import (
     reloadable,
     reloaded,
 )
-from guardian.config_receivers import TYPES, legacy, new_config
+from guardian.config.credentials import load_token, read_secret, resolve_secret
+from guardian.config.receivers import TYPES, legacy, new_config
 from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
@@ -59,7 +60,6 @@ from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
 from guardian.core.routing import Routing, route_of
 from guardian.core.storm import StormSettings
-from guardian.credentials import load_token, read_secret, resolve_secret
 from guardian.logs import install_redaction, kv, reconfigure_logging
 from guardian.ports import (
     Clock,

@@ -45,7 +45,7 @@ class Route:
 
 
 def route_of(entry: Mapping[str, Any]) -> Route:
-    """A route as notify.routes holds it (config_receivers.parse_routes)."""
+    """A route as notify.routes holds it (config.receivers.parse_routes)."""
     return Route(
         tuple(entry["receivers"]),
         frozenset(entry["kinds"]),

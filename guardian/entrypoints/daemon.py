@@ -23,22 +23,22 @@ from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints import health
 from guardian.entrypoints.event_listener import EventListener
-from guardian.entrypoints.http_front import Front
-from guardian.entrypoints.http_limits import Limits
 from guardian.entrypoints.http_server import HttpServer, ListenError, Routes
 from guardian.entrypoints.reloader import Reloader
-from guardian.entrypoints.restart_threads import RestartThreads
-from guardian.entrypoints.scheduling import SteadyScheduler
-from guardian.entrypoints.wakeup import Wakeup, WakingEvent
-from guardian.entrypoints.watchdog import (
+from guardian.logs import kv
+from guardian.ports import EngineUnavailable, StoreError
+from guardian.runtime.http_front import Front
+from guardian.runtime.http_limits import Limits
+from guardian.runtime.restart_threads import RestartThreads
+from guardian.runtime.scheduling import SteadyScheduler
+from guardian.runtime.wakeup import Wakeup, WakingEvent
+from guardian.runtime.watchdog import (
     STARTING,
     SupervisorLink,
     SweepLiveness,
     stall_limit,
     status_line,
 )
-from guardian.logs import kv
-from guardian.ports import EngineUnavailable, StoreError
 from guardian.service.clock_steps import StepWatch
 
 log = logging.getLogger("guardian.daemon")

@@ -11,8 +11,8 @@ from guardian.entrypoints.api import api_handler
 from guardian.entrypoints.credential_limiter import CredentialLimiter
 from guardian.entrypoints.http_server import Routes, check_handler, metrics_handler
 from guardian.entrypoints.page.mount import mount_page
-from guardian.entrypoints.watchdog import SweepLiveness
 from guardian.ports import EngineUnavailable
+from guardian.runtime.watchdog import SweepLiveness
 
 
 def healthz(

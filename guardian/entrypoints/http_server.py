@@ -20,9 +20,9 @@ from urllib.parse import parse_qs
 from prometheus_client import CollectorRegistry, generate_latest
 from waitress import wasyncore
 
-from guardian.entrypoints.http_front import HEADERS, Front
-from guardian.entrypoints.http_limits import BACKLOG_KEY, WRITE_KEY, GuardedServer, Limits
 from guardian.logs import kv
+from guardian.runtime.http_front import HEADERS, Front
+from guardian.runtime.http_limits import BACKLOG_KEY, WRITE_KEY, GuardedServer, Limits
 
 log = logging.getLogger("guardian.http")
 MAX_QUERY_FIELDS = 50

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from guardian.bootstrap import App, rebuild
 from guardian.config import ConfigError, Settings
-from guardian.entrypoints.watchdog import SupervisorLink
 from guardian.logs import kv
+from guardian.runtime.watchdog import SupervisorLink
 
 log = logging.getLogger("guardian.daemon")
 

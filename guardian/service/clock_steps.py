@@ -1,7 +1,7 @@
 """StepWatch: notices the wall clock stepping against the monotonic clock, logs each step once
 and counts it (guardian_clock_steps_total), and hands it to `on_step`: the loop's parts move the
 stamps they hold for durations by it (deadlines, holds, streaks, pacing, probe schedules), and
-the scheduler its jobs' run times (entrypoints/scheduling.py), so no duration depends on a step.
+the scheduler its jobs' run times (runtime/scheduling.py), so no duration depends on a step.
 """
 
 from __future__ import annotations

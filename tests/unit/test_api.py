@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from guardian.config import ConfigError, load_settings
+from guardian.config.credentials import load_token
 from guardian.core import incidents
 from guardian.core.model import HealthCheckResult, ProblemType
 from guardian.core.redaction import Redactor
-from guardian.credentials import load_token
 from guardian.entrypoints.api import Api
 from guardian.entrypoints.cli import main as cli_main
 from guardian.entrypoints.credential_limiter import PER_CLIENT, CredentialLimiter

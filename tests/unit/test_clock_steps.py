@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.core.model import Outcome, ProblemType
-from guardian.entrypoints.scheduling import SteadyScheduler
+from guardian.runtime.scheduling import SteadyScheduler
 from guardian.service.clock_steps import StepWatch
 from tests.app import TestApp, make_app
 from tests.fakes import FakeClock

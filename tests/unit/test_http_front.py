@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from guardian.entrypoints.http_front import Front, host_name
 from guardian.entrypoints.http_server import Request, Response, Routes, wsgi_app
+from guardian.runtime.http_front import Front, host_name
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from guardian.entrypoints.http_limits import FD_RESERVE, Limits
 from guardian.entrypoints.http_server import (
     HttpServer,
     Request,
@@ -21,6 +20,7 @@ from guardian.entrypoints.http_server import (
     Routes,
     check_handler,
 )
+from guardian.runtime.http_limits import FD_RESERVE, Limits
 from tests.helpers import runs, wait_until
 
 

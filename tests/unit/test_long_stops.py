@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from guardian.core.model import Reason
-from guardian.entrypoints.restart_threads import RestartThreads
+from guardian.runtime.restart_threads import RestartThreads
 from tests.app import TestApp, make_app
 from tests.helpers import wait_until
 

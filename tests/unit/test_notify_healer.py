@@ -10,8 +10,8 @@ import pytest
 
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.config import ConfigError, load_settings
+from guardian.config.credentials import resolve_secret
 from guardian.core.redaction import Redactor
-from guardian.credentials import resolve_secret
 from guardian.logs import LogfmtFormatter, RedactingFilter, kv
 from guardian.service.operator import Operator
 from tests.app import TestApp, make_world

@@ -14,7 +14,7 @@ import pytest
 
 from guardian.adapters.systemd import SystemdSupervisor, watchdog_interval
 from guardian.entrypoints.daemon import Daemon
-from guardian.entrypoints.watchdog import SupervisorLink, SweepLiveness
+from guardian.runtime.watchdog import SupervisorLink, SweepLiveness
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
 from tests.helpers import wait_until

@@ -291,7 +291,7 @@ def test_the_main_loop_wakes_with_its_pipe_past_descriptor_1023() -> None:
     select() refuses (the main loop ended with "filedescriptor out of range")."""
     import resource
 
-    from guardian.entrypoints.wakeup import Wakeup
+    from guardian.runtime.wakeup import Wakeup
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = 2048 if hard == resource.RLIM_INFINITY else min(hard, 2048)

@@ -16,17 +16,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from guardian.config_autoheal import MODES as COMPAT_MODES
-from guardian.config_autoheal import Compat, autoheal
-from guardian.config_autoheal import detected as autoheal_detected
-from guardian.config_receivers import (
+from guardian.config.autoheal import MODES as COMPAT_MODES
+from guardian.config.autoheal import Compat, autoheal
+from guardian.config.autoheal import detected as autoheal_detected
+from guardian.config.receivers import (
     ReceiverError,
     check_names,
     parse_channels,
     parse_default,
     parse_routes,
 )
-from guardian.config_yaml import YamlError, read_yaml
+from guardian.config.yaml_file import YamlError, read_yaml
 from guardian.core.durations import format_duration, parse_duration
 from guardian.core.hook_specs import HookConfigError, HookSpec, parse_hooks
 from guardian.core.labels import LOOSENABLE
@@ -447,7 +447,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "pagerduty_events": _with(_choice("escalations", "all"), "escalations"),
         "apprise_urls_env": _optional(_env_name()),
         "apprise_urls_file": _optional(_text()),
-        # Named receivers ({name, type, ...}: config_receivers.py), routes between them, and the
+        # Named receivers ({name, type, ...}: receivers.py), routes between them, and the
         # receivers of what no route claims (empty: every receiver). docs/notifications.md.
         "channels": Key((), lambda v: parse_channels(v, SCHEMA["notify"]), "receivers"),
         "routes": Key((), parse_routes, "routes"),

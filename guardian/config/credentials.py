@@ -10,7 +10,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from guardian.config import ConfigError, Settings
+from guardian.config.settings import ConfigError, Settings
 from guardian.core.redaction import Redactor
 
 MAX_SECRET_FILE = 64 * 1024  # a token, a password or a URL: far below this

@@ -22,8 +22,8 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, WSGITask
 
 from guardian.adapters.clock import monotonic
-from guardian.entrypoints.http_front import HEADERS
 from guardian.logs import kv
+from guardian.runtime.http_front import HEADERS
 
 log = logging.getLogger("guardian.http")
 
