@@ -151,6 +151,25 @@ def test_email_headers_hold_only_what_guardian_wrote(batch: list[Notification]) 
     assert not CONTROLS.search(body.replace("\r", ""))
 
 
+def test_a_long_subject_with_letters_beyond_ascii_reads_back_as_written() -> None:
+    """The standard library's folder once cut an encoded-word in the middle of an escape."""
+    n = Notification(
+        Kind.OPENED,
+        7,
+        "*bold* _it_ ~s~ ||spoiler|| > quote # head<!here><!here>https://evil.example/path\u00a1",
+        "web",
+        "unhealthy",
+        "active",
+        T0,
+    )
+    for batch in ([n], [n, replace(n, host="\u00a1")], [replace(n, host="\U0001f600" * 200)]):
+        msg = compose(batch, "guardian@example.org", ["ops@example.org"])
+        raw = msg.as_bytes()
+        parsed = email.message_from_bytes(raw, policy=policy.default)
+        assert str(parsed["Subject"]) == str(msg["Subject"])
+        assert all(len(line) <= 998 for line in raw.split(b"\n"))
+
+
 def test_an_encoded_word_in_container_text_is_shown_as_written() -> None:
     assert header("web =?utf-8?b?SGFja2Vk?=\r\nBcc: x") == "web = ?utf-8?b?SGFja2Vk?= Bcc: x"
 

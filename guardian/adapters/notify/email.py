@@ -12,6 +12,7 @@ import smtplib
 import ssl
 from collections.abc import Sequence
 from datetime import timedelta
+from email import policy
 from email.message import EmailMessage
 
 from guardian.core.delivery import DELIVERED, Result, Status
@@ -19,16 +20,26 @@ from guardian.core.notifications import Notification
 from guardian.core.redaction import strip_controls
 
 SUBJECT_MAX = 200
+# The Subject's UTF-8 bytes: encoded (base64 at worst) it still fits one line of RFC 5322's 998.
+SUBJECT_BYTES = 600
+# No folding below RFC 5322's hard limit: the standard library's folder can cut an encoded-word
+# in the middle of an escape, and the reader then sees `=?utf-8?q?...` instead of the text.
+MAIL = policy.default.clone(max_line_length=998)
 
 
 def header(text: str, limit: int = SUBJECT_MAX) -> str:
-    """`text` fit for a header: one line, no control character, no encoded-word opener."""
+    """`text` fit for a header: one line, no control character, no encoded-word opener, at
+    most `limit` characters and SUBJECT_BYTES bytes."""
     text = " ".join(strip_controls(text).split()).replace("=?", "= ?")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    while len(text.encode()) > SUBJECT_BYTES:
+        text = text[:-2] + "…"
+    return text
 
 
 def compose(batch: Sequence[Notification], sender: str, to: Sequence[str]) -> EmailMessage:
-    msg = EmailMessage()
+    msg = EmailMessage(policy=MAIL)
     if len(batch) == 1:
         subject = f"[guardian] {batch[0].headline}"
         body = batch[0].text()
