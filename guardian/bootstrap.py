@@ -64,6 +64,7 @@ from guardian.logs import install_redaction, kv, reconfigure_logging
 from guardian.ports import (
     Clock,
     Engine,
+    Facts,
     HookRunner,
     Metrics,
     Notifier,
@@ -78,6 +79,7 @@ from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.decisions import DecisionPoint
 from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.dependencies import Dependencies
+from guardian.service.facts import FactStream
 from guardian.service.healer import Healer
 from guardian.service.heartbeat import Heartbeat
 from guardian.service.hooks import Hooks, HookSettings
@@ -140,7 +142,6 @@ class App:
         self.healer.follow_step(step)
         if self.delivery is not None:
             self.delivery.follow_step(step)
-        self.changes.changed()  # every time the page shows moved with it
 
     @property
     def verifier(self) -> Verifier:
@@ -253,7 +254,7 @@ def build_loop(
     metrics: Metrics,
     runner: ProbeRunner | None = None,
     hooks: Hooks | None = None,
-    changes: Changes | None = None,
+    facts: Facts | None = None,
 ) -> tuple[Healer, Prober]:
     """The healing loop over its ports: the extensions, the pipeline table, the parts."""
     state = LoopState()
@@ -296,7 +297,6 @@ def build_loop(
         ),
         settings["docker.timeout"],
     )
-    changes = changes or Changes()
     # The order of each row is the order things run in.
     pipeline = Pipeline(
         judges=(crash_loops.judge, oom.judge, prober.judge, namespaces.judge),
@@ -307,16 +307,14 @@ def build_loop(
             prober.update,
             dependencies.follow,
             host.follow,
-            changes.listed,
         ),
         assessed=(dependencies.assessed, host.assessed),
         act_order=dependencies.act_order,
         detected=(dependencies.detected, host.detected),
         recovered=(dependencies.recovered, host.recovered),
-        engine_state=(host.engine_state, changes.engine_state),
+        engine_state=(host.engine_state,),
         ended=(host.restart_ended,),
-        events=(oom.on_event, crash_loops.on_event, namespaces.on_event, changes.on_event),
-        observing=changes.observing,
+        events=(oom.on_event, crash_loops.on_event, namespaces.on_event),
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
         storm_speaks_for=host.storm_speaks_for,
@@ -325,7 +323,8 @@ def build_loop(
         stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step),
         verdicts=(hooks.reached,) if hooks is not None else (),
     )
-    ctx = LoopContext(engine, store, clock, metrics, state, pipeline, RuleBook(hs, state.routing))
+    rules = RuleBook(hs, state.routing)
+    ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
     recorder = Recorder(ctx)
     remediator = Remediator(ctx, recorder, DecisionPoint(ctx))
     verifier = Verifier(ctx, recorder, remediator)
@@ -349,6 +348,8 @@ def build_status(
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
     changes = Changes()
+    facts = FactStream()
+    facts.subscribe(changes.on_fact)
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
     resilient = ResilientStore(sqlite, metrics, clock, changes.wrote)
     engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
@@ -358,7 +359,7 @@ def build_status(
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(resilient, clock, metrics, hs.host) if hooks is not None else None
     healer, prober = build_loop(
-        settings, hs, engine, resilient, clock, metrics, hooks=after, changes=changes
+        settings, hs, engine, resilient, clock, metrics, hooks=after, facts=facts
     )
     operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"])
     return App(
@@ -414,7 +415,7 @@ def build_daemon(
             app.metrics,
             app.healer.ctx.settings.host,
             env,
-            on_dead_letter=app.changes.delivery_ended,
+            facts=app.healer.ctx.facts,
         )
         app.api_token = load_token(settings, env)
         app.heartbeat = build_heartbeat(settings, app.metrics, env)
@@ -609,11 +610,11 @@ def build_delivery(
     metrics: Metrics,
     host: str,
     env: Mapping[str, str] | None = None,
-    on_dead_letter: Callable[[], None] = lambda: None,
+    facts: Facts | None = None,
 ) -> DeliveryWorker:
     """The outbox worker and the channels configured in `notify:`; every secret read is
-    registered for redaction in every log line. `on_dead_letter`: told when a send is given
-    up (the status page lists dead letters)."""
+    registered for redaction in every log line. `facts`: where a send given up is published
+    (the status page lists dead letters)."""
     n = settings.values["notify"]
     redact = Redactor()
     outbox = SqliteOutbox(store.db)
@@ -629,7 +630,7 @@ def build_delivery(
     install_redaction(redact)
     named = n["channels"] or n["routes"] or n["default"]  # else every channel hears everything
     worker = DeliveryWorker(
-        outbox, channels, clock, metrics, ws, redact, routing if named else None, on_dead_letter
+        outbox, channels, clock, metrics, ws, redact, routing if named else None, facts
     )
     store.db.on_outbox_written(worker.wake)  # whatever writes a notification wakes the worker
     return worker

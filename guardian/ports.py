@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from guardian.core.delivery import Next, Pending, Result
+from guardian.core.facts import Fact
 from guardian.core.hooks import HookRun
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
@@ -329,6 +330,13 @@ class HookRunner(Protocol):
     def stop(self) -> None:
         """Kill the process group of every running hook now; later runs end at once,
         interrupted, without starting."""
+
+
+class Facts(Protocol):
+    """Where the service publishes what happened (core.facts), once, from the part that made
+    it happen; readers subscribe. publish() never raises and returns quickly."""
+
+    def publish(self, fact: Fact) -> None: ...
 
 
 class Metrics(Protocol):

@@ -14,10 +14,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
+from guardian.core.facts import (
+    ClockStepped,
+    ContainerInspected,
+    ContainersListed,
+    DeliveryGivenUp,
+    EngineEventSeen,
+    EngineReachability,
+    Fact,
+    InspectAsked,
+)
 from guardian.core.model import ContainerSnapshot, Incident, Silence
-from guardian.ports import EngineEvent, Record
+from guardian.ports import Record
 
 # The engine events that change what a container's row shows (state or health, or its
 # presence). A missed one is caught by the next sweep (listed).
@@ -39,7 +48,7 @@ class Since:
     wrote: frozenset[Record]  # what kinds of record were written (empty: nothing)
     wrote_shared: bool  # a write that may change other containers' decisions (see wrote())
     # Of the `engine` containers, the inspect the loop made of each after its last change: as
-    # fresh as asking the engine again (see Changes.observing).
+    # fresh as asking the engine again (see core.facts.InspectAsked).
     observed: Mapping[str, ContainerSnapshot] = field(default_factory=dict)
     # The containers incidents were written about: the incidents as the writes left them in
     # the store, by id (the latest write of each); None where a write did not tell (read
@@ -84,6 +93,8 @@ class Changes:
         self._engine_up: bool | None = None
         # name -> (the version before the inspect was asked, the inspect)
         self._observed: dict[str, tuple[int, ContainerSnapshot]] = {}
+        # An inspect's ticket (core.facts.InspectAsked) -> the version before it was asked.
+        self._asked: dict[int, int] = {}
 
     @property
     def closed(self) -> bool:
@@ -138,14 +149,6 @@ class Changes:
             for name in engine or ():
                 self._observed.pop(name, None)  # older than this change
             self._cond.notify_all()
-
-    def observing(self) -> Callable[[ContainerSnapshot], None]:
-        """Called before the loop asks the engine to inspect a container; the answer, handed
-        to what it returns, stands for the container in since() until a change names it
-        again: any change of the container after the question reaches Changes after this
-        call, so an inspect is never taken for fresher than the changes that came after it
-        was asked (one that came while it was asked makes it too old: the reader asks again)."""
-        return partial(self._observe, self.version)
 
     def _observe(self, asked_at: int, snap: ContainerSnapshot) -> None:
         with self._cond:
@@ -243,11 +246,34 @@ class Changes:
             self._closed.set()
             self._cond.notify_all()
 
-    # -- what the loop tells (Pipeline hooks, see bootstrap) --------------------------------
+    # -- the stream of facts (core.facts): Changes subscribes to it ------------------------
 
-    def on_event(self, event: EngineEvent) -> None:
-        if event.action.split(":")[0] in _SHOWN:
-            self.changed((event.container_name,) if event.container_name else None)
+    def on_fact(self, fact: Fact) -> None:
+        """What happened, as the service publishes it: a change for what the page shows."""
+        match fact:
+            case EngineEventSeen(container, action):
+                if action.split(":")[0] in _SHOWN:
+                    self.changed((container,) if container else None)
+            case ContainersListed(containers):
+                self.listed(containers)
+            case EngineReachability(up):
+                self.engine_state(up)
+            case InspectAsked(ticket):
+                # The answer stands for its container only until a change names it again; one
+                # that came while it was asked makes it too old (the reader asks again).
+                with self._cond:
+                    if len(self._asked) >= OBSERVED:
+                        self._asked.clear()  # their answers are not taken: read again
+                    self._asked[ticket] = self.version
+            case ContainerInspected(ticket, snapshot):
+                with self._cond:
+                    asked_at = self._asked.pop(ticket, None)
+                if asked_at is not None:
+                    self._observe(asked_at, snapshot)
+            case ClockStepped():
+                self.changed()  # every time the page shows moved with it
+            case DeliveryGivenUp():
+                self.delivery_ended()
 
     def listed(self, watched: Sequence[ContainerSnapshot]) -> None:
         """A sweep's containers: a change naming those whose id, state or health differs from
@@ -258,7 +284,7 @@ class Changes:
         if differ:
             self.changed(differ)
 
-    def engine_state(self, up: bool, _error: str) -> None:
+    def engine_state(self, up: bool) -> None:
         if up != self._engine_up:
             self._engine_up = up
             self.changed()

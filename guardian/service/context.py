@@ -5,10 +5,11 @@ The settings in force live in the RuleBook, which a reload retunes; `settings` a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from guardian.core.hooks import ActionVerdict
-from guardian.ports import Clock, Engine, Metrics, Store
+from guardian.ports import Clock, Engine, Facts, Metrics, Store
+from guardian.service.facts import FactStream
 from guardian.service.pipeline import Pipeline
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
@@ -24,6 +25,7 @@ class LoopContext:
     state: LoopState
     pipeline: Pipeline
     rules: RuleBook
+    facts: Facts = field(default_factory=FactStream)  # what happened, for the readers
 
     @property
     def settings(self) -> HealerSettings:

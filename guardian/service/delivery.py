@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -23,11 +23,13 @@ from guardian.core.delivery import (
     next_state,
     pick_batch,
 )
+from guardian.core.facts import DeliveryGivenUp
 from guardian.core.notifications import Kind, Notification, channel_failed, reminder
 from guardian.core.redaction import Redactor
 from guardian.core.routing import Routing
 from guardian.logs import kv
-from guardian.ports import Clock, Metrics, Notifier, Outbox, QueuedDelivery
+from guardian.ports import Clock, Facts, Metrics, Notifier, Outbox, QueuedDelivery
+from guardian.service.facts import FactStream
 
 log = logging.getLogger("guardian.notify")
 FAILING = "failing:"  # the outbox ref marking a channel whose failure the others were told
@@ -67,7 +69,7 @@ class DeliveryWorker:
         settings: WorkerSettings,
         redact: Redactor | None = None,
         routing: Routing | None = None,
-        on_dead_letter: Callable[[], None] = lambda: None,
+        facts: Facts | None = None,
     ) -> None:
         self.outbox = outbox
         self.channels = list(channels)
@@ -78,8 +80,8 @@ class DeliveryWorker:
         self.metrics = metrics
         self.settings = settings
         self.redact = redact or Redactor()
-        # Called once a send's rows are recorded as dead letters: the status page lists them.
-        self.on_dead_letter = on_dead_letter
+        # Told once a send's rows are recorded as dead letters: the status page lists them.
+        self.facts: Facts = facts if facts is not None else FactStream()
         self._next_send: dict[str, datetime] = {}
         self._next_reminder: datetime | None = None
         self._depth = 0
@@ -174,7 +176,7 @@ class DeliveryWorker:
             self.metrics.notification_sent(channel.name, _outcome(result, nxt.state))
         self._log(channel, rows, result, nxt.state, nxt.at, reason)
         if nxt.state is RowState.DEAD:
-            self.on_dead_letter()
+            self.facts.publish(DeliveryGivenUp())
             self._failing(channel, reason, done)
         elif nxt.state is RowState.DELIVERED:
             self._delivering(channel)

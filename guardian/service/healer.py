@@ -7,6 +7,7 @@ core.policy.decide(), every incident change through core.incidents. It is driven
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Collection
 from datetime import datetime, timedelta
@@ -14,6 +15,14 @@ from datetime import datetime, timedelta
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment, SweepReport
 from guardian.core.checks import evaluate, heard, needs_inspect, reported_at, skip
+from guardian.core.facts import (
+    ClockStepped,
+    ContainerInspected,
+    ContainersListed,
+    EngineEventSeen,
+    EngineReachability,
+    InspectAsked,
+)
 from guardian.core.model import (
     HOST_PROBLEMS,
     ContainerSnapshot,
@@ -39,6 +48,7 @@ class Healer:
         self.recorder = recorder
         self.remediator = remediator
         self.verifier = verifier
+        self._tickets = itertools.count(1)  # pairs an inspect's question with its answer
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
@@ -47,6 +57,7 @@ class Healer:
         self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
         for follow in self.ctx.pipeline.stepped:
             follow(step)
+        self.ctx.facts.publish(ClockStepped(step))
 
     # -- observe ----------------------------------------------------------------------------
 
@@ -60,11 +71,13 @@ class Healer:
         return listed, [c for c in listed if s.watches(c.labels)]
 
     def _inspect(self, container_id: str) -> ContainerSnapshot | None:
-        """The engine's inspect, heard by whoever observes the loop's (Pipeline.observing)."""
-        heard = self.ctx.pipeline.observing()
+        """The engine's inspect, published with the question before it (readers place the
+        answer among the changes that came while it was asked)."""
+        ticket = next(self._tickets)
+        self.ctx.facts.publish(InspectAsked(ticket))
         snap = self.ctx.engine.inspect(container_id)
         if snap is not None:
-            heard(snap)
+            self.ctx.facts.publish(ContainerInspected(ticket, snap))
         return snap
 
     def engine_state(self, up: bool, error: str = "") -> None:
@@ -78,6 +91,7 @@ class Healer:
         self.ctx.metrics.engine_reachable(up)
         for follow in self.ctx.pipeline.engine_state:
             follow(up, error)
+        self.ctx.facts.publish(EngineReachability(up))
 
     def _engine_reached(self) -> None:
         """Log which engine answers (Docker or Podman, at the start and after each outage)."""
@@ -162,6 +176,7 @@ class Healer:
             return report
         for follow in ctx.pipeline.listed:
             follow(watched)
+        ctx.facts.publish(ContainersListed(tuple(watched)))
         # One query for the whole sweep instead of one per healthy container (bench/RESULTS.md).
         open_names = {i.container for i in ctx.store.open_incidents(ctx.settings.host)}
         for snap in watched:
@@ -236,6 +251,7 @@ class Healer:
             state.person_stops.forget(cid)
         for follow in self.ctx.pipeline.events:
             follow(event)
+        self.ctx.facts.publish(EngineEventSeen(event.container_name, event.action))
         if state.claims.running(event.container_name):
             # The restart's own kill, die and start: the call is at it and the verification
             # judges what comes of it. An inspect now waits until the engine has stopped the

@@ -40,14 +40,6 @@ def _first(_container: str) -> int:
     return 0
 
 
-def _unheard(_snap: ContainerSnapshot) -> None:
-    return None
-
-
-def _nobody_observes() -> Callable[[ContainerSnapshot], None]:
-    return _unheard
-
-
 def _no_followers(_leader: str, _root: str) -> tuple[tuple[str, str], ...]:
     return ()
 
@@ -65,8 +57,6 @@ class Pipeline:
     recovered: tuple[Callable[[str], None], ...] = ()  # a container seen without a problem
     engine_state: tuple[Callable[[bool, str], None], ...] = ()
     events: tuple[Callable[[EngineEvent], None], ...] = ()
-    # Called before an inspect; what it returns gets the answer (the status page's rows).
-    observing: Callable[[], Callable[[ContainerSnapshot], None]] = _nobody_observes
     ended: tuple[Callable[[str, str], None], ...] = ()  # a restart's final outcome
     # An unacknowledged storm's hold on a container (None: no storm, or one it leaves alone).
     storm_holds: Callable[[ContainerSnapshot], StormHold | None] = _no_hold

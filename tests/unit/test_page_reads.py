@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_operator
+from guardian.core.facts import ContainerInspected, EngineEventSeen, InspectAsked
 from guardian.core.incidents import InvalidTransition
 from guardian.core.model import Incident, IncidentState, ProblemType, Silence
 from guardian.entrypoints.daemon import Daemon
@@ -97,10 +98,11 @@ def step(g: TestApp, what: str, arg: Any) -> None:
         tell(g, "health_status", arg)
     elif what == "race" and arg in present:
         # An inspect asked before the health changed, answered after the loop's own.
-        heard, old = g.app.changes.observing(), g.engine.containers[g.engine.id_of(arg)]
+        g.app.changes.on_fact(InspectAsked(-1))
+        old = g.engine.containers[g.engine.id_of(arg)]
         g.engine.set(arg, health="unhealthy" if old.health == "healthy" else "healthy")
         tell(g, "health_status", arg)
-        heard(old)
+        g.app.changes.on_fact(ContainerInspected(-1, old))
     elif what == "exit" and arg in present:
         g.engine.set(arg, state="exited", exit_code=1, finished_at=g.clock.now())
         tell(g, "die", arg)
@@ -260,15 +262,19 @@ def test_an_inspect_asked_before_a_change_is_never_taken_for_after_it(tmp_path: 
     page = PageReader(g.healer, g.app.operator, g.app.changes)
     page.read(True)
     listed = counted(g)
-    heard, before = g.app.changes.observing(), g.engine.inspect(g.engine.id_of("web"))
+    g.app.changes.on_fact(InspectAsked(1))
+    before = g.engine.inspect(g.engine.id_of("web"))
+    assert before is not None
     g.engine.set("web", health="unhealthy")
-    g.app.changes.on_event(EngineEvent("health_status", before.id, "web", g.clock.now(), WATCHED))
-    heard(before)  # its answer arrives after the change
+    g.app.changes.on_fact(EngineEventSeen("web", "health_status"))
+    g.app.changes.on_fact(ContainerInspected(1, before))  # its answer arrives after the change
     assert [r["state"] for r in page.read(True).rows] == ["unhealthy"]
     assert listed == [["web"]]
     # Asked after the change, an answer stands until the next change names the container.
-    heard = g.app.changes.observing()
-    heard(g.engine.inspect(g.engine.id_of("web")))
+    g.app.changes.on_fact(InspectAsked(2))
+    after = g.engine.inspect(g.engine.id_of("web"))
+    assert after is not None
+    g.app.changes.on_fact(ContainerInspected(2, after))
     g.engine.set("web", health="healthy")
     g.app.changes.changed(["web"])
     assert [r["state"] for r in page.read(True).rows] == ["healthy"]

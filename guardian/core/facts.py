@@ -1,0 +1,75 @@
+"""Facts: small immutable records of what happened, published once by the part of the service
+that made it happen (ports.Facts). Readers (the status page, its feed, `guardian status`, the
+API) keep their views from them and never reach into the loop's state.
+
+Each fact carries what its readers need and no more: a store write's fact carries the incident
+or silence as the write left it, so a reader need not read the store again for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from guardian.core.model import ContainerSnapshot
+
+
+@dataclass(frozen=True)
+class ContainersListed:
+    """A sweep listed the watched containers."""
+
+    containers: tuple[ContainerSnapshot, ...]
+
+
+@dataclass(frozen=True)
+class InspectAsked:
+    """The loop is about to ask the engine to inspect a container; `ticket` pairs it with the
+    answer (ContainerInspected), so a reader knows which changes came after the question."""
+
+    ticket: int
+
+
+@dataclass(frozen=True)
+class ContainerInspected:
+    """The engine's answer to the inspect of the same ticket."""
+
+    ticket: int
+    snapshot: ContainerSnapshot
+
+
+@dataclass(frozen=True)
+class EngineEventSeen:
+    """An engine event about a container (`container`: empty when the event names none)."""
+
+    container: str
+    action: str
+
+
+@dataclass(frozen=True)
+class EngineReachability:
+    """Whether the engine answered the latest sweep."""
+
+    up: bool
+
+
+@dataclass(frozen=True)
+class ClockStepped:
+    """The wall clock stepped; every time shown moved with it."""
+
+    step: timedelta
+
+
+@dataclass(frozen=True)
+class DeliveryGivenUp:
+    """A notification's delivery was given up (a dead letter)."""
+
+
+Fact = (
+    ContainersListed
+    | InspectAsked
+    | ContainerInspected
+    | EngineEventSeen
+    | EngineReachability
+    | ClockStepped
+    | DeliveryGivenUp
+)
