@@ -285,7 +285,7 @@ def read_share(containers: int, changes: int = 100) -> tuple[float, float]:
     """(ms of CPU per change of the page's read and render, of a whole read through
     container_status as `guardian status` makes it), in process: the page reads only what the
     change names (a container's health here)."""
-    from guardian.service.status import container_status
+    from guardian.readside.status import container_status
 
     with tempfile.TemporaryDirectory() as tmp:
         g, page, _ = fake_page(Path(tmp), containers, public=True)

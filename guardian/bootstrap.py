@@ -72,7 +72,7 @@ from guardian.ports import (
     Store,
     StoreError,
 )
-from guardian.service.changes import Changes
+from guardian.readside.changes import Changes
 from guardian.service.channel_check import ChannelCheck
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings

@@ -33,9 +33,9 @@ from guardian.entrypoints.views import (
 )
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
+from guardian.readside.status import container_status
 from guardian.service.healer import Healer
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused
-from guardian.service.status import container_status
 
 log = logging.getLogger("guardian.api")
 

@@ -22,7 +22,7 @@ from guardian.core.redaction import redact_patterns, scrub_url, strip_controls
 
 if TYPE_CHECKING:  # the service loads only for the commands that read containers
     from guardian.ports import EngineIdentity
-    from guardian.service.status import ContainerStatus
+    from guardian.readside.status import ContainerStatus
 
 
 def when(value: datetime | None) -> str | None:

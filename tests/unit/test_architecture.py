@@ -1,5 +1,6 @@
-"""The layout's rules that import-linter cannot state: no import cycle anywhere in guardian/,
-imports under `if TYPE_CHECKING:` included (grimp reads every import statement)."""
+"""The layout's rules that import-linter cannot state: no import cycle anywhere in guardian/ and
+no import up or across the layers, imports under `if TYPE_CHECKING:` included (grimp reads
+every import statement)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,62 @@ def test_no_test_module_imports_another() -> None:
         if is_test(imported)
     )
     assert imports == []
+
+
+# The folders are the layers, highest first (pyproject.toml's layers contract): a module may
+# import its own layer's or lower ones', never a higher one's. Layers in one tuple must not
+# import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("entrypoints",),
+    ("runtime",),
+    ("bootstrap",),
+    ("readside",),
+    ("config",),
+    ("service", "adapters"),
+    ("ports",),
+    ("logs",),
+    ("core",),
+)
+
+
+def upward_imports(
+    graph: grimp.ImportGraph, package: str, layers: tuple[tuple[str, ...], ...]
+) -> list[tuple[str, str]]:
+    """(importer, imported) for each import of `package` that goes up a layer or across one."""
+    rank = {f"{package}.{name}": (i, name) for i, row in enumerate(layers) for name in row}
+
+    def layer(module: str) -> tuple[int, str] | None:
+        parts = module.split(".")
+        return rank.get(".".join(parts[:2]))
+
+    found = []
+    for module in sorted(graph.modules):
+        mine = layer(module)
+        if mine is None:
+            continue
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            theirs = layer(imported)
+            if theirs is None or theirs[1] == mine[1]:
+                continue
+            if theirs[0] <= mine[0]:  # a higher layer, or a sibling of the same row
+                found.append((module, imported))
+    return found
+
+
+def test_guardian_imports_only_down_the_layers_type_checking_imports_included() -> None:
+    graph = grimp.build_graph("guardian", exclude_type_checking_imports=False)
+    assert upward_imports(graph, "guardian", LAYERS) == []
+
+
+def test_the_layer_walk_sees_an_upward_and_a_sideways_import() -> None:
+    graph = grimp.ImportGraph()
+    for module in ("pkg.readside.changes", "pkg.service.healer", "pkg.adapters.store"):
+        graph.add_module(module)
+    graph.add_import(importer="pkg.service.healer", imported="pkg.readside.changes")
+    graph.add_import(importer="pkg.adapters.store", imported="pkg.service.healer")
+    graph.add_import(importer="pkg.readside.changes", imported="pkg.service.healer")  # down: fine
+    layers = (("readside",), ("service", "adapters"))
+    assert upward_imports(graph, "pkg", layers) == [
+        ("pkg.adapters.store", "pkg.service.healer"),
+        ("pkg.service.healer", "pkg.readside.changes"),
+    ]

@@ -28,8 +28,8 @@ from guardian.entrypoints.page.model import MAX_TIMELINE, PageData, PageReader
 from guardian.entrypoints.page.render import Renderer
 from guardian.entrypoints.views import timeline_view
 from guardian.ports import EngineEvent, Record
-from guardian.service.changes import EVERYTHING, LOG, NOTHING, Changes, Since
-from guardian.service.status import Statuses, container_status
+from guardian.readside.changes import EVERYTHING, LOG, NOTHING, Changes, Since
+from guardian.readside.status import Statuses, container_status
 from tests.app import TestApp, make_app
 
 WATCHED = {"guardian.enable": "true"}

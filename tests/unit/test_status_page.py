@@ -456,7 +456,7 @@ def test_one_thread_settles_a_change_for_every_open_page(g: TestApp) -> None:
 
 
 def test_settling_ends_when_nothing_more_comes_or_guardian_stops() -> None:
-    from guardian.service.changes import Changes
+    from guardian.readside.changes import Changes
 
     now, waits = [0.0], []
     changes = Changes(monotonic=lambda: now[0])

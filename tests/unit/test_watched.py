@@ -7,7 +7,7 @@ import json
 
 from guardian.entrypoints.api import Api
 from guardian.entrypoints.http_server import Request, Routes
-from guardian.service.status import container_status
+from guardian.readside.status import container_status
 from tests.app import make_app
 
 

@@ -48,7 +48,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         incident_view,
         silence_view,
     )
-    from guardian.service.status import container_status
+    from guardian.readside.status import container_status
 
     settings = settings_for(args)
     existing_store_path(settings)

@@ -30,7 +30,7 @@ from operator import ne
 from guardian.entrypoints.page.slots import StreamRefused, StreamSlot, StreamSlots
 from guardian.entrypoints.page.stream import Parts, Snapshot, Stream
 from guardian.logs import kv
-from guardian.service.changes import Changes
+from guardian.readside.changes import Changes
 
 log = logging.getLogger("guardian.page")
 

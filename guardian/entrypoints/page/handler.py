@@ -33,7 +33,7 @@ from guardian.entrypoints.page.sessions import (
 from guardian.entrypoints.page.slots import StreamRefused, StreamSlots
 from guardian.entrypoints.page.stream import Parts
 from guardian.logs import kv
-from guardian.service.changes import Changes
+from guardian.readside.changes import Changes
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused
 
 log = logging.getLogger("guardian.page")

@@ -25,10 +25,10 @@ from guardian.entrypoints.views import (
     when,
 )
 from guardian.ports import EngineUnavailable, Record
-from guardian.service.changes import Changes
+from guardian.readside.changes import Changes
+from guardian.readside.status import ContainerStatus, Statuses
 from guardian.service.healer import Healer
 from guardian.service.operator import Operator
-from guardian.service.status import ContainerStatus, Statuses
 
 MAX_INCIDENTS = 100  # open incidents shown with their timelines
 MAX_TIMELINE = 50  # the latest entries of each timeline

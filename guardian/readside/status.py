@@ -16,7 +16,7 @@ from datetime import datetime
 
 from guardian.core.model import ContainerSnapshot, Decision, Incident, IncidentState, Silence
 from guardian.ports import Record
-from guardian.service.changes import Changes, Since
+from guardian.readside.changes import Changes, Since
 from guardian.service.healer import Healer
 
 
