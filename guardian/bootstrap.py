@@ -361,7 +361,7 @@ def build_status(
     healer, prober = build_loop(
         settings, hs, engine, resilient, clock, metrics, hooks=after, facts=facts
     )
-    operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"])
+    operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"], facts)
     return App(
         settings,
         engine,

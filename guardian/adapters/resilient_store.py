@@ -325,24 +325,16 @@ class ResilientStore:
         expected: IncidentState,
         notifications: Sequence[Notification] = (),
     ) -> Incident | None:
-        saved = self.inner.save_state_change(change, expected, notifications)
-        self.announce(change.incident.container, change.incident.id, True, Record.INCIDENTS)
-        return saved
+        return self.inner.save_state_change(change, expected, notifications)
 
-    # A silence's write is announced with the silence as it left the store, under the lock and
-    # in the order written, as an incident's.
+    # A person's writes (a change of state, a silence, an approval and its use) are never
+    # dropped: a failure reaches the caller.
 
     def add_silence(self, silence: Silence) -> Silence:
-        with self._lock:
-            added = self.inner.add_silence(silence)
-            self.announce(silence.container, None, False, Record.SILENCES, added)
-        return added
+        return self.inner.add_silence(silence)
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
-        with self._lock:
-            ended = self.inner.end_silence(host, container, by, at)
-            self.announce(container, None, False, Record.SILENCES, ended)
-        return ended
+        return self.inner.end_silence(host, container, by, at)
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
         return self.inner.active_silence(host, container, now)
@@ -350,13 +342,10 @@ class ResilientStore:
     def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:
         return self.inner.silences(host, now, include_ended)
 
-    # A person's answer and its use are never dropped: a failure reaches the caller.
     def add_approval(
         self, approval: Approval, notifications: Sequence[Notification] = ()
     ) -> Approval:
-        added = self.inner.add_approval(approval, notifications)
-        self.announce(approval.container, approval.incident_id, False, Record.APPROVALS)
-        return added
+        return self.inner.add_approval(approval, notifications)
 
     def approvals(self, incident_id: int) -> list[Approval]:
         return self.inner.approvals(incident_id)
@@ -365,9 +354,7 @@ class ResilientStore:
         return self.inner.approval_for(host, container)
 
     def use_approval(self, approval_id: int, at: datetime) -> bool:
-        used = self.inner.use_approval(approval_id, at)
-        self.announce(None, None, True, Record.APPROVALS)
-        return used
+        return self.inner.use_approval(approval_id, at)
 
     def unused_approvals(self, host: str, now: datetime) -> list[Approval]:
         return self.inner.unused_approvals(host, now)

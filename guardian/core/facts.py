@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from guardian.core.model import ContainerSnapshot
+from guardian.core.model import ContainerSnapshot, Silence
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,44 @@ class DeliveryGivenUp:
     """A notification's delivery was given up (a dead letter)."""
 
 
+@dataclass(frozen=True)
+class IncidentChangedByPerson:
+    """A person acknowledged, resolved or closed an incident (or tried to: another writer may
+    have changed it first); readers read the container's incidents again."""
+
+    container: str
+    incident: int | None
+
+
+@dataclass(frozen=True)
+class SilenceSet:
+    """A silence was written, as the store keeps it."""
+
+    silence: Silence
+
+
+@dataclass(frozen=True)
+class SilenceLifted:
+    """A container's silence was lifted: the silence as the store keeps it (ended_at set), None
+    when there was none in force."""
+
+    container: str
+    silence: Silence | None
+
+
+@dataclass(frozen=True)
+class ApprovalGiven:
+    """A person approved or denied a held restart."""
+
+    container: str
+    incident: int | None
+
+
+@dataclass(frozen=True)
+class ApprovalUsed:
+    """The loop tried to use an approval once (it may have been used already)."""
+
+
 Fact = (
     ContainersListed
     | InspectAsked
@@ -72,4 +110,9 @@ Fact = (
     | EngineReachability
     | ClockStepped
     | DeliveryGivenUp
+    | IncidentChangedByPerson
+    | SilenceSet
+    | SilenceLifted
+    | ApprovalGiven
+    | ApprovalUsed
 )

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from guardian.core.facts import (
+    ApprovalGiven,
+    ApprovalUsed,
     ClockStepped,
     ContainerInspected,
     ContainersListed,
@@ -23,7 +25,10 @@ from guardian.core.facts import (
     EngineEventSeen,
     EngineReachability,
     Fact,
+    IncidentChangedByPerson,
     InspectAsked,
+    SilenceLifted,
+    SilenceSet,
 )
 from guardian.core.model import ContainerSnapshot, Incident, Silence
 from guardian.ports import Record
@@ -274,6 +279,16 @@ class Changes:
                 self.changed()  # every time the page shows moved with it
             case DeliveryGivenUp():
                 self.delivery_ended()
+            case IncidentChangedByPerson(container, incident):
+                self.wrote(container, incident, True, Record.INCIDENTS)
+            case SilenceSet(silence):
+                self.wrote(silence.container, None, False, Record.SILENCES, silence)
+            case SilenceLifted(container, silence):
+                self.wrote(container, None, False, Record.SILENCES, silence)
+            case ApprovalGiven(container, incident):
+                self.wrote(container, incident, False, Record.APPROVALS)
+            case ApprovalUsed():
+                self.wrote(None, None, True, Record.APPROVALS)
 
     def listed(self, watched: Sequence[ContainerSnapshot]) -> None:
         """A sweep's containers: a change naming those whose id, state or health differs from

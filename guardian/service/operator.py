@@ -7,11 +7,18 @@ compare-and-set so a concurrent daemon update is never lost.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
+from guardian.core.facts import (
+    ApprovalGiven,
+    IncidentChangedByPerson,
+    SilenceLifted,
+    SilenceSet,
+)
 from guardian.core.model import (
     ActionKind,
     Approval,
@@ -23,7 +30,8 @@ from guardian.core.model import (
     Transition,
 )
 from guardian.logs import kv
-from guardian.ports import Clock, Store
+from guardian.ports import Clock, Facts, Store
+from guardian.service.facts import FactStream
 from guardian.service.recorder import log_transition
 
 log = logging.getLogger("guardian.operations")
@@ -96,6 +104,10 @@ class Operator:
     clock: Clock
     host: str
     approval_ttl: timedelta = timedelta(hours=1)
+    facts: Facts = field(default_factory=FactStream)
+    # A silence's fact carries the silence as the store keeps it: the facts of two writes go
+    # out in the order the writes landed, so the later one is the one a reader keeps.
+    _in_order: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def incident(self, incident_id: int) -> Incident:
         incident = self.store.get_incident(incident_id)
@@ -115,6 +127,7 @@ class Operator:
             saved = self.store.save_state_change(
                 change, incident.state, _announce(change.incident, actor, reason, now)
             )
+            self.facts.publish(IncidentChangedByPerson(incident.container, incident.id))
             if saved is None:
                 continue  # the daemon changed it meanwhile: judge again on the fresh state
             log_transition(saved, change.transitions[0])
@@ -161,6 +174,7 @@ class Operator:
             now + self.approval_ttl,
         )
         saved = self.store.add_approval(answer)
+        self.facts.publish(ApprovalGiven(incident.container, incident_id))
         log.info(
             "restart approved" if approve else "restart denied",
             extra=kv(incident=incident_id, container=incident.container, by=by, reason=reason),
@@ -197,9 +211,11 @@ class Operator:
         if not timedelta(0) < duration <= MAX_SILENCE:
             raise BadRequest("a silence lasts more than 0s and at most 30d")
         now = self.clock.now()
-        silence = self.store.add_silence(
-            Silence(None, self.host, container, now, now + duration, reason, by)
-        )
+        with self._in_order:
+            silence = self.store.add_silence(
+                Silence(None, self.host, container, now, now + duration, reason, by)
+            )
+            self.facts.publish(SilenceSet(silence))
         log.info(
             "container silenced",
             extra=kv(container=container, until=silence.until.isoformat(), by=by, reason=reason),
@@ -209,7 +225,9 @@ class Operator:
     def unsilence(self, container: str, by: str) -> Silence:
         container = _text("the container name", container, MAX_CONTAINER)
         by = _text("the name of who does it (--by)", by, MAX_NAME)
-        ended = self.store.end_silence(self.host, container, by, self.clock.now())
+        with self._in_order:
+            ended = self.store.end_silence(self.host, container, by, self.clock.now())
+            self.facts.publish(SilenceLifted(container, ended))
         if ended is None:
             raise NotFound(f"no silence in force for {container}")
         log.info("silence lifted", extra=kv(container=container, by=by))

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment
+from guardian.core.facts import ApprovalUsed
 from guardian.core.hooks import ActionVerdict
 from guardian.core.labels import ContainerRules
 from guardian.core.model import (
@@ -162,7 +163,9 @@ class Remediator:
         threads deciding on one approval never restart twice."""
         approval = decision.approval
         assert approval is not None and approval.id is not None
-        if not self.ctx.store.use_approval(approval.id, self.ctx.clock.now()):
+        used = self.ctx.store.use_approval(approval.id, self.ctx.clock.now())
+        self.ctx.facts.publish(ApprovalUsed())
+        if not used:
             return
         log.info(
             "restart approved",
