@@ -2,7 +2,7 @@
 
 build_daemon, build_status and build_operator take only what their command needs, and accept
 replacements (engine=, clock=, store=, metrics=) so tests build Guardian exactly as production
-does. The loop's pipeline is the one literal table in build_loop(); rebuild() applies a reload.
+does. The loop's pipeline is the one literal table in build_loop().
 """
 
 from __future__ import annotations
@@ -41,15 +41,7 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdSupervisor
-from guardian.config import (
-    DEFAULT_STORE_PATH,
-    SCHEMA,
-    ConfigError,
-    Settings,
-    changed_keys,
-    reloadable,
-    reloaded,
-)
+from guardian.config import DEFAULT_STORE_PATH, SCHEMA, ConfigError, Settings
 from guardian.config.credentials import load_token, read_secret, resolve_secret
 from guardian.config.receivers import TYPES, legacy, new_config
 from guardian.core import notifications
@@ -60,7 +52,7 @@ from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
 from guardian.core.routing import Routing, route_of
 from guardian.core.storm import StormSettings
-from guardian.logs import install_redaction, kv, reconfigure_logging
+from guardian.logs import install_redaction, kv
 from guardian.ports import (
     Clock,
     Engine,
@@ -453,31 +445,6 @@ def hooks_builder(
         return Hooks(store, clock, metrics, host, used, hs, secrets)
 
     return build
-
-
-@dataclass(frozen=True)
-class Reloaded:
-    """What a reload did: the changed keys now in force, and those that wait for a restart."""
-
-    applied: tuple[str, ...]
-    need_restart: tuple[str, ...]
-
-
-def rebuild(app: App, new: Settings) -> Reloaded:
-    """Put `new` (already validated) in force where that is safe in a running Guardian: the
-    loop's settings and label rules, store retention, logging. Restarts and verifications in
-    flight, incidents, the store, the engine client, the channels and the HTTP listener are left
-    as they are; changed keys that only a restart applies keep their old values and are named."""
-    changed = changed_keys(app.settings, new)
-    settings = reloaded(app.settings, new)
-    hs = app.healer.ctx.settings
-    app.healer.ctx.rules.retune(healer_settings(settings, hs.self_id, hs.host))
-    app.settings = settings
-    reconfigure_logging(settings["log.level"], settings["log.format"])
-    return Reloaded(
-        tuple(k for k in changed if reloadable(k)),
-        tuple(k for k in changed if not reloadable(k)),
-    )
 
 
 def build_operator(
