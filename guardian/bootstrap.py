@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 
@@ -43,6 +42,7 @@ from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdSupervisor
 from guardian.config import DEFAULT_STORE_PATH, SCHEMA, ConfigError, Settings
 from guardian.config.credentials import load_token, read_secret, resolve_secret
+from guardian.config.heartbeat import heartbeat_urls
 from guardian.config.receivers import TYPES, legacy, new_config
 from guardian.core import notifications
 from guardian.core.checks import CheckSettings
@@ -88,7 +88,6 @@ from guardian.service.state import LoopState
 from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian")
-MAX_PING_URL = 2048
 _CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
 
 
@@ -625,36 +624,16 @@ def build_channel_check(
     return ChannelCheck(channels, clock, socket.gethostname(), redact)
 
 
-def _ping_url(key: str, url: str | None) -> str | None:
-    """A heartbeat URL checked without quoting it (it is a secret)."""
-    if url is None:
-        return None
-    try:
-        parts = urlsplit(url) if len(url) <= MAX_PING_URL and url.isprintable() else None
-        host = parts.hostname if parts is not None else None
-    except ValueError:
-        parts = host = None
-    if parts is None or parts.scheme not in ("http", "https") or not host:
-        raise ConfigError(
-            f"{key}: expected an http:// or https:// URL of at most {MAX_PING_URL} characters"
-            " (the value is not shown: it is a secret)"
-        )
-    return url
-
-
 def build_heartbeat(
     settings: Settings, metrics: Metrics, env: Mapping[str, str] | None = None
 ) -> Heartbeat | None:
     """The heartbeat to a push monitor when heartbeat.url_* is set; its URLs are secrets,
     registered for redaction in every log line. Raises ConfigError."""
     redact = Redactor()
-    url = _ping_url("heartbeat.url", resolve_secret(settings, "heartbeat.url", redact, env))
-    fail = resolve_secret(settings, "heartbeat.fail_url", redact, env)
-    fail = _ping_url("heartbeat.fail_url", fail)
-    if url is None:
-        if fail is not None:
-            raise ConfigError("heartbeat.fail_url: needs heartbeat.url_env or heartbeat.url_file")
+    urls = heartbeat_urls(settings, redact, env)
+    if urls is None:
         return None
+    url, fail = urls
     pinger = HttpPinger(url, fail, settings["heartbeat.timeout"])
     redact.add(failure_url(url))
     install_redaction(redact)
