@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -24,14 +23,7 @@ from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.adapters.instance import HostLock, Rivals, engine_key, engine_taken, find_rivals
-from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
-from guardian.adapters.notify.apprise import AppriseConfigError, apprise_channels
-from guardian.adapters.notify.discord import DiscordNotifier
-from guardian.adapters.notify.email import EmailNotifier
-from guardian.adapters.notify.pagerduty import PagerDutyNotifier
-from guardian.adapters.notify.slack_bot import SlackBotNotifier
-from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
-from guardian.adapters.notify.webhook import WebhookNotifier
+from guardian.adapters.notify.channels import ChannelConfigError, receiver_channels
 from guardian.adapters.private_files import readable_by_others
 from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
@@ -40,10 +32,10 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdSupervisor
-from guardian.config import DEFAULT_STORE_PATH, SCHEMA, ConfigError, Settings
-from guardian.config.credentials import load_token, read_secret, resolve_secret
+from guardian.config import DEFAULT_STORE_PATH, ConfigError, Settings
+from guardian.config.channels import receiver_specs
+from guardian.config.credentials import load_token
 from guardian.config.heartbeat import heartbeat_urls
-from guardian.config.receivers import TYPES, legacy, new_config
 from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
@@ -466,106 +458,22 @@ def build_channels(
     redact: Redactor,
     env: Mapping[str, str] | None = None,
 ) -> tuple[list[Notifier], Routing]:
-    """The channels of every receiver (notify.channels, and the flat keys' receivers with a
-    deprecation note each) and the routing between them; secrets are read here, from the
-    environment or files, and registered with `redact`. Raises ConfigError."""
+    """The channels of every receiver (config.channels: notify.channels, and the flat keys'
+    receivers) and the routing between them; secrets are registered with `redact`. Raises
+    ConfigError."""
     n = settings.values["notify"]
+    timeout, pacing = settings["notify.timeout"], settings["notify.pacing"]
     channels: list[Notifier] = []
     receivers: dict[str, tuple[str, ...]] = {}
-    for spec in legacy(n):
-        log.warning(
-            f"notify.{spec['type']}_* keys are deprecated; write under notify.channels: "
-            + new_config(spec, SCHEMA["notify"])
-        )
-        flat = TYPES[str(spec["type"])]
-
-        def old_secret(key: str, flat: dict[str, str] = flat) -> str | None:
-            return resolve_secret(settings, flat[f"{key}_env"].removesuffix("_env"), redact, env)
-
-        built = _receiver(spec, old_secret, "notify.", outbox, clock, settings, redact)
-        receivers[str(spec["name"])] = tuple(c.name for c in built)
-        channels += built
-    for spec in n["channels"]:
-        where = f"notify.channels ({spec['name']})."
-
-        def new_secret(key: str, spec: Mapping[str, Any] = spec, where: str = where) -> str | None:
-            var, path = spec[f"{key}_env"], spec[f"{key}_file"]
-            value = read_secret(
-                where + key, var or "", path or "", os.environ if env is None else env
-            )
-            if value:
-                redact.add(value)
-            return value
-
-        built = _receiver(spec, new_secret, where, outbox, clock, settings, redact)
+    for spec, secret, where in receiver_specs(settings, redact, env):
+        try:
+            built = receiver_channels(spec, secret, where, outbox, clock, timeout, pacing, redact)
+        except ChannelConfigError as exc:
+            raise ConfigError(str(exc)) from None
         receivers[str(spec["name"])] = tuple(c.name for c in built)
         channels += built
     routes = tuple(route_of(r) for r in n["routes"])
     return channels, Routing(receivers, routes, n["default"])
-
-
-def _receiver(
-    spec: Mapping[str, Any],
-    secret: Callable[[str], str | None],
-    where: str,
-    outbox: SqliteOutbox,
-    clock: Clock,
-    settings: Settings,
-    redact: Redactor,
-) -> list[Notifier]:
-    """One receiver's channels (one, or one per Apprise URL), named for the receiver."""
-    name, kind = str(spec["name"]), spec["type"]
-    timeout, pacing = settings["notify.timeout"], settings["notify.pacing"]
-    legacy_name = where == "notify."
-    match kind:
-        case "slack":
-            return [SlackWebhookNotifier(secret("url") or "", timeout, pacing, name=name)]
-        case "slack_bot":
-            token = secret("token") or ""
-            if not spec["channel"]:
-                raise ConfigError("notify.slack_bot_channel: required with a Slack bot token")
-            bot = SlackBotNotifier(
-                token, spec["channel"], spec["api_url"], outbox, timeout, pacing, name=name
-            )
-            return [bot]
-        case "discord":
-            return [DiscordNotifier(secret("url") or "", timeout, pacing, name=name)]
-        case "email":
-            password = secret("password")
-            to = [a.strip() for a in (spec["to"] or "").split(",") if a.strip()]
-            if not to or not spec["from"]:
-                raise ConfigError(
-                    "notify.email_from and notify.email_to: required with email_smtp_host"
-                )
-            email = EmailNotifier(
-                spec["smtp_host"],
-                spec["smtp_port"],
-                spec["security"],
-                spec["from"],
-                to,
-                timeout,
-                spec["username"],
-                password,
-                name=name,
-            )
-            return [email]
-        case "webhook":
-            url = secret("url") or ""
-            key = spec["json_key"]
-            return [WebhookNotifier(url, secret("secret"), timeout, name=name, json_key=key)]
-        case "alertmanager":
-            redact.add_credentials_of(spec["url"])
-            resend = spec["resend_interval"]
-            return [AlertmanagerNotifier(spec["url"], outbox, clock, timeout, resend, name=name)]
-        case "pagerduty":
-            key = secret("routing_key") or ""
-            return [PagerDutyNotifier(key, spec["url"], timeout, spec["events"], name=name)]
-        case _:
-            try:
-                prefix = None if legacy_name else name
-                return list(apprise_channels(secret("urls") or "", timeout, pacing, redact, prefix))
-            except AppriseConfigError as exc:
-                raise ConfigError(f"{where}apprise_urls: {exc}") from None
 
 
 def build_delivery(
