@@ -52,9 +52,12 @@ from guardian.ports import (
     Metrics,
     Notifier,
     ProbeRunner,
+    Rechecks,
+    RestartCalls,
     Store,
     StoreError,
 )
+from guardian.runtime.restart_threads import RestartRunner
 from guardian.service.changes import Changes
 from guardian.service.channel_check import ChannelCheck
 from guardian.service.context import LoopContext
@@ -95,6 +98,7 @@ class App:
     healer: Healer
     prober: Prober
     operator: Operator
+    restarts: RestartRunner  # where restart calls run: here until the daemon starts its threads
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
     heartbeat: Heartbeat | None = None  # told of each sweep by the daemon
@@ -237,8 +241,12 @@ def build_loop(
     runner: ProbeRunner | None = None,
     hooks: Hooks | None = None,
     changes: Changes | None = None,
+    *,
+    calls: RestartCalls,
+    rechecks: Rechecks,
 ) -> tuple[Healer, Prober]:
-    """The healing loop over its ports: the extensions, the pipeline table, the parts."""
+    """The healing loop over its ports: the extensions, the pipeline table, the parts. `calls`
+    runs the restart calls, `rechecks` judges a container again when a decision names a time."""
     state = LoopState()
     crash_loops = CrashLoops(
         engine,
@@ -310,7 +318,7 @@ def build_loop(
     )
     ctx = LoopContext(engine, store, clock, metrics, state, pipeline, RuleBook(hs, state.routing))
     recorder = Recorder(ctx)
-    remediator = Remediator(ctx, recorder, DecisionPoint(ctx))
+    remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
     verifier = Verifier(ctx, recorder, remediator)
     return Healer(ctx, recorder, remediator, verifier), prober
 
@@ -324,10 +332,13 @@ def build_status(
     metrics: PrometheusMetrics | None = None,
     host: str = "",
     hooks: Callable[[Store, Clock, Metrics, str], Hooks] | None = None,
+    restart_calls: RestartCalls | None = None,
 ) -> App:
     """The loop without delivery, systemd or the API: for `guardian status` and `guardian
     check`, which need no notification secrets (nor run hooks: `hooks` builds them for
-    build_daemon). Raises StoreError when the store cannot open."""
+    build_daemon). `restart_calls` replaces where restart calls run (tests); by default they run
+    here until the daemon starts its restart threads (App.restarts). Raises StoreError when the
+    store cannot open."""
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
@@ -340,8 +351,18 @@ def build_status(
     install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(resilient, clock, metrics, hs.host) if hooks is not None else None
+    restarts = RestartRunner(metrics)
     healer, prober = build_loop(
-        settings, hs, engine, resilient, clock, metrics, hooks=after, changes=changes
+        settings,
+        hs,
+        engine,
+        resilient,
+        clock,
+        metrics,
+        hooks=after,
+        changes=changes,
+        calls=restart_calls or restarts,
+        rechecks=restarts,
     )
     operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"])
     return App(
@@ -353,6 +374,7 @@ def build_status(
         healer,
         prober,
         operator,
+        restarts=restarts,
         prune=sqlite.prune,
         hooks=after,
         changes=changes,
