@@ -22,7 +22,7 @@ from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.hook_runner import SubprocessHookRunner
-from guardian.adapters.instance import HostLock, Rivals, engine_key, engine_taken, find_rivals
+from guardian.adapters.instance import HostLock, engine_key
 from guardian.adapters.notify.channels import ChannelConfigError, receiver_channels
 from guardian.adapters.private_files import readable_by_others
 from guardian.adapters.probe_runner import SocketProbeRunner
@@ -98,6 +98,8 @@ class App:
     healer: Healer
     prober: Prober
     operator: Operator
+    loop: Loop  # what the entrypoints ask of the running loop (service.loop)
+    verifier: Verifier  # the healer's
     restarts: RestartRunner  # where restart calls run: here until the daemon starts its threads
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
@@ -108,35 +110,12 @@ class App:
     hooks: Hooks | None = None  # `guardian run` with remediation.hooks: stopped by the daemon
     changes: Changes = field(default_factory=Changes)  # what the status page's stream waits on
 
-    @property
-    def loop(self) -> Loop:
-        """What the entrypoints ask of the running loop (service.loop)."""
-        return Loop(self.healer.ctx.state, self.healer.ctx.settings.host)
-
-    def rival(self) -> Rivals:
-        """Another Guardian container on the engine with the same scope, proven (its `proven`
-        says why this Guardian must not run), and the containers that only claim to be one by
-        their labels (never this container, restarted by Docker). Raises EngineUnavailable."""
-        own = {i for i in (self.healer.ctx.settings.self_id, socket.gethostname()) if i}
-        scope = self.settings["watch.scope"]
-        found = find_rivals(self.engine, own, scope, self.settings["docker.url"])
-        return Rivals(engine_taken(scope, found.proven), ()) if found.proven else found
-
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped (service.clock_steps): every duration keeps its length."""
         self.healer.follow_step(step)
         if self.delivery is not None:
             self.delivery.follow_step(step)
         self.changes.changed()  # every time the page shows moved with it
-
-    @property
-    def verifier(self) -> Verifier:
-        return self.healer.verifier
-
-    def probe_tick(self) -> None:
-        """Run the probes that are due; a container whose verdict flipped is judged at once."""
-        for container_id in self.prober.tick():
-            self.healer.react(container_id, source="probe")
 
     def close(self) -> None:
         self.engine.close()
@@ -185,7 +164,7 @@ def claim_instance(settings: Settings) -> HostLock:
     """Make this the one Guardian of its engine and scope on this host before `guardian run`
     opens anything: lock the store and the engine. Raises InstanceConflict naming the other
     Guardian; the app built with the lock releases it (a running Guardian container on the
-    engine is looked for at the first contact with the engine: App.rival)."""
+    engine is looked for at the first contact with the engine: instance.rivals_of)."""
     lock = HostLock(
         store_path(settings), engine_key(settings["docker.url"]), settings["watch.scope"]
     )
@@ -374,6 +353,8 @@ def build_status(
         healer,
         prober,
         operator,
+        loop=Loop(healer.ctx.state, hs.host),
+        verifier=healer.verifier,
         restarts=restarts,
         prune=sqlite.prune,
         hooks=after,

@@ -181,6 +181,15 @@ class Rivals:
         )
 
 
+def rivals_of(engine: Engine, self_id: str | None, scope: str, docker_url: str) -> Rivals:
+    """Another Guardian container on the engine with the same scope, proven (its `proven`
+    says why this Guardian must not run), and the containers that only claim to be one by
+    their labels (never this container, restarted by Docker). Raises EngineUnavailable."""
+    own = {i for i in (self_id, socket.gethostname()) if i}
+    found = find_rivals(engine, own, scope, docker_url)
+    return Rivals(engine_taken(scope, found.proven), ()) if found.proven else found
+
+
 def find_rivals(
     engine: Engine, self_ids: Iterable[str], scope: str, url: str, proc: Path = Path("/proc")
 ) -> Rivals:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 
-from guardian.adapters.instance import CLAIMS_SHOWN
+from guardian.adapters.instance import CLAIMS_SHOWN, rivals_of
 from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints import health
@@ -163,7 +163,13 @@ class Daemon:
         try:
             if not self._reconciled:
                 self.app.engine.ping()
-                rivals = self.app.rival()
+                settings = self.app.settings
+                rivals = rivals_of(
+                    self.app.engine,
+                    healer.ctx.settings.self_id,
+                    settings["watch.scope"],
+                    settings["docker.url"],
+                )
                 if rivals.proven:
                     # One Guardian per engine: a Guardian container already watches it.
                     log.error("refusing to run", extra=kv(reason=rivals.proven))
@@ -218,7 +224,7 @@ class Daemon:
     def run_probes(self) -> None:
         try:
             if self.first_sweep_done.is_set():
-                self.app.probe_tick()
+                self.app.healer.probe_tick(self.app.prober)
         except Exception:
             log.exception("probes failed")
         finally:
