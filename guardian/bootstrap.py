@@ -32,10 +32,11 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdSupervisor
-from guardian.config import DEFAULT_STORE_PATH, ConfigError, Settings
+from guardian.config import ConfigError, Settings
 from guardian.config.channels import receiver_specs
 from guardian.config.credentials import load_token
 from guardian.config.heartbeat import heartbeat_urls
+from guardian.config.store import existing_store_path, store_path
 from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
@@ -55,7 +56,6 @@ from guardian.ports import (
     Rechecks,
     RestartCalls,
     Store,
-    StoreError,
 )
 from guardian.runtime.restart_threads import RestartRunner
 from guardian.service.changes import Changes
@@ -138,28 +138,6 @@ def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
     return None
 
 
-def store_path(settings: Settings, env: Mapping[str, str] | None = None) -> Path:
-    """The configured store path; the default falls back to the XDG state dir when unwritable."""
-    path = Path(settings["store.path"])
-    if settings.store_path_explicit or settings["store.path"] != DEFAULT_STORE_PATH:
-        return path
-    parent = path.parent
-    if (parent.is_dir() and os.access(parent, os.W_OK)) or (
-        not parent.exists() and os.access(parent.parent, os.W_OK)
-    ):
-        return path
-    env = os.environ if env is None else env
-    base = Path(
-        env.get("XDG_STATE_HOME") or Path(env.get("HOME", "~")).expanduser() / ".local/state"
-    )
-    fallback = base / "guardian" / "guardian.db"
-    log.warning(
-        "default store directory not writable; using the user state directory",
-        extra=kv(default=str(path), store=str(fallback)),
-    )
-    return fallback
-
-
 def claim_instance(settings: Settings) -> HostLock:
     """Make this the one Guardian of its engine and scope on this host before `guardian run`
     opens anything: lock the store and the engine. Raises InstanceConflict naming the other
@@ -180,16 +158,6 @@ def warn_if_readable(path: Path) -> None:
             "store readable by other users",
             extra=kv(store=str(path), mode=mode, fix=f"chmod 600 {path}"),
         )
-
-
-def existing_store_path(settings: Settings) -> Path:
-    """The store path for commands that read what a daemon wrote: it must exist already."""
-    path = store_path(settings)
-    if not path.exists():
-        raise StoreError(
-            f"store {path}: no such file; is `guardian run` using this config? (pass --config)"
-        )
-    return path
 
 
 def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> HealerSettings:
