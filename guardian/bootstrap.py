@@ -24,7 +24,7 @@ from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.adapters.instance import HostLock, engine_key
 from guardian.adapters.notify.channels import ChannelConfigError, receiver_channels
-from guardian.adapters.private_files import readable_by_others
+from guardian.adapters.private_files import warn_if_readable
 from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
@@ -45,7 +45,7 @@ from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
 from guardian.core.routing import Routing, route_of
 from guardian.core.storm import StormSettings
-from guardian.logs import install_redaction, kv
+from guardian.logs import install_redaction
 from guardian.ports import (
     Clock,
     Engine,
@@ -148,16 +148,6 @@ def claim_instance(settings: Settings) -> HostLock:
     )
     lock.acquire()
     return lock
-
-
-def warn_if_readable(path: Path) -> None:
-    """Once at start: an existing store keeps the mode its operator gave it, but it quotes what
-    containers printed, so a mode that lets others read it is said."""
-    if mode := readable_by_others(path):
-        log.warning(
-            "store readable by other users",
-            extra=kv(store=str(path), mode=mode, fix=f"chmod 600 {path}"),
-        )
 
 
 def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> HealerSettings:
