@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -22,7 +20,7 @@ from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.hook_runner import SubprocessHookRunner
-from guardian.adapters.instance import HostLock, engine_key
+from guardian.adapters.instance import HostLock, detect_self_id, engine_key
 from guardian.adapters.notify.channels import ChannelConfigError, receiver_channels
 from guardian.adapters.private_files import warn_if_readable
 from guardian.adapters.probe_runner import SocketProbeRunner
@@ -83,7 +81,6 @@ from guardian.service.state import LoopState
 from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian")
-_CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
 
 
 @dataclass
@@ -123,19 +120,6 @@ class App:
         self.supervisor.close()
         if self.lock is not None:
             self.lock.release()
-
-
-def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
-    """Guardian's own container id when it runs in a container, so it never heals itself."""
-    for name in ("cgroup", "mountinfo"):
-        try:
-            text = (proc / name).read_text(errors="replace")
-        except OSError:
-            continue
-        match = _CONTAINER_ID.search(text)
-        if match:
-            return match.group(1)
-    return None
 
 
 def claim_instance(settings: Settings) -> HostLock:

@@ -58,6 +58,23 @@ def lock_address(engine: str, scope: str) -> str:
     return f"\0guardian-{digest}"
 
 
+# Where /proc/self/cgroup or mountinfo name the container a process runs in.
+_OWN_CONTAINER = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
+
+
+def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
+    """Guardian's own container id when it runs in a container, so it never heals itself."""
+    for name in ("cgroup", "mountinfo"):
+        try:
+            text = (proc / name).read_text(errors="replace")
+        except OSError:
+            continue
+        match = _OWN_CONTAINER.search(text)
+        if match:
+            return match.group(1)
+    return None
+
+
 def engine_taken(scope: str, holder: str) -> str:
     """The one line that refuses a second Guardian of an engine (and scope)."""
     scoped = f" (watch.scope {scope})" if scope else ""

@@ -1,4 +1,5 @@
-"""The composition root's own decisions: where the store goes, how Guardian recognises itself."""
+"""Where the store goes (config/store.py) and how Guardian recognises its own container
+(adapters/instance.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from guardian.bootstrap import detect_self_id
+from guardian.adapters.instance import detect_self_id
 from guardian.config import load_settings
 from guardian.config.store import store_path
 from guardian.logs import JsonFormatter, LogfmtFormatter, kv
