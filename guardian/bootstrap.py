@@ -2,21 +2,17 @@
 
 build_daemon, build_status and build_operator take only what their command needs, and accept
 replacements (engine=, clock=, store=, metrics=) so tests build Guardian exactly as production
-does. The loop's pipeline is the one literal table in build_loop(); rebuild() applies a reload.
+does. The loop's pipeline is the one literal table in build_loop().
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 
@@ -24,16 +20,9 @@ from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.hook_runner import SubprocessHookRunner
-from guardian.adapters.instance import HostLock, Rivals, engine_key, engine_taken, find_rivals
-from guardian.adapters.notify.alertmanager import AlertmanagerNotifier
-from guardian.adapters.notify.apprise import AppriseConfigError, apprise_channels
-from guardian.adapters.notify.discord import DiscordNotifier
-from guardian.adapters.notify.email import EmailNotifier
-from guardian.adapters.notify.pagerduty import PagerDutyNotifier
-from guardian.adapters.notify.slack_bot import SlackBotNotifier
-from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
-from guardian.adapters.notify.webhook import WebhookNotifier
-from guardian.adapters.private_files import readable_by_others
+from guardian.adapters.instance import HostLock, detect_self_id, engine_key
+from guardian.adapters.notify.channels import ChannelConfigError, receiver_channels
+from guardian.adapters.private_files import warn_if_readable
 from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
@@ -41,17 +30,11 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.adapters.systemd import SystemdSupervisor
-from guardian.config import (
-    DEFAULT_STORE_PATH,
-    SCHEMA,
-    ConfigError,
-    Settings,
-    changed_keys,
-    reloadable,
-    reloaded,
-)
-from guardian.config.credentials import load_token, read_secret, resolve_secret
-from guardian.config.receivers import TYPES, legacy, new_config
+from guardian.config import ConfigError, Settings
+from guardian.config.channels import receiver_specs
+from guardian.config.credentials import load_token
+from guardian.config.heartbeat import heartbeat_urls
+from guardian.config.store import existing_store_path, store_path
 from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
@@ -60,7 +43,7 @@ from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
 from guardian.core.routing import Routing, route_of
 from guardian.core.storm import StormSettings
-from guardian.logs import install_redaction, kv, reconfigure_logging
+from guardian.logs import install_redaction
 from guardian.ports import (
     Clock,
     Engine,
@@ -69,10 +52,12 @@ from guardian.ports import (
     Metrics,
     Notifier,
     ProbeRunner,
+    Rechecks,
+    RestartCalls,
     Store,
-    StoreError,
 )
 from guardian.readside.changes import Changes
+from guardian.runtime.restart_threads import RestartRunner
 from guardian.service.channel_check import ChannelCheck
 from guardian.service.context import LoopContext
 from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
@@ -98,8 +83,6 @@ from guardian.service.state import LoopState
 from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian")
-MAX_PING_URL = 2048
-_CONTAINER_ID = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
 
 
 @dataclass
@@ -114,6 +97,9 @@ class App:
     healer: Healer
     prober: Prober
     operator: Operator
+    loop: Loop  # what the entrypoints ask of the running loop (service.loop)
+    verifier: Verifier  # the healer's
+    restarts: RestartRunner  # where restart calls run: here until the daemon starts its threads
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
     heartbeat: Heartbeat | None = None  # told of each sweep by the daemon
@@ -123,34 +109,11 @@ class App:
     hooks: Hooks | None = None  # `guardian run` with remediation.hooks: stopped by the daemon
     changes: Changes = field(default_factory=Changes)  # what the status page's stream waits on
 
-    @property
-    def loop(self) -> Loop:
-        """What the entrypoints ask of the running loop (service.loop)."""
-        return Loop(self.healer.ctx.state, self.healer.ctx.settings.host)
-
-    def rival(self) -> Rivals:
-        """Another Guardian container on the engine with the same scope, proven (its `proven`
-        says why this Guardian must not run), and the containers that only claim to be one by
-        their labels (never this container, restarted by Docker). Raises EngineUnavailable."""
-        own = {i for i in (self.healer.ctx.settings.self_id, socket.gethostname()) if i}
-        scope = self.settings["watch.scope"]
-        found = find_rivals(self.engine, own, scope, self.settings["docker.url"])
-        return Rivals(engine_taken(scope, found.proven), ()) if found.proven else found
-
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped (service.clock_steps): every duration keeps its length."""
         self.healer.follow_step(step)
         if self.delivery is not None:
             self.delivery.follow_step(step)
-
-    @property
-    def verifier(self) -> Verifier:
-        return self.healer.verifier
-
-    def probe_tick(self) -> None:
-        """Run the probes that are due; a container whose verdict flipped is judged at once."""
-        for container_id in self.prober.tick():
-            self.healer.react(container_id, source="probe")
 
     def close(self) -> None:
         self.engine.close()
@@ -160,71 +123,16 @@ class App:
             self.lock.release()
 
 
-def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
-    """Guardian's own container id when it runs in a container, so it never heals itself."""
-    for name in ("cgroup", "mountinfo"):
-        try:
-            text = (proc / name).read_text(errors="replace")
-        except OSError:
-            continue
-        match = _CONTAINER_ID.search(text)
-        if match:
-            return match.group(1)
-    return None
-
-
-def store_path(settings: Settings, env: Mapping[str, str] | None = None) -> Path:
-    """The configured store path; the default falls back to the XDG state dir when unwritable."""
-    path = Path(settings["store.path"])
-    if settings.store_path_explicit or settings["store.path"] != DEFAULT_STORE_PATH:
-        return path
-    parent = path.parent
-    if (parent.is_dir() and os.access(parent, os.W_OK)) or (
-        not parent.exists() and os.access(parent.parent, os.W_OK)
-    ):
-        return path
-    env = os.environ if env is None else env
-    base = Path(
-        env.get("XDG_STATE_HOME") or Path(env.get("HOME", "~")).expanduser() / ".local/state"
-    )
-    fallback = base / "guardian" / "guardian.db"
-    log.warning(
-        "default store directory not writable; using the user state directory",
-        extra=kv(default=str(path), store=str(fallback)),
-    )
-    return fallback
-
-
 def claim_instance(settings: Settings) -> HostLock:
     """Make this the one Guardian of its engine and scope on this host before `guardian run`
     opens anything: lock the store and the engine. Raises InstanceConflict naming the other
     Guardian; the app built with the lock releases it (a running Guardian container on the
-    engine is looked for at the first contact with the engine: App.rival)."""
+    engine is looked for at the first contact with the engine: instance.rivals_of)."""
     lock = HostLock(
         store_path(settings), engine_key(settings["docker.url"]), settings["watch.scope"]
     )
     lock.acquire()
     return lock
-
-
-def warn_if_readable(path: Path) -> None:
-    """Once at start: an existing store keeps the mode its operator gave it, but it quotes what
-    containers printed, so a mode that lets others read it is said."""
-    if mode := readable_by_others(path):
-        log.warning(
-            "store readable by other users",
-            extra=kv(store=str(path), mode=mode, fix=f"chmod 600 {path}"),
-        )
-
-
-def existing_store_path(settings: Settings) -> Path:
-    """The store path for commands that read what a daemon wrote: it must exist already."""
-    path = store_path(settings)
-    if not path.exists():
-        raise StoreError(
-            f"store {path}: no such file; is `guardian run` using this config? (pass --config)"
-        )
-    return path
 
 
 def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> HealerSettings:
@@ -255,8 +163,12 @@ def build_loop(
     runner: ProbeRunner | None = None,
     hooks: Hooks | None = None,
     facts: Facts | None = None,
+    *,
+    calls: RestartCalls,
+    rechecks: Rechecks,
 ) -> tuple[Healer, Prober]:
-    """The healing loop over its ports: the extensions, the pipeline table, the parts."""
+    """The healing loop over its ports: the extensions, the pipeline table, the parts. `calls`
+    runs the restart calls, `rechecks` judges a container again when a decision names a time."""
     state = LoopState()
     crash_loops = CrashLoops(
         engine,
@@ -326,7 +238,7 @@ def build_loop(
     rules = RuleBook(hs, state.routing)
     ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
     recorder = Recorder(ctx)
-    remediator = Remediator(ctx, recorder, DecisionPoint(ctx))
+    remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
     verifier = Verifier(ctx, recorder, remediator)
     return Healer(ctx, recorder, remediator, verifier), prober
 
@@ -340,10 +252,13 @@ def build_status(
     metrics: PrometheusMetrics | None = None,
     host: str = "",
     hooks: Callable[[Store, Clock, Metrics, str], Hooks] | None = None,
+    restart_calls: RestartCalls | None = None,
 ) -> App:
     """The loop without delivery, systemd or the API: for `guardian status` and `guardian
     check`, which need no notification secrets (nor run hooks: `hooks` builds them for
-    build_daemon). Raises StoreError when the store cannot open."""
+    build_daemon). `restart_calls` replaces where restart calls run (tests); by default they run
+    here until the daemon starts its restart threads (App.restarts). Raises StoreError when the
+    store cannot open."""
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
@@ -358,8 +273,18 @@ def build_status(
     install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(resilient, clock, metrics, hs.host) if hooks is not None else None
+    restarts = RestartRunner(metrics)
     healer, prober = build_loop(
-        settings, hs, engine, resilient, clock, metrics, hooks=after, facts=facts
+        settings,
+        hs,
+        engine,
+        resilient,
+        clock,
+        metrics,
+        hooks=after,
+        facts=facts,
+        calls=restart_calls or restarts,
+        rechecks=restarts,
     )
     operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"], facts)
     return App(
@@ -371,6 +296,9 @@ def build_status(
         healer,
         prober,
         operator,
+        loop=Loop(healer.ctx.state, hs.host),
+        verifier=healer.verifier,
+        restarts=restarts,
         prune=sqlite.prune,
         hooks=after,
         changes=changes,
@@ -456,31 +384,6 @@ def hooks_builder(
     return build
 
 
-@dataclass(frozen=True)
-class Reloaded:
-    """What a reload did: the changed keys now in force, and those that wait for a restart."""
-
-    applied: tuple[str, ...]
-    need_restart: tuple[str, ...]
-
-
-def rebuild(app: App, new: Settings) -> Reloaded:
-    """Put `new` (already validated) in force where that is safe in a running Guardian: the
-    loop's settings and label rules, store retention, logging. Restarts and verifications in
-    flight, incidents, the store, the engine client, the channels and the HTTP listener are left
-    as they are; changed keys that only a restart applies keep their old values and are named."""
-    changed = changed_keys(app.settings, new)
-    settings = reloaded(app.settings, new)
-    hs = app.healer.ctx.settings
-    app.healer.ctx.rules.retune(healer_settings(settings, hs.self_id, hs.host))
-    app.settings = settings
-    reconfigure_logging(settings["log.level"], settings["log.format"])
-    return Reloaded(
-        tuple(k for k in changed if reloadable(k)),
-        tuple(k for k in changed if not reloadable(k)),
-    )
-
-
 def build_operator(
     settings: Settings, *, store: Store | None = None, clock: Clock | None = None, host: str = ""
 ) -> Operator:
@@ -501,106 +404,22 @@ def build_channels(
     redact: Redactor,
     env: Mapping[str, str] | None = None,
 ) -> tuple[list[Notifier], Routing]:
-    """The channels of every receiver (notify.channels, and the flat keys' receivers with a
-    deprecation note each) and the routing between them; secrets are read here, from the
-    environment or files, and registered with `redact`. Raises ConfigError."""
+    """The channels of every receiver (config.channels: notify.channels, and the flat keys'
+    receivers) and the routing between them; secrets are registered with `redact`. Raises
+    ConfigError."""
     n = settings.values["notify"]
+    timeout, pacing = settings["notify.timeout"], settings["notify.pacing"]
     channels: list[Notifier] = []
     receivers: dict[str, tuple[str, ...]] = {}
-    for spec in legacy(n):
-        log.warning(
-            f"notify.{spec['type']}_* keys are deprecated; write under notify.channels: "
-            + new_config(spec, SCHEMA["notify"])
-        )
-        flat = TYPES[str(spec["type"])]
-
-        def old_secret(key: str, flat: dict[str, str] = flat) -> str | None:
-            return resolve_secret(settings, flat[f"{key}_env"].removesuffix("_env"), redact, env)
-
-        built = _receiver(spec, old_secret, "notify.", outbox, clock, settings, redact)
-        receivers[str(spec["name"])] = tuple(c.name for c in built)
-        channels += built
-    for spec in n["channels"]:
-        where = f"notify.channels ({spec['name']})."
-
-        def new_secret(key: str, spec: Mapping[str, Any] = spec, where: str = where) -> str | None:
-            var, path = spec[f"{key}_env"], spec[f"{key}_file"]
-            value = read_secret(
-                where + key, var or "", path or "", os.environ if env is None else env
-            )
-            if value:
-                redact.add(value)
-            return value
-
-        built = _receiver(spec, new_secret, where, outbox, clock, settings, redact)
+    for spec, secret, where in receiver_specs(settings, redact, env):
+        try:
+            built = receiver_channels(spec, secret, where, outbox, clock, timeout, pacing, redact)
+        except ChannelConfigError as exc:
+            raise ConfigError(str(exc)) from None
         receivers[str(spec["name"])] = tuple(c.name for c in built)
         channels += built
     routes = tuple(route_of(r) for r in n["routes"])
     return channels, Routing(receivers, routes, n["default"])
-
-
-def _receiver(
-    spec: Mapping[str, Any],
-    secret: Callable[[str], str | None],
-    where: str,
-    outbox: SqliteOutbox,
-    clock: Clock,
-    settings: Settings,
-    redact: Redactor,
-) -> list[Notifier]:
-    """One receiver's channels (one, or one per Apprise URL), named for the receiver."""
-    name, kind = str(spec["name"]), spec["type"]
-    timeout, pacing = settings["notify.timeout"], settings["notify.pacing"]
-    legacy_name = where == "notify."
-    match kind:
-        case "slack":
-            return [SlackWebhookNotifier(secret("url") or "", timeout, pacing, name=name)]
-        case "slack_bot":
-            token = secret("token") or ""
-            if not spec["channel"]:
-                raise ConfigError("notify.slack_bot_channel: required with a Slack bot token")
-            bot = SlackBotNotifier(
-                token, spec["channel"], spec["api_url"], outbox, timeout, pacing, name=name
-            )
-            return [bot]
-        case "discord":
-            return [DiscordNotifier(secret("url") or "", timeout, pacing, name=name)]
-        case "email":
-            password = secret("password")
-            to = [a.strip() for a in (spec["to"] or "").split(",") if a.strip()]
-            if not to or not spec["from"]:
-                raise ConfigError(
-                    "notify.email_from and notify.email_to: required with email_smtp_host"
-                )
-            email = EmailNotifier(
-                spec["smtp_host"],
-                spec["smtp_port"],
-                spec["security"],
-                spec["from"],
-                to,
-                timeout,
-                spec["username"],
-                password,
-                name=name,
-            )
-            return [email]
-        case "webhook":
-            url = secret("url") or ""
-            key = spec["json_key"]
-            return [WebhookNotifier(url, secret("secret"), timeout, name=name, json_key=key)]
-        case "alertmanager":
-            redact.add_credentials_of(spec["url"])
-            resend = spec["resend_interval"]
-            return [AlertmanagerNotifier(spec["url"], outbox, clock, timeout, resend, name=name)]
-        case "pagerduty":
-            key = secret("routing_key") or ""
-            return [PagerDutyNotifier(key, spec["url"], timeout, spec["events"], name=name)]
-        case _:
-            try:
-                prefix = None if legacy_name else name
-                return list(apprise_channels(secret("urls") or "", timeout, pacing, redact, prefix))
-            except AppriseConfigError as exc:
-                raise ConfigError(f"{where}apprise_urls: {exc}") from None
 
 
 def build_delivery(
@@ -659,36 +478,16 @@ def build_channel_check(
     return ChannelCheck(channels, clock, socket.gethostname(), redact)
 
 
-def _ping_url(key: str, url: str | None) -> str | None:
-    """A heartbeat URL checked without quoting it (it is a secret)."""
-    if url is None:
-        return None
-    try:
-        parts = urlsplit(url) if len(url) <= MAX_PING_URL and url.isprintable() else None
-        host = parts.hostname if parts is not None else None
-    except ValueError:
-        parts = host = None
-    if parts is None or parts.scheme not in ("http", "https") or not host:
-        raise ConfigError(
-            f"{key}: expected an http:// or https:// URL of at most {MAX_PING_URL} characters"
-            " (the value is not shown: it is a secret)"
-        )
-    return url
-
-
 def build_heartbeat(
     settings: Settings, metrics: Metrics, env: Mapping[str, str] | None = None
 ) -> Heartbeat | None:
     """The heartbeat to a push monitor when heartbeat.url_* is set; its URLs are secrets,
     registered for redaction in every log line. Raises ConfigError."""
     redact = Redactor()
-    url = _ping_url("heartbeat.url", resolve_secret(settings, "heartbeat.url", redact, env))
-    fail = resolve_secret(settings, "heartbeat.fail_url", redact, env)
-    fail = _ping_url("heartbeat.fail_url", fail)
-    if url is None:
-        if fail is not None:
-            raise ConfigError("heartbeat.fail_url: needs heartbeat.url_env or heartbeat.url_file")
+    urls = heartbeat_urls(settings, redact, env)
+    if urls is None:
         return None
+    url, fail = urls
     pinger = HttpPinger(url, fail, settings["heartbeat.timeout"])
     redact.add(failure_url(url))
     install_redaction(redact)

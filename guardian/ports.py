@@ -339,6 +339,24 @@ class Facts(Protocol):
     def publish(self, fact: Fact) -> None: ...
 
 
+class RestartCalls(Protocol):
+    """Where a restart call runs once decided, claimed and its intent recorded: on the deciding
+    thread (commands, tests) or on a restart thread (the daemon, runtime/restart_threads.py)."""
+
+    def run(self, call: Callable[[], None], slot_until: datetime | None) -> None:
+        """Run `call`, which returns once the engine has stopped and started the container.
+        `slot_until`: when the call gives its restart.max_concurrent slot up while still
+        running (None: when it returns), so whoever waits for a slot is judged again then.
+        Raises RuntimeError once Guardian is stopping."""
+
+
+class Rechecks(Protocol):
+    """Who judges a container again at a time a decision named (a patience, a silence or a
+    cooldown ending): the daemon's scheduler; commands and tests wait for a sweep."""
+
+    def recheck(self, container_id: str, at: datetime) -> None: ...
+
+
 class Metrics(Protocol):
     """What the loop counts. adapters/prometheus.py exports it; every call is cheap and never
     raises. Labels stay bounded: container names and fixed enums, never ids."""

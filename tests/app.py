@@ -19,7 +19,7 @@ from guardian.adapters.systemd import SystemdSupervisor
 from guardian.bootstrap import App, build_daemon, build_status
 from guardian.config import Settings, load_settings
 from guardian.core.model import ActionKind, RemediationAction
-from guardian.ports import HookRunner
+from guardian.ports import HookRunner, RestartCalls
 from guardian.service.healer import Healer
 from guardian.service.prober import Prober
 from tests.fakes import FakeClock, FakeEngine
@@ -107,9 +107,11 @@ def make_app(
     host: str = HOST,
     supervisor: SystemdSupervisor | None = None,
     hook_runner: HookRunner | None = None,
+    restart_calls: RestartCalls | None = None,
     **sections: Mapping[str, Any],
 ) -> TestApp:
-    """Build Guardian through bootstrap (build_status, or build_daemon with `daemon`)."""
+    """Build Guardian through bootstrap (build_status, or build_daemon with `daemon`);
+    `restart_calls`: where build_status's loop runs restart calls (default: here)."""
     settings = settings or settings_for(tmp, sections)
     clock = clock or FakeClock()
     engine = engine if engine is not None else FakeEngine(clock)
@@ -129,7 +131,13 @@ def make_app(
         )
     else:
         app = build_status(
-            settings, engine=engine, clock=clock, store=store, metrics=metrics, host=host
+            settings,
+            engine=engine,
+            clock=clock,
+            store=store,
+            metrics=metrics,
+            host=host,
+            restart_calls=restart_calls,
         )
     return TestApp(tmp, settings, clock, engine, store, app, daemon)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -273,3 +273,14 @@ class FakeHookRunner:
         with self._cond:
             self.stopped = True
             self._cond.notify_all()
+
+
+class FakeRestartCalls:
+    """The RestartCalls port keeping each restart call, not running it (as while the engine
+    waits out a stop timeout): the test runs them from `held` when it chooses."""
+
+    def __init__(self) -> None:
+        self.held: list[Callable[[], None]] = []
+
+    def run(self, call: Callable[[], None], slot_until: datetime | None) -> None:
+        self.held.append(call)

@@ -58,6 +58,23 @@ def lock_address(engine: str, scope: str) -> str:
     return f"\0guardian-{digest}"
 
 
+# Where /proc/self/cgroup or mountinfo name the container a process runs in.
+_OWN_CONTAINER = re.compile(r"(?:docker[-/]|/containers/)([0-9a-f]{64})")
+
+
+def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
+    """Guardian's own container id when it runs in a container, so it never heals itself."""
+    for name in ("cgroup", "mountinfo"):
+        try:
+            text = (proc / name).read_text(errors="replace")
+        except OSError:
+            continue
+        match = _OWN_CONTAINER.search(text)
+        if match:
+            return match.group(1)
+    return None
+
+
 def engine_taken(scope: str, holder: str) -> str:
     """The one line that refuses a second Guardian of an engine (and scope)."""
     scoped = f" (watch.scope {scope})" if scope else ""
@@ -179,6 +196,15 @@ class Rivals:
         return (
             f"warning: {shown}{more} {verb} to be a Guardian by label alone (no proof: not a rival)"
         )
+
+
+def rivals_of(engine: Engine, self_id: str | None, scope: str, docker_url: str) -> Rivals:
+    """Another Guardian container on the engine with the same scope, proven (its `proven`
+    says why this Guardian must not run), and the containers that only claim to be one by
+    their labels (never this container, restarted by Docker). Raises EngineUnavailable."""
+    own = {i for i in (self_id, socket.gethostname()) if i}
+    found = find_rivals(engine, own, scope, docker_url)
+    return Rivals(engine_taken(scope, found.proven), ()) if found.proven else found
 
 
 def find_rivals(

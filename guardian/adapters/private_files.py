@@ -6,9 +6,14 @@ component touches the path first (the instance lock, the database, a command).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 from pathlib import Path
+
+from guardian.logs import kv
+
+log = logging.getLogger("guardian")
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -54,3 +59,13 @@ def readable_by_others(path: Path) -> str:
     except OSError:
         return ""
     return f"{mode:04o}" if mode & (stat.S_IRWXG | stat.S_IRWXO) else ""
+
+
+def warn_if_readable(path: Path) -> None:
+    """Once at start: an existing store keeps the mode its operator gave it, but it quotes what
+    containers printed, so a mode that lets others read it is said."""
+    if mode := readable_by_others(path):
+        log.warning(
+            "store readable by other users",
+            extra=kv(store=str(path), mode=mode, fix=f"chmod 600 {path}"),
+        )

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 
-from guardian.adapters.instance import CLAIMS_SHOWN
+from guardian.adapters.instance import CLAIMS_SHOWN, rivals_of
 from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.entrypoints import health
@@ -29,16 +29,10 @@ from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
 from guardian.runtime.http_front import Front
 from guardian.runtime.http_limits import Limits
-from guardian.runtime.restart_threads import RestartThreads
+from guardian.runtime.restart_threads import MAX_RESTART_THREADS
 from guardian.runtime.scheduling import SteadyScheduler
 from guardian.runtime.wakeup import Wakeup, WakingEvent
-from guardian.runtime.watchdog import (
-    STARTING,
-    SupervisorLink,
-    SweepLiveness,
-    stall_limit,
-    status_line,
-)
+from guardian.runtime.watchdog import STARTING, SupervisorLink, SweepLiveness, stall_limit
 from guardian.service.clock_steps import StepWatch
 
 log = logging.getLogger("guardian.daemon")
@@ -50,11 +44,29 @@ APPROVAL_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
 RETENTION_TICK = timedelta(days=1)
 JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions beside restarts
-MAX_RESTART_THREADS = 256
 # How long a stop waits for restart calls in flight to return and record their outcomes; those
 # still waiting out a container's stop timeout then are left to the engine (and reconciled at
 # the next start), so a stop never waits for a container's stop timeout.
 STOP_GRACE = timedelta(seconds=3)
+
+
+def status_line(app: App, engine_error: str | None = None) -> str:
+    """One line for `systemctl status`: what Guardian watches and what is open, or why the
+    engine is unreachable (`engine_error`, e.g. the socket's permissions)."""
+    loop = app.loop
+    if loop.engine_up is False:
+        return f"{engine_error or 'docker engine unreachable'}; retrying"
+    try:
+        incidents = app.store.open_incidents(loop.host)
+    except Exception:  # noqa: BLE001 - a status line must never break the sweep job
+        return "store unavailable; retrying"
+    opened = sum(1 for i in incidents if i.is_open)
+    watched = loop.watched
+    return f"watching {_count(watched, 'container')}, {_count(opened, 'open incident')}"
+
+
+def _count(n: float, noun: str) -> str:
+    return f"{n:.0f} {noun}" + ("" if n == 1 else "s")
 
 
 def job_threads(settings: Settings) -> int:
@@ -89,10 +101,6 @@ class Daemon:
         self.claimed = ""  # containers that claimed at start to be a Guardian, by label alone
         self._listener: threading.Thread | None = None
         self.http: HttpServer | None = None
-        # Restart calls, once decided and recorded (from start(): run_restart): each holds a
-        # thread until the engine has stopped and started its container; decide() keeps them
-        # within restart.max_concurrent (a reload may raise it: threads start only when needed).
-        self.restarts = RestartThreads(MAX_RESTART_THREADS)
         liveness = SweepLiveness(stall_limit(app.settings), monotonic, app.loop.longest_stop)
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
         self.reloader = Reloader(app, reread, self.systemd, self.reschedule_sweep)
@@ -155,7 +163,13 @@ class Daemon:
         try:
             if not self._reconciled:
                 self.app.engine.ping()
-                rivals = self.app.rival()
+                settings = self.app.settings
+                rivals = rivals_of(
+                    self.app.engine,
+                    healer.ctx.settings.self_id,
+                    settings["watch.scope"],
+                    settings["docker.url"],
+                )
                 if rivals.proven:
                     # One Guardian per engine: a Guardian container already watches it.
                     log.error("refusing to run", extra=kv(reason=rivals.proven))
@@ -210,7 +224,7 @@ class Daemon:
     def run_probes(self) -> None:
         try:
             if self.first_sweep_done.is_set():
-                self.app.probe_tick()
+                self.app.healer.probe_tick(self.app.prober)
         except Exception:
             log.exception("probes failed")
         finally:
@@ -285,38 +299,31 @@ class Daemon:
         self.app.metrics.store_failed()
         log.error("store error; job abandoned until its next run", extra=kv(job=job, reason=exc))
 
-    def run_restart(self, call: Callable[[], None], slot_until: datetime | None = None) -> None:
-        """Run a restart call on a restart thread: the sweep or reaction that decided it goes on
-        (a sweep that finds a burst no longer waits for one container's stop after another).
-        A call that gives its restart.max_concurrent slot up while it still runs (`slot_until`,
-        a long stop timeout from a label) lets the container held back longest go ahead then."""
-        self.restarts.submit(lambda: self._restart_call(call))
-        if slot_until is not None:
-            with contextlib.suppress(Exception):  # the scheduler is shutting down
-                self.scheduler.add_job(
-                    self._slot_freed, "date", run_date=slot_until, misfire_grace_time=None
-                )
-
     def _slot_freed(self) -> None:
         """A restart slot is free: the container held back longest for one is judged again."""
         waiter = self.app.loop.next_slot_waiter()
         if waiter is not None and not self.stopping.is_set():
             self.react(waiter, None)
 
-    def _restart_call(self, call: Callable[[], None]) -> None:
-        try:
-            call()
-        except StoreError as exc:
-            self._store_failed("restart", exc)
-        except Exception:
-            log.exception("restart failed")
-        finally:
-            self.work_changed()  # a restart now awaits verification: resume the verify job
-            # A slot is free: the container held back longest for one is judged again now.
-            waiter = self.app.loop.next_slot_waiter()
-            if waiter is not None and not self.stopping.is_set():
+    def follow_asks(self) -> None:
+        """Schedule what the restart calls asked (runtime/restart_threads.py): the rechecks
+        their decisions named, and the container held back longest for a restart slot judged
+        once a call ended or gave its slot up. From the main loop, as follow_work."""
+        for container, at in self.app.restarts.asked():
+            if container is not None and at is not None:
+                self.recheck(container, at)
+            elif at is not None:
                 with contextlib.suppress(Exception):  # the scheduler is shutting down
-                    self.scheduler.add_job(self.react, args=[waiter, None], misfire_grace_time=None)
+                    self.scheduler.add_job(
+                        self._slot_freed, "date", run_date=at, misfire_grace_time=None
+                    )
+            else:
+                waiter = self.app.loop.next_slot_waiter()
+                if waiter is not None and not self.stopping.is_set():
+                    with contextlib.suppress(Exception):  # the scheduler is shutting down
+                        self.scheduler.add_job(
+                            self.react, args=[waiter, None], misfire_grace_time=None
+                        )
 
     def react(self, container_id: str, detected_at: datetime | None) -> None:
         try:
@@ -411,8 +418,9 @@ class Daemon:
         except ListenError:
             self.app.close()
             raise
-        self.app.healer.remediator.run_calls_on(self.run_restart)
-        self.app.healer.remediator.recheck_on(self.recheck)
+        # Restart calls now run on restart threads (each holds one until the engine has
+        # stopped and started its container), and what they ask wakes the main loop.
+        self.app.restarts.start(self.wakeup)
         self.scheduler.start()
         if self.app.delivery is not None:
             self.app.delivery.start()
@@ -448,7 +456,7 @@ class Daemon:
         if self.app.hooks is not None:
             self.app.hooks.stop()  # kills running hooks now, whatever their timeouts
         self.scheduler.shutdown(wait=True)
-        left = self.restarts.close(STOP_GRACE.total_seconds())
+        left = self.app.restarts.close(STOP_GRACE.total_seconds())
         if left:
             log.warning(
                 "restarts left to the engine; the next start reconciles them",
@@ -479,6 +487,7 @@ class Daemon:
                     break
                 self.systemd.tick()
                 self.follow_work()
+                self.follow_asks()
                 self.wakeup.wait(self.systemd.next_tick_in())
         finally:
             self.stop()

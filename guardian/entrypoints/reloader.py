@@ -6,13 +6,39 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from guardian.bootstrap import App, rebuild
-from guardian.config import ConfigError, Settings
-from guardian.logs import kv
+from guardian.bootstrap import App, healer_settings
+from guardian.config import ConfigError, Settings, changed_keys, reloadable, reloaded
+from guardian.logs import kv, reconfigure_logging
 from guardian.runtime.watchdog import SupervisorLink
 
 log = logging.getLogger("guardian.daemon")
+
+
+@dataclass(frozen=True)
+class Reloaded:
+    """What a reload did: the changed keys now in force, and those that wait for a restart."""
+
+    applied: tuple[str, ...]
+    need_restart: tuple[str, ...]
+
+
+def rebuild(app: App, new: Settings) -> Reloaded:
+    """Put `new` (already validated) in force where that is safe in a running Guardian: the
+    loop's settings and label rules, store retention, logging. Restarts and verifications in
+    flight, incidents, the store, the engine client, the channels and the HTTP listener are left
+    as they are; changed keys that only a restart applies keep their old values and are named."""
+    changed = changed_keys(app.settings, new)
+    settings = reloaded(app.settings, new)
+    hs = app.healer.ctx.settings
+    app.healer.ctx.rules.retune(healer_settings(settings, hs.self_id, hs.host))
+    app.settings = settings
+    reconfigure_logging(settings["log.level"], settings["log.format"])
+    return Reloaded(
+        tuple(k for k in changed if reloadable(k)),
+        tuple(k for k in changed if not reloadable(k)),
+    )
 
 
 class Reloader:
@@ -32,7 +58,7 @@ class Reloader:
         self.reschedule = reschedule
 
     def reload(self) -> None:
-        """Build and validate the new settings, then swap what can be swapped (bootstrap.rebuild):
+        """Build and validate the new settings, then swap what can be swapped (rebuild):
         restarts, verifications, incidents and the outbox carry on as they were."""
         self.systemd.reloading()
         try:

@@ -7,12 +7,20 @@ Guardian stops is left to the engine (concurrent.futures joins its workers at ex
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 
+from guardian.logs import kv
+from guardian.ports import Metrics, StoreError
+from guardian.runtime.wakeup import Wakeup
+
+log = logging.getLogger("guardian.daemon")
 Call = Callable[[], None]
+MAX_RESTART_THREADS = 256
 
 
 class RestartThreads:
@@ -81,3 +89,72 @@ class RestartThreads:
                     break
                 self._cond.wait(left)
             return self._running
+
+
+# What a restart thread asks of the daemon's jobs: judge `container` (None: the container held
+# back longest for a restart slot) again at `at` (None: now).
+Ask = tuple[str | None, datetime | None]
+
+
+class RestartRunner:
+    """The RestartCalls and Rechecks ports of `guardian run`, built with the loop it serves.
+    Until the daemon starts it (`start`), a call runs on the deciding thread and a recheck waits
+    for a sweep, as in `guardian check`; then calls run on restart threads, and what each asks
+    of the daemon's jobs (`asked`) wakes the daemon's main loop, which schedules it."""
+
+    def __init__(self, metrics: Metrics, limit: int = MAX_RESTART_THREADS) -> None:
+        # decide() keeps the calls within restart.max_concurrent (a reload may raise it: threads
+        # start only when needed).
+        self.threads = RestartThreads(limit)
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._asks: list[Ask] = []
+        self._wakeup: Wakeup | None = None
+
+    def start(self, wakeup: Wakeup) -> None:
+        """From now on calls run on restart threads, and each ask wakes `wakeup`."""
+        self._wakeup = wakeup
+
+    def run(self, call: Call, slot_until: datetime | None) -> None:
+        if self._wakeup is None:
+            call()
+            return
+        self.threads.submit(lambda: self._call(call))
+        if slot_until is not None:
+            self._ask(None, slot_until)
+
+    def recheck(self, container_id: str, at: datetime) -> None:
+        if self._wakeup is not None:
+            self._ask(container_id, at)
+
+    def asked(self) -> list[Ask]:
+        """What the calls asked since last time, oldest first."""
+        with self._lock:
+            asks, self._asks = self._asks, []
+        return asks
+
+    def close(self, wait: float) -> int:
+        """Refuse new calls and wait up to `wait` seconds for the running ones: how many still
+        run (left to the engine)."""
+        return self.threads.close(wait)
+
+    def _ask(self, container: str | None, at: datetime | None) -> None:
+        with self._lock:
+            self._asks.append((container, at))
+        if self._wakeup is not None:
+            self._wakeup.wake()
+
+    def _call(self, call: Call) -> None:
+        try:
+            call()
+        except StoreError as exc:
+            self._metrics.store_failed()
+            log.error(
+                "store error; job abandoned until its next run", extra=kv(job="restart", reason=exc)
+            )
+        except Exception:
+            log.exception("restart failed")
+        finally:
+            # A restart now awaits verification, and a slot is free: the container held back
+            # longest for one is judged again now.
+            self._ask(None, None)

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from guardian.adapters.systemd import SystemdSupervisor
-from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.logs import kv
 
@@ -41,25 +40,6 @@ def stall_limit(settings: Settings) -> timedelta:
 
 
 STARTING = "serving; looking for the docker engine"
-
-
-def status_line(app: App, engine_error: str | None = None) -> str:
-    """One line for `systemctl status`: what Guardian watches and what is open, or why the
-    engine is unreachable (`engine_error`, e.g. the socket's permissions)."""
-    loop = app.loop
-    if loop.engine_up is False:
-        return f"{engine_error or 'docker engine unreachable'}; retrying"
-    try:
-        incidents = app.store.open_incidents(loop.host)
-    except Exception:  # noqa: BLE001 - a status line must never break the sweep job
-        return "store unavailable; retrying"
-    opened = sum(1 for i in incidents if i.is_open)
-    watched = loop.watched
-    return f"watching {_count(watched, 'container')}, {_count(opened, 'open incident')}"
-
-
-def _count(n: float, noun: str) -> str:
-    return f"{n:.0f} {noun}" + ("" if n == 1 else "s")
 
 
 class SweepLiveness:

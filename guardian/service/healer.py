@@ -33,6 +33,7 @@ from guardian.core.policy import reset_due
 from guardian.logs import kv
 from guardian.ports import EngineEvent, EngineUnavailable
 from guardian.service.context import LoopContext
+from guardian.service.prober import Prober
 from guardian.service.recorder import Recorder
 from guardian.service.remediator import Remediator
 from guardian.service.verifier import Verifier
@@ -240,6 +241,11 @@ class Healer:
         if event.action == "health_status" and event.attributes.get("health_status") == "unhealthy":
             return event.at
         return None
+
+    def probe_tick(self, prober: Prober) -> None:
+        """Run the probes that are due; a container whose verdict flipped is judged at once."""
+        for container_id in prober.tick():
+            self.react(container_id, source="probe")
 
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""

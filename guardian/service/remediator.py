@@ -31,6 +31,7 @@ from guardian.core.model import (
 )
 from guardian.core.verification import PendingVerify
 from guardian.logs import kv
+from guardian.ports import Rechecks, RestartCalls
 from guardian.service.claims import Claim
 from guardian.service.context import LoopContext
 from guardian.service.decisions import DecisionPoint
@@ -44,24 +45,6 @@ RESTART_WITH_REASON = "restart_with"  # also the `via` of a follower by label
 NAMESPACE_REASON = "namespace_follower"  # it joined a namespace of the container restarted
 ACTION_KEY = "action"  # a held-back decision's extra: the container's guardian.action
 STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine may wait to stop
-
-# Runs a restart call, decided and recorded: here and now, or on a thread of its own. The
-# second argument: when the call gives its restart.max_concurrent slot up while still running
-# (None: when it returns), so whoever waits for a slot can be judged again then.
-RunCall = Callable[[Callable[[], None], datetime | None], None]
-
-
-def run_here(call: Callable[[], None], slot_until: datetime | None = None) -> None:
-    call()
-
-
-# Asks for the container (its id) to be judged again at a time a decision named (a patience,
-# a silence or a cooldown ending): the daemon schedules it; commands and tests wait for a sweep.
-Recheck = Callable[[str, datetime], None]
-
-
-def no_recheck(container_id: str, at: datetime) -> None:
-    return None
 
 
 def slot_until(stop_timeout: timedelta, budget: timedelta, now: datetime) -> datetime | None:
@@ -86,23 +69,22 @@ def _held(claim: Claim | None) -> Claim:
 
 
 class Remediator:
-    def __init__(self, ctx: LoopContext, recorder: Recorder, decisions: DecisionPoint) -> None:
+    def __init__(
+        self,
+        ctx: LoopContext,
+        recorder: Recorder,
+        decisions: DecisionPoint,
+        calls: RestartCalls,
+        rechecks: Rechecks,
+    ) -> None:
+        """`calls` runs each restart call: a call returns once the engine has stopped and
+        started the container, up to its stop timeout later, so the daemon runs them on restart
+        threads (a burst a sweep found would otherwise wait for one stop after another)."""
         self.ctx = ctx
         self.recorder = recorder
         self.decisions = decisions
-        self._run_call: RunCall = run_here
-        self._recheck: Recheck = no_recheck
-
-    def recheck_on(self, recheck: Recheck) -> None:
-        """Who judges a container again when a held-back decision names a time (the daemon)."""
-        self._recheck = recheck
-
-    def run_calls_on(self, run: RunCall) -> None:
-        """Where restart calls run once decided, claimed and their intent recorded: on the
-        deciding thread (commands, tests) until the daemon gives its restart threads. A call
-        returns once the engine has stopped and started the container, up to its stop timeout
-        later: on the sweep's thread, a burst the sweep found waited for one stop after another."""
-        self._run_call = run
+        self._calls = calls
+        self._rechecks = rechecks
 
     @contextmanager
     def _decided(
@@ -153,7 +135,7 @@ class Remediator:
                     if decision.reason is Reason.CONCURRENCY:
                         self.ctx.state.claims.wait_for_slot(a.snapshot.name, a.snapshot.id)
                     if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
-                        self._recheck(a.snapshot.id, decision.retry_at)
+                        self._rechecks.recheck(a.snapshot.id, decision.retry_at)
                     self._note_decision(incident, a.snapshot, decision, a.rules.policy.action)
 
     def _restart_approved(
@@ -199,7 +181,7 @@ class Remediator:
                 self.recorder.save(incidents.escalate(incident))  # a person takes it from here
             ctx.restart_ended(snap.name, str(result.outcome))
 
-        self._run_call(claim.carried_by(call), None)
+        self._calls.run(claim.carried_by(call), None)
 
     def _restart_incident(
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
@@ -316,7 +298,7 @@ class Remediator:
         then: Callable[[ActionOutcome], None] | None = None,
         after: str = "",
     ) -> None:
-        """Write the intent, then (see run_calls_on) restart (one retry when the request never
+        """Write the intent, then (on `calls`) restart (one retry when the request never
         reached the engine), record the outcome with its notification, hand a restart to
         verification and tell `then`. The caller holds the restart's `claim` (`_decided`); the
         call carries it on and ends it once the engine returned, or raised."""
@@ -357,7 +339,7 @@ class Remediator:
 
         # Refused (the daemon is stopping: the intent without an outcome is reconciled at the
         # next start), the claim ends as the caller's block does.
-        self._run_call(claim.carried_by(call), claim.slot_until)
+        self._calls.run(claim.carried_by(call), claim.slot_until)
 
     def _call_engine(
         self,
@@ -368,7 +350,7 @@ class Remediator:
         pending: PendingVerify,
         incident: Incident | None,
     ) -> ActionOutcome:
-        """The restart call and what follows it: on the thread run_calls_on chose. The claim
+        """The restart call and what follows it: on the thread `calls` chose. The claim
         ends as soon as the engine returned (an error ends it as the call does)."""
         ctx, action_id = self.ctx, pending.action_id
         began = ctx.clock.monotonic()  # a duration: never the wall clock (DESIGN 12)

@@ -338,7 +338,28 @@ class GuardianProcess:
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else 0
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # What held the stop, for the failure's report: every thread's stack, then the log.
+            stacks = subprocess.run(
+                [
+                    str(Path(sys.executable).with_name("py-spy")),
+                    "dump",
+                    "--pid",
+                    str(self.proc.pid),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(
+                f"guardian did not stop within {timeout}s of SIGTERM\n{stacks.stdout}"
+                f"{stacks.stderr}\n--- log ---\n{self.log()[-6000:]}"
+            ) from None
 
     @property
     def http_url(self) -> str:

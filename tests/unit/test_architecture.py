@@ -82,8 +82,8 @@ def test_no_test_module_imports_another() -> None:
 # import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("entrypoints",),
-    ("runtime",),
     ("bootstrap",),
+    ("runtime",),
     ("readside",),
     ("config",),
     ("service", "adapters"),

@@ -1,4 +1,5 @@
-"""The composition root's own decisions: where the store goes, how Guardian recognises itself."""
+"""Where the store goes (config/store.py) and how Guardian recognises its own container
+(adapters/instance.py)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,22 @@ import json
 import logging
 from pathlib import Path
 
-from guardian.bootstrap import detect_self_id, store_path
+from guardian.adapters.instance import detect_self_id
 from guardian.config import load_settings
+from guardian.config.store import store_path
 from guardian.logs import JsonFormatter, LogfmtFormatter, kv
 
 
 def test_default_store_falls_back_to_the_xdg_state_dir_when_unwritable(tmp_path, monkeypatch):
     settings = load_settings(None, env={})
-    monkeypatch.setattr("guardian.bootstrap.os.access", lambda *_: False)
+    monkeypatch.setattr("guardian.config.store.os.access", lambda *_: False)
     path = store_path(settings, env={"XDG_STATE_HOME": str(tmp_path)})
     assert path == tmp_path / "guardian" / "guardian.db"
 
 
 def test_an_explicit_store_path_is_used_as_given(tmp_path, monkeypatch):
     settings = load_settings(None, env={"GUARDIAN_STORE_PATH": str(tmp_path / "x.db")})
-    monkeypatch.setattr("guardian.bootstrap.os.access", lambda *_: False)
+    monkeypatch.setattr("guardian.config.store.os.access", lambda *_: False)
     assert store_path(settings, env={}) == tmp_path / "x.db"
 
 

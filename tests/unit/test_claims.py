@@ -15,7 +15,7 @@ import pytest
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import ActionOutcome, Outcome
 from guardian.service.state import LoopState
-from tests.app import TestApp, make_app
+from tests.app import make_app
 
 Call = Callable[[], None]
 
@@ -27,22 +27,26 @@ class IntentsRefused(SqliteStore):
         raise OSError("disk full")
 
 
-def on_threads(w: TestApp, threads: list[threading.Thread]) -> None:
-    """Restart calls run on threads of their own, as the daemon's (Daemon.run_restart)."""
+class OnThreads:
+    """Restart calls on threads of their own, as the daemon's (runtime/restart_threads.py)."""
 
-    def run(call: Call, slot_until: datetime | None) -> None:
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+
+    def run(self, call: Call, slot_until: datetime | None) -> None:
         def quietly() -> None:
             with contextlib.suppress(RuntimeError):  # the daemon logs it
                 call()
 
-        threads.append(threading.Thread(target=quietly))
-        threads[-1].start()
-
-    w.healer.remediator.run_calls_on(run)
+        self.threads.append(threading.Thread(target=quietly))
+        self.threads[-1].start()
 
 
-def refuse(call: Call, slot_until: datetime | None) -> None:
-    raise RuntimeError("restart threads closed: Guardian is stopping")
+class Refused:
+    """Restart threads that refuse every call: Guardian is stopping."""
+
+    def run(self, call: Call, slot_until: datetime | None) -> None:
+        raise RuntimeError("restart threads closed: Guardian is stopping")
 
 
 # (what happens, what the restart call raises out of react, verifying afterwards)
@@ -62,15 +66,13 @@ def test_a_claim_ends_exactly_once_on_every_path(
     tmp_path: Path, path: str, raises: type[BaseException] | None, verifying: bool
 ) -> None:
     sqlite = IntentsRefused(str(tmp_path / "guardian.db")) if "intent" in path else None
-    w = make_app(tmp_path, restart={"cooldown": "1s"}, sqlite=sqlite)
+    on_threads = OnThreads()
+    calls = Refused() if "refuse the call" in path else on_threads if "thread" in path else None
+    w = make_app(tmp_path, restart={"cooldown": "1s"}, sqlite=sqlite, restart_calls=calls)
     w.engine.add("web", health="unhealthy")
-    state, threads = w.healer.ctx.state, []
+    state = w.healer.ctx.state
     if "raises" in path:
         w.engine.restart_raises = RuntimeError("the engine call broke")
-    if "thread" in path:
-        on_threads(w, threads)
-    if "refuse the call" in path:
-        w.healer.remediator.run_calls_on(refuse)
     if "stopped" in path:
         state.claims.stop_recording()
     if "refuses the restart" in path:
@@ -81,7 +83,7 @@ def test_a_claim_ends_exactly_once_on_every_path(
             w.healer.react(w.engine.id_of("web"))
     else:
         w.healer.react(w.engine.id_of("web"))
-    for thread in threads:
+    for thread in on_threads.threads:
         thread.join(10)
     # Claimed, then ended once: one step each (a second end would be a third).
     assert state.epoch_of("web") == before + 2

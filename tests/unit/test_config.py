@@ -127,6 +127,12 @@ def test_non_utf8_file_is_a_clear_error(tmp_path: Path) -> None:
         load_settings(write(tmp_path, b"restart:\n  cooldown: \xff\xfe\n"), env={})
 
 
+DEFAULTS_VALIDATED = (
+    "config ok (built-in defaults): watching label 'guardian.enable' every 10s, cooldown 5m,"
+    " max_attempts 3\n"
+)
+
+
 @pytest.mark.parametrize(
     ("argv", "stderr_start"),
     [
@@ -154,8 +160,8 @@ def test_cli_exits_2_with_one_line_and_no_traceback(tmp_path, argv, stderr_start
         cwd=REPO,
         env={"PATH": "/usr/bin:/bin"},
     )
-    if stderr_start is None:
-        assert proc.returncode == 0 and "config ok" in proc.stdout
+    if stderr_start is None:  # what was loaded: the built-in defaults
+        assert (proc.returncode, proc.stdout) == (0, DEFAULTS_VALIDATED)
         return
     assert proc.returncode == 2
     assert proc.stderr.startswith(stderr_start)
@@ -302,16 +308,25 @@ def test_a_misspelt_environment_variable_is_an_error_naming_the_closest_key() ->
 
 
 @pytest.mark.parametrize(
-    "env",
+    ("env", "token_env"),
     [
-        {"GUARDIAN_API_TOKEN": "t"},  # named by api.token_env
-        {"GUARDIAN_API_TOKEN_ENV": "GUARDIAN_OPS_TOKEN", "GUARDIAN_OPS_TOKEN": "t"},
-        {"GUARDIAN_CONFIG": "/etc/guardian/config.yaml"},  # read by the CLI
-        {"GUARDIAN_REQUIRE_DOCKER": "1"},  # another program's: no section, near no key
+        ({"GUARDIAN_API_TOKEN": "t"}, "GUARDIAN_API_TOKEN"),  # named by api.token_env
+        (
+            {"GUARDIAN_API_TOKEN_ENV": "GUARDIAN_OPS_TOKEN", "GUARDIAN_OPS_TOKEN": "t"},
+            "GUARDIAN_OPS_TOKEN",
+        ),
+        ({"GUARDIAN_CONFIG": "/etc/guardian/config.yaml"}, "GUARDIAN_API_TOKEN"),  # the CLI's
+        # another program's: no section, near no key
+        ({"GUARDIAN_REQUIRE_DOCKER": "1"}, "GUARDIAN_API_TOKEN"),
     ],
 )
-def test_variables_that_are_not_config_keys_but_not_typos_either_are_left_alone(env) -> None:
-    load_settings(None, env=env)
+def test_variables_that_are_not_config_keys_but_not_typos_either_are_left_alone(
+    env, token_env
+) -> None:
+    loaded = load_settings(None, env=env)
+    assert loaded["api.token_env"] == token_env
+    defaults = load_settings(None, env={}).values
+    assert {**loaded.values, "api": defaults["api"]} == defaults  # nothing else changed
 
 
 def test_the_cli_refuses_a_misspelt_variable_as_it_refuses_the_same_typo_in_the_file(

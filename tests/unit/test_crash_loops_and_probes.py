@@ -163,9 +163,9 @@ def test_probe_thresholds_and_periods_from_labels():
 def tick(loop, times, seconds=1.0):
     """Each tick starts the due probes; the next one records them once they have answered."""
     for _ in range(times):
-        loop.app.probe_tick()
+        loop.healer.probe_tick(loop.prober)
         wait_until(lambda: loop.prober.in_flight() == 0, 10, 0.01, "probes answered")
-        loop.app.probe_tick()
+        loop.healer.probe_tick(loop.prober)
         loop.clock.advance(seconds)
 
 

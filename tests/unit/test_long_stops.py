@@ -12,6 +12,7 @@ from pathlib import Path
 from guardian.core.model import Reason
 from guardian.runtime.restart_threads import RestartThreads
 from tests.app import TestApp, make_app
+from tests.fakes import FakeRestartCalls
 from tests.helpers import wait_until
 
 SLOW = {"guardian.enable": "true", "guardian.stop_timeout": "10m"}
@@ -21,8 +22,10 @@ def holding_calls(tmp: Path, **restart: object) -> tuple[TestApp, list[Callable[
     # (Many containers failing at once would read as a host storm: not this test's subject.)
     """Guardian whose restart calls never return (as while the engine waits out a stop
     timeout): each is kept, not run."""
+    calls = FakeRestartCalls()
     w = make_app(
         tmp,
+        restart_calls=calls,
         restart={
             "cooldown": "1s",
             "stop_timeout": "10s",
@@ -32,9 +35,7 @@ def holding_calls(tmp: Path, **restart: object) -> tuple[TestApp, list[Callable[
         },
         storm={"min_containers": 1000},
     )
-    held: list[Callable[[], None]] = []
-    w.healer.remediator.run_calls_on(lambda call, _slot_until: held.append(call))
-    return w, held
+    return w, calls.held
 
 
 def test_a_long_stop_gives_its_slot_up_after_the_operators_stop_timeout(tmp_path: Path) -> None:

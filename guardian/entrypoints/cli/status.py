@@ -41,7 +41,8 @@ WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 @one_line_errors
 def cmd_status(args: argparse.Namespace) -> int:
     # The adapters load only for the command that uses them: `config validate` stays light.
-    from guardian.bootstrap import build_status, existing_store_path
+    from guardian.bootstrap import build_status
+    from guardian.config.store import existing_store_path
     from guardian.entrypoints.views import (
         container_view,
         engine_view,
