@@ -13,6 +13,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from tests.helpers import wait_until
+
 TOKEN = "doors-" + "0123456789abcdef" * 3
 MARKER = "nosuchthing-7f3a"
 
@@ -69,6 +71,8 @@ def url(guardian) -> Any:
         env={"GUARDIAN_API_TOKEN": TOKEN},
         http={"allowed_hosts": ["guardian.lan"], "trusted_proxies": ["127.0.0.9"]},
     )
+    # /healthz answers 503 until the first sweep: a Host the port answers is then judged 200.
+    wait_until(lambda: g.lines('msg="sweep done"'), 20, message="first sweep")
     yield g.http_url
     assert "Traceback" not in g.log()
 
