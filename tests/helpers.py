@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -98,3 +98,24 @@ def python(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         timeout=timeout,
         check=False,
     )
+
+
+# Guardians a test started and that still run: a failing test's report shows what they were
+# doing (tests/conftest.py), so a wait that timed out in CI can be told from a hang.
+LIVE: dict[int, Any] = {}  # id -> a GuardianProcess (its .proc, .log_path)
+
+
+def stacks(pid: int) -> str:
+    """Every thread's Python stack of process `pid` (py-spy dump), or why there is none."""
+    spy = Path(sys.executable).with_name("py-spy")
+    try:
+        done = subprocess.run(
+            [str(spy), "dump", "--pid", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"py-spy dump --pid {pid}: {exc}"
+    return done.stdout + done.stderr

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from bench.podman import HealthChecks, PodmanService
-from tests.helpers import require_tool, wait_until
+from tests.helpers import LIVE, require_tool, stacks, wait_until
 
 IMAGE = "guardian-test-busybox:latest"
 RUN_ID = uuid.uuid4().hex[:8]
@@ -314,6 +314,7 @@ class GuardianProcess:
                 env=env,
                 cwd=REPO,
             )
+        LIVE[id(self)] = self
         if wait_ready:
             wait_until(lambda: "guardian started" in self.log(), 20, message="guardian started")
         return self
@@ -342,23 +343,12 @@ class GuardianProcess:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             # What held the stop, for the failure's report: every thread's stack, then the log.
-            stacks = subprocess.run(
-                [
-                    str(Path(sys.executable).with_name("py-spy")),
-                    "dump",
-                    "--pid",
-                    str(self.proc.pid),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
+            held = stacks(self.proc.pid)
             self.proc.kill()
             self.proc.wait(10)
             raise AssertionError(
-                f"guardian did not stop within {timeout}s of SIGTERM\n{stacks.stdout}"
-                f"{stacks.stderr}\n--- log ---\n{self.log()[-6000:]}"
+                f"guardian did not stop within {timeout}s of SIGTERM\n{held}"
+                f"\n--- log ---\n{self.log()[-6000:]}"
             ) from None
 
     @property
@@ -416,6 +406,7 @@ def guardian(tmp_path: Path, engine: Engine) -> Iterator[Any]:
 
     yield make
     for g in started:
+        LIVE.pop(id(g), None)
         if g.proc is not None and g.proc.poll() is None:
             g.proc.kill()
             g.proc.wait(10)
