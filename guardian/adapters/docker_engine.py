@@ -117,8 +117,8 @@ class DockerEngine:
                     )
                     api.hooks["response"].append(self._saw_response)
                     if self.url.startswith("unix://"):
-                        # No HTTP proxy applies to a Unix socket; skipping requests' lookup of
-                        # proxy variables saves ~0.5 ms per request (bench/RESULTS.md).
+                        # No HTTP proxy applies to a Unix socket, so requests need not look up
+                        # proxy variables on every call (bench/RESULTS.md).
                         api.trust_env = False
                     # Docker or Podman: asked once per connection, not once per sweep.
                     self._identity = identify(api.version())

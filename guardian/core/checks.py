@@ -122,10 +122,8 @@ def evaluate(
         grace = max(settings.start_grace, snap.health_start_period)
         if snap.started_at is not None and grace and now - snap.started_at < grace:
             return skip(snap, now, "in_grace", source)
-        # The probe that turned it unhealthy while Docker keeps it (the last five); after that
-        # only a bound: unhealthy at least since the oldest kept failure (or the last probe).
-        # The incident remembers the first it saw (core.incidents), so patience never restarts
-        # because the log moved on.
+        # Docker keeps only its last five probes: once the turning one rotates out, `since` is a
+        # lower bound. The incident keeps the first it saw, so patience never restarts with it.
         exact = snap.unhealthy_since is not None
         since = snap.unhealthy_since or snap.unhealthy_by or snap.health_log_at
         detail = snap.health_output or "health check failing"

@@ -12,12 +12,8 @@ from datetime import timedelta
 from guardian.core.durations import format_duration, parse_duration
 from guardian.core.redaction import redact_patterns
 
-# The verdicts a hook can run after: a restart's final outcome (core.model.Outcome's values).
-# Verified healthy (succeeded), verified not healthy in time (unhealthy_after_restart), observed
-# healthy but not confirmed restarted (unknown); the restart call failed (permanent_failure: the
-# container is gone, transient_failure: still failing after one retry, policy_denied: the
-# engine or a socket proxy refused it); attempts used up, the incident escalated
-# (retry_exhausted). Never for a restart that Guardian's own stop interrupted.
+# The restart verdicts a hook can run after (core.model.Outcome's values, explained there).
+# Never after a restart that Guardian's own stop interrupted: that restart has no verdict.
 HOOK_VERDICTS: tuple[str, ...] = (
     "succeeded",
     "unhealthy_after_restart",

@@ -72,21 +72,16 @@ class ContainerSnapshot:
     # A probe may aim at these only, unless the operator allows more (probe.allow_hosts).
     addresses: tuple[str, ...] = ()
     memory_limit: int = 0  # bytes (HostConfig.Memory); 0: no limit
-    # When Docker's health check turned the container unhealthy: the probe that completed the
-    # failing streak, while Docker's log (its last five probes) still keeps it; None once it has
-    # rotated out (then see unhealthy_by).
+    # The probe that completed the failing streak; None once it leaves Docker's five-probe log.
     unhealthy_since: datetime | None = None
-    # The oldest failing probe Docker still keeps when the one that turned it unhealthy has
-    # rotated out: unhealthy at least since then, the problem began earlier.
+    # After that: the oldest failing probe still kept, a lower bound on when it turned.
     unhealthy_by: datetime | None = None
     # Namespaces joined from another container, (kind, leader) as HostConfig says
     # `container:<leader>` (core.namespaces.raw_modes): the list call tells the network one
     # only, an inspect all three (network, pid, ipc).
     namespaces: tuple[tuple[str, str], ...] = ()
-    # What runs in it and what of the host it sees (an inspect only), the evidence that proves a
-    # Guardian container (adapters.instance): its first process's pid on the engine's host (0
-    # when not running), its command line (Path and Args) and its mounts (host source,
-    # destination).
+    # From an inspect only: the evidence that a container is a Guardian (adapters.instance).
+    # pid: its first process on the engine's host, 0 when not running; mounts: (source, dest).
     pid: int = 0
     command: tuple[str, ...] = ()
     mounts: tuple[tuple[str, str], ...] = ()
@@ -126,9 +121,8 @@ class HealthCheckResult:
     detail: str = ""
     skipped: str | None = None
     source: str = "sweep"  # sweep | event | verify
-    # Since when the problem lasts, as far as the engine still tells (core.checks.began): the
-    # failing probe or the exit when it is kept (`since_exact`), else the earliest time the
-    # engine still shows the problem; None: the engine tells nothing (a Guardian-run probe).
+    # Since when the problem lasts, as far as the engine still tells; exact only while the
+    # failing probe or exit is kept. None: the engine tells nothing (a Guardian-run probe).
     since: datetime | None = None
     since_exact: bool = False
 
@@ -156,10 +150,8 @@ class Incident:
     resolved_at: datetime | None = None
     closed_at: datetime | None = None
     close_reason: str | None = None
-    # Since when this episode of the problem lasts: the earliest evidence seen (the engine's
-    # failing probe or exit, an event's time, else the opening); never later while it lasts,
-    # afresh when it recurs. restart.act_after counts from it. None: a row from before it was
-    # kept (the opening stands in).
+    # The earliest evidence of this episode, never moved later while it lasts; restart.act_after
+    # counts from it. None: a row stored without it, for which the opening stands in.
     problem_since: datetime | None = None
 
     @property
@@ -288,11 +280,11 @@ class Outcome(StrEnum):
     SUCCEEDED = "succeeded"  # restarted and observed healthy within verify_timeout
     RESTARTED = "restarted"  # the engine restarted it; verification pending
     UNHEALTHY_AFTER_RESTART = "unhealthy_after_restart"  # restarted, not healthy in time
-    POLICY_DENIED = "policy_denied"
-    PERMANENT_FAILURE = "permanent_failure"
-    TRANSIENT_FAILURE = "transient_failure"
-    UNKNOWN = "unknown"
-    RETRY_EXHAUSTED = "retry_exhausted"
+    POLICY_DENIED = "policy_denied"  # refused: by the engine or a socket proxy, or a full queue
+    PERMANENT_FAILURE = "permanent_failure"  # the restart call failed: the container is gone
+    TRANSIENT_FAILURE = "transient_failure"  # the restart call still failed after one retry
+    UNKNOWN = "unknown"  # observed healthy, but not confirmed restarted
+    RETRY_EXHAUSTED = "retry_exhausted"  # attempts used up: the incident escalated
     INTERRUPTED = "interrupted"  # Guardian died between intent and outcome
     STOPPED = "stopped"  # guardian.action=stop: stopped as asked, left to a person
     FAILED = "failed"  # a hook exited with another status than 0, or could not start

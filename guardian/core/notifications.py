@@ -60,8 +60,8 @@ class Notification:
     escalated: bool = False  # Guardian gave up on the incident: a human must look at it
     id: int | None = None  # the outbox row, once stored
     # The receivers its container's guardian.notify label names (core.routing); () none. None:
-    # not known where it was built (a reminder, an acknowledgement): the incident's earlier
-    # news says (the outbox fills it in).
+    # unknown where it is built (a reminder, an acknowledgement): the outbox reuses the
+    # incident's earlier receivers.
     receivers: tuple[str, ...] | None = None
     channel: str = ""  # CHANNEL_FAILED: the channel that failed (it is not told)
 

@@ -35,9 +35,8 @@ class Target:
     unhealthy_dependencies: tuple[str, ...] = ()
     # Who else owns it, e.g. "Docker Swarm (service web)" (core.orchestrators); "": nobody.
     orchestrator: str = ""
-    # Since when its problem lasts, for restart.act_after: as its open incident keeps it
-    # (Incident.began: the earliest evidence, not re-read from the five probes Docker keeps);
-    # None: unknown, no patience applies.
+    # Since when its problem lasts, for restart.act_after (Incident.began, which never moves
+    # later); None: unknown, no patience applies.
     problem_since: datetime | None = None
     problem: ProblemType | None = None  # what its checks found (None: asked without one)
 

@@ -33,11 +33,9 @@ class StormHold:
     until: datetime
     canary: str | None = None  # the container restarted as the canary, awaiting its verdict
     failed: str | None = None  # the last canary, not healed: another container tries next
-    # None: the container asked about is one of the storm's own (it turned unhealthy within
-    # storm.window of the storm's opening, before or after), held in full. Else a bystander
-    # (unhealthy long before, or later than that): whoever can start containers can make a
-    # storm, so a bystander is held at most one cooldown from this time (its detection, or the
-    # opening if later).
+    # None: one of the storm's own containers, held in full. Else a bystander's detection (or the
+    # opening, if later): anyone who can start containers can make a storm, so a bystander is
+    # held at most one cooldown from it.
     bystander_since: datetime | None = None
 
 

@@ -44,9 +44,8 @@ APPROVAL_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
 RETENTION_TICK = timedelta(days=1)
 JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions beside restarts
-# How long a stop waits for restart calls in flight to return and record their outcomes; those
-# still waiting out a container's stop timeout then are left to the engine (and reconciled at
-# the next start), so a stop never waits for a container's stop timeout.
+# How long a stop waits for restart calls in flight to record their outcomes; a call still
+# waiting out a container's stop timeout is left to the engine and reconciled at the next start.
 STOP_GRACE = timedelta(seconds=3)
 
 
@@ -136,8 +135,8 @@ class Daemon:
 
     def follow_work(self) -> None:
         """Run the probe tick only while a container has a probe (targets come from sweeps),
-        and the verify tick only while a restart awaits verification: idle ticks were most of
-        Guardian's idle CPU (bench/RESULTS.md).
+        and the verify tick only while a restart awaits verification: a tick with nothing to do
+        still costs CPU while Guardian idles (bench/RESULTS.md).
 
         Called from the main loop, never from a job: scheduler.shutdown() holds the job store
         lock while it waits for running jobs, so a job touching the scheduler would deadlock

@@ -171,9 +171,8 @@ def wsgi_app(
             write = start_response(
                 status, [("Content-Type", response.content_type), *extra.items()]
             )
-            # A stream written from another thread (the status page's) gets a write straight
-            # to its client's socket (GuardedServer's tasks give one; else WSGI's write) and
-            # how many bytes wait for its client.
+            # A stream written from another thread (the status page's) needs a write straight
+            # to its client's socket and the count of bytes still waiting for that client.
             attach = getattr(response.stream, "attach", None)
             if attach is not None:
                 attach(environ.get(WRITE_KEY, write), environ.get(BACKLOG_KEY))

@@ -229,11 +229,9 @@ class Changes:
             return self.version
 
     def settle(self, quiet: float, rounds: int) -> int:
-        """The version once the latest change is half of `quiet` seconds old or more, after
-        waits of `quiet` seconds (at most `rounds`): a change often comes with more at once (an
-        engine event, then the incident and the decision Guardian writes about it, within
-        milliseconds), and a reader reads once for them all. The waits are not cut short by
-        each change (a burst's fellows come by the handful), only by close()."""
+        """The version once the latest change is at least `quiet`/2 seconds old, after at most
+        `rounds` waits of `quiet` seconds (only close() cuts one short). A change's fellows (the
+        incident and decision written about an event) follow at once: read once for them all."""
         with self._cond:
             if self._monotonic() - self._changed_at >= quiet:
                 return self.version  # quiet for a whole wait already

@@ -194,14 +194,12 @@ class _Read:
 
 class Statuses:
     """container_status() kept current for a reader that asks after every change (the status
-    page, whose every open page waits on Changes): the engine is asked again only about the
-    containers a change names (one filtered list) and not even about those the loop inspected
-    after the change (Since.observed), and judged again are only those, the ones
-    the store wrote about and the ones whose answer may have moved without news about them
-    (ContainerStatus.may_have_moved).
-    A change that names nothing (the engine back, a reload, another process's write to the
-    store) or the first read reads everything, as container_status() does. Safe to call from
-    any thread."""
+    page). A change costs one filtered list of the containers it names, minus those the loop
+    inspected since (Since.observed). Judged again are those, the ones the store wrote about,
+    and the ones whose answer may move without news (ContainerStatus.may_have_moved).
+
+    The first read, and a change that names nothing (the engine back, a reload, another
+    process's write), read everything, as container_status() does. Safe from any thread."""
 
     def __init__(self, healer: Healer, changes: Changes) -> None:
         self.healer = healer

@@ -155,6 +155,5 @@ class RestartRunner:
         except Exception:
             log.exception("restart failed")
         finally:
-            # A restart now awaits verification, and a slot is free: the container held back
-            # longest for one is judged again now.
+            # A slot is free: the container held back longest for one need not wait for a sweep.
             self._ask(None, None)

@@ -4,12 +4,10 @@ Seen as RestartCount rising `restarts` times within `window` (die events make Gu
 once, sweeps inspect containers in state `restarting`). The result is a `crash_loop` problem that
 Guardian reports with the last exit codes and a log tail, and never restarts: Docker already does.
 
-Bounds of the engine's memory: RestartCount is a counter the engine keeps for the container's
-life, and the window is Guardian's own record of when it rose, so nothing of the count scrolls
-out. The exit codes come from `die` events; one the engine's event ring (256 events on Docker
-20.10) let go before a reconnect replayed it is missing from the report only, never from the
-count. The window starts at Guardian's first look: restarts before it are not counted, so a loop
-is reported later, never sooner (and it is never restarted for either way).
+The count never scrolls out: RestartCount lasts the container's life and the window is
+Guardian's own record. A `die` event the engine's ring dropped costs the report an exit code,
+never the count. Restarts before Guardian's first look are not counted: a loop is reported later,
+never sooner.
 """
 
 from __future__ import annotations

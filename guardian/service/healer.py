@@ -259,10 +259,8 @@ class Healer:
             follow(event)
         self.ctx.facts.publish(EngineEventSeen(event.container_name, event.action))
         if state.claims.running(event.container_name):
-            # The restart's own kill, die and start: the call is at it and the verification
-            # judges what comes of it. An inspect now waits until the engine has stopped the
-            # container, a job thread and the engine's time spent for nothing (a burst of 100
-            # made 100 of them).
+            # The restart's own kill, die and start: its verification judges them, and an
+            # inspect now would only hold a job thread until the engine has stopped the container.
             return False
         # Event attributes carry the container's labels: skip containers Guardian does not watch
         # without spending an inspect on them.

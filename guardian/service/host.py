@@ -76,9 +76,8 @@ class HostWatch:
         self._hold_until: datetime | None = None
         self._canary: str | None = None
         self._failed_canary: str | None = None
-        # When the storm opened (or was held afresh), and the containers that made it: its own
-        # are those unhealthy within storm.window of then, before or after. Any other counted
-        # container is a bystander, held one cooldown at most from then or its detection.
+        # When the storm opened (or was held afresh) and the containers that made it (unhealthy
+        # within storm.window of then); any other counted container is a bystander.
         self._opened: datetime | None = None
         self._members: frozenset[str] = frozenset()
         # Event threads and the sweep may judge at once: one opening per incident.
@@ -109,10 +108,8 @@ class HostWatch:
         now = self.clock.now()
         with self._lock:
             if self._storm_id != incident.id or self._hold_until is None:
-                # Opened before this process started: hold afresh from now (the longest hold
-                # if it had escalated), rather than guess what the last process had decided;
-                # its own are those found unhealthy within storm.window of now (the first sweep
-                # finds those the last process held).
+                # Opened by an earlier process: hold afresh from now rather than guess what that
+                # process decided; the first sweep finds the containers it held.
                 hold = self.settings.max_hold if incident.escalated else self.settings.hold
                 self._begin_hold(incident.id, hold, now)
                 self._own((), now)
@@ -209,8 +206,8 @@ class HostWatch:
             return self._bystander(container, self.clock.now()) is None
 
     def follow(self, snapshots: list[ContainerSnapshot]) -> None:
-        """The containers of the last sweep that storm.count counts are the ones a storm is
-        measured against."""
+        """Keep the last sweep's counted containers (storm.count): a storm's size is a share of
+        them."""
         with self._lock:
             self._watched = {s.name for s in snapshots if counts(s.labels, self.settings)}
             for gone in set(self._unhealthy) - self._watched:

@@ -54,9 +54,8 @@ class Verifications:
 
     def due(self, now: datetime, only: str | None = None) -> list[PendingVerify]:
         """The verifications to judge now: container `only`'s at once (its event), or those the
-        periodic tick should look at: each one after 1 s, then 2, 4, up to VERIFY_BACKOFF_MAX
-        between looks, and at its deadline. A burst's restarts would otherwise cost the engine
-        an inspect each per second while it restarts them all."""
+        periodic tick should look at: after 1 s, then 2, 4, up to VERIFY_BACKOFF_MAX between
+        looks, and at its deadline, so many restarts at once cost the busy engine fewer inspects."""
         with self._lock:
             due = []
             for name, p in self._pending.items():

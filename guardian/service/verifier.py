@@ -113,7 +113,7 @@ class Verifier:
         finally:
             self.ctx.state.verifications.verdict_written(p)
         if leader is not None:
-            # Once it no longer counts as verifying, which would hold its followers back
+            # Only now: while it counted as verifying, it held its followers back
             # (dependency_unhealthy: "restart being verified").
             self.remediator.restart_followers(*leader)
 
@@ -198,9 +198,8 @@ class Verifier:
                 continue
             restarted = snap.started_at is not None and snap.started_at >= action.requested_at
             if not restarted and snap.state == "running" and self._may_still_stop(action, now):
-                # Guardian stopped while the engine waited out the container's stop timeout
-                # (Daemon.stop leaves such calls to the engine): its restart may still come.
-                # Verified like any restart, never requested a second time meanwhile.
+                # A stop left this call to the engine mid stop timeout (Daemon.stop): the restart
+                # may still come, so it is verified like any other, never requested again.
                 self._resume(
                     action_id,
                     _own_incident(action),

@@ -28,7 +28,7 @@ def healthz_url(listen: str) -> str:
 
 def ask_healthz(url: str, timeout: float) -> tuple[bool, str]:
     """(healthy, one line saying why)."""
-    import urllib.error  # urllib.request costs ~20 ms: only for the command that asks
+    import urllib.error  # urllib.request is slow to import: only for the command that asks
     import urllib.request
 
     try:

@@ -57,11 +57,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def freeze_startup() -> None:
-    """What was built to start (the modules, the configuration, the engine's client: most of
-    the heap) lives as long as Guardian: left out of the garbage collector's full collections
-    (gc.freeze), which then walk only what came later (see bench/RESULTS.md, the status page's
-    change cost). What the first reload replaces of it stays if it holds reference cycles
-    (what the reloads build is not frozen)."""
+    """Leave what was built to start (most of the heap, alive as long as Guardian) out of the
+    garbage collector's full collections, so they walk only what came later (bench/RESULTS.md).
+    Cost: what the first reload replaces of it is never freed if it holds reference cycles."""
     gc.collect()
     gc.freeze()
 

@@ -74,9 +74,8 @@ class Renderer:
         self._kept: dict[tuple[str, bool | None], tuple[object, str]] = {}
         self._last: dict[bool, tuple[PageData, dict[str, str]]] = {}
         self._rows: _Rows | None = None
-        # An incident's HTML by its view (PageReader hands over the very view of an unchanged
-        # incident), per audience; a timeline entry's by what it shows (a timeline grows by an
-        # entry at a time: the others are not made again).
+        # An incident's HTML by its view, per audience (an unchanged incident keeps its view),
+        # and a timeline entry's by what it shows, so a growing timeline renders only the new.
         self._articles: dict[bool, dict[int, tuple[dict[str, Any], Markup]]] = {}
         self._entries: dict[tuple[Any, ...], Markup] = {}
 

@@ -31,12 +31,11 @@ class Snapshot:
 
 
 class Stream:
-    """A live page's SSE body. The server gives it its writer (`attach`: one to the client's
-    socket, or WSGI's `write`) and iterates it: its own thread writes the first events through
-    that writer, then the pump writes the rest while the server's thread waits here for the
-    end. Every write checks first that the stream's session (if signed) is still live. close()
-    (always called by the server, also for a stream never started) tells the feed once
-    (`closed`), which gives its slot back."""
+    """A live page's SSE body. The server attaches a writer (to the client's socket, or WSGI's
+    `write`) and iterates it: its thread writes the first events, then waits for the end while
+    the pump writes the rest. Every write first checks that a signed stream's session is live.
+    close(), always called by the server (even for a stream never started), tells the feed
+    once (`closed`), which gives the slot back."""
 
     def __init__(
         self,
