@@ -146,6 +146,16 @@ class StoreRecovered:
     again."""
 
 
+@dataclass(frozen=True)
+class StoreWrittenElsewhere:
+    """Another process (a `guardian` command) wrote the store: read everything again."""
+
+
+@dataclass(frozen=True)
+class SettingsReloaded:
+    """The settings were reloaded: every container's answer may rest on what changed."""
+
+
 Fact = (
     ContainersListed
     | InspectAsked
@@ -165,4 +175,6 @@ Fact = (
     | ProblemStartsMoved
     | NotificationsWithdrawn
     | StoreRecovered
+    | StoreWrittenElsewhere
+    | SettingsReloaded
 )

@@ -32,9 +32,11 @@ from guardian.core.facts import (
     NotificationsWithdrawn,
     ProblemStartsMoved,
     ResetWritten,
+    SettingsReloaded,
     SilenceLifted,
     SilenceSet,
     StoreRecovered,
+    StoreWrittenElsewhere,
 )
 from guardian.core.model import ContainerSnapshot, Incident, Silence
 from guardian.ports import Record
@@ -303,8 +305,10 @@ class Changes:
                 self.wrote(container, None, False, Record.RESETS)
             case ProblemStartsMoved():
                 self.wrote(None, None, False, Record.INCIDENTS)
-            case NotificationsWithdrawn() | StoreRecovered():
+            case NotificationsWithdrawn() | StoreRecovered() | StoreWrittenElsewhere():
                 self.wrote()
+            case SettingsReloaded():
+                self.changed()
 
     def listed(self, watched: Sequence[ContainerSnapshot]) -> None:
         """A sweep's containers: a change naming those whose id, state or health differs from
