@@ -38,6 +38,7 @@ from guardian.config.store import existing_store_path, store_path
 from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
+from guardian.core.facts import StoreRecovered
 from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
@@ -81,6 +82,7 @@ from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
 from guardian.service.state import LoopState
 from guardian.service.verifier import Verifier
+from guardian.service.written import PublishingStore
 
 log = logging.getLogger("guardian")
 
@@ -266,19 +268,21 @@ def build_status(
     facts = FactStream()
     facts.subscribe(changes.on_fact)
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
-    resilient = ResilientStore(sqlite, metrics, clock, changes.wrote)
+    resilient = ResilientStore(sqlite, metrics, clock, lambda: facts.publish(StoreRecovered()))
+    # The loop's own writes are published as facts once written (service/written.py).
+    writes = PublishingStore(resilient, facts)
     engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
     docker_url = Redactor()
     docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone
     install_redaction(docker_url)
     hs = healer_settings(settings, detect_self_id(), host)
-    after = hooks(resilient, clock, metrics, hs.host) if hooks is not None else None
+    after = hooks(writes, clock, metrics, hs.host) if hooks is not None else None
     restarts = RestartRunner(metrics)
     healer, prober = build_loop(
         settings,
         hs,
         engine,
-        resilient,
+        writes,
         clock,
         metrics,
         hooks=after,

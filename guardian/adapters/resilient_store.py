@@ -1,9 +1,6 @@
 """ResilientStore: keeps healing going when the store cannot be written (disk full, I/O error).
 
-Reads go straight to the wrapped store; every write that lands is announced with the container
-and incident it is about, and whether it may change what is decided for other containers too
-(`announce`: the status page's live stream follows the store through it; None: it could be
-about anything). A failed write is logged and counted
+Reads go straight to the wrapped store. A failed write is logged and counted
 (guardian_store_errors_total) instead of stopping the loop; restart intents that could not be
 written are kept in memory, still count against the restart budget (restart_times), and are
 written as soon as the store accepts writes again. Given a clock, this run's restart requests
@@ -14,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from guardian.adapters.run_stamps import RunStamps
 from guardian.core.incidents import IncidentChange
@@ -34,44 +31,9 @@ from guardian.core.model import (
 )
 from guardian.core.notifications import Notification
 from guardian.logs import kv
-from guardian.ports import Clock, Metrics, Record, Store, StoreError
+from guardian.ports import Clock, Metrics, Store, StoreError
 
 log = logging.getLogger("guardian.store")
-
-
-class Announce(Protocol):
-    """A write landed: (container, incident, whether it may change other containers'
-    decisions: the host's restart budget, a dependency's incident; a silence, an approval, a
-    reset or a decision does not, what it wrote: None, maybe anything, and the incident or
-    silence as the write left it in the store, when it wrote one whole)."""
-
-    def __call__(
-        self,
-        container: str | None,
-        incident: int | None,
-        others: bool,
-        kind: Record | None,
-        written: Incident | Silence | None = None,
-    ) -> None: ...
-
-
-def _nobody(
-    container: str | None,
-    incident: int | None,
-    others: bool,
-    kind: Record | None,
-    written: Incident | Silence | None = None,
-) -> None:
-    return None
-
-
-MAX_ABOUT = 10_000  # the latest actions whose container is remembered for their outcomes
-
-
-def _counts(action: RemediationAction) -> bool:
-    """Whether an action may change other containers' decisions: a restart or a stop counts in
-    the host's budget and holds its dependents back; a recorded decision does neither."""
-    return action.kind != ActionKind.DECISION
 
 
 class ResilientStore:
@@ -82,18 +44,18 @@ class ResilientStore:
         inner: Store,
         metrics: Metrics,
         clock: Clock | None = None,
-        announce: Announce = _nobody,
+        on_recovered: Callable[[], None] = lambda: None,
     ) -> None:
+        """`on_recovered`: called once actions held in memory were written (what was read
+        while they were held may have changed)."""
         self.inner = inner
         self.metrics = metrics
         self.run_stamps = RunStamps(clock) if clock is not None else None
-        self.announce = announce
+        self.on_recovered = on_recovered
         self._lock = threading.RLock()
         self._next_id = -1
         # Actions not yet written, by their temporary (negative) id, in order.
         self._unwritten: dict[int, RemediationAction] = {}
-        # What an action awaiting its outcome is about, by id: record_outcome is told its id only.
-        self._about: dict[int, tuple[str, int | None, bool]] = {}
         self.failing = False
 
     @property
@@ -113,16 +75,8 @@ class ResilientStore:
             log.warning("store write failed", extra=kv(op=op, reason=str(exc)))
         self.failing = True
 
-    def _recovered(
-        self,
-        container: str | None = None,
-        incident: int | None = None,
-        others: bool = True,
-        kind: Record | None = None,
-        written: Incident | None = None,
-    ) -> None:
-        """A write about `container` landed (None: maybe about anything, e.g. a flush)."""
-        self.announce(container, incident, others, kind, written)
+    def _recovered(self) -> None:
+        """A write landed."""
         if self.failing:
             self.failing = False
             log.info("store writable again; recording resumed")
@@ -131,6 +85,7 @@ class ResilientStore:
         """Write the actions kept in memory, oldest first, so the history stays in order.
         False (and the failure counted) when the store still refuses."""
         with self._lock:
+            held = bool(self._unwritten)
             for temp_id, action in list(self._unwritten.items()):
                 try:
                     self.inner.record_intent(replace(action, id=None))
@@ -138,6 +93,8 @@ class ResilientStore:
                     self._failed("record_intent", exc)
                     return False
                 del self._unwritten[temp_id]
+            if held:
+                self.on_recovered()
             return True
 
     def _keep(self, action: RemediationAction) -> int:
@@ -157,11 +114,9 @@ class ResilientStore:
                 saved = self.inner.save_incident(change, notifications)
             except StoreError as exc:
                 self._failed("save_incident", exc)
-                return change.incident
-            # Announced under the lock, in the order written: `saved` is the row as the write
-            # left it (read back in its transaction), and a later one announces after it.
-            self._recovered(saved.container, saved.id, kind=Record.INCIDENTS, written=saved)
-        return saved
+                return change.incident  # the change's own object: not written
+            self._recovered()
+        return saved  # read back in its transaction
 
     def record_intent(
         self, action: RemediationAction, notifications: Sequence[Notification] = ()
@@ -174,21 +129,13 @@ class ResilientStore:
             )
         with self._lock:
             if not self._flush():
-                return self._remember(self._keep(action), action)
+                return self._keep(action)  # a negative id: held in memory
             try:
                 action_id = self.inner.record_intent(action, notifications)
             except StoreError as exc:
                 self._failed("record_intent", exc)
-                return self._remember(self._keep(action), action)
-            self._remember(action_id, action)
-        self._recovered(action.container, action.incident_id, _counts(action), Record.ACTIONS)
-        return action_id
-
-    def _remember(self, action_id: int, action: RemediationAction) -> int:
-        if action.outcome is None:
-            self._about[action_id] = (action.container, action.incident_id, _counts(action))
-            if len(self._about) > MAX_ABOUT:  # the oldest one's outcome: about anything
-                del self._about[next(iter(self._about))]
+                return self._keep(action)
+        self._recovered()
         return action_id
 
     def record_outcome(
@@ -200,8 +147,6 @@ class ResilientStore:
         notifications: Sequence[Notification] = (),
     ) -> None:
         with self._lock:
-            # An action's outcome may be written more than once (returned, then verified).
-            container, incident, others = self._about.get(action_id, (None, None, True))
             if action_id in self._unwritten:
                 self._unwritten[action_id] = replace(
                     self._unwritten[action_id],
@@ -217,7 +162,7 @@ class ResilientStore:
             except StoreError as exc:
                 self._failed("record_outcome", exc)
                 return
-        self._recovered(container, incident, others, Record.ACTIONS)
+        self._recovered()
 
     def withdraw_unsent(self, host: str) -> int:
         try:
@@ -236,7 +181,7 @@ class ResilientStore:
         except StoreError as exc:
             self._failed("record_reset", exc)
             return
-        self._recovered(container, None, False, Record.RESETS)
+        self._recovered()
 
     def move_problem_starts(self, host: str, step: timedelta) -> None:
         try:
@@ -244,7 +189,7 @@ class ResilientStore:
         except StoreError as exc:
             self._failed("move_problem_starts", exc)
             return
-        self._recovered(None, None, False, Record.INCIDENTS)
+        self._recovered()
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from guardian.core.model import ContainerSnapshot, Silence
+from guardian.core.model import ContainerSnapshot, Incident, Silence
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,60 @@ class ApprovalUsed:
     """The loop tried to use an approval once (it may have been used already)."""
 
 
+@dataclass(frozen=True)
+class IncidentWritten:
+    """The loop wrote an incident change: `incident` as the write left it in the store, None
+    when the write may not have landed (the store refused it: read the container again)."""
+
+    container: str
+    incident_id: int | None
+    incident: Incident | None
+
+
+@dataclass(frozen=True)
+class AttemptWritten:
+    """The loop wrote an action (a restart, a stop, a hook run, a decision) or its outcome.
+    `container` None: about any container. `counts`: it may change other containers'
+    decisions (the host's restart budget, a dependency's hold); a decision does not."""
+
+    container: str | None
+    incident_id: int | None
+    counts: bool
+
+
+@dataclass(frozen=True)
+class ResetWritten:
+    """A container's restart counter was reset."""
+
+    container: str
+
+
+@dataclass(frozen=True)
+class ProblemStartsMoved:
+    """The clock stepped and the open incidents' problem starts moved with it."""
+
+
+@dataclass(frozen=True)
+class NotificationsWithdrawn:
+    """Unsent notifications were withdrawn (any incident's): read everything again."""
+
+
+@dataclass(frozen=True)
+class StoreRecovered:
+    """The store took writes again and what was held in memory was written: read everything
+    again."""
+
+
+@dataclass(frozen=True)
+class StoreWrittenElsewhere:
+    """Another process (a `guardian` command) wrote the store: read everything again."""
+
+
+@dataclass(frozen=True)
+class SettingsReloaded:
+    """The settings were reloaded: every container's answer may rest on what changed."""
+
+
 Fact = (
     ContainersListed
     | InspectAsked
@@ -115,4 +169,12 @@ Fact = (
     | SilenceLifted
     | ApprovalGiven
     | ApprovalUsed
+    | IncidentWritten
+    | AttemptWritten
+    | ResetWritten
+    | ProblemStartsMoved
+    | NotificationsWithdrawn
+    | StoreRecovered
+    | StoreWrittenElsewhere
+    | SettingsReloaded
 )

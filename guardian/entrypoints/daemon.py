@@ -21,6 +21,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from guardian.adapters.instance import CLAIMS_SHOWN, rivals_of
 from guardian.bootstrap import App
 from guardian.config import Settings
+from guardian.core.facts import StoreWrittenElsewhere
 from guardian.entrypoints import health
 from guardian.entrypoints.event_listener import EventListener
 from guardian.entrypoints.http_server import HttpServer, ListenError, Routes
@@ -214,7 +215,7 @@ class Daemon:
         if self.app.delivery is not None:
             try:
                 if self.app.delivery.look_elsewhere():  # after the sweep: no timer of its own
-                    self.app.changes.wrote()  # the CLI's write: the open pages read it all
+                    self.app.healer.ctx.facts.publish(StoreWrittenElsewhere())  # a CLI write
             except StoreError as exc:
                 self._store_failed("sweep", exc)
             problems = [r for r in report.rows if r.result.problem is not None]

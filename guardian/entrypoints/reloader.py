@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from guardian.bootstrap import App, healer_settings
 from guardian.config import ConfigError, Settings, changed_keys, reloadable, reloaded
+from guardian.core.facts import SettingsReloaded
 from guardian.logs import kv, reconfigure_logging
 from guardian.runtime.watchdog import SupervisorLink
 
@@ -72,7 +73,7 @@ class Reloader:
                 return
             interval = self.app.settings["watch.interval"]
             done = rebuild(self.app, new)
-            self.app.changes.changed()  # every container's answer may rest on what changed
+            self.app.healer.ctx.facts.publish(SettingsReloaded())
             if self.app.settings["watch.interval"] != interval:
                 self.reschedule()
             applied = ",".join(done.applied) or "-"

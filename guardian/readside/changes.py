@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from guardian.core.facts import (
     ApprovalGiven,
     ApprovalUsed,
+    AttemptWritten,
     ClockStepped,
     ContainerInspected,
     ContainersListed,
@@ -26,9 +27,16 @@ from guardian.core.facts import (
     EngineReachability,
     Fact,
     IncidentChangedByPerson,
+    IncidentWritten,
     InspectAsked,
+    NotificationsWithdrawn,
+    ProblemStartsMoved,
+    ResetWritten,
+    SettingsReloaded,
     SilenceLifted,
     SilenceSet,
+    StoreRecovered,
+    StoreWrittenElsewhere,
 )
 from guardian.core.model import ContainerSnapshot, Incident, Silence
 from guardian.ports import Record
@@ -287,6 +295,18 @@ class Changes:
                 self.wrote(container, incident, False, Record.APPROVALS)
             case ApprovalUsed():
                 self.wrote(None, None, True, Record.APPROVALS)
+            case IncidentWritten(container, incident_id, incident):
+                self.wrote(container, incident_id, True, Record.INCIDENTS, incident)
+            case AttemptWritten(container, incident_id, counts):
+                self.wrote(container, incident_id, counts, Record.ACTIONS)
+            case ResetWritten(container):
+                self.wrote(container, None, False, Record.RESETS)
+            case ProblemStartsMoved():
+                self.wrote(None, None, False, Record.INCIDENTS)
+            case NotificationsWithdrawn() | StoreRecovered() | StoreWrittenElsewhere():
+                self.wrote()
+            case SettingsReloaded():
+                self.changed()
 
     def listed(self, watched: Sequence[ContainerSnapshot]) -> None:
         """A sweep's containers: a change naming those whose id, state or health differs from

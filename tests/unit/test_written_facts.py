@@ -1,0 +1,87 @@
+"""PublishingStore: the loop's writes are published as facts once written; a write the resilient
+store swallowed is told as "may be unwritten", and held actions written later as StoreRecovered."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.adapters.resilient_store import ResilientStore
+from guardian.adapters.sqlite.store import SqliteStore
+from guardian.core import incidents
+from guardian.core.facts import AttemptWritten, Fact, IncidentWritten, StoreRecovered
+from guardian.core.model import HealthCheckResult, Outcome, ProblemType, RemediationAction
+from guardian.ports import StoreError
+from guardian.service.facts import FactStream
+from guardian.service.written import PublishingStore
+from tests.fakes import T0
+
+
+class FullDisk(SqliteStore):
+    """A real SQLite store whose action writes fail while `full` is set."""
+
+    full = False
+
+    def record_intent(self, action: RemediationAction, notifications=()) -> int:  # type: ignore[no-untyped-def]
+        if self.full:
+            raise StoreError(f"store {self.path}: database or disk is full")
+        return super().record_intent(action, notifications)
+
+
+def restart(incident: int | None) -> RemediationAction:
+    return RemediationAction(
+        None, incident, "h", "web", "id", "restart", T0 + timedelta(seconds=1), "allowed"
+    )
+
+
+def detection() -> incidents.IncidentChange:
+    result = HealthCheckResult("id", "web", T0, ProblemType.UNHEALTHY, "down")
+    return incidents.record_detection(None, "h", result, T0)
+
+
+def build(tmp_path: Path) -> tuple[FullDisk, PublishingStore, list[Fact]]:
+    inner = FullDisk(tmp_path / "g.db")
+    facts = FactStream()
+    heard: list[Fact] = []
+    facts.subscribe(heard.append)
+    resilient = ResilientStore(
+        inner, PrometheusMetrics(CollectorRegistry()), None, lambda: facts.publish(StoreRecovered())
+    )
+    return inner, PublishingStore(resilient, facts), heard
+
+
+def test_an_incident_write_carries_the_incident_as_written(tmp_path: Path) -> None:
+    _, store, heard = build(tmp_path)
+    change = detection()
+    saved = store.save_incident(change)
+    assert heard == [IncidentWritten("web", saved.id, saved)]
+    assert saved.id is not None
+
+
+def test_a_swallowed_incident_write_says_read_again(tmp_path: Path) -> None:
+    inner, store, heard = build(tmp_path)
+
+    def refuse(*args: object) -> object:
+        raise StoreError("disk full")
+
+    inner.save_incident = refuse  # type: ignore[method-assign,assignment]
+    change = detection()
+    store.save_incident(change)
+    assert heard == [IncidentWritten("web", None, None)]
+
+
+def test_held_actions_are_told_once_written(tmp_path: Path) -> None:
+    inner, store, heard = build(tmp_path)
+    inner.full = True
+    held = store.record_intent(restart(None))
+    store.record_outcome(held, Outcome.SUCCEEDED, "observed healthy", T0)
+    assert heard == []  # nothing written yet
+    inner.full = False
+    written = store.record_intent(restart(None))
+    assert heard == [StoreRecovered(), AttemptWritten("web", None, True)]
+    store.record_outcome(written, Outcome.SUCCEEDED, "observed healthy", T0)
+    assert heard[-1] == AttemptWritten("web", None, True)
+    store.close()
