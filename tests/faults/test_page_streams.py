@@ -26,7 +26,7 @@ from guardian.entrypoints.page.sessions import Sessions
 from guardian.runtime.http_limits import Limits
 from tests.app import TestApp, make_app
 from tests.helpers import runs, wait_until
-from tests.live import LiveStream
+from tests.live import LiveStream, sign_in, sign_out
 
 STREAMS = 3
 TOKEN = "page-streams-token-0123456789abcdef"
@@ -256,29 +256,6 @@ def url_of(http: HttpServer) -> str:
     return f"http://{host}:{port}"
 
 
-def sign_in(url: str, name: str = "alice") -> str:
-    """A session's cookie, signed in as the page does (a form posted from this host)."""
-    r = requests.post(
-        f"{url}/signin",
-        data={"token": TOKEN, "name": name},
-        headers={"Origin": url},
-        allow_redirects=False,
-        timeout=5,
-    )
-    assert r.status_code == 303, r.text
-    return f"guardian_session={r.cookies['guardian_session']}"
-
-
-def sign_out(url: str, cookie: str) -> None:
-    r = requests.post(
-        f"{url}/signout",
-        headers={"Origin": url, "Cookie": cookie},
-        allow_redirects=False,
-        timeout=5,
-    )
-    assert r.status_code == 303, r.text
-
-
 def test_sign_out_ends_the_sessions_stream_at_once_and_nothing_follows(tmp_path: Path) -> None:
     """Alice signs out while her page streams: her stream ends before the sign-out is
     answered, and the change that follows reaches Bob's stream, never hers."""
@@ -286,7 +263,10 @@ def test_sign_out_ends_the_sessions_stream_at_once_and_nothing_follows(tmp_path:
     g.engine.add("web", health="healthy")
     page, http = serve_page(g, STREAMS, public=False, sessions=Sessions(TOKEN, 3600))
     url = url_of(http)
-    alice, bob = LiveStream(http.address, sign_in(url)), LiveStream(http.address, sign_in(url))
+    alice, bob = (
+        LiveStream(http.address, sign_in(url, TOKEN)),
+        LiveStream(http.address, sign_in(url, TOKEN)),
+    )
     try:
         alice.wait_events(1), bob.wait_events(1)
         wait_until(lambda: page.feed.joined == 2, 5, message="both streams past their first")
@@ -316,7 +296,7 @@ def test_a_signed_stream_ends_when_its_session_expires_though_nothing_changes(
     page.feed.keepalive = 3600  # nothing else wakes the stream
     url = url_of(http)
     signed_at = time.monotonic()
-    stream = LiveStream(http.address, sign_in(url))
+    stream = LiveStream(http.address, sign_in(url, TOKEN))
     try:
         stream.wait_events(1)
         assert stream.ended.wait(ttl + 3), "the stream outlived its session"
@@ -353,7 +333,7 @@ def test_anonymous_streams_never_take_the_slots_kept_for_signed_sessions(
             assert stream("127.0.0.3").status == 200
         refused = stream("127.0.0.4")  # every anonymous slot is taken
         assert refused.status == 503 and "retry-after: 10" in refused.headers()
-        cookie = sign_in(url)
+        cookie = sign_in(url, TOKEN)
         signed = [stream("127.0.0.4", cookie), stream("127.0.0.2", cookie)]
         for s in signed:
             assert s.status == 200

@@ -14,7 +14,7 @@ import requests
 
 from tests.helpers import wait_until
 from tests.integration.conftest import RUN_ID
-from tests.live import LiveStream
+from tests.live import LiveStream, sign_in
 
 WATCH = {"label": f"gdt.{RUN_ID}.watch", "interval": "30s"}
 OPT_IN = {"enable": None, "labels": {WATCH["label"]: "true"}}
@@ -26,19 +26,6 @@ def address(url: str) -> tuple[str, int]:
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
     return parts.hostname, parts.port
-
-
-def sign_in(url: str, name: str) -> str:
-    """A session's cookie, signed in as the page does (a form posted from this host)."""
-    r = requests.post(
-        f"{url}/signin",
-        data={"token": TOKEN, "name": name},
-        headers={"Origin": url},
-        allow_redirects=False,
-        timeout=10,
-    )
-    assert r.status_code == 303, r.text
-    return f"guardian_session={r.cookies['guardian_session']}"
 
 
 @pytest.fixture
@@ -59,7 +46,10 @@ def test_sign_out_ends_an_open_signed_stream_and_nothing_follows(containers, gua
     g = guardian(env={"GUARDIAN_API_TOKEN": TOKEN}, watch=WATCH, restart={"dry_run": True})
     url = g.http_url
     at = address(url)
-    alice, bob = LiveStream(at, sign_in(url, "alice")), LiveStream(at, sign_in(url, "bob"))
+    alice, bob = (
+        LiveStream(at, sign_in(url, TOKEN, "alice")),
+        LiveStream(at, sign_in(url, TOKEN, "bob")),
+    )
     streams += [alice, bob]
     alice.wait_events(1), bob.wait_events(1)
 
@@ -107,7 +97,7 @@ def test_anonymous_streams_filling_page_streams_leave_signed_ones_served(
     anonymous_full = stream("127.0.0.4")
     assert anonymous_full.status == 503 and "retry-after:" in anonymous_full.headers()
 
-    cookie = sign_in(url, "operator")
+    cookie = sign_in(url, TOKEN, "operator")
     for source in ("127.0.0.4", "127.0.0.2"):
         signed = stream(source, cookie)
         assert signed.status == 200
