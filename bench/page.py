@@ -41,8 +41,8 @@ FAKE_CHANGES = 200  # per row of change_cost
 def fake_page(tmp: Path, containers: int, public: bool = False) -> tuple[Any, Any, Any]:
     """A StatusPage over Guardian built with a fake engine; (test app, page, signed-in cookie)."""
     from guardian.entrypoints.page.handler import StatusPage
-    from guardian.entrypoints.page.model import PageReader
     from guardian.entrypoints.page.sessions import Sessions, set_cookie
+    from guardian.readside.page import PageReader
     from tests.app import make_app
 
     g = make_app(tmp, restart={"max_concurrent": 1000}, storm={"min_containers": 10_000})
@@ -297,7 +297,7 @@ def read_share(containers: int, changes: int = 100) -> tuple[float, float]:
             page.feed.snapshot(False)
             whole.append(time.process_time() - started)
             started = time.process_time()
-            container_status(g.healer)
+            container_status(g.healer, g.app.operator)
             status.append(time.process_time() - started)
         return statistics.median(whole) * 1000, statistics.median(status) * 1000
 
