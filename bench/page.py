@@ -62,13 +62,12 @@ def fake_page(tmp: Path, containers: int, public: bool = False) -> tuple[Any, An
 
 
 def flip(g: Any, name: str, health: str) -> None:
-    """The container's health changes, and its engine event reaches the page as the event
-    listener hands it over (Changes.on_event, a pipeline hook): a change naming it."""
-    from guardian.ports import EngineEvent
+    """The container's health changes, and its engine event reaches the page as the Healer
+    publishes it (the fact EngineEventSeen): a change naming it."""
+    from guardian.core.facts import EngineEventSeen
 
-    snap = g.engine.set(name, health=health)
-    event = EngineEvent("health_status", snap.id, name, g.clock.now(), dict(snap.labels))
-    g.app.changes.on_event(event)
+    g.engine.set(name, health=health)
+    g.healer.ctx.facts.publish(EngineEventSeen(name, "health_status"))
 
 
 def size_and_time(sizes: list[int], runs: int) -> list[tuple[int, float, float, float, float, int]]:
