@@ -41,8 +41,8 @@ FAKE_CHANGES = 200  # per row of change_cost
 def fake_page(tmp: Path, containers: int, public: bool = False) -> tuple[Any, Any, Any]:
     """A StatusPage over Guardian built with a fake engine; (test app, page, signed-in cookie)."""
     from guardian.entrypoints.page.handler import StatusPage
-    from guardian.entrypoints.page.model import PageReader
     from guardian.entrypoints.page.sessions import Sessions, set_cookie
+    from guardian.readside.page import PageReader
     from tests.app import make_app
 
     g = make_app(tmp, restart={"max_concurrent": 1000}, storm={"min_containers": 10_000})
@@ -62,13 +62,12 @@ def fake_page(tmp: Path, containers: int, public: bool = False) -> tuple[Any, An
 
 
 def flip(g: Any, name: str, health: str) -> None:
-    """The container's health changes, and its engine event reaches the page as the event
-    listener hands it over (Changes.on_event, a pipeline hook): a change naming it."""
-    from guardian.ports import EngineEvent
+    """The container's health changes, and its engine event reaches the page as the Healer
+    publishes it (the fact EngineEventSeen): a change naming it."""
+    from guardian.core.facts import EngineEventSeen
 
-    snap = g.engine.set(name, health=health)
-    event = EngineEvent("health_status", snap.id, name, g.clock.now(), dict(snap.labels))
-    g.app.changes.on_event(event)
+    g.engine.set(name, health=health)
+    g.healer.ctx.facts.publish(EngineEventSeen(name, "health_status"))
 
 
 def size_and_time(sizes: list[int], runs: int) -> list[tuple[int, float, float, float, float, int]]:
@@ -297,7 +296,7 @@ def read_share(containers: int, changes: int = 100) -> tuple[float, float]:
             page.feed.snapshot(False)
             whole.append(time.process_time() - started)
             started = time.process_time()
-            container_status(g.healer)
+            container_status(g.healer, g.app.operator)
             status.append(time.process_time() - started)
         return statistics.median(whole) * 1000, statistics.median(status) * 1000
 

@@ -22,8 +22,8 @@ def main() -> int:
     logging.disable(logging.WARNING)
     from guardian.entrypoints.http_server import HttpServer, Routes
     from guardian.entrypoints.page.handler import StatusPage
-    from guardian.entrypoints.page.model import PageReader
     from guardian.entrypoints.page.sessions import Sessions
+    from guardian.readside.page import PageReader
     from guardian.runtime.http_limits import Limits
     from tests.app import make_app
 

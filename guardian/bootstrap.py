@@ -66,6 +66,7 @@ from guardian.service.decisions import DecisionPoint
 from guardian.service.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.dependencies import Dependencies
 from guardian.service.facts import FactStream
+from guardian.service.followers import Followers
 from guardian.service.healer import Healer
 from guardian.service.heartbeat import Heartbeat
 from guardian.service.hooks import Hooks, HookSettings
@@ -241,7 +242,7 @@ def build_loop(
     ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
     recorder = Recorder(ctx)
     remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
-    verifier = Verifier(ctx, recorder, remediator)
+    verifier = Verifier(ctx, recorder, Followers(ctx, remediator))
     return Healer(ctx, recorder, remediator, verifier), prober
 
 

@@ -23,7 +23,10 @@ from guardian.core.incidents import InvalidTransition
 from guardian.core.model import IncidentState
 from guardian.entrypoints.credential_limiter import CredentialLimiter
 from guardian.entrypoints.http_server import Handler, Request, Response
-from guardian.entrypoints.views import (
+from guardian.logs import kv
+from guardian.ports import EngineUnavailable
+from guardian.readside.status import container_status
+from guardian.readside.views import (
     action_view,
     approval_view,
     container_view,
@@ -31,9 +34,6 @@ from guardian.entrypoints.views import (
     silence_view,
     timeline_view,
 )
-from guardian.logs import kv
-from guardian.ports import EngineUnavailable
-from guardian.readside.status import container_status
 from guardian.service.healer import Healer
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused
 
@@ -181,7 +181,12 @@ class Api:
                 return self.list_actions
             case ("GET", ["containers"]):
                 return lambda r: _json(
-                    200, {"containers": [container_view(c) for c in container_status(self.healer)]}
+                    200,
+                    {
+                        "containers": [
+                            container_view(c) for c in container_status(self.healer, self.op)
+                        ]
+                    },
                 )
             case ("GET", ["silences"]):
                 return self.list_silences

@@ -2,9 +2,9 @@
 open incidents and what decide() says right now; and the same answer kept current for the
 status page (Statuses).
 
-The containers are the sweep's own (Healer.watched: the one "watched" predicate), and the next
-allowed restart comes from the real decision point, never from a copy of its rules. A read:
-nothing here changes the loop's state (Healer.look).
+The containers are the sweep's own (Judgements.watched: the one "watched" predicate), and the
+next allowed restart comes from the real decision point, never from a copy of its rules. A read:
+nothing here changes the loop's state (Judgements.look).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import datetime
 from guardian.core.model import ContainerSnapshot, Decision, Incident, IncidentState, Silence
 from guardian.ports import Record
 from guardian.readside.changes import Changes, Since
-from guardian.service.healer import Healer
+from guardian.readside.queries import Judgements, Records
 
 
 @dataclass(frozen=True)
@@ -48,17 +48,18 @@ class ContainerStatus:
         return not self.settled
 
 
-def container_status(healer: Healer) -> list[ContainerStatus]:
+def container_status(judgements: Judgements, records: Records) -> list[ContainerStatus]:
     """Raises EngineUnavailable when the engine does not answer."""
-    return _Read(healer).whole().statuses()
+    return _Read(judgements, records).whole().statuses()
 
 
 class _Read:
     """One answer: each watched container's listing, its judged status and the inspect that
     judging made (kept for the next read, see Statuses)."""
 
-    def __init__(self, healer: Healer) -> None:
-        self.healer = healer
+    def __init__(self, judgements: Judgements, records: Records) -> None:
+        self.judgements = judgements
+        self.records = records
         self.listed: dict[str, ContainerSnapshot] = {}
         self.inspected: dict[str, ContainerSnapshot] = {}
         self.rows: dict[str, ContainerStatus] = {}
@@ -74,7 +75,7 @@ class _Read:
         self._place: dict[str, int] = {}
 
     def whole(self) -> _Read:
-        _, watched = self.healer.watched()
+        _, watched = self.judgements.watched()
         self.listed = {s.name: s for s in watched}
         self.read_store()
         self.judge(self.listed)
@@ -90,10 +91,9 @@ class _Read:
         """The open incidents (not closed) of the host. With `written` (Since.incidents_written)
         the incidents the writes told replace what was read of them, a closed one leaving;
         when a write told nothing (a person's transition), all are read again."""
-        ctx = self.healer.ctx
         told = [t for t in (written or {}).values() if t is not None]
         if written is None or len(told) < len(written):
-            self.open_incidents = ctx.store.open_incidents(ctx.settings.host)
+            self.open_incidents = self.records.open_incidents()
         else:
             merged = {i.id: i for i in self.open_incidents}
             merged.update((i.id, i) for incidents in told for i in incidents.values())
@@ -110,11 +110,10 @@ class _Read:
         """The silences in force. With `written` (Since.silences_written) those the writes told
         replace what was read of their containers' (a container has one in force at most: a
         silence set ends the one before); None: read them all."""
-        ctx = self.healer.ctx
-        now = ctx.clock.now()
+        now = self.records.clock.now()
         if written is None:
             # One query for every silence in force, not one per container.
-            self.silences_in_force = ctx.store.silences(ctx.settings.host, now)
+            self.silences_in_force = self.records.silences_in_force(now)
         else:
             kept = [s for s in self.silences_in_force if s.container not in written]
             kept += [s for s in written.values() if s.active(now)]
@@ -126,7 +125,7 @@ class _Read:
             snap = self.listed[name]
             # Judged as the sweep judges it, changing nothing: a healthy or skipped container
             # has no next restart; a held-back one says why (report-only, verifying, cooldown).
-            a = self.healer.look(snap, self.inspected.get(name))
+            a = self.judgements.look(snap, self.inspected.get(name))
             if a.snapshot.inspected and not snap.inspected:
                 self.inspected[name] = a.snapshot
             decision = a.decision
@@ -160,7 +159,7 @@ class _Read:
     def relist(self, names: Collection[str]) -> None:
         """These containers' listings again (one request): gone or no longer watched ones
         leave, new ones come; the inspects made of their last listings no longer hold."""
-        _, watched = self.healer.watched(names) if names else ([], [])
+        _, watched = self.judgements.watched(names) if names else ([], [])
         self._forget(names)
         self.listed.update((s.name, s) for s in watched)
 
@@ -169,10 +168,10 @@ class _Read:
         the engine again: the listing is what the list call shows of an inspect, and those
         the sweep does not watch leave."""
         self._forget(inspects)
-        watches, engine = self.healer.ctx.settings.watches, self.healer.ctx.engine
         for name, snap in inspects.items():
-            if watches(snap.labels):
-                self.listed[name], self.inspected[name] = engine.as_listed(snap), snap
+            listing = self.judgements.listing(snap)
+            if listing is not None:
+                self.listed[name], self.inspected[name] = listing, snap
 
     def _forget(self, names: Iterable[str]) -> None:
         for name in names:
@@ -201,8 +200,9 @@ class Statuses:
     The first read, and a change that names nothing (the engine back, a reload, another
     process's write), read everything, as container_status() does. Safe from any thread."""
 
-    def __init__(self, healer: Healer, changes: Changes) -> None:
-        self.healer = healer
+    def __init__(self, judgements: Judgements, records: Records, changes: Changes) -> None:
+        self.judgements = judgements
+        self.records = records
         self.changes = changes
         self._lock = threading.Lock()
         self._read: _Read | None = None
@@ -232,7 +232,7 @@ class Statuses:
             self._read = None  # until this read completes: a failed one is not kept
             touched: frozenset[str] | None
             if last is None or since.everything:
-                last = _Read(self.healer).whole()
+                last = _Read(self.judgements, self.records).whole()
                 self.whole_reads += 1
                 touched = None
             else:
@@ -249,7 +249,7 @@ class Statuses:
             r.seen(since.observed)
             r.relist(since.engine - since.observed.keys())
         kept_incidents, kept_silences = r.incidents, r.silences
-        now = r.healer.ctx.clock.now()
+        now = r.records.clock.now()
         again = {n for n in since.engine | since.store if n in r.listed}  # relisted: no row
         again |= {n for n in r.unsettled if r.rows[n].may_have_moved(since.wrote_shared, now)}
         incidents = Record.INCIDENTS in since.wrote

@@ -71,6 +71,12 @@ class Healer:
         listed = self.ctx.engine.list_containers(s.watch_label, s.scope, names)
         return listed, [c for c in listed if s.watches(c.labels)]
 
+    def listing(self, inspect: ContainerSnapshot) -> ContainerSnapshot | None:
+        """An inspect as the list call shows it; None when the sweep does not watch it."""
+        if not self.ctx.settings.watches(inspect.labels):
+            return None
+        return self.ctx.engine.as_listed(inspect)
+
     def _inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The engine's inspect, published with the question before it (readers place the
         answer among the changes that came while it was asked)."""

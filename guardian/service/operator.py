@@ -181,6 +181,17 @@ class Operator:
         )
         return saved
 
+    # -- what people read (the read side's Records) -------------------------------------------
+
+    def open_incidents(self) -> list[Incident]:
+        return self.store.open_incidents(self.host)
+
+    def silences_in_force(self, now: datetime) -> list[Silence]:
+        return self.store.silences(self.host, now)
+
+    def recent_actions(self, since: datetime, limit: int) -> list[RemediationAction]:
+        return self.store.actions(self.host, None, since, limit=limit)
+
     def awaiting_approval(self, incident: Incident) -> bool:
         """Whether a person's answer may be given now for this open incident: Guardian held its
         restart back for approval and no answer stands (the status page's approve button)."""

@@ -1,7 +1,7 @@
-"""The only restart path: gather the history, ask decide(), then restart, give up or record why
-not. Container incidents, followers (`guardian.restart_with`, shared namespaces) and `guardian
-check --apply` all restart through here, so every restart gets the same retry, record, metrics
-and notification.
+"""The only restart path: gather the history, ask decide(), then restart, or give up or record
+why not (service/refusals.py). Container incidents, followers (service/followers.py) and
+`guardian check --apply` all restart through here, so every restart gets the same retry, record,
+metrics and notification.
 """
 
 from __future__ import annotations
@@ -32,19 +32,14 @@ from guardian.core.model import (
 from guardian.core.verification import PendingVerify
 from guardian.logs import kv
 from guardian.ports import Rechecks, RestartCalls
+from guardian.service.actions import STOP_TIMEOUT_KEY, action_row
 from guardian.service.claims import Claim
 from guardian.service.context import LoopContext
 from guardian.service.decisions import DecisionPoint
 from guardian.service.recorder import Recorder
+from guardian.service.refusals import Refusals
 
 log = logging.getLogger("guardian.remediator")
-
-# Reasons that never change while the inputs stay the same: record them once per incident.
-_QUIET_WAITS = frozenset({Reason.IN_FLIGHT, Reason.VERIFYING})
-RESTART_WITH_REASON = "restart_with"  # also the `via` of a follower by label
-NAMESPACE_REASON = "namespace_follower"  # it joined a namespace of the container restarted
-ACTION_KEY = "action"  # a held-back decision's extra: the container's guardian.action
-STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine may wait to stop
 
 
 def slot_until(stop_timeout: timedelta, budget: timedelta, now: datetime) -> datetime | None:
@@ -55,15 +50,8 @@ def slot_until(stop_timeout: timedelta, budget: timedelta, now: datetime) -> dat
     return now + budget if stop_timeout > budget else None
 
 
-def held_back(decision: Decision) -> str:
-    """Why a restart did not happen, for the history: the verdict, when it may, and why."""
-    when = f"; retry at {decision.retry_at.isoformat()}" if decision.retry_at else ""
-    why = f"; {decision.detail}" if decision.detail else ""
-    return f"{decision.verdict}{when}{why}"
-
-
 def _held(claim: Claim | None) -> Claim:
-    """The claim a decision that acts always comes with (`_decided`)."""
+    """The claim a decision that acts always comes with (`decided`)."""
     assert claim is not None, "a decision that acts is claimed under the restart lock"
     return claim
 
@@ -85,9 +73,10 @@ class Remediator:
         self.decisions = decisions
         self._calls = calls
         self._rechecks = rechecks
+        self.refusals = Refusals(ctx, recorder)
 
     @contextmanager
-    def _decided(
+    def decided(
         self, snap: ContainerSnapshot, rules: ContainerRules, problem: ProblemType | None = None
     ) -> Iterator[tuple[Decision, Claim | None]]:
         """Decide and claim the restart under one hold of the restart lock, so no other thread
@@ -118,7 +107,7 @@ class Remediator:
     def remediate(self, a: Assessment, incident: Incident) -> None:
         """Act on an open incident: decide again (another thread may have acted since the
         assessment), then restart, give up, or record why not."""
-        with self._decided(a.snapshot, a.rules, a.result.problem) as (decision, claim):
+        with self.decided(a.snapshot, a.rules, a.result.problem) as (decision, claim):
             a.decision = decision
             waiting = decision.reason is Reason.AWAITING_APPROVAL
             self.ctx.state.approvals.awaiting(a.snapshot.name, a.snapshot.id if waiting else None)
@@ -130,13 +119,13 @@ class Remediator:
                 case Verdict.STOP:
                     self._stop_incident(a, incident, decision, _held(claim))
                 case Verdict.GIVE_UP:
-                    self._give_up(incident, decision)
+                    self.refusals.give_up(incident, decision)
                 case Verdict.WAIT | Verdict.DENY:
                     if decision.reason is Reason.CONCURRENCY:
                         self.ctx.state.claims.wait_for_slot(a.snapshot.name, a.snapshot.id)
                     if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
                         self._rechecks.recheck(a.snapshot.id, decision.retry_at)
-                    self._note_decision(incident, a.snapshot, decision, a.rules.policy.action)
+                    self.refusals.hold(incident, a.snapshot, decision, a.rules.policy.action)
 
     def _restart_approved(
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
@@ -162,8 +151,14 @@ class Remediator:
         restart, so the engine's stop events are known as Guardian's own)."""
         ctx, snap, now = self.ctx, a.snapshot, self.ctx.clock.now()
         incident = self.recorder.save(incidents.start_remediation(incident, "stopping", now))
-        action = self._action(
-            incident.id, (snap.name, snap.id), ActionKind.STOP, now, "action_stop", decision
+        action = action_row(
+            self.ctx.settings.host,
+            incident.id,
+            (snap.name, snap.id),
+            ActionKind.STOP,
+            now,
+            "action_stop",
+            decision,
         )
         action_id = ctx.store.record_intent(action)
         log.warning(
@@ -190,7 +185,8 @@ class Remediator:
         now = self.ctx.clock.now()
         incident = self.recorder.save(incidents.start_remediation(incident, "restarting", now))
         approved = decision.approval
-        action = self._action(
+        action = action_row(
+            self.ctx.settings.host,
             incident.id,
             (snap.name, snap.id),
             ActionKind.RESTART,
@@ -205,87 +201,11 @@ class Remediator:
             if result.outcome is Outcome.PERMANENT_FAILURE:
                 self.recorder.gone(incident, result.detail, self.ctx.clock.now())
 
-        self._restart(
+        self.restart(
             snap, a.rules, decision, claim, action, incident, a.detected_at, then=gone_if_removed
         )
 
-    def restart_followers(self, leader: str, root: str = "") -> None:
-        """`leader` was restarted by Guardian and is healthy: restart its followers (those that
-        declared `guardian.restart_with=<leader>` or joined a namespace of it), each through
-        decide() with its own budget, told under the incident of `root` (the container whose
-        healing began the wave; `leader` itself unless `leader` is a follower)."""
-        root = root or leader
-        for container_id, via in self.ctx.pipeline.followers(leader, root):
-            try:
-                self._follow(container_id, leader, root, via)
-            except Exception:
-                log.exception(
-                    "follower restart failed",
-                    extra=kv(container_id=container_id[:12], after=leader),
-                )
-
-    def _follow(self, container_id: str, leader: str, root: str, via: str) -> None:
-        ctx, host = self.ctx, self.ctx.settings.host
-        snap = ctx.engine.inspect(container_id)
-        if snap is None:
-            return
-        name, rules = snap.name, ctx.rules.observed(snap)
-        leader_incident = next((i for i in reversed(ctx.store.open_incidents(host, root))), None)
-        incident_id = leader_incident.id if leader_incident is not None else None
-        # Named in the detail: the row is also shown in the leader's incident timeline.
-        if via == RESTART_WITH_REASON:
-            reason, extra = RESTART_WITH_REASON, {"restart_with": leader}
-            detail = f"{name}, after {leader} was restarted and healthy"
-        else:
-            reason, extra = NAMESPACE_REASON, {"namespace_of": leader, "namespaces": via}
-            detail = (
-                f"{name}, after {leader} was restarted and healthy (it joined its {via} namespace)"
-            )
-        if root != leader:
-            extra["wave_of"] = root
-        with self._decided(snap, rules) as (decision, claim):
-            now = ctx.clock.now()
-            if claim is None or not decision.restart:
-                outcome = (
-                    Outcome.RETRY_EXHAUSTED
-                    if decision.verdict is Verdict.GIVE_UP
-                    else Outcome.POLICY_DENIED
-                )
-                ctx.store.record_intent(
-                    self._action(
-                        incident_id,
-                        (name, snap.id),
-                        ActionKind.DECISION,
-                        now,
-                        str(decision.reason),
-                        decision,
-                        outcome=outcome,
-                        detail=f"{reason} {detail}: {held_back(decision)}",
-                        extra=extra,
-                    )
-                )
-                log.info(
-                    "follower restart held back",
-                    extra=kv(container=name, after=leader, reason=decision.reason),
-                )
-                return
-            action = self._action(
-                incident_id,
-                (name, snap.id),
-                ActionKind.RESTART,
-                now,
-                reason,
-                decision,
-                detail=detail,
-                extra=extra,
-            )
-            # The follower has no incident of its own: its news is told under the leader's.
-            told = replace(leader_incident, container=name) if leader_incident else None
-            self._restart(
-                snap, rules, decision, claim, action, told, None, verify_incident=False, after=root
-            )
-
-    def _restart(
+    def restart(
         self,
         snap: ContainerSnapshot,
         rules: ContainerRules,
@@ -300,7 +220,7 @@ class Remediator:
     ) -> None:
         """Write the intent, then (on `calls`) restart (one retry when the request never
         reached the engine), record the outcome with its notification, hand a restart to
-        verification and tell `then`. The caller holds the restart's `claim` (`_decided`); the
+        verification and tell `then`. The caller holds the restart's `claim` (`decided`); the
         call carries it on and ends it once the engine returned, or raised."""
         ctx, now = self.ctx, action.requested_at
         # Recorded so that a start after a stop mid-call knows how long the engine may take.
@@ -408,123 +328,3 @@ class Remediator:
             incident, decision.attempt, decision.max_attempts, result.outcome, result.detail, done
         )
         return self.recorder.notes(container, note)
-
-    def _action(
-        self,
-        incident_id: int | None,
-        container: tuple[str, str],
-        kind: ActionKind,
-        now: datetime,
-        reason: str,
-        decision: Decision,
-        outcome: Outcome | None = None,
-        detail: str = "",
-        extra: dict[str, str] | None = None,
-    ) -> RemediationAction:
-        """A row of the history about `container` (name, id); a decision row is finished now."""
-        name, container_id = container
-        return RemediationAction(
-            None,
-            incident_id,
-            self.ctx.settings.host,
-            name,
-            container_id,
-            kind,
-            now,
-            reason,
-            outcome=outcome,
-            detail=detail,
-            finished_at=now if kind is ActionKind.DECISION else None,
-            attempt=decision.attempt,
-            extra=extra or {},
-        )
-
-    def _give_up(self, incident: Incident, decision: Decision) -> None:
-        if incident.escalated:
-            return
-        ctx, now = self.ctx, self.ctx.clock.now()
-        change = incidents.escalate(incident)
-        note = notifications.gave_up(change.incident, decision, now)
-        incident = self.recorder.save(change, self.recorder.notes(incident.container, note))
-        ctx.store.record_intent(
-            self._action(
-                incident.id,
-                (incident.container, incident.container_id),
-                ActionKind.DECISION,
-                now,
-                str(decision.reason),
-                decision,
-                outcome=Outcome.RETRY_EXHAUSTED,
-                detail=f"{decision.max_attempts} attempts used; next allowed at "
-                f"{decision.retry_at.isoformat() if decision.retry_at else 'never'}",
-            )
-        )
-        ctx.restart_ended(incident.container, str(Outcome.RETRY_EXHAUSTED))
-        ctx.verdict_reached(
-            ActionVerdict(
-                incident.container,
-                incident.container_id,
-                "restart",
-                Outcome.RETRY_EXHAUSTED,
-                incident.id,
-            )
-        )
-        log.error(
-            "giving up: attempts exhausted, incident escalated",
-            extra=kv(
-                container=incident.container,
-                incident=incident.id,
-                attempts=decision.attempt,
-                retry_at=decision.retry_at,
-            ),
-        )
-
-    def _note_decision(
-        self,
-        incident: Incident,
-        snap: ContainerSnapshot,
-        decision: Decision,
-        action: str = "restart",
-    ) -> None:
-        """Record a held-back restart once per incident and reason, not on every sweep; the
-        container's action when it is not `restart` (a person may approve an `ask` container's
-        restart while a silence or cooldown still holds it)."""
-        if decision.reason in _QUIET_WAITS or incident.id is None:
-            return
-        store = self.ctx.store
-        last = store.last_action(incident.id)
-        if (
-            last is not None
-            and last.kind == ActionKind.DECISION
-            and last.reason == str(decision.reason)
-        ):
-            return
-        notes: tuple[notifications.Notification, ...] = ()
-        if decision.reason is Reason.AWAITING_APPROVAL:
-            ttl, now = self.ctx.settings.approval_ttl, self.ctx.clock.now()
-            ask = notifications.awaiting_approval(incident, decision, ttl, now)
-            notes = self.recorder.notes(incident.container, ask)
-        store.record_intent(
-            self._action(
-                incident.id,
-                (snap.name, snap.id),
-                ActionKind.DECISION,
-                self.ctx.clock.now(),
-                str(decision.reason),
-                decision,
-                outcome=Outcome.POLICY_DENIED,
-                detail=held_back(decision),
-                extra={ACTION_KEY: action} if action != "restart" else None,
-            ),
-            notes,
-        )
-        log.info(
-            "restart held back",
-            extra=kv(
-                container=snap.name,
-                incident=incident.id,
-                verdict=decision.verdict,
-                reason=decision.reason,
-                retry_at=decision.retry_at,
-            ),
-        )

@@ -33,30 +33,25 @@ from guardian.core.verification import (
 )
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
+from guardian.service.actions import STOP_TIMEOUT_KEY
 from guardian.service.context import LoopContext
+from guardian.service.followers import FOLLOWER_REASONS, Followers
 from guardian.service.recorder import Recorder
-from guardian.service.remediator import (
-    NAMESPACE_REASON,
-    RESTART_WITH_REASON,
-    STOP_TIMEOUT_KEY,
-    Remediator,
-)
 
 log = logging.getLogger("guardian.verify")
-_FOLLOWER_REASONS = frozenset({RESTART_WITH_REASON, NAMESPACE_REASON})
 
 
 def _own_incident(action: RemediationAction) -> int | None:
     """The incident an action's verdict may resolve or close: none for a follower's restart,
     which is only told under its leader's incident."""
-    return None if action.reason in _FOLLOWER_REASONS else action.incident_id
+    return None if action.reason in FOLLOWER_REASONS else action.incident_id
 
 
 class Verifier:
-    def __init__(self, ctx: LoopContext, recorder: Recorder, remediator: Remediator) -> None:
+    def __init__(self, ctx: LoopContext, recorder: Recorder, followers: Followers) -> None:
         self.ctx = ctx
         self.recorder = recorder
-        self.remediator = remediator
+        self.followers = followers
 
     def awaiting(self) -> bool:
         """A restart awaits its verification: the only time the verify tick has work."""
@@ -115,7 +110,7 @@ class Verifier:
         if leader is not None:
             # Only now: while it counted as verifying, it held its followers back
             # (dependency_unhealthy: "restart being verified").
-            self.remediator.restart_followers(*leader)
+            self.followers.restart_after(*leader)
 
     def _finish(
         self, p: PendingVerify, outcome: Outcome, detail: str, now: datetime

@@ -21,8 +21,8 @@ import requests
 from bench.page import StreamClient
 from guardian.entrypoints.http_server import HttpServer, Routes, check_handler
 from guardian.entrypoints.page.handler import StatusPage
-from guardian.entrypoints.page.model import PageReader
 from guardian.entrypoints.page.sessions import Sessions
+from guardian.readside.page import PageReader
 from guardian.runtime.http_limits import Limits
 from tests.app import TestApp, make_app
 from tests.helpers import runs, wait_until

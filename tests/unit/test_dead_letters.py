@@ -14,8 +14,8 @@ from guardian.core import incidents, notifications
 from guardian.core.delivery import DELIVERED, Next, Result, RowState, Status
 from guardian.core.model import HealthCheckResult, ProblemType
 from guardian.entrypoints.http_server import Routes
-from guardian.entrypoints.page.model import MAX_DEAD_LETTERS, PageReader
 from guardian.entrypoints.page.mount import mount_page
+from guardian.readside.page import MAX_DEAD_LETTERS, PageReader
 from tests.app import TestApp, make_app
 from tests.fakes import FakeClock, FakeNotifier
 

@@ -24,7 +24,7 @@ from guardian.core.hooks import (
 )
 from guardian.core.model import ActionKind, ActionOutcome, Outcome, RemediationAction
 from guardian.entrypoints.cli.status import effective_config
-from guardian.entrypoints.views import action_view, timeline_view
+from guardian.readside.views import action_view, timeline_view
 from guardian.service.hooks import Hooks
 from tests.app import TestApp, make_app, settings_for
 from tests.fakes import FakeHookRunner

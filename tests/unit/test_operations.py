@@ -12,7 +12,7 @@ from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
 from guardian.core.incidents import InvalidTransition
 from guardian.core.model import HealthCheckResult, IncidentState, ProblemType
-from guardian.entrypoints.views import incident_view
+from guardian.readside.views import incident_view
 from guardian.service.operator import BadRequest, NotFound, Operator
 from tests.fakes import FakeClock
 

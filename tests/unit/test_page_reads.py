@@ -24,12 +24,12 @@ from guardian.core.incidents import InvalidTransition
 from guardian.core.model import Incident, IncidentState, ProblemType, Silence
 from guardian.entrypoints.daemon import Daemon
 from guardian.entrypoints.page.feed import delta
-from guardian.entrypoints.page.model import MAX_TIMELINE, PageData, PageReader
 from guardian.entrypoints.page.render import Renderer
-from guardian.entrypoints.views import timeline_view
 from guardian.ports import EngineEvent, Record
 from guardian.readside.changes import EVERYTHING, LOG, NOTHING, Changes, Since
+from guardian.readside.page import MAX_TIMELINE, PageData, PageReader
 from guardian.readside.status import Statuses, container_status
+from guardian.readside.views import timeline_view
 from tests.app import TestApp, make_app
 
 WATCHED = {"guardian.enable": "true"}
@@ -178,7 +178,7 @@ def test_after_any_changes_the_page_shows_what_a_whole_read_shows(
 ) -> None:
     g = fleet(tmp_path_factory.mktemp("fleet"))
     # Read whole only at first: what is kept must be exact.
-    kept = Statuses(g.healer, g.app.changes)
+    kept = Statuses(g.healer, g.app.operator, g.app.changes)
     page = PageReader(
         g.healer,
         g.app.operator,
@@ -193,7 +193,7 @@ def test_after_any_changes_the_page_shows_what_a_whole_read_shows(
     for what, arg in steps:
         step(g, what, arg)
         seen = restarts_told(g, seen)
-        assert kept.read() == container_status(g.healer), (what, arg)
+        assert kept.read() == container_status(g.healer, g.app.operator), (what, arg)
         for signed in (True, False):
             whole = PageReader(g.healer, g.app.operator, Changes(), monotonic=lambda: 0.0)
             d, fresh = page.read(signed), whole.read(signed)

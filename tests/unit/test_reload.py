@@ -172,7 +172,7 @@ def test_the_docs_list_exactly_the_keys_a_reload_applies() -> None:
 
 
 def test_an_open_status_page_shows_the_reloaded_policy_at_once(world) -> None:
-    from guardian.entrypoints.page.model import PageReader
+    from guardian.readside.page import PageReader
 
     t, daemon, config, _ = world
     t.engine.add("app", health="unhealthy")

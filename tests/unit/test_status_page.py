@@ -18,8 +18,8 @@ from guardian.entrypoints.credential_limiter import PER_CLIENT
 from guardian.entrypoints.http_server import Request, Response, Routes
 from guardian.entrypoints.page.feed import delta
 from guardian.entrypoints.page.handler import StatusPage
-from guardian.entrypoints.page.model import PageReader
 from guardian.entrypoints.page.sessions import Sessions
+from guardian.readside.page import PageReader
 from tests.app import TestApp, make_app
 from tests.helpers import wait_until
 

@@ -53,7 +53,7 @@ def state_of(state: LoopState) -> dict[tuple[str, str], object]:
 
 
 def held_back(loop: TestApp) -> dict[str, str | None]:
-    return {row.name: row.held_back for row in container_status(loop.healer)}
+    return {row.name: row.held_back for row in container_status(loop.healer, loop.app.operator)}
 
 
 def test_reads_of_a_crash_loop_track_nothing_fetch_no_logs_and_mute_nothing(tmp_path: Path):

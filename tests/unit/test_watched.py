@@ -19,7 +19,7 @@ def test_with_a_scope_the_sweep_status_and_the_api_list_the_same_containers(tmp_
     t.engine.add("blue-plain", labels={"team": "blue"})  # not opted in
 
     swept = sorted(r.snapshot.name for r in t.healer.sweep().rows)
-    status = [c.name for c in container_status(t.healer)]
+    status = [c.name for c in container_status(t.healer, t.app.operator)]
     routes = Routes()
     routes.mount("/api/v1", Api(t.healer, t.app.operator, None, public_reads=True))
     response = routes.dispatch(Request("GET", "/api/v1/containers", {}, {}, b""))

@@ -80,7 +80,7 @@ def _operator(args: argparse.Namespace) -> Iterator[Operator]:
 
 @one_line_errors
 def cmd_list(args: argparse.Namespace) -> int:
-    from guardian.entrypoints.views import incident_view
+    from guardian.readside.views import incident_view
 
     with _operator(args) as op:
         found = op.store.list_incidents(op.host, args.state, args.container)
@@ -91,7 +91,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 @one_line_errors
 def cmd_show(args: argparse.Namespace) -> int:
-    from guardian.entrypoints.views import incident_view, timeline_view
+    from guardian.readside.views import incident_view, timeline_view
 
     with _operator(args) as op:
         incident = op.incident(args.id)
@@ -141,7 +141,7 @@ def _answer(approve: bool) -> Callable[[argparse.Namespace], int]:
 
 @one_line_errors
 def cmd_actions(args: argparse.Namespace) -> int:
-    from guardian.entrypoints.views import action_view
+    from guardian.readside.views import action_view
 
     with _operator(args) as op:
         since = op.clock.now() - _duration("--since", args.since) if args.since else None
@@ -169,7 +169,7 @@ def cmd_unsilence(args: argparse.Namespace) -> int:
 
 @one_line_errors
 def cmd_silences(args: argparse.Namespace) -> int:
-    from guardian.entrypoints.views import silence_view
+    from guardian.readside.views import silence_view
 
     with _operator(args) as op:
         now = op.clock.now()

@@ -26,7 +26,7 @@ WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 def _dead_view(row: dict[str, Any]) -> dict[str, Any]:
     import json  # loaded by the command that reads payloads (see tables.print_json)
 
-    from guardian.entrypoints.views import text  # the model loads only for this command
+    from guardian.readside.views import text  # the model loads only for this command
 
     payload = json.loads(row["payload"])
     return {

@@ -43,13 +43,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     # The adapters load only for the command that uses them: `config validate` stays light.
     from guardian.bootstrap import build_status
     from guardian.config.store import existing_store_path
-    from guardian.entrypoints.views import (
+    from guardian.readside.status import container_status
+    from guardian.readside.views import (
         container_view,
         engine_view,
         incident_view,
         silence_view,
     )
-    from guardian.readside.status import container_status
 
     settings = settings_for(args)
     existing_store_path(settings)
@@ -59,7 +59,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         engine = engine_view(app.engine.identity(), settings["docker.url"])
         host = app.loop.host
         now = app.clock.now()
-        containers = [container_view(c) for c in container_status(app.healer)]
+        containers = [container_view(c) for c in container_status(app.healer, app.operator)]
         open_incidents = [incident_view(i) for i in app.store.open_incidents(host) if i.is_open]
         silences = [silence_view(s, now) for s in app.store.silences(host, now)]
     finally:

@@ -21,7 +21,6 @@ from guardian.core.incidents import InvalidTransition
 from guardian.entrypoints.http_server import Handler, Request, Response, Routes
 from guardian.entrypoints.page.actions import VERBS, act, form
 from guardian.entrypoints.page.feed import RETRY_AFTER, Feed
-from guardian.entrypoints.page.model import PageData, PageReader
 from guardian.entrypoints.page.render import Renderer
 from guardian.entrypoints.page.sessions import (
     Session,
@@ -34,6 +33,7 @@ from guardian.entrypoints.page.slots import StreamRefused, StreamSlots
 from guardian.entrypoints.page.stream import Parts
 from guardian.logs import kv
 from guardian.readside.changes import Changes
+from guardian.readside.page import PageData, PageReader
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused
 
 log = logging.getLogger("guardian.page")

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from guardian.entrypoints.credential_limiter import CredentialLimiter
 from guardian.entrypoints.http_server import Routes
 from guardian.entrypoints.page.handler import StatusPage
-from guardian.entrypoints.page.model import PageReader, no_dead_letters
 from guardian.entrypoints.page.sessions import Sessions
+from guardian.readside.page import PageReader, no_dead_letters
 
 if TYPE_CHECKING:
     from guardian.bootstrap import App

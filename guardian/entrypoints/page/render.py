@@ -13,7 +13,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from guardian.entrypoints.page.model import PageData
+from guardian.readside.page import PageData
 
 # The parts drawn from one list of PageData alone: the same list, the same HTML.
 PART_INPUT = {

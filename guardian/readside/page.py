@@ -16,7 +16,11 @@ from typing import Any
 
 from guardian import __version__
 from guardian.core.model import Incident, RemediationAction, Transition, Verdict
-from guardian.entrypoints.views import (
+from guardian.ports import EngineUnavailable, Record
+from guardian.readside.changes import Changes
+from guardian.readside.queries import Judgements, Records
+from guardian.readside.status import ContainerStatus, Statuses
+from guardian.readside.views import (
     action_view,
     incident_view,
     text,
@@ -24,11 +28,6 @@ from guardian.entrypoints.views import (
     transition_view,
     when,
 )
-from guardian.ports import EngineUnavailable, Record
-from guardian.readside.changes import Changes
-from guardian.readside.status import ContainerStatus, Statuses
-from guardian.service.healer import Healer
-from guardian.service.operator import Operator
 
 MAX_INCIDENTS = 100  # open incidents shown with their timelines
 MAX_TIMELINE = 50  # the latest entries of each timeline
@@ -169,16 +168,16 @@ class PageReader:
 
     def __init__(
         self,
-        healer: Healer,
-        operator: Operator,
+        judgements: Judgements,
+        records: Records,
         changes: Changes,
         dead_letters: Callable[[int], list[dict[str, Any]]] = no_dead_letters,
         monotonic: Callable[[], float] = time.monotonic,
         statuses: Statuses | None = None,
     ) -> None:
-        self.op = operator
+        self.records = records
         self.changes = changes
-        self.statuses = statuses or Statuses(healer, changes)
+        self.statuses = statuses or Statuses(judgements, records, changes)
         self.dead_letters = dead_letters
         self.monotonic = monotonic
         self.started = monotonic()
@@ -201,8 +200,8 @@ class PageReader:
         output, log tails) is included, for readers who have not signed in. The lists of a part
         that did not change are the very lists of the last read (the renderer keeps their
         HTML)."""
-        op, now = self.op, self.op.clock.now()
-        data = PageData(op.host, now, __version__, self._uptime(), None)
+        records, now = self.records, self.records.clock.now()
+        data = PageData(records.host, now, __version__, self._uptime(), None)
         with self._lock:  # the rows follow the statuses' reads one after the other
             try:
                 self._rows_of(*self.statuses.read_changed())
@@ -276,13 +275,12 @@ class PageReader:
         """The store's parts; of `last`'s incidents those unchanged are kept but for the ones
         in `again`, whose timeline changed (None: every one is read again); its actions and
         dead letters unless such records were written."""
-        op = self.op
         # As the containers' read read them, else from the store. Those may be older than
         # `version` (a write landed since): the parts are then as old as they are.
         at, incidents_read, in_force = self.statuses.store_read() or (
             version,
-            op.store.open_incidents(op.host),
-            op.store.silences(op.host, now),
+            self.records.open_incidents(),
+            self.records.silences_in_force(now),
         )
         version = min(version, at)
         open_incidents = [i for i in incidents_read if i.is_open]
@@ -351,9 +349,9 @@ class PageReader:
         self, with_output: bool, now: datetime, last: _StoreParts | None
     ) -> dict[int, tuple[RemediationAction, dict[str, Any]]]:
         """The recent actions, newest first, each built again only when it changed."""
-        op, kept = self.op, last.built_actions if last is not None else {}
+        kept = last.built_actions if last is not None else {}
         built = {}
-        for a in reversed(op.store.actions(op.host, None, now - ACTIONS_SINCE, limit=MAX_ACTIONS)):
+        for a in reversed(self.records.recent_actions(now - ACTIONS_SINCE, MAX_ACTIONS)):
             assert a.id is not None
             done = kept.get(a.id)
             if done is None or done[0] != a:
@@ -370,7 +368,7 @@ class PageReader:
         assert incident.id is not None
         view = incident_view(incident)
         known = self._read_transitions.get(incident.id, ())
-        entries = self.op.timeline(incident, MAX_TIMELINE + 1, known)
+        entries = self.records.timeline(incident, MAX_TIMELINE + 1, known)
         self._read_transitions[incident.id] = tuple(e for e in entries if isinstance(e, Transition))
         timeline = timeline_view(entries, transition=self._transition)
         if not with_output:
@@ -382,7 +380,7 @@ class PageReader:
             "opened": _human(incident.opened_at),
             "timeline": timeline[-MAX_TIMELINE:],
             "timeline_more": len(timeline) > MAX_TIMELINE,
-            "awaiting_approval": self.op.awaiting_approval(incident),
+            "awaiting_approval": self.records.awaiting_approval(incident),
         }
 
     def _transition(self, t: Transition) -> dict[str, Any]:

@@ -1,0 +1,49 @@
+"""The rows a decision leaves in the history (RemediationAction), and a held-back decision in
+words: one shape for the restart path, its refusals and the followers' waves."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from guardian.core.model import ActionKind, Decision, Outcome, RemediationAction
+
+ACTION_KEY = "action"  # a held-back decision's extra: the container's guardian.action
+STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine may wait to stop
+
+
+def held_back(decision: Decision) -> str:
+    """Why a restart did not happen, for the history: the verdict, when it may, and why."""
+    when = f"; retry at {decision.retry_at.isoformat()}" if decision.retry_at else ""
+    why = f"; {decision.detail}" if decision.detail else ""
+    return f"{decision.verdict}{when}{why}"
+
+
+def action_row(
+    host: str,
+    incident_id: int | None,
+    container: tuple[str, str],
+    kind: ActionKind,
+    now: datetime,
+    reason: str,
+    decision: Decision,
+    outcome: Outcome | None = None,
+    detail: str = "",
+    extra: dict[str, str] | None = None,
+) -> RemediationAction:
+    """A row of the history about `container` (name, id); a decision row is finished now."""
+    name, container_id = container
+    return RemediationAction(
+        None,
+        incident_id,
+        host,
+        name,
+        container_id,
+        kind,
+        now,
+        reason,
+        outcome=outcome,
+        detail=detail,
+        finished_at=now if kind is ActionKind.DECISION else None,
+        attempt=decision.attempt,
+        extra=extra or {},
+    )
