@@ -183,6 +183,22 @@ class ResilientStore:
             return
         self._recovered()
 
+    def remember(self, host: str, mark: str, at: datetime) -> None:
+        """Written only once the actions held in memory are: a mark says how far the store's
+        record reaches, so it never passes an attempt the store does not hold."""
+        with self._lock:
+            if not self._flush():
+                return
+            try:
+                self.inner.remember(host, mark, at)
+            except StoreError as exc:
+                self._failed("remember", exc)
+                return
+        self._recovered()
+
+    def remembered(self, host: str, mark: str) -> datetime | None:
+        return self.inner.remembered(host, mark)
+
     def move_problem_starts(self, host: str, step: timedelta) -> None:
         try:
             self.inner.move_problem_starts(host, step)
