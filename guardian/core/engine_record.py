@@ -11,12 +11,14 @@ from datetime import datetime, timedelta
 
 from guardian.core.stamps import no_later_than
 
-# A start this close to the container's creation is its first start (`docker run`), not a
-# restart; a `docker create` started later counts as one (the safe side).
+# The earliest start known, this close to the container's creation, is its first start
+# (`docker run`), not a restart; a `docker create` started later counts as one (the safe side).
 FIRST_START = timedelta(seconds=5)
 # How much earlier than the intent's stamp the engine may stamp its start (clock skew bounds
 # within what the engine's Date headers allow).
 EARLY = timedelta(seconds=2)
+# State.StartedAt and the start event of the same start differ by the engine's own bookkeeping.
+SAME_START = timedelta(seconds=1)
 # Beyond the stop timeout, how long after its intent a restart's start may come.
 LATE = timedelta(seconds=10)
 
@@ -104,19 +106,16 @@ def unrecorded_attempts(
 
     A stamp ahead of `now` counts as made now (a step back never hands a budget back).
     """
-    first = container.created + FIRST_START if container.created is not None else None
-    known = sorted(
-        {
-            no_later_than(s, now)
-            for s in (*log.starts.get(container.container_id, ()), container.started_at)
-            if s is not None and s > log.since and (first is None or s > first)
-        }
+    events = log.starts.get(container.container_id, ())
+    last = container.started_at
+    if last is not None and any(abs(s - last) <= SAME_START for s in events):
+        last = None  # State.StartedAt is also the last start event: one start, not two
+    witnessed = sorted(
+        {no_later_than(s, now) for s in (*events, last) if s is not None and s > log.since}
     )
-    # State.StartedAt is also the last start event: one start, not two.
-    witnessed: list[datetime] = []
-    for s in known:
-        if not witnessed or s - witnessed[-1] > EARLY:
-            witnessed.append(s)
+    created = container.created
+    if witnessed and created is not None and witnessed[0] <= created + FIRST_START:
+        witnessed.pop(0)  # its first start
     counted = explained(witnessed, (no_later_than(a, now) for a in stored), allowance)
     gap = log.gap(container.created)
     if gap is None or not witnessed or cooldown <= timedelta(0):

@@ -176,3 +176,12 @@ def test_an_engine_stamp_ahead_of_now_counts_as_now() -> None:
 
 def test_each_attempt_explains_one_start_only() -> None:
     assert explained([ago(100), ago(99)], [ago(101)], STOP) == [ago(99)]
+
+
+def test_a_restart_soon_after_the_first_start_counts() -> None:
+    # Created and started, then restarted three seconds later: only the first start is free.
+    assert unrecorded(log_of(599.5, 597), created=600, started=597) == [597]
+
+
+def test_restarts_two_seconds_apart_are_two_restarts() -> None:
+    assert unrecorded(log_of(6, 4, 2), created=600, started=2) == [6, 4, 2]
