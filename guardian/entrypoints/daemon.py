@@ -214,7 +214,7 @@ class Daemon:
         self.engine_error, self.last_turn_at = report.engine_error, finished
         if completed:
             self.first_sweep_done.set()
-            handled = self.events.last_at if self.events is not None else None
+            handled = self.events.handled_through() if self.events is not None else None
             healer.mark_swept(swept_at, handled)
         if self.app.delivery is not None:
             try:

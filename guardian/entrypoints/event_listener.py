@@ -28,6 +28,9 @@ log = logging.getLogger("guardian.daemon")
 MAX_BACKOFF = 30.0
 # How far back a start replays the engine's events at most (the ring bounds it further).
 REPLAY_LIMIT = timedelta(hours=1)
+# While the stream is up, events up to this long ago count as handled (one still on its way is
+# replayed twice rather than lost: a replay judges each container once).
+IN_FLIGHT = timedelta(seconds=5)
 
 
 class EventListener:
@@ -44,7 +47,8 @@ class EventListener:
         self.stopping = stopping
         self.react = react
         self.reconnected = reconnected
-        self.last_at: datetime | None = None  # the last event handled (the store's mark)
+        self.last_at: datetime | None = None  # the last event handled
+        self._listening = False  # the stream is up
 
     def replay_from(self) -> datetime | None:
         """Where the previous run stopped handling events (None: nothing to replay)."""
@@ -58,6 +62,14 @@ class EventListener:
         # A mark ahead of the clock (it stepped back) replays from the limit, never skips.
         return max(mark, now - REPLAY_LIMIT) if mark <= now else now - REPLAY_LIMIT
 
+    def handled_through(self) -> datetime | None:
+        """Until when the engine's events were handled (the store's mark, replayed from at the
+        next start): the last one, or while the stream is up, nearly now."""
+        if not self._listening:
+            return self.last_at
+        recent = self.app.clock.now() - IN_FLIGHT
+        return recent if self.last_at is None else max(self.last_at, recent)
+
     def run(self) -> None:
         engine, healer = self.app.engine, self.app.healer
         backoff, since = 1.0, self.replay_from()
@@ -66,6 +78,7 @@ class EventListener:
                 healer.read_engine_record()  # before anything replayed is judged
                 connected_at = self.app.clock.now()
                 judged: set[str] = set()  # containers judged for events before connecting
+                self._listening = True
                 for event in engine.events(since):
                     if backoff > 1.0:
                         log.info("event stream reconnected")
@@ -80,12 +93,19 @@ class EventListener:
                             if event.container_id in judged:
                                 continue
                             judged.add(event.container_id)
+                            log.info(
+                                "replayed engine event judged",
+                                extra=kv(container=event.container_name, action=event.action),
+                            )
                         self.react(event.container_id, healer.reported_at(event))
+                self._listening = False
                 since = since or connected_at
             except EngineUnavailable as exc:
+                self._listening = False
                 if not self.stopping.is_set():
                     log.debug("event stream lost", extra=kv(reason=str(exc), retry_in=backoff))
             except Exception:
+                self._listening = False
                 log.exception("event stream failed")
             if self.stopping.wait(backoff):
                 return
