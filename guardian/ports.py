@@ -414,6 +414,9 @@ class Metrics(Protocol):
 
     def store_failed(self) -> None: ...
 
+    def store_holding(self, count: int) -> None:
+        """How many intents the store holds only in memory now (it refused to write them)."""
+
     def clock_stepped(self, seconds: float) -> None:
         """The wall clock stepped by `seconds` against the monotonic clock (back: negative)."""
 

@@ -358,6 +358,9 @@ class Daemon:
 
     def healthz(self) -> tuple[bool, str]:
         ok, reason = health.healthz(self.systemd.liveness, self.last_turn_at, self.engine_error)
+        # Still alive: a restart of Guardian would lose what the store holds in memory.
+        degraded = self.app.store_degraded()
+        reason = f"{reason}; {degraded}" if degraded else reason
         return ok, f"{reason}; {self.claimed}" if self.claimed else reason
 
     def readyz(self) -> tuple[bool, str]:

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import requests
 
-from tests.faults.conftest import Factory
+from tests.faults.conftest import Factory, sample, scrape
+from tests.faults.exposure import Exposure
 from tests.faults.test_store_faults import _fill, mount_tmpfs  # noqa: F401 - the fixture
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers
@@ -28,6 +30,7 @@ def test_restarts_made_on_a_full_disk_still_count_after_kill_9(
     guardian: Factory,
     containers: Containers,
     mount_tmpfs: Callable[..., Path],  # noqa: F811 - the fixture imported above
+    exposure: Exposure,
     between: str,
 ) -> None:
     disk = mount_tmpfs("disk", "4m")
@@ -37,6 +40,7 @@ def test_restarts_made_on_a_full_disk_still_count_after_kill_9(
         store={"path": str(disk / "guardian.db")},
         restart={"cooldown": "2s", "verify_timeout": "3s", "max_attempts": MAX_ATTEMPTS},
     )
+    url = g.http_url
     wait_until(lambda: g.lines("sweep done"), 20, message="first sweep")
 
     filler = _fill(disk)
@@ -46,6 +50,13 @@ def test_restarts_made_on_a_full_disk_still_count_after_kill_9(
     wait_until(lambda: events.count(name, "restart") >= MAX_ATTEMPTS, 90, message="3 restarts")
     wait_until(lambda: g.lines("giving up"), 30, message="first run gives up")
     assert g.lines("store write failed")
+    # A store that keeps failing is heard: not ready, with the reason, and the intents counted.
+    ready = requests.get(f"{url}/readyz", timeout=5)
+    assert ready.status_code == 503 and "held in memory only" in ready.text, ready.text
+    health = requests.get(f"{url}/healthz", timeout=5)
+    assert health.status_code == 200 and "store degraded" in health.text, health.text
+    held = sample(scrape(url, exposure), "guardian_store_held_intents")
+    assert held is not None and held >= MAX_ATTEMPTS
     g.kill9()
 
     filler.unlink()
