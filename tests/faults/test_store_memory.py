@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.faults.conftest import Factory, sample, scrape
+from tests.faults.conftest import Factory, fill_disk, sample, scrape
 from tests.faults.exposure import Exposure
-from tests.faults.test_store_faults import _fill, mount_tmpfs  # noqa: F401 - the fixture
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers
 
@@ -29,7 +28,7 @@ def _sick_for_good(containers: Containers, name: str) -> None:
 def test_restarts_made_on_a_full_disk_still_count_after_kill_9(
     guardian: Factory,
     containers: Containers,
-    mount_tmpfs: Callable[..., Path],  # noqa: F811 - the fixture imported above
+    mount_tmpfs: Callable[..., Path],
     exposure: Exposure,
     between: str,
 ) -> None:
@@ -43,7 +42,7 @@ def test_restarts_made_on_a_full_disk_still_count_after_kill_9(
     url = g.http_url
     wait_until(lambda: g.lines("sweep done"), 20, message="first sweep")
 
-    filler = _fill(disk)
+    filler = fill_disk(disk)
     _sick_for_good(containers, name)
     events = containers.events
     # Every attempt of the first run, while nothing could be written.
