@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -313,11 +313,16 @@ class DockerEngine:
             kwargs["since"] = self.engine_clock.theirs(since).timestamp()
         stream = self._call(lambda api: api.events(**kwargs))
         self._stream = stream
+        for raw in self._read(stream):
+            event = parse_event(raw)
+            if event is not None:
+                yield replace(event, at=self.engine_clock.ours(event.at))
+
+    def _read(self, stream: Any) -> Generator[dict[str, Any], None, None]:
+        """The raw events of `stream`, closed when done; a transport failure raises
+        EngineUnavailable."""
         try:
-            for raw in stream:
-                event = parse_event(raw)
-                if event is not None:
-                    yield replace(event, at=self.engine_clock.ours(event.at))
+            yield from stream
         except (requests.RequestException, docker.errors.DockerException, OSError) as exc:
             raise EngineUnavailable(self._reason(exc)) from None
         finally:
@@ -335,8 +340,9 @@ class DockerEngine:
         events: list[EngineEvent] = []
         oldest: datetime | None = None
         stream = self._call(lambda api: api.events(**kwargs))
+        raws = self._read(stream)
         try:
-            for count, raw in enumerate(stream):
+            for count, raw in enumerate(raws):
                 if count >= MAX_HISTORY:
                     break
                 ns = raw.get("timeNano") or int(raw.get("time", 0)) * 1_000_000_000
@@ -345,12 +351,8 @@ class DockerEngine:
                 event = parse_event(raw)
                 if event is not None:
                     events.append(replace(event, at=at))
-        except (requests.RequestException, docker.errors.DockerException, OSError) as exc:
-            raise EngineUnavailable(self._reason(exc)) from None
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            raws.close()  # closes the stream, also after MAX_HISTORY
         return EngineHistory(tuple(events), oldest)
 
     def close(self) -> None:
