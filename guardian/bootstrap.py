@@ -111,6 +111,8 @@ class App:
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
     hooks: Hooks | None = None  # `guardian run` with remediation.hooks: stopped by the daemon
     changes: Changes = field(default_factory=Changes)  # what the status page's stream waits on
+    # Why the store is not keeping Guardian's record now ("": it is): /readyz and /healthz say so.
+    store_degraded: Callable[[], str] = field(default=lambda: "")
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped (service.clock_steps): every duration keeps its length."""
@@ -307,6 +309,7 @@ def build_status(
         prune=sqlite.prune,
         hooks=after,
         changes=changes,
+        store_degraded=resilient.degraded,
     )
 
 

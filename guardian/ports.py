@@ -57,6 +57,16 @@ class EngineEvent:
 
 
 @dataclass(frozen=True)
+class EngineHistory:
+    """What the engine still keeps of its container events between two times (a bounded ring
+    on Docker, none from before its own start): the events Guardian knows, oldest first, and
+    the time of the oldest event of any kind it returned (None: it returned none)."""
+
+    events: tuple[EngineEvent, ...]
+    oldest: datetime | None
+
+
+@dataclass(frozen=True)
 class EngineIdentity:
     """Which engine serves the API: its kind ("docker" or "podman"), version and API version."""
 
@@ -117,6 +127,10 @@ class Engine(Protocol):
 
     def stop_events(self) -> None:
         """End a running events() iteration from another thread."""
+
+    def history(self, since: datetime, until: datetime) -> EngineHistory:
+        """The container events the engine still keeps from `since` to `until` (one bounded
+        request that ends at `until`); raises EngineUnavailable."""
 
     def close(self) -> None: ...
 
@@ -203,6 +217,13 @@ class Store(Protocol):
     def last_reset(self, host: str, container: str) -> datetime | None: ...
 
     def record_reset(self, host: str, container: str, at: datetime) -> None: ...
+
+    def remembered(self, host: str, mark: str) -> datetime | None:
+        """The time last kept under `mark` (None: never): how far the store's record reaches
+        (`recorded_through`), the last engine event handled (`events_through`)."""
+
+    def remember(self, host: str, mark: str, at: datetime) -> None:
+        """Keep `at` under `mark`, replacing the time kept before."""
 
     def move_problem_starts(self, host: str, step: timedelta) -> None:
         """The wall clock stepped by `step`: the problem starts of the incidents not closed
@@ -392,6 +413,9 @@ class Metrics(Protocol):
         """Replace the open incidents by (type, state), and the containers Guardian gave up on."""
 
     def store_failed(self) -> None: ...
+
+    def store_holding(self, count: int) -> None:
+        """How many intents the store holds only in memory now (it refused to write them)."""
 
     def clock_stepped(self, seconds: float) -> None:
         """The wall clock stepped by `seconds` against the monotonic clock (back: negative)."""

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from guardian.core.hooks import HookEnd, HookRun
 from guardian.core.labels import in_scope
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
-from guardian.ports import EngineEvent, EngineIdentity, EngineUnavailable
+from guardian.ports import EngineEvent, EngineHistory, EngineIdentity, EngineUnavailable
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -68,6 +68,9 @@ class FakeEngine:
     url: str = "fake://engine"
     kind: str = "docker"  # what identity() reports
     output: dict[str, str] = field(default_factory=dict)  # container id -> log text
+    # What the engine still keeps of its events (history()); `kept_from`: its oldest event.
+    kept: list[EngineEvent] = field(default_factory=list)
+    kept_from: datetime | None = None
 
     def add(self, name: str, **fields: object) -> ContainerSnapshot:
         base = {
@@ -210,6 +213,12 @@ class FakeEngine:
 
     def stop_events(self) -> None:
         pass
+
+    def history(self, since: datetime, until: datetime) -> EngineHistory:
+        self._check()
+        events = tuple(e for e in self.kept if since <= e.at <= until)
+        oldest = self.kept_from or (min(e.at for e in events) if events else None)
+        return EngineHistory(events, oldest)
 
     def close(self) -> None:
         pass

@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Generator, Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import docker
@@ -33,9 +33,11 @@ from guardian.adapters.engine_payloads import (
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.redaction import redact_patterns, scrub_url
-from guardian.ports import Clock, EngineEvent, EngineIdentity, EngineUnavailable
+from guardian.ports import Clock, EngineEvent, EngineHistory, EngineIdentity, EngineUnavailable
 
 MAX_LOG_BYTES = 64 * 1024
+# The most events one history() reads: Docker keeps 256, Podman's journal may keep many more.
+MAX_HISTORY = 5000
 # Podman's list leaves the health out of Status ("Up 5 minutes"); its health filter works.
 HEALTH_STATES = ("unhealthy", "starting", "healthy")
 
@@ -311,17 +313,47 @@ class DockerEngine:
             kwargs["since"] = self.engine_clock.theirs(since).timestamp()
         stream = self._call(lambda api: api.events(**kwargs))
         self._stream = stream
+        for raw in self._read(stream):
+            event = parse_event(raw)
+            if event is not None:
+                yield replace(event, at=self.engine_clock.ours(event.at))
+
+    def _read(self, stream: Any) -> Generator[dict[str, Any], None, None]:
+        """The raw events of `stream`, closed when done; a transport failure raises
+        EngineUnavailable."""
         try:
-            for raw in stream:
-                event = parse_event(raw)
-                if event is not None:
-                    yield replace(event, at=self.engine_clock.ours(event.at))
+            yield from stream
         except (requests.RequestException, docker.errors.DockerException, OSError) as exc:
             raise EngineUnavailable(self._reason(exc)) from None
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+
+    def history(self, since: datetime, until: datetime) -> EngineHistory:
+        kwargs: dict[str, Any] = {
+            "filters": {"type": ["container"]},
+            "decode": True,
+            "since": self.engine_clock.theirs(since).timestamp(),
+            "until": self.engine_clock.theirs(until).timestamp(),
+        }
+        events: list[EngineEvent] = []
+        oldest: datetime | None = None
+        stream = self._call(lambda api: api.events(**kwargs))
+        raws = self._read(stream)
+        try:
+            for count, raw in enumerate(raws):
+                if count >= MAX_HISTORY:
+                    break
+                ns = raw.get("timeNano") or int(raw.get("time", 0)) * 1_000_000_000
+                at = self.engine_clock.ours(datetime.fromtimestamp(ns / 1e9, UTC))
+                oldest = at if oldest is None else min(oldest, at)
+                event = parse_event(raw)
+                if event is not None:
+                    events.append(replace(event, at=at))
+        finally:
+            raws.close()  # closes the stream, also after MAX_HISTORY
+        return EngineHistory(tuple(events), oldest)
 
     def close(self) -> None:
         self.stop_events()

@@ -89,12 +89,13 @@ class EngineClock:
             snap.health_log_at,
             snap.unhealthy_since,
             snap.unhealthy_by,
+            snap.created,
         )
         with self._lock:
             placed = tuple(self._placed(stamp, offset) for stamp in stamps)
         if placed == stamps:
             return snap
-        started_at, finished_at, health_log_at, unhealthy_since, unhealthy_by = placed
+        started_at, finished_at, health_log_at, unhealthy_since, unhealthy_by, created = placed
         return replace(
             snap,
             started_at=started_at,
@@ -102,6 +103,7 @@ class EngineClock:
             health_log_at=health_log_at,
             unhealthy_since=unhealthy_since,
             unhealthy_by=unhealthy_by,
+            created=created,
         )
 
     def _placed(self, stamp: datetime | None, offset: float) -> datetime | None:

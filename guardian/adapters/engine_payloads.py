@@ -108,6 +108,7 @@ def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:
         oom_killed=bool(state.get("OOMKilled")),
         started_at=parse_time(state.get("StartedAt")),
         finished_at=parse_time(state.get("FinishedAt")),
+        created=parse_time(data.get("Created")),
         restart_count=int(data.get("RestartCount") or 0),
         restart_policy=policy.get("Name") or "",
         restart_policy_max_retries=int(policy.get("MaximumRetryCount") or 0),

@@ -160,6 +160,12 @@ class PrometheusMetrics:
             "Store operations that failed (a failed write is logged and healing continues).",
             registry=registry,
         )
+        self.store_held = Gauge(
+            "guardian_store_held_intents",
+            "Restart and stop intents held only in memory: the store refused to write them; "
+            "written when it accepts writes again, lost if Guardian dies first.",
+            registry=registry,
+        )
         self.clock_steps = Counter(
             "guardian_clock_steps",
             "Steps of the wall clock against the monotonic clock (NTP, a person, a VM resumed), "
@@ -260,6 +266,9 @@ class PrometheusMetrics:
 
     def store_failed(self) -> None:
         self.store_errors.inc()
+
+    def store_holding(self, count: int) -> None:
+        self.store_held.set(count)
 
     def clock_stepped(self, seconds: float) -> None:
         self.clock_steps.labels(direction="forward" if seconds > 0 else "back").inc()

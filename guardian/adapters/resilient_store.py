@@ -57,6 +57,7 @@ class ResilientStore:
         # Actions not yet written, by their temporary (negative) id, in order.
         self._unwritten: dict[int, RemediationAction] = {}
         self.failing = False
+        self._why = ""  # the last failure, for degraded()
 
     @property
     def path(self) -> object:
@@ -66,6 +67,7 @@ class ResilientStore:
 
     def _failed(self, op: str, exc: StoreError) -> None:
         self.metrics.store_failed()
+        self._why = f"{op}: {exc}"
         if not self.failing:
             log.error(
                 "store write failed; healing continues, recording resumes when the store recovers",
@@ -93,6 +95,7 @@ class ResilientStore:
                     self._failed("record_intent", exc)
                     return False
                 del self._unwritten[temp_id]
+                self.metrics.store_holding(len(self._unwritten))
             if held:
                 self.on_recovered()
             return True
@@ -100,7 +103,20 @@ class ResilientStore:
     def _keep(self, action: RemediationAction) -> int:
         temp_id, self._next_id = self._next_id, self._next_id - 1
         self._unwritten[temp_id] = action
+        self.metrics.store_holding(len(self._unwritten))
         return temp_id
+
+    def degraded(self) -> str:
+        """Why the store is not keeping Guardian's record now ("" when it is): for /readyz."""
+        with self._lock:
+            held = len(self._unwritten)
+        if held:
+            return (
+                f"store degraded: {held} intent(s) held in memory only, not written ({self._why})"
+            )
+        if self.failing:
+            return f"store degraded: writes failing ({self._why})"
+        return ""
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -182,6 +198,22 @@ class ResilientStore:
             self._failed("record_reset", exc)
             return
         self._recovered()
+
+    def remember(self, host: str, mark: str, at: datetime) -> None:
+        """Written only once the actions held in memory are: a mark says how far the store's
+        record reaches, so it never passes an attempt the store does not hold."""
+        with self._lock:
+            if not self._flush():
+                return
+            try:
+                self.inner.remember(host, mark, at)
+            except StoreError as exc:
+                self._failed("remember", exc)
+                return
+        self._recovered()
+
+    def remembered(self, host: str, mark: str) -> datetime | None:
+        return self.inner.remembered(host, mark)
 
     def move_problem_starts(self, host: str, step: timedelta) -> None:
         try:

@@ -62,6 +62,7 @@ class ContainerSnapshot:
     oom_killed: bool = False
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    created: datetime | None = None  # from an inspect: when the container was created
     restart_count: int = 0
     restart_policy: str = ""  # "", "no", "always", "unless-stopped", "on-failure"
     restart_policy_max_retries: int = 0

@@ -100,6 +100,7 @@ class Daemon:
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
         self.claimed = ""  # containers that claimed at start to be a Guardian, by label alone
         self._listener: threading.Thread | None = None
+        self.events: EventListener | None = None  # once watch.events starts it
         self.http: HttpServer | None = None
         liveness = SweepLiveness(stall_limit(app.settings), monotonic, app.loop.longest_stop)
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
@@ -159,7 +160,7 @@ class Daemon:
 
     def sweep(self) -> None:
         healer = self.app.healer
-        started = self.app.clock.monotonic()
+        started, swept_at = self.app.clock.monotonic(), self.app.clock.now()
         try:
             if not self._reconciled:
                 self.app.engine.ping()
@@ -192,6 +193,7 @@ class Daemon:
                 self._reconciled = True
                 if count:
                     log.info("reconciled unfinished actions", extra=kv(count=count))
+            healer.read_engine_record()  # at start-up, and after the store recovered
             report = healer.sweep()
         except EngineUnavailable as exc:
             healer.engine_state(False, str(exc))
@@ -212,6 +214,8 @@ class Daemon:
         self.engine_error, self.last_turn_at = report.engine_error, finished
         if completed:
             self.first_sweep_done.set()
+            handled = self.events.handled_through() if self.events is not None else None
+            healer.mark_swept(swept_at, handled)
         if self.app.delivery is not None:
             try:
                 if self.app.delivery.look_elsewhere():  # after the sweep: no timer of its own
@@ -338,7 +342,8 @@ class Daemon:
     # -- the event listener (entrypoints/event_listener.py) ----------------------------------
 
     def listen(self) -> None:
-        EventListener(self.app, self.stopping, self._react_soon, self.kick_sweep).run()
+        self.events = EventListener(self.app, self.stopping, self._react_soon, self.kick_sweep)
+        self.events.run()
 
     def _react_soon(self, container_id: str, at: datetime | None) -> None:
         self.scheduler.add_job(self.react, args=[container_id, at], misfire_grace_time=None)
@@ -353,6 +358,9 @@ class Daemon:
 
     def healthz(self) -> tuple[bool, str]:
         ok, reason = health.healthz(self.systemd.liveness, self.last_turn_at, self.engine_error)
+        # Still alive: a restart of Guardian would lose what the store holds in memory.
+        degraded = self.app.store_degraded()
+        reason = f"{reason}; {degraded}" if degraded else reason
         return ok, f"{reason}; {self.claimed}" if self.claimed else reason
 
     def readyz(self) -> tuple[bool, str]:

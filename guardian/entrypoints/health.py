@@ -32,11 +32,15 @@ def healthz(
 
 
 def readyz(app: App) -> tuple[bool, str]:
-    """Ready when the store answers and the engine is reachable."""
+    """Ready when the store answers and keeps Guardian's record (not while it refuses writes
+    and holds intents in memory only: degraded, with the reason), and the engine is reachable."""
     try:
         app.store.open_incidents(app.loop.host, "-")
     except Exception as exc:  # noqa: BLE001 - any store failure means not ready
         return False, f"store not usable: {exc}"
+    degraded = app.store_degraded()
+    if degraded:
+        return False, degraded
     try:
         app.engine.ping()
     except EngineUnavailable as exc:

@@ -101,11 +101,17 @@ class DecisionPoint:
         horizon = now - max(
             policy.window, policy.max_cooldown, policy.cooldown, timedelta(minutes=1)
         )
+        stored = tuple(ctx.store.restart_times(host, horizon, container, snap.id))
+        # What the store could not remember, as the engine recorded it (DESIGN 16).
+        memory = ctx.state.remembered
+        unrecorded = memory.unrecorded(snap, stored, policy, rules.stop_timeout, now)
+        minute_ago = now - timedelta(minutes=1)
         return _Read(
-            attempts=tuple(ctx.store.restart_times(host, horizon, container, snap.id)),
+            attempts=stored + unrecorded,
             reset_at=ctx.store.last_reset(host, container),
             engine_denied=self._engine_denied(snap, now - policy.window),
-            recent_restarts=tuple(ctx.store.restart_times(host, now - timedelta(minutes=1))),
+            recent_restarts=tuple(ctx.store.restart_times(host, minute_ago))
+            + memory.recent(minute_ago),
             storm=ctx.pipeline.storm_holds(snap),
             silence=ctx.store.active_silence(host, container, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),

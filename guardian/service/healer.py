@@ -33,6 +33,7 @@ from guardian.core.policy import reset_due
 from guardian.logs import kv
 from guardian.ports import EngineEvent, EngineUnavailable
 from guardian.service.context import LoopContext
+from guardian.service.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
 from guardian.service.prober import Prober
 from guardian.service.recorder import Recorder
 from guardian.service.remediator import Remediator
@@ -86,6 +87,22 @@ class Healer:
         if snap is not None:
             self.ctx.facts.publish(ContainerInspected(ticket, snap))
         return snap
+
+    def read_engine_record(self) -> None:
+        """At start-up and after the store recovered from failed writes: read the engine's
+        record of starts over the restart window (DESIGN 16; raises EngineUnavailable, and is
+        read at the next sweep)."""
+        ctx, s = self.ctx, self.ctx.settings
+        ctx.state.remembered.read_if_due(ctx.engine, ctx.store, s.host, s.policy.window, ctx.clock)
+
+    def mark_swept(self, swept_at: datetime, events_through: datetime | None) -> None:
+        """After a sweep: the store's record reaches `swept_at` (a mark the resilient store
+        writes only once it holds every attempt), the engine's events were handled through
+        `events_through` (replayed from there at the next start)."""
+        store, host = self.ctx.store, self.ctx.settings.host
+        store.remember(host, RECORDED_THROUGH, swept_at)
+        if events_through is not None:
+            store.remember(host, EVENTS_THROUGH, events_through)
 
     def engine_state(self, up: bool, error: str = "") -> None:
         """Record whether the engine answered (log a change, update the gauge, host incidents)."""

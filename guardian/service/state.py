@@ -1,6 +1,7 @@
 """LoopState: the healing loop's mutable state, owned here and nowhere else, in parts by what
 each guards, each with its own invariant: restart claims and verifications (one lock shared by
-the two), approvals awaited, notification routing, healthy streaks, person stops, engine liveness.
+the two), approvals awaited, notification routing, healthy streaks, person stops, engine liveness,
+the engine's record of starts.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import threading
 from datetime import datetime, timedelta
 
 from guardian.service.claims import Claims
+from guardian.service.engine_memory import EngineMemory
 from guardian.service.epochs import RestartEpochs
 from guardian.service.verifications import Verifications
 
@@ -188,6 +190,7 @@ class LoopState:
         self.streaks = HealthyStreaks()
         self.person_stops = PersonStops()
         self.engine = EngineLiveness()
+        self.remembered = EngineMemory()  # the engine's record of starts (DESIGN 16)
 
     # -- restarts: claims and verifications together -----------------------------------------
 

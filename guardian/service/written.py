@@ -164,6 +164,12 @@ class PublishingStore:
     def last_reset(self, host: str, container: str) -> datetime | None:
         return self.inner.last_reset(host, container)
 
+    def remembered(self, host: str, mark: str) -> datetime | None:
+        return self.inner.remembered(host, mark)
+
+    def remember(self, host: str, mark: str, at: datetime) -> None:
+        self.inner.remember(host, mark, at)
+
     def list_incidents(self, *args: Any, **kwargs: Any) -> list[Incident]:
         return self.inner.list_incidents(*args, **kwargs)
 

@@ -221,3 +221,35 @@ def private_engine() -> Iterator[PrivateEngine]:
 
 
 Factory = Callable[..., GuardianProcess]
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """mount_tmpfs(name, size, ro=False) -> a fresh tmpfs mount point; unmounted afterwards."""
+    mounted: list[Path] = []
+
+    def mount(name: str, size: str, ro: bool = False) -> Path:
+        point = tmp_path / name
+        point.mkdir()
+        opts = f"size={size}" + (",ro" if ro else "")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(point)], check=True)
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in reversed(mounted):
+        subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def fill_disk(directory: Path) -> Path:
+    """Write a file until the file system is full; returns it (delete it to free the space)."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for size in (1 << 20, 65536, 4096, 512, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return filler

@@ -2,40 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import sqlite3
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from guardian.adapters.sqlite.store import SqliteStore
-from tests.faults.conftest import Factory, container_env, run_cli, sample, scrape
+from tests.faults.conftest import Factory, container_env, fill_disk, run_cli, sample, scrape
 from tests.faults.exposure import Exposure
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers, EventRecorder, base_config
-
-
-@pytest.fixture
-def mount_tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
-    """mount_tmpfs(name, size, ro=False) -> a fresh tmpfs mount point; unmounted afterwards."""
-    mounted: list[Path] = []
-
-    def mount(name: str, size: str, ro: bool = False) -> Path:
-        point = tmp_path / name
-        point.mkdir()
-        opts = f"size={size}" + (",ro" if ro else "")
-        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(point)], check=True)
-        mounted.append(point)
-        return point
-
-    yield mount
-    for point in reversed(mounted):
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 def write_config(tmp_path: Path, store: Path) -> Path:
@@ -99,20 +79,6 @@ def test_corrupt_database_names_the_file_exits_3_and_leaves_it_untouched(
     assert sorted(p.name for p in store.parent.iterdir()) == ["guardian.db"]
 
 
-def _fill(directory: Path) -> Path:
-    """Write a file until the file system is full; returns it (delete it to free the space)."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
-        for size in (1 << 20, 65536, 4096, 512, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    os.write(fd, b"\0" * size)
-    finally:
-        os.close(fd)
-    return filler
-
-
 def _restart_actions(store: Path, container: str) -> int:
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
@@ -139,7 +105,7 @@ def test_disk_full_healing_continues_failure_counted_recording_resumes(
     url = g.http_url
     wait_until(lambda: g.lines("sweep done"), 20, message="first sweep")
 
-    filler = _fill(disk)
+    filler = fill_disk(disk)
     containers.make_unhealthy(name)
     # Healing continues: Docker itself reports the restart.
     wait_until(lambda: engine_events.count(name, "restart") >= 1, 40, message="restart (full)")

@@ -124,6 +124,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE incidents ADD COLUMN problem_since TEXT;
     """,
+    # 7: marks: how far the store's record reaches (the last sweep that could write it), the
+    # last engine event handled (replayed from there at the next start).
+    """
+    CREATE TABLE marks (
+        host TEXT NOT NULL, name TEXT NOT NULL, at TEXT NOT NULL,
+        PRIMARY KEY (host, name)
+    );
+    """,
 )
 
 

@@ -294,3 +294,15 @@ class SqliteStore(OperatorQueries):
                 " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
                 (host, container, to_text(at)),
             )
+
+    def remembered(self, host: str, mark: str) -> datetime | None:
+        rows = self.db.query("SELECT at FROM marks WHERE host=? AND name=?", (host, mark))
+        return datetime.fromisoformat(rows[0][0]) if rows else None
+
+    def remember(self, host: str, mark: str, at: datetime) -> None:
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO marks (host, name, at) VALUES (?,?,?)"
+                " ON CONFLICT(host, name) DO UPDATE SET at=excluded.at",
+                (host, mark, to_text(at)),
+            )
