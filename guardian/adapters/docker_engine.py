@@ -14,6 +14,7 @@ import threading
 from collections.abc import Collection, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import docker
@@ -331,11 +332,18 @@ class DockerEngine:
                 close()
 
     def history(self, since: datetime, until: datetime) -> EngineHistory:
+        # An `until` in the engine's future keeps the stream open until then (for ever, to a
+        # Guardian whose clock runs ahead and has not learnt the skew yet): the engine's own
+        # Date, whole seconds and so never ahead of it, bounds it.
+        end = self.engine_clock.theirs(until)
+        engine_now = _date_of(self._call(lambda api: api.get(f"{api.base_url}/_ping", timeout=10)))
+        if engine_now is not None:
+            end = min(end, engine_now)
         kwargs: dict[str, Any] = {
             "filters": {"type": ["container"]},
             "decode": True,
-            "since": self.engine_clock.theirs(since).timestamp(),
-            "until": self.engine_clock.theirs(until).timestamp(),
+            "since": min(self.engine_clock.theirs(since), end).timestamp(),
+            "until": end.timestamp(),
         }
         events: list[EngineEvent] = []
         oldest: datetime | None = None
@@ -365,3 +373,12 @@ class DockerEngine:
             # Unblocks a listener waiting on the stream; closing a dead stream may fail any way.
             with contextlib.suppress(Exception):
                 stream.close()
+
+
+def _date_of(response: requests.Response) -> datetime | None:
+    """The engine's time as its answer's Date header says (None without a readable one)."""
+    try:
+        at = parsedate_to_datetime(response.headers.get("Date", ""))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return at if at.tzinfo is not None else None

@@ -108,8 +108,9 @@ class ResilientStore:
 
     def degraded(self) -> str:
         """Why the store is not keeping Guardian's record now ("" when it is): for /readyz."""
-        with self._lock:
-            held = len(self._unwritten)
+        # Without the lock: a write holds it for the store's whole busy timeout, and /healthz
+        # must answer meanwhile (len() of a dict is one atomic read).
+        held = len(self._unwritten)
         if held:
             return (
                 f"store degraded: {held} intent(s) held in memory only, not written ({self._why})"
