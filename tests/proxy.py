@@ -28,6 +28,7 @@ class DockerProxy:
     upstream: str = UPSTREAM
     rule: Rule | None = None
     requests: list[tuple[str, str]] = field(default_factory=list)
+    targets: list[tuple[str, str]] = field(default_factory=list)  # (method, path and query)
     _server: socket.socket | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _conns: list[socket.socket] = field(default_factory=list)
@@ -64,6 +65,15 @@ class DockerProxy:
     def count(self, method: str, pattern: str) -> int:
         return sum(1 for m, p in self.requests if m == method and re.search(pattern, p))
 
+    def subscriptions(self) -> int:
+        """The live event streams asked for: GET /events without an `until` (a read of the
+        engine's record over a window has one)."""
+        return sum(
+            1
+            for m, t in self.targets
+            if m == "GET" and t.partition("?")[0] == "/events" and "until=" not in t
+        )
+
     def _accept(self) -> None:
         while not self._stop.is_set():
             try:
@@ -89,6 +99,7 @@ class DockerProxy:
             path = target.split("?")[0]
             path = re.sub(r"^/v[0-9.]+", "", path)
             self.requests.append((method, path))
+            self.targets.append((method, re.sub(r"^/v[0-9.]+", "", target)))
             status = self.rule(method, path) if self.rule is not None else None
             if status is not None:
                 body = b'{"message":"denied by test proxy"}'

@@ -225,12 +225,11 @@ def test_event_stream_reconnects_after_the_engine_goes_away(containers, guardian
     containers.wait_health(name, "healthy")
     proxy = DockerProxy(tmp_path / "flaky.sock").start()
     try:
-        g = guardian(docker={"url": proxy.url}, watch={"interval": "60s"})
-        wait_until(lambda: proxy.count("GET", r"^/events$") == 1, 10, message="subscribed")
+        guardian(docker={"url": proxy.url}, watch={"interval": "60s"})
+        wait_until(lambda: proxy.subscriptions() == 1, 10, message="subscribed")
         proxy.stop()  # the engine "goes away": every connection is cut
         proxy.start()
-        wait_until(lambda: proxy.count("GET", r"^/events$") >= 2, 30, message="resubscribed")
-        assert g.lines("event stream reconnected") or proxy.count("GET", r"^/events$") >= 2
+        wait_until(lambda: proxy.subscriptions() >= 2, 30, message="resubscribed")
         # With a 60 s sweep, only the reconnected event stream can heal this quickly.
         before = containers.started_at(name)
         containers.make_unhealthy(name)
