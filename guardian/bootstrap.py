@@ -38,7 +38,7 @@ from guardian.config.store import existing_store_path, store_path
 from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
-from guardian.core.facts import StoreRecovered
+from guardian.core.facts import NotificationsNotQueued, StoreRecovered
 from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
@@ -111,6 +111,7 @@ class App:
     lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
     hooks: Hooks | None = None  # `guardian run` with remediation.hooks: stopped by the daemon
     changes: Changes = field(default_factory=Changes)  # what the status page's stream waits on
+    facts: FactStream = field(default_factory=FactStream)  # the loop's stream of facts
     # Why the store is not keeping Guardian's record now ("": it is): /readyz and /healthz say so.
     store_degraded: Callable[[], str] = field(default=lambda: "")
 
@@ -271,7 +272,13 @@ def build_status(
     facts = FactStream()
     facts.subscribe(changes.on_fact)
     # A full disk must not stop healing: write failures are logged and counted, not fatal.
-    resilient = ResilientStore(sqlite, metrics, clock, lambda: facts.publish(StoreRecovered()))
+    resilient = ResilientStore(
+        sqlite,
+        metrics,
+        clock,
+        on_recovered=lambda: facts.publish(StoreRecovered()),
+        on_unqueued=lambda ns: facts.publish(NotificationsNotQueued(tuple(ns))),
+    )
     # The loop's own writes are published as facts once written (service/written.py).
     writes = PublishingStore(resilient, facts)
     engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
@@ -309,6 +316,7 @@ def build_status(
         prune=sqlite.prune,
         hooks=after,
         changes=changes,
+        facts=facts,
         store_degraded=resilient.degraded,
     )
 
@@ -351,7 +359,7 @@ def build_daemon(
             app.metrics,
             app.healer.ctx.settings.host,
             env,
-            facts=app.healer.ctx.facts,
+            facts=app.facts,
         )
         app.api_token = load_token(settings, env)
         app.heartbeat = build_heartbeat(settings, app.metrics, env)
@@ -437,7 +445,7 @@ def build_delivery(
     metrics: Metrics,
     host: str,
     env: Mapping[str, str] | None = None,
-    facts: Facts | None = None,
+    facts: FactStream | None = None,
 ) -> DeliveryWorker:
     """The outbox worker and the channels configured in `notify:`; every secret read is
     registered for redaction in every log line. `facts`: where a send given up is published
@@ -460,6 +468,8 @@ def build_delivery(
         outbox, channels, clock, metrics, ws, redact, routing if named else None, facts
     )
     store.db.on_outbox_written(worker.wake)  # whatever writes a notification wakes the worker
+    if facts is not None:
+        facts.subscribe(worker.on_fact)  # what the store could not queue is sent directly
     return worker
 
 

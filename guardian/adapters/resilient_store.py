@@ -45,13 +45,16 @@ class ResilientStore:
         metrics: Metrics,
         clock: Clock | None = None,
         on_recovered: Callable[[], None] = lambda: None,
+        on_unqueued: Callable[[Sequence[Notification]], None] = lambda _: None,
     ) -> None:
         """`on_recovered`: called once actions held in memory were written (what was read
-        while they were held may have changed)."""
+        while they were held may have changed). `on_unqueued`: given the notifications a
+        refused write would have queued, so they can still be sent."""
         self.inner = inner
         self.metrics = metrics
         self.run_stamps = RunStamps(clock) if clock is not None else None
         self.on_recovered = on_recovered
+        self.on_unqueued = on_unqueued
         self._lock = threading.RLock()
         self._next_id = -1
         # Actions not yet written, by their temporary (negative) id, in order.
@@ -100,6 +103,10 @@ class ResilientStore:
                 self.on_recovered()
             return True
 
+    def _unqueued(self, notifications: Sequence[Notification]) -> None:
+        if notifications:
+            self.on_unqueued(notifications)
+
     def _keep(self, action: RemediationAction) -> int:
         temp_id, self._next_id = self._next_id, self._next_id - 1
         self._unwritten[temp_id] = action
@@ -126,11 +133,13 @@ class ResilientStore:
     ) -> Incident:
         with self._lock:
             if not self._flush():
+                self._unqueued(notifications)
                 return change.incident  # unsaved: recorded at the next detection once writable
             try:
                 saved = self.inner.save_incident(change, notifications)
             except StoreError as exc:
                 self._failed("save_incident", exc)
+                self._unqueued(notifications)
                 return change.incident  # the change's own object: not written
             self._recovered()
         return saved  # read back in its transaction
@@ -138,19 +147,21 @@ class ResilientStore:
     def record_intent(
         self, action: RemediationAction, notifications: Sequence[Notification] = ()
     ) -> int:
-        # While the store refuses writes, the notifications of a kept action are dropped with
-        # it (logged and counted as store errors): the restart itself matters more.
+        # While the store refuses writes, a kept action is written later without its
+        # notifications: they go out now, directly (on_unqueued).
         if self.run_stamps is not None and action.kind == ActionKind.RESTART:
             self.run_stamps.wrote_restart(
                 action.host, action.container, action.container_id, action.requested_at
             )
         with self._lock:
             if not self._flush():
+                self._unqueued(notifications)
                 return self._keep(action)  # a negative id: held in memory
             try:
                 action_id = self.inner.record_intent(action, notifications)
             except StoreError as exc:
                 self._failed("record_intent", exc)
+                self._unqueued(notifications)
                 return self._keep(action)
         self._recovered()
         return action_id
@@ -171,6 +182,7 @@ class ResilientStore:
                     detail=detail,
                     finished_at=finished_at,
                 )
+                self._unqueued(notifications)
                 if self._flush():
                     self._recovered()
                 return
@@ -178,6 +190,7 @@ class ResilientStore:
                 self.inner.record_outcome(action_id, outcome, detail, finished_at, notifications)
             except StoreError as exc:
                 self._failed("record_outcome", exc)
+                self._unqueued(notifications)
                 return
         self._recovered()
 

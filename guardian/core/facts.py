@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from guardian.core.model import ContainerSnapshot, Incident, Silence
+from guardian.core.notifications import Notification
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,14 @@ class StoreRecovered:
 
 
 @dataclass(frozen=True)
+class NotificationsNotQueued:
+    """The store refused the write that would have queued these notifications (a full disk):
+    they are sent directly, once, marked so (service/delivery.py), rather than lost unheard."""
+
+    notifications: tuple[Notification, ...]
+
+
+@dataclass(frozen=True)
 class StoreWrittenElsewhere:
     """Another process (a `guardian` command) wrote the store: read everything again."""
 
@@ -169,6 +178,7 @@ Fact = (
     | SilenceLifted
     | ApprovalGiven
     | ApprovalUsed
+    | NotificationsNotQueued
     | IncidentWritten
     | AttemptWritten
     | ResetWritten

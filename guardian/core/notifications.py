@@ -304,6 +304,18 @@ def with_incident(n: Notification, incident: Incident) -> Notification:
     )
 
 
+UNRECORDED = (
+    "(Sent directly, once: Guardian's store refused to queue this message, so it is not "
+    "recorded and not retried.)"
+)
+
+
+def unrecorded(n: Notification) -> Notification:
+    """`n` marked as sent outside the outbox (its store write failed): every channel renders
+    next_step, so every reader sees the mark."""
+    return replace(n, next_step=f"{n.next_step} {UNRECORDED}" if n.next_step else UNRECORDED)
+
+
 def _notice(
     kind: Kind, host: str, now: datetime, detail: str, next_step: str, **more: Any
 ) -> Notification:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,8 +24,8 @@ from guardian.core.delivery import (
     next_state,
     pick_batch,
 )
-from guardian.core.facts import DeliveryGivenUp
-from guardian.core.notifications import Kind, Notification, channel_failed, reminder
+from guardian.core.facts import DeliveryGivenUp, Fact, NotificationsNotQueued
+from guardian.core.notifications import Kind, Notification, channel_failed, reminder, unrecorded
 from guardian.core.redaction import Redactor
 from guardian.core.routing import Routing
 from guardian.logs import kv
@@ -33,6 +34,9 @@ from guardian.service.facts import FactStream
 
 log = logging.getLogger("guardian.notify")
 FAILING = "failing:"  # the outbox ref marking a channel whose failure the others were told
+# Notifications the store could not queue, held per channel until sent once: a bound, so a long
+# outage of both the disk and a channel cannot grow memory (the oldest go first).
+DIRECT_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,28 @@ class DeliveryWorker:
         self._woken = threading.Event()  # set by wake(): rows were queued
         self._due: datetime | None = None  # the next time a tick has something to send
         self._thread: threading.Thread | None = None
+        # By channel: notifications to send directly, once (the store could not queue them).
+        self._direct: dict[str, deque[Notification]] = {
+            c.name: deque(maxlen=DIRECT_MAX) for c in self.channels
+        }
+
+    def on_fact(self, fact: Fact) -> None:
+        """A subscriber of the facts (any thread): notifications a refused store write would
+        have queued are sent directly at the next tick, marked, best effort."""
+        if not isinstance(fact, NotificationsNotQueued):
+            return
+        for n in fact.notifications:
+            for name in self._select(n):
+                held = self._direct.get(name)
+                if held is None:
+                    continue
+                if len(held) == held.maxlen:
+                    log.warning(
+                        "notification not queued and not sent: too many held for the channel",
+                        extra=kv(channel=name, held=len(held)),
+                    )
+                held.append(unrecorded(n))
+        self.wake()
 
     # -- one pass ---------------------------------------------------------------------------
 
@@ -149,6 +175,8 @@ class DeliveryWorker:
         if now < paced_until:
             self._due_at(paced_until)
             return 0
+        if self._direct.get(channel.name):
+            return self._send_directly(channel)
         queued = self.outbox.pending(channel.name)
         if not queued:
             return 0
@@ -180,6 +208,33 @@ class DeliveryWorker:
             self._failing(channel, reason, done)
         elif nxt.state is RowState.DELIVERED:
             self._delivering(channel)
+        return 1
+
+    def _send_directly(self, channel: Notifier) -> int:
+        """One message of what the store could not queue, paced like any send and never
+        retried: its outcome is logged and counted, nowhere recorded."""
+        held = self._direct[channel.name]
+        batch = [held.popleft() for _ in range(min(len(held), max(channel.max_batch, 1)))]
+        try:
+            result = channel.send(batch)
+        except Exception as exc:  # noqa: BLE001 - a channel bug must not stop the worker
+            result = Result(Status.TRANSIENT, f"channel error: {type(exc).__name__}")
+        done = self.clock.now()
+        self._next_send[channel.name] = done + channel.min_interval
+        self._due_at(self._next_send[channel.name])
+        state = RowState.DELIVERED if result.ok else RowState.DEAD
+        for _ in batch:
+            self.metrics.notification_sent(channel.name, _outcome(result, state))
+        fields = kv(
+            channel=channel.name,
+            notifications=len(batch),
+            kinds=",".join(sorted({str(n.kind) for n in batch})),
+            reason=self.redact(result.reason) or None,
+        )
+        if result.ok:
+            log.info("notification sent directly; the store could not queue it", extra=fields)
+        else:
+            log.warning("notification the store could not queue was not delivered", extra=fields)
         return 1
 
     def _failing(self, channel: Notifier, reason: str, now: datetime) -> None:

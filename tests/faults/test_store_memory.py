@@ -5,7 +5,7 @@ engine's record. Restarts are counted from the engine's own event stream, never 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +15,15 @@ from tests.faults.conftest import Factory, fill_disk, sample, scrape
 from tests.faults.exposure import Exposure
 from tests.helpers import wait_until
 from tests.integration.conftest import Containers
+from tests.receiver import FakeReceiver, receiver
 
 MAX_ATTEMPTS = 3
+
+
+@pytest.fixture
+def rx() -> Iterator[FakeReceiver]:
+    with receiver() as r:
+        yield r
 
 
 def _sick_for_good(containers: Containers, name: str) -> None:
@@ -30,12 +37,15 @@ def test_restarts_made_on_a_full_disk_still_count_after_kill_9(
     containers: Containers,
     mount_tmpfs: Callable[..., Path],
     exposure: Exposure,
+    rx: FakeReceiver,
     between: str,
 ) -> None:
     disk = mount_tmpfs("disk", "4m")
     name = containers.run("nomemory", health_cmd="test ! -f /sick")
     containers.wait_health(name, "healthy")  # no Guardian runs yet: the state is stable
     g = guardian(
+        env={"GDT_HOOK_URL": rx.url("/hook")},
+        notify={"webhook_url_env": "GDT_HOOK_URL", "group_wait": "0s", "pacing": "0s"},
         store={"path": str(disk / "guardian.db")},
         restart={"cooldown": "2s", "verify_timeout": "3s", "max_attempts": MAX_ATTEMPTS},
     )
@@ -56,6 +66,15 @@ def test_restarts_made_on_a_full_disk_still_count_after_kill_9(
     assert health.status_code == 200 and "store degraded" in health.text, health.text
     held = sample(scrape(url, exposure), "guardian_store_held_intents")
     assert held is not None and held >= MAX_ATTEMPTS
+    # What could not be queued was still told, once, marked as unrecorded.
+    told = lambda: [  # noqa: E731
+        n
+        for r in rx.requests
+        for n in r.json["notifications"]
+        if n["container"] == name and "not recorded" in n["next_step"]
+    ]
+    wait_until(lambda: any(n["kind"] == "gave_up" for n in told()), 30, message="give-up told")
+    assert {n["kind"] for n in told()} >= {"attempt", "gave_up"}, told()
     g.kill9()
 
     filler.unlink()

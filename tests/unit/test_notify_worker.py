@@ -12,8 +12,9 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents, notifications
 from guardian.core.delivery import Result, RetryPolicy, Status
+from guardian.core.facts import IncidentWritten, NotificationsNotQueued
 from guardian.core.model import Decision, HealthCheckResult, ProblemType, Reason, Verdict
-from guardian.service.delivery import DeliveryWorker, WorkerSettings
+from guardian.service.delivery import DIRECT_MAX, DeliveryWorker, WorkerSettings
 from tests.fakes import FakeClock, FakeNotifier
 
 S = timedelta(seconds=1)
@@ -247,3 +248,33 @@ def test_a_step_of_the_wall_clock_neither_stops_nor_hurries_a_retry(store, clock
     clock.advance(0.1)
     worker.tick()
     assert len(slack.sent) == 2
+
+
+def test_what_the_store_could_not_queue_is_sent_once_marked_and_never_retried(store, clock):
+    slack = FakeNotifier("slack", results=[Result(Status.TRANSIENT, "500 oops")])
+    hook = FakeNotifier("hook")
+    worker = make_worker(store, clock, slack, hook)
+    note = notifications.test_message(HOST, "any", clock.now())
+    worker.on_fact(NotificationsNotQueued((note,)))
+    worker.on_fact(IncidentWritten("web", None, None))  # another fact: nothing to send
+    assert worker.tick() == 2
+    for _ in range(5):
+        clock.advance(60)
+        assert worker.tick() == 0  # the failed one is not retried, nothing is sent twice
+    [[to_slack]] = slack.sent
+    [[to_hook]] = hook.sent
+    assert to_slack == to_hook
+    assert to_hook.headline == note.headline and notifications.UNRECORDED in to_hook.next_step
+    assert sample(worker, "hook", "delivered") == 1
+    assert sample(worker, "slack", "dead_letter") == 1
+    assert SqliteOutbox(store.db).queue_depth() == 0  # nothing went through the outbox
+
+
+def test_the_direct_sends_are_bounded_per_channel(store, clock):
+    slack = FakeNotifier("slack", max_batch=1000)
+    worker = make_worker(store, clock, slack)
+    note = notifications.test_message(HOST, "any", clock.now())
+    worker.on_fact(NotificationsNotQueued(tuple([note] * (DIRECT_MAX + 50))))
+    worker.tick()
+    [batch] = slack.sent
+    assert len(batch) == DIRECT_MAX

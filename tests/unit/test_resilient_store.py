@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite.store import SqliteStore
+from guardian.core import notifications
 from guardian.core.model import Outcome, RemediationAction
 from guardian.ports import StoreError
 from tests.fakes import T0
@@ -55,4 +57,25 @@ def test_unwritable_restarts_still_count_are_counted_as_errors_and_written_later
         (T0 + timedelta(seconds=5), None),
     ]
     assert store.restart_times("h", T0) == tuple(a.requested_at for a in written)
+    store.close()
+
+
+def test_the_notifications_of_a_refused_write_are_handed_on_not_dropped(tmp_path: Path) -> None:
+    inner = FullDisk(tmp_path / "g.db")
+    handed: list[str] = []
+    store = ResilientStore(
+        inner,
+        PrometheusMetrics(CollectorRegistry()),
+        on_unqueued=lambda ns: handed.extend(n.detail for n in ns),
+    )
+    note = notifications.test_message("h", "slack", T0)
+    store.record_intent(restart(1), [replace(note, detail="kept 1")])  # written: queued
+    inner.full = True
+    temp_id = store.record_intent(restart(2), [replace(note, detail="kept 2")])
+    store.record_outcome(temp_id, Outcome.FAILED, "x", T0, [replace(note, detail="outcome 2")])
+    store.record_intent(restart(3), [])
+    assert handed == ["kept 2", "outcome 2"]
+    inner.full = False
+    store.record_intent(restart(4), [replace(note, detail="kept 4")])
+    assert handed == ["kept 2", "outcome 2"]  # written: queued in the store, not handed on
     store.close()
