@@ -14,7 +14,6 @@ import threading
 from collections.abc import Collection, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import docker
@@ -22,7 +21,7 @@ import docker.errors
 import requests
 
 from guardian.adapters.clock import SystemClock
-from guardian.adapters.engine_clock import EngineClock
+from guardian.adapters.engine_clock import EngineClock, http_date
 from guardian.adapters.engine_errors import causes, permission_denied, socket_denied
 from guardian.adapters.engine_payloads import (
     EVENT_FILTER,
@@ -336,7 +335,8 @@ class DockerEngine:
         # Guardian whose clock runs ahead and has not learnt the skew yet): the engine's own
         # Date, whole seconds and so never ahead of it, bounds it.
         end = self.engine_clock.theirs(until)
-        engine_now = _date_of(self._call(lambda api: api.get(f"{api.base_url}/_ping", timeout=10)))
+        ping = self._call(lambda api: api.get(f"{api.base_url}/_ping", timeout=10))
+        engine_now = http_date(ping.headers.get("Date"))
         if engine_now is not None:
             end = min(end, engine_now)
         kwargs: dict[str, Any] = {
@@ -373,12 +373,3 @@ class DockerEngine:
             # Unblocks a listener waiting on the stream; closing a dead stream may fail any way.
             with contextlib.suppress(Exception):
                 stream.close()
-
-
-def _date_of(response: requests.Response) -> datetime | None:
-    """The engine's time as its answer's Date header says (None without a readable one)."""
-    try:
-        at = parsedate_to_datetime(response.headers.get("Date", ""))
-    except (TypeError, ValueError, IndexError):
-        return None
-    return at if at.tzinfo is not None else None

@@ -52,12 +52,9 @@ class EngineClock:
         if header is not None and header[0] == date:
             engine_at = header[1]  # answers within one second share their Date
         else:
-            try:
-                parsed = parsedate_to_datetime(date)
-            except (TypeError, ValueError):
+            parsed = http_date(date)
+            if parsed is None:
                 return  # a broken header tells nothing; the skew stays
-            if parsed.tzinfo is None:
-                return
             engine_at = parsed.timestamp()
             self._header = (date, engine_at)
         received = self.clock.now().timestamp()
@@ -116,3 +113,12 @@ class EngineClock:
             seen = self._seen[stamp] = (stamp - self._skew, offset)
         at, then = seen
         return at + stepped_between(then, offset)
+
+
+def http_date(date: str | None) -> datetime | None:
+    """An HTTP `Date` header (RFC 7231) as an aware time; None when it is missing or unreadable."""
+    try:
+        parsed = parsedate_to_datetime(date or "")
+    except (TypeError, ValueError, IndexError):
+        return None
+    return parsed if parsed.tzinfo is not None else None
