@@ -251,7 +251,7 @@ def _zone(name: str) -> tzinfo:
             return ZoneInfo(name)
         except (ValueError, OSError, KeyError):  # KeyError: ZoneInfoNotFoundError
             pass
-    raise ValueError(f"tz {name[:40]!r}: expected an IANA time zone such as Europe/Berlin, or UTC")
+    raise ValueError(f"{name[:40]!r}: expected an IANA time zone such as Europe/Berlin, or UTC")
 
 
 def _duration(raw: object) -> timedelta:
@@ -261,7 +261,7 @@ def _duration(raw: object) -> timedelta:
     except ValueError:
         duration = timedelta(0)
     if not timedelta(0) < duration <= MAX_DURATION:
-        raise ValueError(f"duration {str(raw)[:40]!r}: {allowed}")
+        raise ValueError(f"{str(raw)[:40]!r}: {allowed}")
     return duration
 
 
@@ -306,12 +306,15 @@ def from_label(container: str, value: str) -> MaintenanceWindow:
             f"{where}: expected 5 cron fields, a duration and an optional time zone, such as"
             " 0 2 * * * 1h Europe/Berlin"
         )
+    part = ""  # a cron error names its field
     try:
         cron = Cron.parse(" ".join(parts[:5]))
+        part = "duration "
         duration = _duration(parts[5])
+        part = "tz "
         zone = _zone(parts[6]) if len(parts) == 7 else UTC
     except ValueError as e:
-        raise WindowError(f"{where}: {e}") from None
+        raise WindowError(f"{where}: {part}{e}") from None
     return MaintenanceWindow(container, cron, duration, zone, origin=f"label {LABEL}")
 
 
