@@ -4,6 +4,7 @@ semantics held against APScheduler's CronTrigger, both DST nights, clock steps, 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -25,8 +26,10 @@ SPRING = datetime(2027, 3, 28, tzinfo=UTC)  # Berlin: 02:00 CET jumps to 03:00 C
 FALL = datetime(2027, 10, 31, tzinfo=UTC)  # Berlin: 03:00 CEST goes back to 02:00 CET (01:00Z)
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def berlin(cron: str, duration: str = "1h") -> MaintenanceWindow:
@@ -228,6 +231,23 @@ def test_fall_back_an_hourly_window_leaves_no_hole_in_the_repeated_hour() -> Non
         assert window.active_at(moment) is not None, moment
         moment += timedelta(minutes=10)
     assert utc(2027, 10, 31, 1) in starts(window, FALL, 4)  # 02:00 CET starts one too
+
+
+# Zones whose clocks change at midnight (Havana, Santiago) or by half an hour (Lord Howe).
+ZONES = ["Europe/Berlin", "America/New_York", "America/Havana", "America/Santiago"]
+ZONES += ["Australia/Lord_Howe"]
+
+
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("cron", ["0 0 * * *", "30 2 * * *"])
+def test_a_daily_window_starts_once_on_every_day_of_the_year(zone: str, cron: str) -> None:
+    window = from_label("db-1", f"{cron} 1h {zone}")
+    year = starts(window, utc(2026, 12, 31, 12), 366)
+    days = {s.astimezone(ZoneInfo(zone)).date() for s in year}
+    assert len(days) == 366  # every day once, none twice
+    for before, after in pairwise(year):
+        assert timedelta(hours=22) <= after - before <= timedelta(hours=26)
+        assert window.active_at(after) == (after, after + timedelta(hours=1))
 
 
 # -- queries over time --------------------------------------------------------------------------
