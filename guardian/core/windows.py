@@ -1,25 +1,23 @@
-"""Maintenance windows on a calendar: a crontab line says when a window starts, a duration how
-long it lasts (real elapsed time), a time zone whose wall clock the crontab reads, and a glob
-which containers it holds. Pure: `now` is an argument; the only read is zoneinfo's, of the tz
-database, once per zone name when a window is parsed.
+"""Maintenance windows on a calendar: from each start a crontab line names on a zone's wall clock,
+the containers a glob matches are held for a duration of real time. Pure: `now` is an argument;
+zoneinfo reads the tz database once per zone name, when a window is parsed.
 
-Cron semantics are crontab's (minute hour day-of-month month day-of-week; `*`, `a-b`, `/n`,
-lists, names; 0 and 7 are Sunday; when both day fields are restricted a day matching either
-counts). They are evaluated here, not by APScheduler: the core imports the standard library
-only (pyproject's import contract), and APScheduler 3.x departs from crontab where operators
-would notice: it numbers weekdays from Monday (0 = Monday), it requires both day fields to
-match, and it starts a fixed-time job twice on the night the clocks go back. The unit tests
-hold these fire times against `CronTrigger.from_crontab` on ordinary days.
+Crontab lines are read by core.crontab, not by APScheduler: the core imports the standard
+library only (pyproject's import contract), and APScheduler 3.x departs from crontab where
+operators would notice: it numbers weekdays from Monday (0 = Monday), it requires both day fields
+to match, and it starts a fixed-time job twice on the night the clocks go back. The unit tests
+hold these starts against `CronTrigger.from_crontab` on ordinary days.
 
 Daylight saving, e.g. `0 2 * * *` in Europe/Berlin:
 - the spring-forward night (02:00-03:00 does not exist): a start in the missing hour is moved
   forward by the gap, as zoneinfo reads a missing wall time and as APScheduler does: 02:00
   starts at 03:00 CEST, 02:30 at 03:30 CEST. The window happens once that day and lasts its
-  full duration.
+  full duration; each start in the gap happens (APScheduler keeps only the first).
 - the fall-back night (02:00-03:00 happens twice): the window starts once, at the first
   02:00 (CEST), and a 1h window ends when the clock reads 02:00 for the second time. Only
   when the hour field is a wildcard (`*`, `*/2`) do the repeated hour's times start windows in
-  both passes, so an hourly window leaves no hole in the night (Vixie cron's rule).
+  both passes, so an hourly window leaves no hole in the night (as Vixie cron runs its
+  wildcard jobs).
 """
 
 from __future__ import annotations
@@ -32,6 +30,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from fnmatch import fnmatchcase
 from zoneinfo import ZoneInfo
 
+from guardian.core.crontab import Cron
 from guardian.core.durations import format_duration, parse_duration
 
 LABEL = "guardian.maintenance"
@@ -43,116 +42,11 @@ ONE_DAY = timedelta(days=1)
 # across a century year that is not a leap year); beyond this next_start() gives up.
 _HORIZON_DAYS = 9 * 366
 _ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_LONGEST_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 class WindowError(ValueError):
     """A maintenance window that cannot be read: one line naming the key or label and what is
     allowed."""
-
-
-@dataclass(frozen=True)
-class _Field:
-    name: str
-    lo: int
-    hi: int
-    names: tuple[str, ...] = ()  # names[i] stands for lo + i
-
-    @property
-    def allowed(self) -> str:
-        named = f" or {self.names[0]}-{self.names[-1]}" if self.names else ""
-        return f"{self.lo}-{self.hi}{named}"
-
-    def value(self, text: str) -> int:
-        if text.isascii() and text.isdigit() and len(text) <= 2:
-            number = int(text)
-            if self.lo <= number <= self.hi:
-                return number
-        elif text.lower() in self.names:
-            return self.lo + self.names.index(text.lower())
-        raise ValueError(f"{self.name} {text!r}: expected {self.allowed}")
-
-    def parse(self, text: str) -> frozenset[int]:
-        """The values a crontab field stands for: `*`, `a`, `a-b`, each with `/step`, in a list."""
-        values: set[int] = set()
-        for part in text.split(","):
-            span, _, step_text = part.partition("/")
-            if span == "*":
-                first, last = self.lo, self.hi
-            else:
-                first_text, dash, last_text = span.partition("-")
-                first = self.value(first_text)
-                # "a/n" runs from a to the field's end, as APScheduler and Vixie cron read it.
-                last = self.value(last_text) if dash else (self.hi if step_text else first)
-                if first > last:
-                    raise ValueError(f"{self.name} {part!r}: the range runs backwards")
-            step = 1
-            if step_text:
-                if not (step_text.isascii() and step_text.isdigit() and 0 < int(step_text) <= 99):
-                    raise ValueError(f"{self.name} {part!r}: expected a step from 1 to 99")
-                step = int(step_text)
-            values.update(range(first, last + 1, step))
-        return frozenset(values)
-
-
-_FIELDS = (
-    _Field("minute", 0, 59),
-    _Field("hour", 0, 23),
-    _Field("day-of-month", 1, 31),
-    _Field("month", 1, 12, _MONTHS),
-    _Field("day-of-week", 0, 7, _WEEKDAYS),  # 7 is Sunday as well
-)
-
-
-@dataclass(frozen=True)
-class Cron:
-    """A crontab line read into the values each field stands for."""
-
-    text: str
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday
-    either_day: bool  # both day fields restricted: a day matching either counts (crontab's rule)
-    every_hour: bool  # a wildcard hour field: a repeated hour's times start in both passes
-
-    @classmethod
-    def parse(cls, text: str) -> Cron:
-        """Raises ValueError naming the field and what it allows."""
-        parts = text.split()
-        if len(parts) != 5:
-            raise ValueError(
-                f"expected 5 fields (minute hour day-of-month month day-of-week), got {len(parts)}"
-            )
-        minute, hour, day, month, weekday = (
-            field.parse(part) for field, part in zip(_FIELDS, parts, strict=True)
-        )
-        cron = cls(
-            text=" ".join(parts),
-            minutes=tuple(sorted(minute)),
-            hours=tuple(sorted(hour)),
-            days=day,
-            months=month,
-            weekdays=frozenset(d % 7 for d in weekday),
-            either_day=not parts[2].startswith("*") and not parts[4].startswith("*"),
-            every_hour=parts[1].startswith("*"),
-        )
-        if not cron.either_day and not any(
-            d <= _LONGEST_MONTH[m - 1] for m in cron.months for d in cron.days
-        ):
-            raise ValueError(f"{cron.text!r} never happens: no such day in those months")
-        return cron
-
-    def on(self, day: date) -> bool:
-        """Whether windows start on this calendar day."""
-        if day.month not in self.months:
-            return False
-        by_date = day.day in self.days
-        by_weekday = day.isoweekday() % 7 in self.weekdays
-        return by_date or by_weekday if self.either_day else by_date and by_weekday
 
 
 @dataclass(frozen=True)
