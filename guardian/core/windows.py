@@ -38,8 +38,8 @@ MAX_TEXT = 200  # a label value, a cron line, a container glob
 MAX_DURATION = timedelta(days=7)
 CONFIG_KEYS = ("containers", "cron", "duration", "tz")
 ONE_DAY = timedelta(days=1)
-# Gregorian gaps between two days that match a valid crontab are at most 8 years (29 February
-# across a century year that is not a leap year); beyond this next_start() gives up.
+# A 29 February can be 8 years from the next (across a century year that is no leap year);
+# beyond this horizon next_start() gives up.
 _HORIZON_DAYS = 9 * 366
 _ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
 
@@ -81,7 +81,9 @@ class MaintenanceWindow:
             if i and starts[i - 1] > since and (latest is None or starts[i - 1] > latest):
                 latest = starts[i - 1]
             elif latest is not None:
-                break  # a day earlier than one with a start: its starts are earlier still
+                # A gap moves a start by an hour or two: a day that adds no later start to the
+                # one after it ends the search.
+                break
             day -= ONE_DAY
         return None if latest is None else (latest, latest + self.duration)
 
@@ -97,7 +99,7 @@ class MaintenanceWindow:
             if i < len(starts) and (found is None or starts[i] < found):
                 found = starts[i]
             elif found is not None:
-                break
+                break  # as in active_at, the other way
             day += ONE_DAY
         return found
 
