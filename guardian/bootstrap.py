@@ -156,6 +156,7 @@ def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> 
         scope=settings["watch.scope"],
         labels_may_loosen=settings["labels.allow_loosen"],
         approval_ttl=settings["restart.approval_ttl"],
+        maintenance=settings["maintenance.windows"],
     )
 
 

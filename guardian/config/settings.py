@@ -33,8 +33,11 @@ from guardian.core.labels import LOOSENABLE
 from guardian.core.limits import BY_KEY
 from guardian.core.redaction import redact_patterns
 from guardian.core.restart_policy import RestartPolicy
+from guardian.core.windows import CONFIG_KEYS, MaintenanceWindow, WindowError
+from guardian.core.windows import from_config as window_from_config
 
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
+MAX_WINDOWS = 100  # maintenance.windows
 ENV_PREFIX = "GUARDIAN_"
 CONFIG_ENV = "GUARDIAN_CONFIG"  # the config file's path, read by the CLI
 COMPAT_ENV = "GUARDIAN_COMPAT"  # compat: autoheal | none
@@ -297,6 +300,29 @@ def _hooks() -> Key:
     return Key(None, parse, "a list of hooks (docs/hooks.md), each {argv: [...], after, timeout}")
 
 
+def _windows() -> Key:
+    def parse(v: Any) -> tuple[MaintenanceWindow, ...]:
+        if isinstance(v, str):  # from the environment: the list as JSON
+            import json  # loaded only then (bench/imports: `config validate` stays light)
+
+            v = json.loads(v) if v.strip() else None
+        if v is None:
+            return ()
+        if not isinstance(v, list) or len(v) > MAX_WINDOWS:
+            raise WindowError(f": expected a list of at most {MAX_WINDOWS} windows")
+        for i, entry in enumerate(v):
+            if not isinstance(entry, dict):
+                raise WindowError(f"[{i}]: expected a mapping {{{', '.join(CONFIG_KEYS)}}}")
+        return tuple(
+            replace(window_from_config(entry, f"[{i}]"), origin=f"maintenance.windows[{i}]")
+            for i, entry in enumerate(v)
+        )
+
+    return Key(
+        None, parse, "a list of windows {containers, cron, duration, tz} (docs/configuration.md)"
+    )
+
+
 def _resolve_programs(hooks: tuple[HookSpec, ...], path: str) -> tuple[HookSpec, ...]:
     """Each hook's program as an absolute path: found on PATH now, not wherever PATH points
     when the hook runs. Raises ConfigError for one that is missing or not executable."""
@@ -397,6 +423,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "trusted_proxies": _with(_networks(), ()),
     },
     # Operator-written programs run after each verdict (docs/hooks.md); never from labels.
+    # Recurring maintenance windows (core.windows): no restart of the containers they match
+    # while one is in force. `maintenance: [...]` in the file is read as `maintenance.windows`.
+    "maintenance": {"windows": _with(_windows(), ())},
     "remediation": {
         "hooks": _with(_hooks(), ()),
         "hooks_max_concurrent": _with(_int(1, 64), 2),
@@ -500,6 +529,7 @@ RELOADABLE = (
     "watch.start_grace",
     "restart.",
     "labels.",
+    "maintenance.",
     "store.retention",
     "log.",
 )
@@ -646,6 +676,8 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
     env = os.environ if env is None else env
     data = dict(_read_file(Path(path))) if path is not None else {}
     compat = _compat(data.pop("compat", None), env)
+    if isinstance(data.get("maintenance"), list):  # the short form: the list of windows itself
+        data["maintenance"] = {"windows": data["maintenance"]}
     mapped = {m.key: m for m in compat.values}
     values: dict[str, dict[str, Any]] = {}
     for section in data:
@@ -678,7 +710,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
                 continue
             try:
                 values[section][key] = spec.parse(raw)
-            except (ReceiverError, HookConfigError) as exc:  # each names the entry and field
+            except (ReceiverError, HookConfigError, WindowError) as exc:  # each names the field
                 raise ConfigError(f"{where}{exc}") from None
             except (ValueError, TypeError, OverflowError):
                 raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None

@@ -16,6 +16,9 @@ from guardian.core.limits import from_label
 from guardian.core.orchestrators import owner
 from guardian.core.receivers import RECEIVER_NAME, RECEIVER_NAME_ALLOWED
 from guardian.core.restart_policy import ACTIONS, RestartPolicy
+from guardian.core.windows import LABEL as MAINTENANCE_LABEL
+from guardian.core.windows import MaintenanceWindow, WindowError
+from guardian.core.windows import from_label as window_from_label
 
 ALL = "all"
 ENABLE = "guardian.enable"
@@ -30,6 +33,7 @@ AUTOHEAL = "autoheal"
 AUTOHEAL_STOP_TIMEOUT = "autoheal.stop.timeout"
 ACTION = "guardian.action"
 ACT_AFTER = "guardian.act_after"
+MAINTENANCE = MAINTENANCE_LABEL  # core.windows: "0 2 * * * 1h [tz]"
 
 # The keys whose labels may ask for more than the operator configured, when the operator lists
 # them in labels.allow_loosen: a label's own name without the "guardian." prefix.
@@ -52,6 +56,8 @@ class ContainerRules:
     receivers: tuple[str, ...] = ()  # guardian.notify=<receiver names>: who hears of it
     warnings: tuple[str, ...] = ()
     orchestrator: str = ""  # who else owns it (core.orchestrators); "": nobody
+    # guardian.maintenance: the container's own window on a calendar (it only holds it back).
+    maintenance: tuple[MaintenanceWindow, ...] = ()
 
 
 def _flag(value: str | None) -> bool | None:
@@ -186,6 +192,12 @@ def rules_for(
                 f"label {NOTIFY}={labels[NOTIFY][:40]!r}: expected true, false or up to "
                 f"{MAX_LABEL_RECEIVERS} receiver names ({RECEIVER_NAME_ALLOWED})"
             )
+    maintenance: tuple[MaintenanceWindow, ...] = ()
+    if MAINTENANCE in labels:
+        try:  # the label holds its own container: the glob matches whatever its name
+            maintenance = (window_from_label("*", labels[MAINTENANCE]),)
+        except WindowError as exc:
+            warnings.append(str(exc))
     is_self = _flag(labels.get(SELF)) is True or (
         bool(self_id) and bool(container_id) and container_id.startswith(self_id or "")
     )
@@ -198,4 +210,5 @@ def rules_for(
         receivers=receivers,
         warnings=tuple(warnings),
         orchestrator=owner(labels),
+        maintenance=maintenance,
     )

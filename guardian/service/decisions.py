@@ -113,11 +113,25 @@ class DecisionPoint:
             recent_restarts=tuple(ctx.store.restart_times(host, minute_ago))
             + memory.recent(minute_ago),
             storm=ctx.pipeline.storm_holds(snap),
-            silence=ctx.store.active_silence(host, container, now),
+            silence=self._silence(snap, rules, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
             approval=ctx.store.approval_for(host, container) if policy.action == "ask" else None,
             problem_since=self._problem_since(snap, now, problem) if policy.act_after else None,
         )
+
+    def _silence(
+        self, snap: ContainerSnapshot, rules: ContainerRules, now: datetime
+    ) -> Silence | None:
+        """What holds the container back: a person's silence or a maintenance window in force
+        (held to its end), whichever ends later."""
+        ctx = self.ctx
+        person = ctx.store.active_silence(ctx.settings.host, snap.name, now)
+        if not rules.maintenance:
+            return person
+        window = ctx.state.maintenance.silence(ctx.settings.host, snap.name, rules.maintenance, now)
+        if person is None or (window is not None and window.until > person.until):
+            return window or person
+        return person
 
     def _decide(
         self,

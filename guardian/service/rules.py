@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 
 from guardian.core.labels import ContainerRules, rules_for
 from guardian.core.model import ContainerSnapshot
+from guardian.core.windows import windows_for
 from guardian.logs import kv
 from guardian.service.settings import HealerSettings
 from guardian.service.state import NotificationRouting
@@ -22,7 +24,8 @@ class RuleBook:
         self.settings = settings
         self.routing = routing
         self._lock = threading.Lock()
-        self._rules: dict[str, tuple[dict[str, str], ContainerRules]] = {}  # by container id
+        # By container id: the labels and name the rules were worked out from.
+        self._rules: dict[str, tuple[dict[str, str], str, ContainerRules]] = {}
         self._warned: set[tuple[str, str]] = set()
 
     def observed(self, snap: ContainerSnapshot) -> ContainerRules:
@@ -37,8 +40,8 @@ class RuleBook:
         logged once. Changes no loop state (status and the API ask this)."""
         with self._lock:
             cached = self._rules.get(snap.id)
-        if cached is not None and cached[0] == snap.labels:
-            return cached[1]
+        if cached is not None and cached[0] == snap.labels and cached[1] == snap.name:
+            return cached[2]
         s = self.settings
         rules = rules_for(
             snap.labels,
@@ -49,9 +52,13 @@ class RuleBook:
             snap.id,
             s.labels_may_loosen,
         )
+        # The operator's windows that match its name, beside its label's own.
+        windows = windows_for(snap.name, s.maintenance)
+        if windows:
+            rules = replace(rules, maintenance=windows + rules.maintenance)
         with self._lock:
             if self.settings is s:  # not retuned meanwhile: these rules are still the ones
-                self._rules[snap.id] = (dict(snap.labels), rules)
+                self._rules[snap.id] = (dict(snap.labels), snap.name, rules)
             fresh = [w for w in rules.warnings if (snap.name, w) not in self._warned]
             self._warned.update((snap.name, w) for w in fresh)
         for warning in fresh:

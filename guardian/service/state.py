@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from guardian.service.claims import Claims
 from guardian.service.engine_memory import EngineMemory
 from guardian.service.epochs import RestartEpochs
+from guardian.service.maintenance import MaintenanceHolds
 from guardian.service.verifications import Verifications
 
 
@@ -191,6 +192,7 @@ class LoopState:
         self.person_stops = PersonStops()
         self.engine = EngineLiveness()
         self.remembered = EngineMemory()  # the engine's record of starts (DESIGN 16)
+        self.maintenance = MaintenanceHolds()  # windows in force, held to their end
 
     # -- restarts: claims and verifications together -----------------------------------------
 
@@ -237,6 +239,7 @@ class LoopState:
         way keeps its epoch: it still changes)."""
         self.approvals.keep_only(present)
         self.streaks.keep_only(present)
+        self.maintenance.keep_only(present)
         with self.lock:
             self.epochs.forget_except(present | set(self.underway_names()))
 
@@ -249,3 +252,4 @@ class LoopState:
             self.verifications.move_stamps(step)
             self.claims.move_stamps(step)
         self.streaks.move_stamps(step)
+        self.maintenance.move_stamps(step)
