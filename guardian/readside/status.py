@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from guardian.core.model import ContainerSnapshot, Decision, Incident, IncidentState, Silence
+from guardian.core.windows import MaintenanceWindow
 from guardian.ports import Record
 from guardian.readside.changes import Changes, Since
 from guardian.readside.queries import Judgements, Records
@@ -31,6 +32,8 @@ class ContainerStatus:
     held_back: str | None  # the reason decide() holds a restart back
     silence: Silence | None
     decision: Decision | None = None  # what decide() said (attempts used of max_attempts)
+    # The maintenance windows that hold it (core.windows): the operator's and its label's.
+    maintenance: tuple[MaintenanceWindow, ...] = ()
 
     @property
     def settled(self) -> bool:
@@ -145,6 +148,7 @@ class _Read:
                 held_back,
                 self.silences.get(name),
                 decision,
+                a.rules.maintenance,
             )
             if name not in self.rows:
                 self._sorted = None

@@ -5,7 +5,7 @@ whatever an older version stored.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +78,25 @@ def silence_view(s: Silence, now: datetime) -> dict[str, Any]:
         "ended_at": when(s.ended_at),
         "ended_by": s.ended_by,
     }
+
+
+def maintenance_view(statuses: Iterable[ContainerStatus], now: datetime) -> list[dict[str, Any]]:
+    """One row per container and maintenance window: whether it is in force now (until when)
+    and when it starts next."""
+    rows = []
+    for c in statuses:
+        for w in c.maintenance:
+            span = w.active_at(now)
+            rows.append(
+                {
+                    "container": c.name,
+                    "window": w.describe(),
+                    "from": w.origin,
+                    "in_force_until": when(span[1]) if span is not None else None,
+                    "next_start": when(w.next_start(now)),
+                }
+            )
+    return rows
 
 
 def approval_view(a: Approval) -> dict[str, Any]:

@@ -166,3 +166,37 @@ def test_t0_is_inside_the_window_the_tests_use():
 
     window = from_config(NOON_WINDOW, "w")
     assert window.active_at(T0) == (T0 - timedelta(minutes=30), T0 + timedelta(minutes=30))
+
+
+def test_status_shows_each_window_in_force_and_its_next_start(tmp_path: Path):
+    from guardian.readside.status import container_status
+    from guardian.readside.views import maintenance_view
+
+    t = make_app(tmp_path, maintenance={"windows": [NOON_WINDOW]})
+    t.engine.add("db-main", health="unhealthy")
+    t.engine.add("web")
+    t.engine.add(
+        "app",
+        labels={"guardian.enable": "true", "guardian.maintenance": "0 3 * * 0 2h Europe/Berlin"},
+    )
+    statuses = {c.name: c for c in container_status(t.healer, t.app.operator)}
+    assert statuses["db-main"].held_back == "silenced"
+    assert statuses["db-main"].retry_at == T0 + timedelta(minutes=30)
+    rows = maintenance_view(statuses.values(), T0)
+    assert sorted(rows, key=lambda r: r["container"]) == [
+        {
+            "container": "app",
+            "window": "0 3 * * 0 for 2h (Europe/Berlin)",
+            "from": "label guardian.maintenance",
+            "in_force_until": None,
+            "next_start": "2026-01-04T02:00:00+00:00",  # Sunday 03:00 CET
+        },
+        {
+            "container": "db-main",
+            "window": "30 11 * * * for 1h (UTC)",
+            "from": "maintenance.windows[0]",
+            "in_force_until": "2026-01-01T12:30:00+00:00",
+            "next_start": "2026-01-02T11:30:00+00:00",
+        },
+    ]
+    assert t.restarted() == []  # a read: nothing restarted

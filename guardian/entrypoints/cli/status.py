@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 STATUS_COLUMNS = ("container", "state", "health", "incidents", "next_restart", "held_back")
 OPEN_COLUMNS = ("id", "container", "type", "state", "escalated", "opened_at", "occurrences")
 SILENCE_COLUMNS = ("container", "until", "by", "reason")
+MAINTENANCE_COLUMNS = ("container", "window", "from", "in_force_until", "next_start")
 REDACTED = "<redacted>"
 # Key names that hold a secret themselves; `*_env` and `*_file` only say where one is kept.
 _SECRET_WORDS = ("token", "password", "secret", "webhook", "api_key", "apikey", "credential")
@@ -48,6 +49,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         container_view,
         engine_view,
         incident_view,
+        maintenance_view,
         silence_view,
     )
 
@@ -59,7 +61,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         engine = engine_view(app.engine.identity(), settings["docker.url"])
         host = app.loop.host
         now = app.clock.now()
-        containers = [container_view(c) for c in container_status(app.healer, app.operator)]
+        statuses = container_status(app.healer, app.operator)
+        containers = [container_view(c) for c in statuses]
+        maintenance = maintenance_view(statuses, now)
         open_incidents = [incident_view(i) for i in app.store.open_incidents(host) if i.is_open]
         silences = [silence_view(s, now) for s in app.store.silences(host, now)]
     finally:
@@ -70,6 +74,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             "containers": containers,
             "open_incidents": open_incidents,
             "silences": silences,
+            "maintenance": maintenance,
         }
         print_json(doc)
         return EXIT_OK
@@ -79,6 +84,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if silences:
         print()
         table(silences, SILENCE_COLUMNS, "no silences")
+    if maintenance:
+        print()
+        table(maintenance, MAINTENANCE_COLUMNS, "no maintenance windows")
     print(
         f"\nengine: {engine['kind']} {engine['version']} (Docker API {engine['api_version']}) "
         f"at {engine['url']}"
