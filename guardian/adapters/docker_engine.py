@@ -24,6 +24,7 @@ from guardian.adapters.clock import SystemClock
 from guardian.adapters.engine_clock import EngineClock, http_date
 from guardian.adapters.engine_errors import causes, permission_denied, socket_denied
 from guardian.adapters.engine_payloads import (
+    CACHE_EVENTS,
     EVENT_FILTER,
     identify,
     inspect_snapshot,
@@ -307,7 +308,8 @@ class DockerEngine:
         return ActionOutcome(Outcome.UNKNOWN, f"{result.detail}; State.StartedAt unchanged")
 
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
-        filters = {"type": ["container"], "event": list(EVENT_FILTER)}
+        names = EVENT_FILTER if self.identity().kind == "podman" else EVENT_FILTER + CACHE_EVENTS
+        filters = {"type": ["container"], "event": list(names)}
         kwargs: dict[str, Any] = {"filters": filters, "decode": True}
         if since is not None:
             kwargs["since"] = self.engine_clock.theirs(since).timestamp()

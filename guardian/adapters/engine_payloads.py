@@ -22,6 +22,9 @@ MAX_ARGS, MAX_MOUNTS, MAX_PATH = 64, 64, 4096
 # `remove`; Docker ignores names it does not know, so one filter serves both engines.
 EVENT_ACTIONS = ("health_status", "die", "oom", "stop", "start", "restart", "kill", "destroy")
 EVENT_FILTER = (*EVENT_ACTIONS, "died", "remove")
+# On Docker, the events that only the container cache needs (each makes an entry doubtful, core.
+# cache_entry). Podman has no cache: its filter stays as it was.
+CACHE_EVENTS = ("pause", "unpause", "rename", "update")
 # Podman's names for the actions Guardian knows by Docker's.
 _ACTION_ALIASES = {"died": "die", "remove": "destroy"}
 PODMAN_COMPONENT = "Podman Engine"

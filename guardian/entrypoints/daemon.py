@@ -411,6 +411,10 @@ class Daemon:
 
     def start(self) -> None:
         settings = self.app.settings
+        if settings["watch.events"]:
+            # Before the first sweep: what it inspects may fill the container cache, as the
+            # event listener replays the engine's events from now (DESIGN 18).
+            self.app.healer.follows_events()
         self.schedule()
         limits = Limits(streams=settings["page.streams"])
         front = Front.of(

@@ -3,7 +3,8 @@ judged for at once becomes a reaction job; a lost stream is reconnected with a g
 a reconnect asks for a sweep (what the stream missed meanwhile).
 
 At start the engine replays from the last event the previous run handled (the store's mark,
-`events_through`, at most REPLAY_LIMIT back), and a reconnect from the last event seen, out of
+`events_through`, at most REPLAY_LIMIT back; without one, from when the daemon began to follow
+events, so the container cache misses none), and a reconnect from the last event seen, out of
 its ring (256 events on Docker 20.10): an unhealthy, die or OOM event in the gap is judged at
 once, one judgement per container for the whole replay (the sweep that runs beside it goes
 through the same decide(), so a container is restarted once). What has left the ring is lost,
@@ -79,6 +80,8 @@ class EventListener:
                 connected_at = self.app.clock.now()
                 judged: set[str] = set()  # containers judged for events before connecting
                 self._listening = True
+                # The cache counts on every event from where the stream replays (DESIGN 18).
+                since = healer.stream_opening(since)
                 for event in engine.events(since):
                     if backoff > 1.0:
                         log.info("event stream reconnected")
@@ -99,13 +102,16 @@ class EventListener:
                             )
                         self.react(event.container_id, healer.reported_at(event))
                 self._listening = False
+                healer.stream_lost()
                 since = since or connected_at
             except EngineUnavailable as exc:
                 self._listening = False
+                healer.stream_lost()
                 if not self.stopping.is_set():
                     log.debug("event stream lost", extra=kv(reason=str(exc), retry_in=backoff))
             except Exception:
                 self._listening = False
+                healer.stream_lost()
                 log.exception("event stream failed")
             if self.stopping.wait(backoff):
                 return

@@ -41,6 +41,10 @@ from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian.healer")
 
+# Containers a sweep inspects at most for the cache's resync (their entry missing, doubtful or
+# unlike the list): the first sweeps after a start or a cut stream read a large host in parts.
+RESYNC_READS = 256
+
 
 class Healer:
     def __init__(
@@ -56,6 +60,7 @@ class Healer:
         """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
         the store the problem starts patience counts from (kept with the incidents)."""
         self.ctx.state.move_stamps(step)
+        self.ctx.state.cache.doubt_all("the wall clock stepped")
         self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
         for follow in self.ctx.pipeline.stepped:
             follow(step)
@@ -80,10 +85,19 @@ class Healer:
 
     def _inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The engine's inspect, published with the question before it (readers place the
-        answer among the changes that came while it was asked)."""
+        answer among the changes that came while it was asked); on Docker it fills the cache."""
         ticket = next(self._tickets)
         self.ctx.facts.publish(InspectAsked(ticket))
-        snap = self.ctx.engine.inspect(container_id)
+        cache, clock = self.ctx.state.cache, self.ctx.clock
+        ask = cache.asking(container_id, clock.now()) if self._on_docker() else None
+        try:
+            snap = self.ctx.engine.inspect(container_id)
+        except EngineUnavailable:
+            if ask is not None:
+                cache.unanswered(ask)
+            raise
+        if ask is not None:
+            cache.answered(ask, snap, clock.now())
         if snap is not None:
             self.ctx.facts.publish(ContainerInspected(ticket, snap))
         return snap
@@ -103,6 +117,27 @@ class Healer:
         store.remember(host, RECORDED_THROUGH, swept_at)
         if events_through is not None:
             store.remember(host, EVENTS_THROUGH, events_through)
+
+    def follows_events(self) -> None:
+        """The daemon follows the engine's events from now: what the loop inspects from now on
+        may fill the cache before the stream opens (it replays from now)."""
+        self.ctx.state.cache.follow(self.ctx.clock.now())
+
+    def stream_opening(self, since: datetime | None) -> datetime:
+        """An event stream opens: where the engine must replay it from (`since`, else from when
+        the loop began to follow), so that the cache misses no event."""
+        return self.ctx.state.cache.opening(since, self.ctx.clock.now())
+
+    def stream_lost(self) -> None:
+        """The event stream is cut: the cache's entries are doubtful until inspected again."""
+        self.ctx.state.cache.lost()
+
+    def _on_docker(self) -> bool:
+        """Whether the engine is Docker: Podman's list and events differ, so it has no cache."""
+        try:
+            return self.ctx.engine.identity().kind == "docker"
+        except EngineUnavailable:
+            return False
 
     def engine_state(self, up: bool, error: str = "") -> None:
         """Record whether the engine answered (log a change, update the gauge, host incidents)."""
@@ -224,23 +259,44 @@ class Healer:
             self._forget_vanished({s.name for s in watched})
         if report.engine_error is None:
             ctx.rules.keep_only({s.id for s in listed})
+            self._resync(listed, watched)
         unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
         ctx.state.engine.swept(len(watched))
         ctx.metrics.swept(len(watched), unhealthy)
         self.recorder.refresh_gauges()
         return report
 
+    def _resync(self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]) -> None:
+        """The sweep as the cache's resync (Docker only): entries of containers no longer
+        listed are forgotten, those the list shows otherwise doubted, and the watched ones
+        whose entry is missing or doubtful inspected (at most RESYNC_READS; none whose restart
+        is under way: the engine answers that inspect only once it has stopped the container)."""
+        if not self._on_docker():
+            return
+        state = self.ctx.state
+        wanted = set(state.cache.resync(watched, {s.id for s in listed}))
+        reads = [s for s in watched if s.id in wanted and not state.restart_underway(s.name)]
+        for snap in reads[:RESYNC_READS]:
+            try:
+                self._inspect(snap.id)
+            except EngineUnavailable as exc:
+                self.engine_state(False, str(exc))
+                return
+
     def react(
         self, container_id: str, detected_at: datetime | None = None, source: str = "event"
     ) -> None:
         """React to one container at once (an engine event or a probe verdict): verify a
-        restart that awaits it, or judge the container and act."""
+        restart that awaits it, or judge the container and act. An unhealthy event (its
+        `detected_at`) for a container whose cached entry is fresh is judged from the entry,
+        without an inspect; anything else inspects."""
         name = self.ctx.state.verifications.name_of(container_id)
         if name is not None:
             self.verifier.verify(only=name)
             return
+        snap = self._cached_unhealthy(container_id) if detected_at is not None else None
         try:
-            snap = self._inspect(container_id)
+            snap = snap or self._inspect(container_id)
         except EngineUnavailable as exc:
             self.engine_state(False, str(exc))
             return
@@ -248,6 +304,17 @@ class Healer:
             return
         self.apply(self.assess(snap, source, detected_at))
         self.recorder.refresh_gauges()
+
+    def _cached_unhealthy(self, container_id: str) -> ContainerSnapshot | None:
+        """The container as the cache holds it, when its entry is fresh and it runs unhealthy
+        (the event that said so kept it); else None: inspect it."""
+        if not self._on_docker():
+            return None
+        snap = self.ctx.state.cache.fresh(container_id)
+        if snap is None or snap.state != "running" or snap.health != "unhealthy":
+            return None
+        log.debug("judged from the cache", extra=kv(container=snap.name))
+        return snap
 
     @staticmethod
     def reported_at(event: EngineEvent) -> datetime | None:
@@ -273,6 +340,7 @@ class Healer:
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""
         state, cid, action = self.ctx.state, event.container_id, event.action
+        state.cache.saw(event)
         if action in ("stop", "kill") and not state.caused_by_restart(cid, event.container_name):
             # `docker stop`/`docker kill` by a person: never undo it.
             state.person_stops.stopped(cid)

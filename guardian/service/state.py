@@ -1,7 +1,7 @@
 """LoopState: the healing loop's mutable state, owned here and nowhere else, in parts by what
 each guards, each with its own invariant: restart claims and verifications (one lock shared by
 the two), approvals awaited, notification routing, healthy streaks, person stops, engine liveness,
-the engine's record of starts.
+the engine's record of starts, the containers as the engine's events keep them.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import threading
 from datetime import datetime, timedelta
 
 from guardian.service.claims import Claims
+from guardian.service.container_cache import ContainerCache
 from guardian.service.engine_memory import EngineMemory
 from guardian.service.epochs import RestartEpochs
 from guardian.service.maintenance import MaintenanceHolds
@@ -193,6 +194,7 @@ class LoopState:
         self.engine = EngineLiveness()
         self.remembered = EngineMemory()  # the engine's record of starts (DESIGN 16)
         self.maintenance = MaintenanceHolds()  # windows in force, held to their end
+        self.cache = ContainerCache()  # the containers as the events keep them (DESIGN 18)
 
     # -- restarts: claims and verifications together -----------------------------------------
 
