@@ -25,6 +25,9 @@ ORDER_MARGIN = timedelta(seconds=2)
 MAX_LABELS = 128
 MAX_LABEL_CHARS = 16 * 1024
 HEALTH_STATES = frozenset({"healthy", "unhealthy", "starting"})
+# What Docker's health event carries besides the container's labels (the status as EngineEvent
+# holds it): any other attribute is a label the entry does not hold.
+HEALTH_EVENT_ATTRIBUTES = frozenset({"name", "image", "health_status"})
 # Why an entry is doubtful (the reasons that are not an event's name).
 NOT_INSPECTED = "never inspected"
 LABELS_UNBOUNDED = "labels beyond the cache's bounds"
@@ -116,10 +119,15 @@ def _doubt(
         return "health event while not running"
     if name != snap.name:
         return "health event under another name"
-    # Docker's events carry the container's labels: the entry's must all be there, unchanged.
-    if any(attributes.get(k) != v for k, v in snap.labels.items()):
+    # Docker's events carry the container's labels: they must be the entry's, all of them.
+    if _labels(attributes) != _labels(snap.labels):
         return "health event with other labels"
     return ""
+
+
+def _labels(attributes: Mapping[str, str]) -> dict[str, str]:
+    """The labels as an event can show them (Docker's own attributes replace labels so named)."""
+    return {k: v for k, v in attributes.items() if k not in HEALTH_EVENT_ATTRIBUTES}
 
 
 def same_listing(snap: ContainerSnapshot, listed: ContainerSnapshot) -> bool:

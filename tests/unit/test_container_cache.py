@@ -1,0 +1,428 @@
+"""The container cache (issue 44): an unhealthy event for a container whose entry is fresh is
+judged without an inspect, and every guard still holds when the cache is stale in the way that
+would fool it. The engine's events are delivered by hand, in the stream's order, over a fake
+clock; the fake engine counts its inspects."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from guardian.core.cache_entry import (
+    LABELS_UNBOUNDED,
+    MAX_LABELS,
+    ORDER_MARGIN,
+    applied,
+    entry_of,
+    same_listing,
+)
+from guardian.core.model import ContainerSnapshot
+from guardian.entrypoints.event_listener import EventListener
+from guardian.ports import EngineEvent, EngineUnavailable
+from guardian.service.container_cache import CUT, DURING, LISTED_OTHERWISE, UNCOVERED
+from tests.app import TestApp, make_app
+from tests.fakes import T0
+
+WATCHED = {"guardian.enable": "true"}
+SWARM = {**WATCHED, "com.docker.swarm.task.id": "t1", "com.docker.swarm.service.name": "web"}
+
+
+# -- one entry (core.cache_entry) ---------------------------------------------------------------
+
+
+def inspected(**fields: object) -> ContainerSnapshot:
+    base: dict[str, object] = {
+        "id": "c1",
+        "name": "app",
+        "labels": dict(WATCHED),
+        "state": "running",
+        "health": "healthy",
+        "inspected": True,
+        "started_at": T0 - timedelta(hours=1),
+    }
+    return ContainerSnapshot(**{**base, **fields})  # type: ignore[arg-type]
+
+
+LATER = T0 + timedelta(seconds=10)
+
+
+def health(status: str, **attributes: str) -> dict[str, str]:
+    return {**WATCHED, "name": "app", "image": "busybox", "health_status": status, **attributes}
+
+
+def test_an_entry_takes_in_a_health_status() -> None:
+    entry = entry_of(inspected(), T0, T0)
+    after = applied(entry, "health_status", "app", LATER, health("unhealthy"))
+    assert after is not None and after.fresh and after.snapshot.health == "unhealthy"
+
+
+@pytest.mark.parametrize(
+    "action",
+    ["die", "stop", "kill", "start", "restart", "oom", "pause", "unpause", "update", "rename"]
+    + ["create", "exec_start", "something_new"],
+)
+def test_every_other_event_makes_the_entry_doubtful(action: str) -> None:
+    entry = entry_of(inspected(), T0, T0)
+    after = applied(entry, action, "app", LATER, {**WATCHED, "name": "app"})
+    assert after is not None and not after.fresh and after.doubt == f"{action} event"
+    # Doubtful it stays, whatever comes next, until an inspect fills it again.
+    again = applied(after, "health_status", "app", LATER, health("unhealthy"))
+    assert again is not None and not again.fresh and again.snapshot.health == "healthy"
+
+
+def test_a_destroy_forgets_the_entry() -> None:
+    assert applied(entry_of(inspected(), T0, T0), "destroy", "app", LATER, {}) is None
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "name", "at", "attributes", "why"),
+    [
+        # The inspect may already show what an event this close to it tells: no order.
+        ({}, "app", T0 + ORDER_MARGIN / 2, health("unhealthy"), "close to the inspect"),
+        ({}, "app", LATER, health("sick"), "without a known status"),
+        ({"state": "exited"}, "app", LATER, health("unhealthy"), "while not running"),
+        ({}, "web", LATER, health("unhealthy", name="web"), "under another name"),
+        ({}, "app", LATER, health("unhealthy", **{"guardian.enable": "false"}), "other labels"),
+        ({}, "app", LATER, {"name": "app", "health_status": "unhealthy"}, "other labels"),
+    ],
+)
+def test_a_health_event_the_entry_cannot_take_in_makes_it_doubtful(
+    snapshot: dict[str, object], name: str, at: datetime, attributes: dict[str, str], why: str
+) -> None:
+    entry = entry_of(inspected(**snapshot), T0, T0)
+    after = applied(entry, "health_status", name, at, attributes)
+    assert after is not None and why in after.doubt
+
+
+def test_labels_beyond_the_bounds_are_not_kept_and_the_entry_stays_doubtful() -> None:
+    many = {f"k{i}": "v" for i in range(MAX_LABELS + 1)}
+    long = {"guardian.enable": "true", "x": "y" * 20_000}
+    for labels in (many, long):
+        entry = entry_of(inspected(labels=labels), T0, T0)
+        assert entry.doubt == LABELS_UNBOUNDED and entry.snapshot.labels == {}
+
+
+def test_an_entry_keeps_nothing_that_only_the_inspects_moment_tells() -> None:
+    snap = inspected(health_output="x" * 4096, health_log_at=T0, command=("a",) * 64, pid=7)
+    kept = entry_of(snap, T0, T0).snapshot
+    assert (kept.health_output, kept.health_log_at, kept.command, kept.pid) == ("", None, (), 0)
+    assert not entry_of(replace(snap, inspected=False), T0, T0).fresh
+
+
+@pytest.mark.parametrize(
+    ("listed", "same"),
+    [
+        ({}, True),
+        ({"state": "exited", "health": None}, False),
+        ({"health": "unhealthy"}, False),
+        ({"labels": {"guardian.enable": "false"}}, False),
+        ({"name": "web"}, False),
+    ],
+)
+def test_the_sweep_compares_an_entry_with_the_list(listed: dict[str, object], same: bool) -> None:
+    snap = inspected()
+    assert same_listing(snap, replace(snap.as_listed(), **listed)) is same  # type: ignore[arg-type]
+
+
+# -- the loop over the cache ---------------------------------------------------------------------
+
+
+def following(w: TestApp) -> TestApp:
+    """The daemon follows the engine's events and its stream is open (as the listener does)."""
+    w.healer.follows_events()
+    w.healer.stream_opening(None)
+    return w
+
+
+@pytest.fixture
+def c(w: TestApp) -> TestApp:
+    return following(w)
+
+
+def event(w: TestApp, action: str, name: str, at: datetime | None = None, **extra: str):
+    """An event as Docker sends it: the container's labels, its name and image among the
+    attributes."""
+    snap = next(s for s in w.engine.containers.values() if s.name == name)
+    attributes = {**snap.labels, "name": name, "image": "busybox", **extra}
+    return EngineEvent(action, snap.id, name, at or w.clock.now(), attributes)
+
+
+def turns_unhealthy(w: TestApp, name: str) -> EngineEvent:
+    """The engine turns `name` unhealthy and says so; the event is seen (not reacted to)."""
+    w.engine.set(name, health="unhealthy")
+    ev = event(w, "health_status", name, health_status="unhealthy")
+    assert w.healer.on_event(ev)
+    return ev
+
+
+def react(w: TestApp, ev: EngineEvent) -> int:
+    """The daemon's reaction to `ev`; returns the inspects it cost."""
+    before = w.engine.inspect_calls
+    w.healer.react(ev.container_id, w.healer.reported_at(ev))
+    return w.engine.inspect_calls - before
+
+
+def warm(w: TestApp) -> None:
+    """A sweep fills the cache; time passes beyond what an event could be ordered against."""
+    w.healer.sweep()
+    w.clock.advance(10)
+
+
+def test_an_unhealthy_event_on_a_fresh_entry_restarts_without_an_inspect(c: TestApp) -> None:
+    c.engine.add("app")
+    warm(c)
+    assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == ""
+    ev = turns_unhealthy(c, "app")
+    assert react(c, ev) == 0
+    assert c.restarted() == ["app"]
+    [incident] = c.store.open_incidents(c.host)
+    assert incident.problem_since == ev.at  # the event's time is the evidence of the start
+
+
+def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp) -> None:
+    for i in range(50):
+        c.engine.add(f"ok{i}")
+    warm(c)
+    assert c.engine.inspect_calls == 50  # the first sweep reads each container once
+    lists, inspects = c.engine.list_calls, c.engine.inspect_calls
+    for _ in range(3):
+        c.clock.advance(30)
+        c.healer.sweep()
+    assert (c.engine.list_calls - lists, c.engine.inspect_calls - inspects) == (3, 0)
+
+
+def test_the_sweep_reads_again_what_the_list_shows_otherwise(c: TestApp) -> None:
+    c.engine.add("app")
+    warm(c)
+    cid = c.engine.id_of("app")
+    c.engine.set("app", health="starting")  # an event the stream never delivered
+    inspects = c.engine.inspect_calls
+    c.healer.sweep()
+    assert c.engine.inspect_calls - inspects == 1
+    assert c.healer.ctx.state.cache.doubt_of(cid) == ""  # read again: fresh
+    c.healer.ctx.state.cache.resync(
+        [c.engine.as_listed(c.engine.set("app", state="paused"))], {cid}
+    )
+    assert c.healer.ctx.state.cache.doubt_of(cid) == LISTED_OTHERWISE
+
+
+def test_a_persons_stop_after_the_unhealthy_event_is_never_undone(c: TestApp) -> None:
+    c.engine.add("app")
+    warm(c)
+    ev = turns_unhealthy(c, "app")
+    # Before the reaction runs, a person stops it: the stream says so first.
+    c.engine.set("app", state="exited", exit_code=143, finished_at=c.clock.now())
+    for action in ("kill", "die", "stop"):
+        c.healer.on_event(event(c, action, "app"))
+    assert react(c, ev) == 1
+    assert c.restarted() == []
+
+
+def test_a_paused_container_is_left_alone(c: TestApp) -> None:
+    c.engine.add("app")
+    warm(c)
+    ev = turns_unhealthy(c, "app")
+    c.engine.set("app", state="paused")
+    c.healer.on_event(event(c, "pause", "app"))
+    assert react(c, ev) == 1
+    assert c.restarted() == []
+
+
+def test_labels_changed_under_the_cache_are_read_again(c: TestApp) -> None:
+    c.engine.add("app")
+    c.engine.add("db")
+    warm(c)
+    # After an `update` the entry may hold what no longer is (here: a label asking for less).
+    c.engine.set("app", labels={**WATCHED, "guardian.action": "notify"})
+    c.healer.on_event(event(c, "update", "app"))
+    assert react(c, turns_unhealthy(c, "app")) == 1
+    # A health event whose labels are not the entry's (here: an owner's): the same.
+    c.engine.set("db", labels=SWARM)
+    assert react(c, turns_unhealthy(c, "db")) == 1
+    assert c.restarted() == []
+    assert [a.reason for a in c.actions()] == ["notify_only", "orchestrator_managed"]
+
+
+def test_a_container_recreated_under_the_same_name_between_two_events_is_inspected(
+    c: TestApp,
+) -> None:
+    old = c.engine.add("app")
+    warm(c)
+    cache = c.healer.ctx.state.cache
+    assert cache.doubt_of(old.id) == ""
+    c.healer.on_event(event(c, "destroy", "app"))
+    new = c.engine.recreate("app")
+    for action in ("create", "start"):
+        c.healer.on_event(event(c, action, "app"))
+    assert cache.doubt_of(old.id) is None  # the old container's entry is gone
+    # A late unhealthy event of the old container: nothing of it is decided on.
+    stale = EngineEvent("health_status", old.id, "app", c.clock.now(), health("unhealthy"))
+    assert react(c, stale) == 1 and c.restarted() == []
+    # The new one has no entry yet: inspected, and restarted as a container of its own.
+    c.clock.advance(10)
+    assert react(c, turns_unhealthy(c, "app")) == 1
+    assert c.engine.restarts == [new.id]
+
+
+def test_a_cut_stream_makes_every_entry_doubtful_until_read_again(c: TestApp) -> None:
+    for name in ("a", "b", "c"):
+        c.engine.add(name)
+    warm(c)
+    cache = c.healer.ctx.state.cache
+    c.healer.stream_lost()
+    assert {cache.doubt_of(c.engine.id_of(n)) for n in "abc"} == {CUT}
+    c.healer.stream_opening(c.clock.now() - timedelta(seconds=5))  # reconnected, replaying
+    c.clock.advance(10)
+    assert react(c, turns_unhealthy(c, "a")) == 1  # doubtful: inspected as before
+    inspects = c.engine.inspect_calls
+    c.healer.sweep()  # the resync reads the other two again
+    assert c.engine.inspect_calls - inspects == 2
+    c.clock.advance(10)
+    assert react(c, turns_unhealthy(c, "b")) == 0
+    assert sorted(c.restarted()) == ["a", "b"]
+
+
+def test_nothing_inspected_before_the_stream_covers_it_is_fresh(w: TestApp) -> None:
+    w.engine.add("app")
+    w.healer.sweep()  # the daemon does not follow events: no entry, no extra inspect
+    assert w.engine.inspect_calls == 0
+    w.clock.advance(10)
+    react(w, turns_unhealthy(w, "app"))  # inspected; fills an entry that nothing keeps true
+    cid = w.engine.id_of("app")
+    assert w.healer.ctx.state.cache.doubt_of(cid) == UNCOVERED
+    # A stream replaying from after an inspect leaves that inspect doubtful too.
+    w.healer.follows_events()
+    w.healer.sweep()
+    w.healer.stream_opening(w.clock.now() + timedelta(seconds=1))
+    assert w.healer.ctx.state.cache.doubt_of(cid) == UNCOVERED
+
+
+def test_an_event_during_the_inspect_leaves_the_entry_doubtful(
+    c: TestApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c.engine.add("app")
+    c.clock.advance(10)
+    real = c.engine.inspect
+
+    def inspect(cid: str) -> ContainerSnapshot | None:
+        snap = real(cid)
+        # The engine answered; before its answer is read, the stream delivers news.
+        c.healer.on_event(event(c, "health_status", "app", health_status="unhealthy"))
+        return snap
+
+    monkeypatch.setattr(c.engine, "inspect", inspect)
+    c.healer.sweep()
+    assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == DURING
+
+
+def test_an_unhealthy_event_from_before_the_inspect_is_checked_by_an_inspect(c: TestApp) -> None:
+    c.engine.add("app")
+    c.healer.sweep()  # the inspect shows it healthy
+    # The stream lags: an older event says unhealthy; it may be older than that inspect.
+    earlier = c.clock.now() - timedelta(seconds=1)
+    ev = event(c, "health_status", "app", earlier, health_status="unhealthy")
+    assert c.healer.on_event(ev)
+    assert react(c, ev) == 1
+    assert c.restarted() == []
+
+
+def test_a_step_of_the_wall_clock_makes_every_entry_doubtful(c: TestApp) -> None:
+    c.engine.add("app")
+    warm(c)
+    c.healer.follow_step(timedelta(minutes=-5))
+    assert react(c, turns_unhealthy(c, "app")) == 1
+
+
+def test_an_orchestrators_container_is_left_to_it_on_the_cached_path(c: TestApp) -> None:
+    c.engine.add("web", labels=SWARM)
+    warm(c)
+    assert react(c, turns_unhealthy(c, "web")) == 0
+    assert c.restarted() == []
+    [held] = [a for a in c.actions("web")]
+    assert held.reason == "orchestrator_managed"
+
+
+def test_a_container_docker_is_restarting_itself_is_left_to_docker(c: TestApp) -> None:
+    c.engine.add("app", restart_policy="always")
+    warm(c)
+    ev = turns_unhealthy(c, "app")
+    # Its process dies meanwhile and Docker's restart policy is at it.
+    c.engine.set("app", state="restarting", exit_code=1)
+    c.healer.on_event(event(c, "die", "app", exitCode="1"))
+    assert react(c, ev) == 1
+    assert c.restarted() == []
+
+
+def test_labels_only_tighten_on_the_cached_path(tmp_path: Path) -> None:
+    c = following(make_app(tmp_path, restart={"max_attempts": 1, "cooldown": "2s"}))
+    c.engine.add("app", labels={**WATCHED, "guardian.max_attempts": "5"})
+    warm(c)
+    assert react(c, turns_unhealthy(c, "app")) == 0
+    c.clock.advance(2)
+    c.verify()  # healthy again after the restart
+    # The restart's own events leave the entry doubtful until the sweep reads it again.
+    for action in ("kill", "die", "stop", "start", "restart"):
+        c.healer.on_event(event(c, action, "app"))
+    warm(c)
+    assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == ""
+    assert react(c, turns_unhealthy(c, "app")) == 0
+    assert c.restarted() == ["app"]  # the label asked for 5 attempts; the operator allows 1
+    assert c.actions("app")[-1].reason == "max_attempts"
+
+
+def test_a_storm_holds_a_restart_on_the_cached_path(tmp_path: Path) -> None:
+    c = following(make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "5m"}))
+    for i in range(10):
+        c.engine.add(f"c{i}", health="unhealthy" if i < 8 else "healthy")
+    warm(c)  # eight unhealthy at once: a storm, held
+    assert c.restarted() == []
+    assert react(c, turns_unhealthy(c, "c8")) == 0
+    assert c.restarted() == []
+    assert c.actions("c8")[-1].reason == "storm"
+
+
+def test_podman_has_no_cached_path(c: TestApp) -> None:
+    c.engine.kind = "podman"
+    c.engine.add("app")
+    warm(c)
+    assert c.engine.inspect_calls == 0  # no resync reads either
+    assert react(c, turns_unhealthy(c, "app")) == 1
+    assert len(c.healer.ctx.state.cache) == 0
+
+
+# -- the event listener opens and cuts the stream the cache counts on ---------------------------
+
+
+def test_the_listener_replays_from_when_the_daemon_began_and_a_cut_doubts_the_cache(
+    w: TestApp,
+) -> None:
+    w.engine.add("app")
+    w.healer.follows_events()
+    began = w.clock.now()
+    w.healer.sweep()
+    w.clock.advance(10)
+    stopping = threading.Event()
+    asked: list[datetime | None] = []
+    reacted: list[tuple[str, datetime | None]] = []
+
+    def events(since: datetime | None) -> Iterator[EngineEvent]:
+        asked.append(since)
+        w.engine.set("app", health="unhealthy")
+        yield event(w, "health_status", "app", health_status="unhealthy")
+        stopping.set()  # the test ends with this connection: no wait for a reconnect
+        raise EngineUnavailable("stream cut")
+
+    w.engine.events = events  # type: ignore[method-assign]
+    listener = EventListener(
+        w.app, stopping, lambda cid, at: reacted.append((cid, at)), lambda: None
+    )
+    listener.run()
+    assert asked == [began - ORDER_MARGIN]
+    cid = w.engine.id_of("app")
+    assert reacted == [(cid, w.clock.now())]
+    assert w.healer.ctx.state.cache.doubt_of(cid) == CUT
