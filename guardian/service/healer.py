@@ -83,13 +83,14 @@ class Healer:
             return None
         return self.ctx.engine.as_listed(inspect)
 
-    def _inspect(self, container_id: str) -> ContainerSnapshot | None:
+    def _inspect(self, container_id: str, keep: bool = True) -> ContainerSnapshot | None:
         """The engine's inspect, published with the question before it (readers place the
-        answer among the changes that came while it was asked); on Docker it fills the cache."""
+        answer among the changes that came while it was asked); on Docker the loop's own
+        (`keep`; not a read's: reads change nothing) fill the container cache."""
         ticket = next(self._tickets)
         self.ctx.facts.publish(InspectAsked(ticket))
         cache, clock = self.ctx.state.cache, self.ctx.clock
-        ask = cache.asking(container_id, clock.now()) if self._on_docker() else None
+        ask = cache.asking(container_id, clock.now()) if keep and self._on_docker() else None
         try:
             snap = self.ctx.engine.inspect(container_id)
         except EngineUnavailable:
@@ -200,7 +201,7 @@ class Healer:
                 # restart's own. Neither a problem nor a recovery; its verification judges it.
                 result = skip(snap, ctx.clock.now(), "restart_in_flight", source)
                 return Assessment(snap, rules_of(snap), result)
-            full = known if known is not None else self._inspect(snap.id)
+            full = known if known is not None else self._inspect(snap.id, keep=observe)
             snap = full if full is not None else snap
         rules = rules_of(snap)
         now = ctx.clock.now()
