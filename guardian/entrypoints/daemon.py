@@ -414,7 +414,7 @@ class Daemon:
         if settings["watch.events"]:
             # Before the first sweep: what it inspects may fill the container cache, as the
             # event listener replays the engine's events from now (DESIGN 18).
-            self.app.healer.follows_events()
+            self.app.loop.follows_events(self.app.clock.now())
         self.schedule()
         limits = Limits(streams=settings["page.streams"])
         front = Front.of(

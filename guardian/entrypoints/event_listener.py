@@ -81,7 +81,7 @@ class EventListener:
                 judged: set[str] = set()  # containers judged for events before connecting
                 self._listening = True
                 # The cache counts on every event from where the stream replays (DESIGN 18).
-                since = healer.stream_opening(since)
+                since = self.app.loop.stream_opening(since, connected_at)
                 for event in engine.events(since):
                     if backoff > 1.0:
                         log.info("event stream reconnected")
@@ -102,16 +102,16 @@ class EventListener:
                             )
                         self.react(event.container_id, healer.reported_at(event))
                 self._listening = False
-                healer.stream_lost()
+                self.app.loop.stream_lost()
                 since = since or connected_at
             except EngineUnavailable as exc:
                 self._listening = False
-                healer.stream_lost()
+                self.app.loop.stream_lost()
                 if not self.stopping.is_set():
                     log.debug("event stream lost", extra=kv(reason=str(exc), retry_in=backoff))
             except Exception:
                 self._listening = False
-                healer.stream_lost()
+                self.app.loop.stream_lost()
                 log.exception("event stream failed")
             if self.stopping.wait(backoff):
                 return

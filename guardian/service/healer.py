@@ -119,20 +119,6 @@ class Healer:
         if events_through is not None:
             store.remember(host, EVENTS_THROUGH, events_through)
 
-    def follows_events(self) -> None:
-        """The daemon follows the engine's events from now: what the loop inspects from now on
-        may fill the cache before the stream opens (it replays from now)."""
-        self.ctx.state.cache.follow(self.ctx.clock.now())
-
-    def stream_opening(self, since: datetime | None) -> datetime:
-        """An event stream opens: where the engine must replay it from (`since`, else from when
-        the loop began to follow), so that the cache misses no event."""
-        return self.ctx.state.cache.opening(since, self.ctx.clock.now())
-
-    def stream_lost(self) -> None:
-        """The event stream is cut: the cache's entries are doubtful until inspected again."""
-        self.ctx.state.cache.lost()
-
     def _on_docker(self) -> bool:
         """Whether the engine is Docker: Podman's list and events differ, so it has no cache."""
         try:

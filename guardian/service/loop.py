@@ -3,13 +3,14 @@ so they need neither the loop's context nor its state's internals."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from guardian.service.state import LoopState
 
 
 class Loop:
-    """A small face of the LoopState parts for the entrypoints: what is running, pending or held."""
+    """A small face of the LoopState parts for the entrypoints: what is running, pending or
+    held; the event stream the container cache counts on."""
 
     def __init__(self, state: LoopState, host: str) -> None:
         self._state = state
@@ -34,6 +35,21 @@ class Loop:
     def leave_calls_to_engine(self) -> None:
         """Guardian stops: what restart calls still running return is not recorded."""
         self._state.claims.stop_recording()
+
+    def follows_events(self, now: datetime) -> None:
+        """The daemon follows the engine's events from `now`: what the loop inspects from then
+        on may fill the container cache before the stream opens (it replays from then)."""
+        self._state.cache.follow(now)
+
+    def stream_opening(self, since: datetime | None, now: datetime) -> datetime:
+        """An event stream opens: where the engine must replay it from (`since`, else from when
+        the loop began to follow events), so that the container cache misses no event."""
+        return self._state.cache.opening(since, now)
+
+    def stream_lost(self) -> None:
+        """The event stream is cut: the container cache's entries are doubtful until inspected
+        again."""
+        self._state.cache.lost()
 
     @property
     def engine_up(self) -> bool | None:

@@ -134,8 +134,8 @@ def test_the_sweep_compares_an_entry_with_the_list(listed: dict[str, object], sa
 
 def following(w: TestApp) -> TestApp:
     """The daemon follows the engine's events and its stream is open (as the listener does)."""
-    w.healer.follows_events()
-    w.healer.stream_opening(None)
+    w.app.loop.follows_events(w.clock.now())
+    w.app.loop.stream_opening(None, w.clock.now())
     return w
 
 
@@ -268,14 +268,33 @@ def test_a_container_recreated_under_the_same_name_between_two_events_is_inspect
     assert c.engine.restarts == [new.id]
 
 
+def rename(w: TestApp, old: str, new: str) -> None:
+    cid = w.engine.id_of(old)
+    w.engine.containers[cid] = replace(w.engine.containers[cid], name=new)
+
+
+def test_a_container_renamed_between_two_events_is_inspected(c: TestApp) -> None:
+    c.engine.add("app")
+    c.engine.add("db")
+    warm(c)
+    rename(c, "app", "web")
+    c.healer.on_event(event(c, "rename", "web", oldName="app"))
+    assert react(c, turns_unhealthy(c, "web")) == 1
+    # A rename the stream did not deliver: the health event names the container otherwise.
+    rename(c, "db", "store")
+    assert react(c, turns_unhealthy(c, "store")) == 1
+    assert c.restarted() == ["web", "store"]  # under the names the engine shows now
+
+
 def test_a_cut_stream_makes_every_entry_doubtful_until_read_again(c: TestApp) -> None:
     for name in ("a", "b", "c"):
         c.engine.add(name)
     warm(c)
     cache = c.healer.ctx.state.cache
-    c.healer.stream_lost()
+    c.app.loop.stream_lost()
     assert {cache.doubt_of(c.engine.id_of(n)) for n in "abc"} == {CUT}
-    c.healer.stream_opening(c.clock.now() - timedelta(seconds=5))  # reconnected, replaying
+    # Reconnected, replaying from the last event seen.
+    c.app.loop.stream_opening(c.clock.now() - timedelta(seconds=5), c.clock.now())
     c.clock.advance(10)
     assert react(c, turns_unhealthy(c, "a")) == 1  # doubtful: inspected as before
     inspects = c.engine.inspect_calls
@@ -295,9 +314,9 @@ def test_nothing_inspected_before_the_stream_covers_it_is_fresh(w: TestApp) -> N
     cid = w.engine.id_of("app")
     assert w.healer.ctx.state.cache.doubt_of(cid) == UNCOVERED
     # A stream replaying from after an inspect leaves that inspect doubtful too.
-    w.healer.follows_events()
+    w.app.loop.follows_events(w.clock.now())
     w.healer.sweep()
-    w.healer.stream_opening(w.clock.now() + timedelta(seconds=1))
+    w.app.loop.stream_opening(w.clock.now() + timedelta(seconds=1), w.clock.now())
     assert w.healer.ctx.state.cache.doubt_of(cid) == UNCOVERED
 
 
@@ -401,8 +420,8 @@ def test_the_listener_replays_from_when_the_daemon_began_and_a_cut_doubts_the_ca
     w: TestApp,
 ) -> None:
     w.engine.add("app")
-    w.healer.follows_events()
     began = w.clock.now()
+    w.app.loop.follows_events(began)
     w.healer.sweep()
     w.clock.advance(10)
     stopping = threading.Event()
