@@ -49,6 +49,11 @@ class CacheEntry:
     def fresh(self) -> bool:
         return not self.doubt
 
+    @property
+    def worth_reading(self) -> bool:
+        """Whether an inspect could make it fresh (labels beyond the bounds stay beyond)."""
+        return self.doubt != LABELS_UNBOUNDED
+
     def doubted(self, why: str) -> CacheEntry:
         """The entry, doubtful (the first reason stays)."""
         return self if self.doubt else replace(self, doubt=why)

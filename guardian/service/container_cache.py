@@ -170,15 +170,20 @@ class ContainerCache:
     def resync(self, watched: Iterable[ContainerSnapshot], present: Collection[str]) -> list[str]:
         """A sweep's list: forget the containers not `present` (ids), doubt the entries the
         list shows otherwise, and return the ids of the `watched` whose entry is missing or
-        doubtful, to inspect (none while no stream covers what an inspect would fill)."""
+        doubtful, to inspect (none while no stream covers what an inspect would fill; none an
+        inspect could not make fresh: labels beyond the bounds, no room for another entry)."""
         with self._lock:
             self._entries = {k: e for k, e in self._entries.items() if k in present}
+            room = len(self._entries) < MAX_ENTRIES
             wanted = []
             for listed in watched:
                 entry = self._entries.get(listed.id)
                 if entry is not None and entry.fresh and not same_listing(entry.snapshot, listed):
                     entry = self._entries[listed.id] = entry.doubted(LISTED_OTHERWISE)
-                if entry is None or not entry.fresh:
+                if entry is None:
+                    if room:
+                        wanted.append(listed.id)
+                elif not entry.fresh and entry.worth_reading:
                     wanted.append(listed.id)
             return wanted if self._covered is not None else []
 

@@ -210,6 +210,18 @@ def test_the_sweep_reads_again_what_the_list_shows_otherwise(c: TestApp) -> None
     assert c.healer.ctx.state.cache.doubt_of(cid) == LISTED_OTHERWISE
 
 
+def test_a_container_an_inspect_cannot_cache_is_not_read_again_at_every_sweep(
+    c: TestApp,
+) -> None:
+    c.engine.add("app", labels={**WATCHED, **{f"k{i}": "v" for i in range(MAX_LABELS)}})
+    warm(c)
+    assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == LABELS_UNBOUNDED
+    inspects = c.engine.inspect_calls
+    c.healer.sweep()
+    assert c.engine.inspect_calls == inspects
+    assert react(c, turns_unhealthy(c, "app")) == 1  # judged as before: inspected
+
+
 def test_a_persons_stop_after_the_unhealthy_event_is_never_undone(c: TestApp) -> None:
     c.engine.add("app")
     warm(c)
