@@ -233,7 +233,7 @@ def build_loop(
         recovered=(dependencies.recovered, host.recovered),
         engine_state=(host.engine_state,),
         ended=(host.restart_ended,),
-        events=(oom.on_event, crash_loops.on_event, namespaces.on_event),
+        events=(oom.on_event, crash_loops.on_event, namespaces.on_event, host.on_event),
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
         storm_speaks_for=host.storm_speaks_for,

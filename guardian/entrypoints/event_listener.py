@@ -4,7 +4,8 @@ a reconnect asks for a sweep (what the stream missed meanwhile).
 
 At start the engine replays from the last event the previous run handled (the store's mark,
 `events_through`, at most REPLAY_LIMIT back; without one, from when the daemon began to follow
-events, so the container cache misses none), and a reconnect from the last event seen, out of
+events, so the container cache misses none, judging none of them: the first sweep does), and a
+reconnect from the last event seen, out of
 its ring (256 events on Docker 20.10): an unhealthy, die or OOM event in the gap is judged at
 once, one judgement per container for the whole replay (the sweep that runs beside it goes
 through the same decide(), so a container is restarted once). What has left the ring is lost,
@@ -80,7 +81,10 @@ class EventListener:
                 connected_at = self.app.clock.now()
                 judged: set[str] = set()  # containers judged for events before connecting
                 self._listening = True
-                # The cache counts on every event from where the stream replays (DESIGN 18).
+                # Judged: what happened since the mark (or the last event seen). Without either,
+                # the stream replays only for the container cache (DESIGN 18), and the first
+                # sweep, which counts the whole host before acting, judges what it finds.
+                judge_from = since or connected_at
                 since = self.app.loop.stream_opening(since, connected_at)
                 for event in engine.events(since):
                     if backoff > 1.0:
@@ -90,7 +94,7 @@ class EventListener:
                     since = self.last_at = event.at
                     if self.stopping.is_set():
                         return
-                    if healer.on_event(event):
+                    if healer.on_event(event) and event.at >= judge_from:
                         if event.at < connected_at:
                             # Replayed: one judgement per container sees the state it is in now.
                             if event.container_id in judged:

@@ -31,7 +31,7 @@ from guardian.core.model import (
 )
 from guardian.core.storm import StormHold, StormSettings, counts, next_hold, storm_size
 from guardian.logs import kv
-from guardian.ports import Clock, Store
+from guardian.ports import Clock, EngineEvent, Store
 from guardian.service.recorder import save_logged
 
 log = logging.getLogger("guardian.host")
@@ -224,6 +224,19 @@ class HostWatch:
 
     def detected(self, result: HealthCheckResult) -> None:
         self._detected(result.container_name, result.observed_at)
+
+    def on_event(self, event: EngineEvent) -> None:
+        """An unhealthy health event is counted on the event stream's thread, before any
+        reaction to it is scheduled: a reaction that decides without an inspect (the container
+        cache) still finds every unhealthy event read before it, as a sweep counts its whole
+        list before acting. Judging whether that makes a storm stays the reaction's (no store
+        read on the stream's thread). Only a container the last sweep found counted: the event
+        comes before the look that tells whether Guardian watches it."""
+        if event.action != "health_status" or event.attributes.get("health_status") != "unhealthy":
+            return
+        with self._lock:
+            if event.container_name in self._watched:
+                self._unhealthy.setdefault(event.container_name, event.at)
 
     def _detected(self, container: str, at: datetime, check: bool = True) -> None:
         with self._lock:

@@ -416,6 +416,40 @@ def test_a_storm_holds_a_restart_on_the_cached_path(tmp_path: Path) -> None:
     assert c.actions("c8")[-1].reason == "storm"
 
 
+def test_unhealthy_events_read_before_a_reaction_decides_make_a_storm_on_the_cached_path(
+    tmp_path: Path,
+) -> None:
+    # Without an inspect, the first reaction could decide before the others are judged: the
+    # stream's thread counts each unhealthy event before any reaction to it runs.
+    c = following(make_app(tmp_path, storm={"threshold": "50%", "window": "60s"}))
+    for i in range(6):
+        c.engine.add(f"s{i}")
+    warm(c)
+    events = [turns_unhealthy(c, f"s{i}") for i in range(5)]
+    assert react(c, events[0]) == 0
+    assert c.restarted() == []
+    assert c.actions("s0")[-1].reason == "storm"
+    [storm] = c.store.open_incidents(c.host, "(host)")
+    assert storm.detail.startswith("5 of 6 watched containers unhealthy within 60s")
+
+
+def test_an_unwatched_containers_unhealthy_event_is_not_counted_for_a_storm(
+    tmp_path: Path,
+) -> None:
+    c = following(make_app(tmp_path, storm={"threshold": "50%", "window": "60s"}))
+    for i in range(2):
+        c.engine.add(f"s{i}")
+    for i in range(4):
+        c.engine.add(f"other{i}", labels={})
+    warm(c)
+    for i in range(4):
+        c.engine.set(f"other{i}", health="unhealthy")
+        c.healer.on_event(event(c, "health_status", f"other{i}", health_status="unhealthy"))
+    assert react(c, turns_unhealthy(c, "s0")) == 0
+    assert c.restarted() == ["s0"]
+    assert c.store.open_incidents(c.host, "(host)") == []
+
+
 def test_podman_has_no_cached_path(c: TestApp) -> None:
     c.engine.kind = "podman"
     c.engine.add("app")
@@ -456,3 +490,26 @@ def test_the_listener_replays_from_when_the_daemon_began_and_a_cut_doubts_the_ca
     cid = w.engine.id_of("app")
     assert reacted == [(cid, w.clock.now())]
     assert w.healer.ctx.state.cache.doubt_of(cid) == CUT
+
+
+def test_without_a_mark_what_the_stream_replays_from_before_it_opened_is_not_judged(
+    w: TestApp,
+) -> None:
+    # The replay from when the daemon began is the cache's: the first sweep judges the host as
+    # a whole (a storm counted before any restart), as it does without a cache.
+    w.engine.add("app")
+    w.app.loop.follows_events(w.clock.now())
+    w.clock.advance(1)
+    stopping = threading.Event()
+    reacted: list[str] = []
+    replayed = event(w, "health_status", "app", w.clock.now() - timedelta(seconds=1),
+                     health_status="unhealthy")  # fmt: skip
+
+    def events(since: datetime | None) -> Iterator[EngineEvent]:
+        yield replayed
+        stopping.set()
+        raise EngineUnavailable("stream cut")
+
+    w.engine.events = events  # type: ignore[method-assign]
+    EventListener(w.app, stopping, lambda cid, at: reacted.append(cid), lambda: None).run()
+    assert reacted == []
