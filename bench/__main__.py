@@ -103,8 +103,8 @@ def run(args: argparse.Namespace, command: str) -> Results:
     results = Results(command, engine_versions(url), kind, args.trials, fleet.run_id)
     try:
         if "latency" in phases:
-            _say("latency: events on")
-            results.latency.append(latency.measure(fleet, tmp, args.trials, True, 10.0))
+            _say("latency: events on, beside the bare listener (alternating rounds)")
+            results.latency.extend(latency.measure_beside_floor(fleet, tmp, args.trials))
             _say(f"latency: events off, {args.poll_interval:g} s sweep")
             results.latency.append(
                 latency.measure(fleet, tmp, args.trials, False, args.poll_interval)

@@ -4,12 +4,16 @@ with events on against Podman (the first health event after the container turned
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.engine import Fleet
+from bench.engine import REPO, Fleet
 from bench.probes import EventLog, GuardianRun, histogram, median, percentile, wait_for
 
 # A restart budget that never holds a trial back: latency is measured, not the policy.
@@ -79,6 +83,68 @@ def measure(
         log.close()
         fleet.remove(tag)
     return result
+
+
+def measure_beside_floor(
+    fleet: Fleet, tmp: Path, trials: int, rounds: int = 2, parallel: int = 4
+) -> tuple[LatencyResult, LatencyResult]:
+    """Events on, Guardian and the bare listener (`bench/listener.py`, no inspect: the floor on
+    this machine) in alternating rounds over the same containers, `trials` flips each: what
+    the engine does meanwhile falls on both alike. Returns (Guardian, listener)."""
+    names = fleet.create(min(parallel, trials), "lat-floor", health=True)
+    log = EventLog(fleet.url, fleet.scope)
+    ours, floor = LatencyResult("events", 10.0), LatencyResult("bare listener", 10.0)
+    per_round = max(1, trials // rounds)
+    try:
+        for n in names:
+            wait_for(lambda n=n: fleet.health(n) == "healthy", 30, f"{n} healthy")
+        for r in range(rounds):
+            with GuardianRun(
+                tmp / f"lat-floor-{r}",
+                fleet.url,
+                fleet.scope,
+                watch={"events": True, "interval": "10s"},
+                restart=OPEN_BUDGET,
+                storm=NO_STORM_BREAKER,
+            ) as g:
+                for i in range(per_round):
+                    name = names[i % len(names)]
+                    ours.samples.append(_trial(fleet, g, log, name, i // len(names)))
+            with _listening(fleet, tmp / f"lat-listener-{r}"):
+                for i in range(per_round):
+                    floor.samples.append(_floor_trial(fleet, log, names[i % len(names)]))
+    finally:
+        log.close()
+        fleet.remove("lat-floor")
+    return ours, floor
+
+
+@contextlib.contextmanager
+def _listening(fleet: Fleet, tmp: Path) -> Iterator[None]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    out = tmp / "requests.txt"
+    args = [sys.executable, "-m", "bench.listener", fleet.url, fleet.scope, str(out)]
+    proc = subprocess.Popen(args, cwd=REPO)
+    try:
+        wait_for(lambda: out.exists() and out.read_text(), 30, "the listener to subscribe")
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _floor_trial(fleet: Fleet, log: EventLog, name: str) -> float:
+    # The listener verifies nothing: the container is healthy again before the next flip.
+    wait_for(lambda: fleet.health(name) == "healthy", 30, f"{name} healthy", every=0.25)
+    since = time.time() - 0.05
+    fleet.exec_all([name], ["touch", "/run/sick"])
+    unhealthy = wait_for(
+        lambda: _health_event(log, name, "unhealthy", since), 30, f"{name} unhealthy event"
+    )
+    restart = wait_for(
+        lambda: log.first(name, ("kill", "die", "restart"), unhealthy), 60, f"{name} restart"
+    )
+    return float(restart - unhealthy)
 
 
 def _succeeded(g: GuardianRun, name: str) -> float:

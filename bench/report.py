@@ -45,7 +45,7 @@ class Results:
 
 
 def _ms(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds * 1000:.0f} ms"
+    return "–" if seconds is None else f"{seconds * 1000:.1f} ms"
 
 
 def _floor(ok: bool) -> str:
@@ -97,6 +97,12 @@ def _latency(r: Results) -> list[str]:
     for x in r.latency:
         h = x.guardian_hist
         labels = {"events": "events on", "events (podman)": "events on, Podman"}
+        if x.mode == "bare listener":
+            out.append(
+                f"| bare listener (`bench/listener.py`, the floor) | {len(x.samples)} | "
+                f"{_ms(x.p50)} | {_ms(x.p95)} | {_ms(x.max)} | – | (floor) |"
+            )
+            continue
         label = labels.get(x.mode, f"events off, {x.interval:g} s sweep (polling)")
         floor = _floor(x.p95 <= P95_FLOOR) if x.mode in labels else "(baseline)"
         out.append(
@@ -104,6 +110,15 @@ def _latency(r: Results) -> list[str]:
             f"{_ms(h.get('mean'))}, {h.get('p95_le')} s ({h.get('count')} obs.) | {floor} |"
         )
     by = {x.mode: x for x in r.latency}
+    if "events" in by and "bare listener" in by:
+        ev, bare = by["events"], by["bare listener"]
+        d50, d95 = (ev.p50 - bare.p50) * 1000, (ev.p95 - bare.p95) * 1000
+        out += [
+            "",
+            "Guardian and the bare listener in alternating rounds over the same containers: "
+            f"Guardian − listener p50 {d50:+.1f} ms, p95 {d95:+.1f} ms (floor: within 5 ms: "
+            f"{_floor(abs(d50) <= 5 and abs(d95) <= 5)}).",
+        ]
     if "events" in by and "polling" in by:
         ev, po = by["events"], by["polling"]
         out += [
