@@ -117,3 +117,19 @@ def test_a_window_due_reaches_a_page_that_is_not_waiting_at_the_next_sweep() -> 
     assert changes.version == 1
     changes.listed([])
     assert changes.version == 1  # once
+
+
+def test_a_hostile_name_or_label_never_becomes_markup_in_the_window_cell(tmp_path: Path) -> None:
+    hostile = 'evil<script>alert(1)</script>"'
+    g = make_app(tmp_path, maintenance={"windows": [{**NOON_WINDOW, "containers": "evil*"}]})
+    g.engine.add(hostile, health="healthy", labels={"guardian.enable": "true"})
+    g.engine.add(
+        "web",
+        health="healthy",
+        labels={"guardian.enable": "true", "guardian.maintenance": "0 2 * * * 1h <b>x</b>"},
+    )
+    html = rows_html(PageReader(g.healer, g.app.operator, g.app.changes))
+    assert "<script>" not in html and "<b>" not in html
+    assert "evil&lt;script&gt;alert(1)&lt;/script&gt;&#34;" in html
+    assert "in force" in cell(html, "evil&lt;script&gt;alert(1)&lt;/script&gt;&#34;")
+    assert cell(html, "web") == "–"  # a label that is no window is refused, not shown
