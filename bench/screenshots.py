@@ -1,6 +1,7 @@
 """`python -m bench.screenshots`: the pictures of the status page, light and dark, taken
 in the real headless Chromium (bench.browser) from a page served over a fake engine: a few
-containers, one unhealthy with its incident, one silenced, one healed earlier.
+containers, one unhealthy with its incident, one silenced, one healed earlier, one in its
+maintenance window and one with a nightly window.
 """
 
 from __future__ import annotations
@@ -32,10 +33,18 @@ def main() -> int:
         print("chromium-headless-shell is not installed", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
-        g = make_app(Path(tmp), host="edge-01", restart={"cooldown": "5m"})
+        backup = {"containers": "db", "cron": "30 11 * * *", "duration": "1h"}  # T0 is noon
+        g = make_app(
+            Path(tmp),
+            host="edge-01",
+            restart={"cooldown": "5m"},
+            maintenance={"windows": [backup]},
+        )
         g.engine.after_restart_health = "unhealthy"
-        for name in ("api", "cache", "db", "proxy", "queue", "web", "worker"):
+        for name in ("api", "cache", "db", "proxy", "queue", "worker"):
             g.engine.add(name)
+        nightly = "0 2 * * * 1h Europe/Berlin"
+        g.engine.add("web", labels={"guardian.enable": "true", "guardian.maintenance": nightly})
         g.engine.set("worker", health="unhealthy")
         g.healer.sweep()  # worker: incident, a restart that did not heal it
         g.clock.advance(seconds=25)

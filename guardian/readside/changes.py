@@ -1,6 +1,7 @@
 """Changes: a version that goes up whenever something a person would see changed (an incident,
-an action, a silence, a container's state, the engine's reachability), and a condition to wait
-on it. The status page's live stream waits here; nobody waiting costs nothing.
+an action, a silence, a container's state, the engine's reachability, a maintenance window's
+start or end), and a condition to wait on it. The status page's live stream waits here; nobody
+waiting costs nothing.
 
 Each change names what it concerns when it can (the container an engine event is about, the
 container and incident a store write is about), so a reader brings up to date only that
@@ -108,6 +109,7 @@ class Changes:
         self._observed: dict[str, tuple[int, ContainerSnapshot]] = {}
         # An inspect's ticket (core.facts.InspectAsked) -> the version before it was asked.
         self._asked: dict[int, int] = {}
+        self._due: float | None = None  # monotonic: when the clock alone changes what is shown
 
     @property
     def closed(self) -> bool:
@@ -118,6 +120,20 @@ class Changes:
         health (None: anything, e.g. the engine came back)."""
         names = None if containers is None else frozenset(containers)
         self._add(names, frozenset(), None, wrote=frozenset(), shared=False)
+
+    def due(self, seconds: float | None) -> None:
+        """What is shown changes by the clock alone in `seconds` (a maintenance window starts
+        or ends; None: at no known time): a change naming no container comes then, once, when
+        a reader waits or a sweep lists (the reader knows which of its rows the clock moved).
+        Replaces the time told before."""
+        with self._cond:
+            self._due = None if seconds is None else self._monotonic() + seconds
+            self._cond.notify_all()  # a waiter shortens its wait to it
+
+    def _fire_due(self) -> None:
+        if self._due is not None and self._monotonic() >= self._due:
+            self._due = None
+            self.changed(())
 
     def wrote(
         self,
@@ -232,9 +248,16 @@ class Changes:
 
     def wait(self, after: int, timeout: float) -> int:
         """The version once it passes `after`, or when `timeout` seconds or close() came first."""
+        end = time.monotonic() + timeout
         with self._cond:
-            self._cond.wait_for(lambda: self.version > after or self.closed, timeout)
-            return self.version
+            while True:
+                self._fire_due()
+                left = end - time.monotonic()
+                if self.version > after or self.closed or left <= 0:
+                    return self.version
+                if self._due is not None:  # told meanwhile too (due() wakes the wait)
+                    left = min(left, self._due - self._monotonic())
+                self._cond.wait(left)
 
     def settle(self, quiet: float, rounds: int) -> int:
         """The version once the latest change is at least `quiet`/2 seconds old, after at most
@@ -311,6 +334,8 @@ class Changes:
     def listed(self, watched: Sequence[ContainerSnapshot]) -> None:
         """A sweep's containers: a change naming those whose id, state or health differs from
         the last sweep, or that came or went."""
+        with self._cond:
+            self._fire_due()  # also without a reader waiting: /parts and reloads see it
         seen = {c.name: (c.id, c.state, c.health or "") for c in watched}
         differ = [n for n in seen.keys() | self._seen.keys() if seen.get(n) != self._seen.get(n)]
         self._seen = seen

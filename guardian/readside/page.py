@@ -1,6 +1,7 @@
 """What the status page shows, gathered in one read: the containers through container_status()
-(the same answer as `guardian status` and GET /api/v1/containers), the open incidents with their
-timelines, recent actions and dead letters. Plain values for the templates.
+(the same answer as `guardian status` and GET /api/v1/containers, its maintenance windows as
+`guardian status` words them), the open incidents with their timelines, recent actions and dead
+letters. Plain values for the templates.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
@@ -23,6 +24,7 @@ from guardian.readside.status import ContainerStatus, Statuses
 from guardian.readside.views import (
     action_view,
     incident_view,
+    maintenance_view,
     text,
     timeline_view,
     transition_view,
@@ -35,6 +37,7 @@ MAX_KEPT_TRANSITIONS = 5000  # transitions' views kept for the next read
 MAX_ACTIONS = 20
 MAX_DEAD_LETTERS = 20
 MAX_ROWS_IN_PLACE = 32  # changed rows brought up to date one by one; beyond, all
+MAX_WINDOWS_SHOWN = 3  # a container's maintenance windows in its row; `guardian status` lists all
 ACTIONS_SINCE = timedelta(days=1)
 SHOWN_HEALTH = ("healthy", "unhealthy", "starting")
 
@@ -84,7 +87,17 @@ def _human(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value is not None else ""
 
 
-def _row(c: ContainerStatus) -> dict[str, Any]:
+def _windows(c: ContainerStatus, now: datetime) -> tuple[list[dict[str, Any]], datetime | None]:
+    """The container's maintenance windows as `guardian status` shows them (maintenance_view),
+    those in force first, then by their next start; and when the clock alone changes them (the
+    first end or start to come)."""
+    views = maintenance_view((c,), now)
+    views.sort(key=lambda v: (v["in_force_until"] is None, v["next_start"] or "~"))
+    times = [v[k] for v in views for k in ("in_force_until", "next_start") if v[k] is not None]
+    return views, min(map(datetime.fromisoformat, times), default=None)
+
+
+def _row(c: ContainerStatus, windows: list[dict[str, Any]]) -> dict[str, Any]:
     unresolved = [i for i in c.incidents if i.is_open]
     first = unresolved[0] if unresolved else None
     return {
@@ -103,17 +116,24 @@ def _row(c: ContainerStatus) -> dict[str, Any]:
         "next_restart": _next_restart(c),
         "silenced_until": _human(c.silence.until) if c.silence else "",
         "silence_reason": text(c.silence.reason) if c.silence else "",
+        "maintenance": windows[:MAX_WINDOWS_SHOWN],
+        "maintenance_more": max(0, len(windows) - MAX_WINDOWS_SHOWN),
     }
 
 
-def _kept_row(
-    last: tuple[ContainerStatus, dict[str, Any]] | None, c: ContainerStatus
-) -> tuple[ContainerStatus, dict[str, Any]]:
-    """`c` and its row: the very row of `last` when `c` is its status or shows the same."""
-    if last is not None and last[0] is c:
+# A container's status, its row, and when the clock alone changes the row (a window's start or
+# end; None: never).
+_Kept = tuple[ContainerStatus, dict[str, Any], datetime | None]
+
+
+def _kept_row(last: _Kept | None, c: ContainerStatus, now: datetime) -> _Kept:
+    """`c` and its row at `now`: the very row of `last` when `c` is its status and the clock
+    did not move it, or when it shows the same."""
+    if last is not None and last[0] is c and (last[2] is None or now < last[2]):
         return last
-    row = _row(c)
-    return (c, last[1] if last is not None and last[1] == row else row)
+    windows, due = _windows(c, now) if c.maintenance else ([], None)
+    row = _row(c, windows)
+    return (c, last[1] if last is not None and last[1] == row else row, due)
 
 
 def _tally(c: ContainerStatus, row: dict[str, Any]) -> tuple[int, ...]:
@@ -125,6 +145,14 @@ def _tally(c: ContainerStatus, row: dict[str, Any]) -> tuple[int, ...]:
         any(i.escalated for i in incidents),
         c.silence is not None,
     )
+
+
+def _passed(kept: _Kept, now: datetime) -> bool:
+    return kept[2] is not None and kept[2] <= now
+
+
+def _first_due(rows: Iterable[_Kept]) -> datetime | None:
+    return min((due for _, _, due in rows if due is not None), default=None)
 
 
 def _find(statuses: list[ContainerStatus], name: str) -> ContainerStatus | None:
@@ -183,12 +211,14 @@ class PageReader:
         self.started = monotonic()
         self._lock = threading.Lock()
         # Each container's status and row as last read, the rows in order, each row's
-        # position in it, and the summary's counts (kept up to date row by row).
-        self._rows: dict[str, tuple[ContainerStatus, dict[str, Any]]] = {}
+        # position in it, and the summary's counts (kept up to date row by row); the first
+        # time the clock alone changes a row (a maintenance window; maybe earlier than any).
+        self._rows: dict[str, _Kept] = {}
         self._ordered: list[dict[str, Any]] = []
         self._position: dict[str, int] = {}
         self._tally: dict[str, tuple[int, ...]] = {}
         self._counts = [0] * 4  # unhealthy, restarting, given up, silenced
+        self._due: datetime | None = None
         self._store: dict[bool, _StoreParts] = {}
         # A transition never changes once written: its view is built once (never modified),
         # and an open incident's are read on from the last one read.
@@ -204,10 +234,13 @@ class PageReader:
         data = PageData(records.host, now, __version__, self._uptime(), None)
         with self._lock:  # the rows follow the statuses' reads one after the other
             try:
-                self._rows_of(*self.statuses.read_changed())
+                self._rows_of(*self.statuses.read_changed(), now)
             except EngineUnavailable as exc:
-                self._rows_of([], None)
+                self._rows_of([], None, now)
                 data.engine_error = str(exc)
+            # The page's stream wakes when a window starts or ends with nothing else changing.
+            due = self._due
+            self.changes.due((due - now).total_seconds() if due is not None else None)
             data.rows = list(self._ordered)
             counts = self._counts
             parts = self._store_parts(with_output, now)
@@ -217,10 +250,15 @@ class PageReader:
         data.summary = self._summary(data, counts)
         return data
 
-    def _rows_of(self, statuses: list[ContainerStatus], changed: frozenset[str] | None) -> None:
+    def _rows_of(
+        self, statuses: list[ContainerStatus], changed: frozenset[str] | None, now: datetime
+    ) -> None:
         """The rows brought up to date with `statuses`, sorted by name, of which `changed`
-        may differ from the last read (None: any). A row whose status did not change, or
-        shows the same, stays the very row of last time: the renderer keeps its HTML."""
+        may differ from the last read (None: any), and those the clock moved by `now`. A row
+        whose status did not change, or shows the same, stays the very row of last time: the
+        renderer keeps its HTML."""
+        if changed is not None and self._due is not None and self._due <= now:
+            changed = changed | {n for n, kept in self._rows.items() if _passed(kept, now)}
         if changed is not None and len(changed) <= MAX_ROWS_IN_PLACE:
             found = {name: _find(statuses, name) for name in changed}
             if len(statuses) == len(self._ordered) and all(
@@ -229,22 +267,27 @@ class PageReader:
                 # The same containers: the changed rows in place, the counts by difference.
                 for name, c in found.items():
                     assert c is not None
-                    self._update(name, c)
+                    self._update(name, c, now)
+                if self._due is not None and self._due <= now:
+                    self._due = _first_due(self._rows.values())
                 return
         rows, tally = {}, {}
         for c in statuses:
-            rows[c.name] = kept = _kept_row(self._rows.get(c.name), c)
+            rows[c.name] = kept = _kept_row(self._rows.get(c.name), c, now)
             tally[c.name] = _tally(c, kept[1])
         self._rows, self._tally = rows, tally
-        self._ordered = [row for _, row in rows.values()]
+        self._due = _first_due(rows.values())
+        self._ordered = [row for _, row, _ in rows.values()]
         self._position = {c.name: n for n, c in enumerate(statuses)}
         self._counts = [sum(counts) for counts in zip(*tally.values(), strict=True)] or [0] * 4
 
-    def _update(self, name: str, c: ContainerStatus) -> None:
+    def _update(self, name: str, c: ContainerStatus, now: datetime) -> None:
         last = self._rows[name]
-        if last[0] is c:
+        self._rows[name] = kept = _kept_row(last, c, now)
+        if kept is last:
             return
-        self._rows[name] = kept = _kept_row(last, c)
+        if kept[2] is not None and (self._due is None or kept[2] < self._due):
+            self._due = kept[2]
         self._ordered[self._position[name]] = kept[1]
         old, new = self._tally[name], _tally(c, kept[1])
         if old != new:

@@ -96,16 +96,29 @@ class DeliveryWorker:
         self._due: datetime | None = None  # the next time a tick has something to send
         self._thread: threading.Thread | None = None
         # By channel: notifications to send directly, once (the store could not queue them).
+        self._unqueued: deque[Notification] = deque(maxlen=DIRECT_MAX)  # not yet routed
         self._direct: dict[str, deque[Notification]] = {
             c.name: deque(maxlen=DIRECT_MAX) for c in self.channels
         }
 
     def on_fact(self, fact: Fact) -> None:
-        """A subscriber of the facts (any thread): notifications a refused store write would
-        have queued are sent directly at the next tick, marked, best effort."""
-        if not isinstance(fact, NotificationsNotQueued):
-            return
-        for n in fact.notifications:
+        """A subscriber of the facts, on the writer's (the loop's) thread: notifications a
+        refused store write would have queued are kept for the worker's thread, which routes
+        and sends them directly at its next tick, marked, best effort."""
+        if isinstance(fact, NotificationsNotQueued):
+            dropped = len(self._unqueued) + len(fact.notifications) - DIRECT_MAX
+            if dropped > 0:
+                log.warning(
+                    "notifications not queued and not sent: too many held",
+                    extra=kv(dropped=dropped),
+                )
+            self._unqueued.extend(fact.notifications)  # deque: bounded, thread-safe
+            self.wake()
+
+    def _hold_unqueued(self) -> None:
+        """Route what the store could not queue to each channel's held messages."""
+        while self._unqueued:
+            n = self._unqueued.popleft()
             for name in self._select(n):
                 held = self._direct.get(name)
                 if held is None:
@@ -116,7 +129,6 @@ class DeliveryWorker:
                         extra=kv(channel=name, held=len(held)),
                     )
                 held.append(unrecorded(n))
-        self.wake()
 
     # -- one pass ---------------------------------------------------------------------------
 
@@ -125,6 +137,7 @@ class DeliveryWorker:
         now = self.clock.now()
         self._due = None
         self.outbox.fan_out([c.name for c in self.channels], self._select)
+        self._hold_unqueued()
         self._remind(now)
         sent = 0
         for channel in self.channels:

@@ -234,6 +234,85 @@ def test_public_reads_show_the_page_without_what_containers_printed(browser, con
     browser.assert_only_guardian(page, url)
 
 
+def window_cell(page: Any, name: str) -> str:
+    """The maintenance cell of `name`'s row, as its text."""
+    return page.evaluate(  # type: ignore[no-any-return]
+        """name => {
+            for (const tr of document.querySelectorAll('tr[data-container]')) {
+                if (tr.dataset.container === name) {
+                    return tr.querySelector('[data-col="maintenance"]').textContent;
+                }
+            }
+            return null;
+        }""",
+        name,
+    )
+
+
+def wait_window(page: Any, name: str, condition: str, timeout: float) -> None:
+    """Wait (in the page, no reload) for the maintenance cell of `name` to satisfy `condition`
+    (JS over `c`, the cell's text)."""
+    page.wait_for_function(
+        f"""name => {{
+            for (const tr of document.querySelectorAll('tr[data-container]')) {{
+                if (tr.dataset.container === name) {{
+                    const c = tr.querySelector('[data-col="maintenance"]').textContent;
+                    return {condition};
+                }}
+            }}
+            return false;
+        }}""",
+        arg=name,
+        timeout=timeout * 1000,
+        polling=100,
+    )
+
+
+def test_maintenance_windows_show_on_the_page_and_follow_the_clock_without_reload(
+    browser, containers, guardian
+):
+    """A window every minute for 30 s comes into force and ends on the open page by itself (no
+    reload, no engine event); a nightly one shows its next start, the same as `guardian status`."""
+    labels = {WATCH["label"]: "true"}
+    flipping = containers.run(
+        "page-window",
+        health_cmd=HEALTH,
+        enable=None,
+        labels={**labels, "guardian.maintenance": "* * * * * 30s"},
+    )
+    nightly = containers.run(
+        "page-nightly",
+        health_cmd=HEALTH,
+        enable=None,
+        labels={**labels, "guardian.maintenance": "0 2 * * * 1h Europe/Berlin"},
+    )
+    containers.wait_health(flipping, "healthy")
+    containers.wait_health(nightly, "healthy")
+    g = guardian(env={"GUARDIAN_API_TOKEN": TOKEN}, watch={**WATCH, "interval": "30s"})
+    url = g.http_url
+    page = browser.page(url)
+    sign_in(page, url)
+    wait_row(page, nightly, "r.state === 'healthy'", 10)
+    page.wait_for_function("document.getElementById('live').textContent === 'live'")
+    page.evaluate("window.notReloaded = true")
+
+    windows = json.loads(cli(g, "status", "--json"))["maintenance"]
+    [shown] = [w for w in windows if w["container"] == nightly]
+    assert shown["in_force_until"] is None
+    cell = window_cell(page, nightly)
+    assert "in force" not in cell and "(0 2 * * * for 1h (Europe/Berlin)" in cell
+    starts = page.locator(f'tr[data-container="{nightly}"] [data-col="maintenance"] time')
+    assert starts.first.get_attribute("datetime") == shown["next_start"]
+
+    wait_window(page, flipping, "c.includes('in force until')", 65)
+    browser.assert_accessible(page)
+    browser.assert_accessible(page, dark=True)
+    wait_window(page, flipping, "!c.includes('in force') && c.includes('next')", 35)
+    wait_window(page, flipping, "c.includes('in force until')", 35)
+    assert page.evaluate("window.notReloaded") is True
+    browser.assert_only_guardian(page, url)
+
+
 class EvilSite:
     """A page on another origin (127.0.0.1, another port) that posts a form to Guardian."""
 

@@ -37,6 +37,8 @@ NAMES = ["api", "db", "web", "queue", "cache", "notify-only", "unwatched"]
 LABELS = {
     "api": {**WATCHED, "guardian.depends_on": "db,cache"},  # held back while they are sick
     "notify-only": {**WATCHED, "guardian.action": "notify"},
+    # In maintenance the first 30 s of every minute: the clock alone starts and ends it.
+    "queue": {**WATCHED, "guardian.maintenance": "* * * * * 30s"},
     "unwatched": {},
 }
 
@@ -161,6 +163,9 @@ def shown(d: PageData) -> tuple[Any, ...]:
 @example(steps=[("exit", "db"), ("tick", 10), ("verify", ""), ("tick", 31), ("sweep", "")])
 # The host's budget: a third container waits for a minute's restarts to age.
 @example(steps=[("exit", "db"), ("exit", "web"), ("exit", "queue"), ("tick", 50), ("tick", 10)])
+# A maintenance window ends, then the next starts: nothing but the clock says so.
+@example(steps=[("tick", 31), ("tick", 31)])
+@example(steps=[("unhealthy", "queue"), ("tick", 31), ("sweep", "")])
 # A healthy container's silence runs out: nothing but the clock says so.
 @example(steps=[("silence", "db"), ("tick", 50)])
 # A start grace ends: unhealthy again right after its restart, judged 20 s later.
