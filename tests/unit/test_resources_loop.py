@@ -13,10 +13,13 @@ import yaml
 from guardian.config import ConfigError, load_settings, reloadable
 from guardian.core.model import ProblemType
 from guardian.core.usage import Usage
-from tests.app import TestApp, make_app
+from guardian.entrypoints.daemon import Daemon
+from guardian.entrypoints.reloader import rebuild
+from tests.app import TestApp, make_app, settings_for
 from tests.fakes import FakeResourceReader
 
 MiB = 1024 * 1024
+RESTART = {"cooldown": "1m", "max_attempts": 3, "verify_timeout": "30s"}
 RULE = {"guardian.enable": "true", "guardian.memory.max": "256MiB", "guardian.memory.for": "2m"}
 
 
@@ -25,7 +28,7 @@ def world(tmp: Path, **sections: object) -> tuple[TestApp, FakeResourceReader]:
     t = make_app(
         tmp,
         resource_reader=reader,
-        restart={"cooldown": "1m", "max_attempts": 3, "verify_timeout": "30s"},
+        restart=RESTART,
         **sections,  # type: ignore[arg-type]
     )
     return t, reader
@@ -203,3 +206,45 @@ def test_config_rules_are_bounded_and_come_from_the_environment_as_json(tmp_path
     with pytest.raises(ConfigError, match=r"resources\.rules: expected a list of at most 50 rules"):
         load_settings(path, env={})
     assert reloadable("resources.rules") and not reloadable("resources.cgroup_root")
+
+
+def test_the_resources_job_runs_only_while_a_container_has_a_limit(tmp_path: Path) -> None:
+    """Idle cost unchanged: with no limit anywhere the job stays paused and nothing is read."""
+    reader = FakeResourceReader()
+    t = make_app(tmp_path, daemon=True, resource_reader=reader)
+    d = Daemon(t.app)
+    d.schedule()
+    d.scheduler.start(paused=True)  # jobs are kept and judged, none runs
+    try:
+        job = lambda: d.scheduler.get_job("resources").next_run_time  # noqa: E731
+        t.engine.add("web")
+        d.sweep_job()
+        d.follow_work()  # the main loop's tick
+        assert job() is None
+        t.engine.set("web", labels=RULE)
+        d.sweep_job()
+        d.follow_work()
+        assert job() is not None
+        d.sample_resources()
+        assert reader.reads == [t.engine.id_of("web")]
+        t.engine.set("web", labels={"guardian.enable": "true"})
+        d.sweep_job()
+        d.follow_work()
+        assert job() is None
+    finally:
+        d.scheduler.shutdown(wait=False)
+        t.store.close()
+
+
+def test_a_reload_puts_new_config_rules_in_force_at_the_next_sweep(tmp_path: Path) -> None:
+    t, reader = world(tmp_path)
+    db = t.engine.add("db-main", health=None)
+    reader.usage[db.id] = Usage(300 * MiB, 0)
+    t.healer.sweep()
+    assert not t.app.resources.has_targets()
+    rule = {"containers": "db-*", "memory_max": "256MiB", "memory_for": "0s"}
+    new = settings_for(tmp_path / "new", {"restart": RESTART, "resources": {"rules": [rule]}})
+    assert rebuild(t.app, new).applied == ("resources.rules",)
+    t.healer.sweep()
+    tick(t)
+    assert t.restarted() == ["db-main"]
