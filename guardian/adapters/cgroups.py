@@ -21,6 +21,7 @@ from pathlib import Path
 from guardian.core.usage import Usage
 
 MAX_READ = 64 * 1024  # memory.stat is about 1 KiB; a file that is not a cgroup's stays bounded
+MAX_FOUND = 4096  # layouts remembered (one per container read)
 _ID = re.compile(r"[0-9a-f]{64}")
 
 
@@ -77,13 +78,11 @@ class CgroupReader:
             usage = self._usage(*candidate)
             if usage is not None:
                 with self._lock:
+                    if len(self._found) >= MAX_FOUND:  # removed containers' entries: start over
+                        self._found.clear()
                     self._found[container_id] = candidate
                 return usage
         return None
-
-    def forget_except(self, container_ids: set[str]) -> None:
-        with self._lock:
-            self._found = {k: v for k, v in self._found.items() if k in container_ids}
 
     def _layouts(self, cid: str) -> list[tuple[str, Path, Path]]:
         r = self.root
