@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
+from guardian.adapters.cgroups import CgroupReader
 from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
@@ -54,6 +55,7 @@ from guardian.ports import (
     Notifier,
     ProbeRunner,
     Rechecks,
+    ResourceReader,
     RestartCalls,
     Store,
 )
@@ -79,6 +81,7 @@ from guardian.service.pipeline import Pipeline
 from guardian.service.prober import Prober
 from guardian.service.recorder import Recorder
 from guardian.service.remediator import Remediator
+from guardian.service.resources import ResourceWatch
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
 from guardian.service.state import LoopState
@@ -100,6 +103,7 @@ class App:
     healer: Healer
     prober: Prober
     operator: Operator
+    resources: ResourceWatch  # resource rules: sampled by the daemon's job while any applies
     loop: Loop  # what the entrypoints ask of the running loop (service.loop)
     verifier: Verifier  # the healer's
     restarts: RestartRunner  # where restart calls run: here until the daemon starts its threads
@@ -157,6 +161,7 @@ def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> 
         labels_may_loosen=settings["labels.allow_loosen"],
         approval_ttl=settings["restart.approval_ttl"],
         maintenance=settings["maintenance.windows"],
+        resources=settings["resources.rules"],
     )
 
 
@@ -173,10 +178,16 @@ def build_loop(
     *,
     calls: RestartCalls,
     rechecks: Rechecks,
-) -> tuple[Healer, Prober]:
+    reader: ResourceReader | None = None,
+) -> tuple[Healer, Prober, ResourceWatch]:
     """The healing loop over its ports: the extensions, the pipeline table, the parts. `calls`
-    runs the restart calls, `rechecks` judges a container again when a decision names a time."""
+    runs the restart calls, `rechecks` judges a container again when a decision names a time,
+    `reader` reads containers' cgroups (default: under resources.cgroup_root)."""
     state = LoopState()
+    rules = RuleBook(hs, state.routing)
+    resources = ResourceWatch(
+        clock, reader or CgroupReader(settings["resources.cgroup_root"]), engine, rules.observed
+    )
     crash_loops = CrashLoops(
         engine,
         CrashLoopSettings(
@@ -218,12 +229,13 @@ def build_loop(
     )
     # The order of each row is the order things run in.
     pipeline = Pipeline(
-        judges=(crash_loops.judge, oom.judge, prober.judge, namespaces.judge),
-        looks=(crash_loops.look, oom.judge, prober.judge, namespaces.judge),
+        judges=(crash_loops.judge, oom.judge, prober.judge, resources.judge, namespaces.judge),
+        looks=(crash_loops.look, oom.judge, prober.judge, resources.judge, namespaces.judge),
         inspect_wanted=(crash_loops.still_looping,),
         listed=(
             crash_loops.follow,
             prober.update,
+            resources.update,
             dependencies.follow,
             host.follow,
         ),
@@ -232,8 +244,14 @@ def build_loop(
         detected=(dependencies.detected, host.detected),
         recovered=(dependencies.recovered, host.recovered),
         engine_state=(host.engine_state,),
-        ended=(host.restart_ended,),
-        events=(oom.on_event, crash_loops.on_event, namespaces.on_event, host.on_event),
+        ended=(host.restart_ended, resources.restart_ended),
+        events=(
+            oom.on_event,
+            crash_loops.on_event,
+            namespaces.on_event,
+            resources.on_event,
+            host.on_event,
+        ),
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
         storm_speaks_for=host.storm_speaks_for,
@@ -242,12 +260,11 @@ def build_loop(
         stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step),
         verdicts=(hooks.reached,) if hooks is not None else (),
     )
-    rules = RuleBook(hs, state.routing)
     ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
     recorder = Recorder(ctx)
     remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
     verifier = Verifier(ctx, recorder, Followers(ctx, remediator))
-    return Healer(ctx, recorder, remediator, verifier), prober
+    return Healer(ctx, recorder, remediator, verifier), prober, resources
 
 
 def build_status(
@@ -260,12 +277,13 @@ def build_status(
     host: str = "",
     hooks: Callable[[Store, Clock, Metrics, str], Hooks] | None = None,
     restart_calls: RestartCalls | None = None,
+    resource_reader: ResourceReader | None = None,
 ) -> App:
     """The loop without delivery, systemd or the API: for `guardian status` and `guardian
     check`, which need no notification secrets (nor run hooks: `hooks` builds them for
     build_daemon). `restart_calls` replaces where restart calls run (tests); by default they run
-    here until the daemon starts its restart threads (App.restarts). Raises StoreError when the
-    store cannot open."""
+    here until the daemon starts its restart threads (App.restarts). `resource_reader` replaces
+    the cgroup reader (tests). Raises StoreError when the store cannot open."""
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
@@ -289,7 +307,7 @@ def build_status(
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(writes, clock, metrics, hs.host) if hooks is not None else None
     restarts = RestartRunner(metrics)
-    healer, prober = build_loop(
+    healer, prober, resources = build_loop(
         settings,
         hs,
         engine,
@@ -300,6 +318,7 @@ def build_status(
         facts=facts,
         calls=restart_calls or restarts,
         rechecks=restarts,
+        reader=resource_reader,
     )
     operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"], facts)
     return App(
@@ -311,6 +330,7 @@ def build_status(
         healer,
         prober,
         operator,
+        resources,
         loop=Loop(healer.ctx.state, hs.host),
         verifier=healer.verifier,
         restarts=restarts,
@@ -334,6 +354,7 @@ def build_daemon(
     host: str = "",
     lock: HostLock | None = None,
     hook_runner: HookRunner | None = None,
+    resource_reader: ResourceReader | None = None,
 ) -> App:
     """Everything `guardian run` needs: the loop, the notification channels (secrets read from
     `env`), the API token, systemd and the operator's hooks. Raises StoreError or ConfigError.
@@ -351,6 +372,7 @@ def build_daemon(
         metrics=metrics,
         host=host,
         hooks=hooks_builder(settings, hook_runner, secrets, env),
+        resource_reader=resource_reader,
     )
     try:
         app.delivery = build_delivery(

@@ -1,6 +1,6 @@
 """The small protocols the loop needs from the outside world: Engine, Store, Outbox, Clock,
-Notifier, Metrics, ProbeRunner, HookRunner. Adapters implement them (adapters/), tests use
-tests/fakes.py.
+Notifier, Metrics, ProbeRunner, HookRunner, ResourceReader. Adapters implement them (adapters/),
+tests use tests/fakes.py.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from guardian.core.model import (
 )
 from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
+from guardian.core.usage import Usage
 
 
 class EngineUnavailable(Exception):
@@ -131,6 +132,11 @@ class Engine(Protocol):
     def history(self, since: datetime, until: datetime) -> EngineHistory:
         """The container events the engine still keeps from `since` to `until` (one bounded
         request that ends at `until`); raises EngineUnavailable."""
+
+    def stats(self, container_id: str) -> Usage | None:
+        """One non-streaming stats reading of a running container (memory less its inactive
+        file cache, cumulative CPU time); None when it is gone or not running. Raises
+        EngineUnavailable."""
 
     def close(self) -> None: ...
 
@@ -339,6 +345,12 @@ class Outbox(Protocol):
 class ProbeRunner(Protocol):
     def run(self, spec: ProbeSpec, address: str) -> tuple[bool, str]:
         """Run one probe: (passed, what was seen). Never raises for network errors."""
+
+
+class ResourceReader(Protocol):
+    def read(self, container_id: str) -> Usage | None:
+        """The container's usage from its cgroup files; None when none are visible here (the
+        caller then asks the engine's stats). Never raises for a missing or unreadable file."""
 
 
 class HookRunner(Protocol):

@@ -19,7 +19,7 @@ from guardian.adapters.systemd import SystemdSupervisor
 from guardian.bootstrap import App, build_daemon, build_status
 from guardian.config import Settings, load_settings
 from guardian.core.model import ActionKind, RemediationAction
-from guardian.ports import HookRunner, RestartCalls
+from guardian.ports import HookRunner, ResourceReader, RestartCalls
 from guardian.service.healer import Healer
 from guardian.service.prober import Prober
 from tests.fakes import FakeClock, FakeEngine
@@ -108,6 +108,7 @@ def make_app(
     supervisor: SystemdSupervisor | None = None,
     hook_runner: HookRunner | None = None,
     restart_calls: RestartCalls | None = None,
+    resource_reader: ResourceReader | None = None,
     **sections: Mapping[str, Any],
 ) -> TestApp:
     """Build Guardian through bootstrap (build_status, or build_daemon with `daemon`);
@@ -128,6 +129,7 @@ def make_app(
             host=host,
             supervisor=supervisor,
             hook_runner=hook_runner,
+            resource_reader=resource_reader,
         )
     else:
         app = build_status(
@@ -138,6 +140,7 @@ def make_app(
             metrics=metrics,
             host=host,
             restart_calls=restart_calls,
+            resource_reader=resource_reader,
         )
     return TestApp(tmp, settings, clock, engine, store, app, daemon)
 

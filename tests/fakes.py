@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from guardian.core.hooks import HookEnd, HookRun
 from guardian.core.labels import in_scope
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
+from guardian.core.usage import Usage
 from guardian.ports import EngineEvent, EngineHistory, EngineIdentity, EngineUnavailable
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -71,6 +72,8 @@ class FakeEngine:
     # What the engine still keeps of its events (history()); `kept_from`: its oldest event.
     kept: list[EngineEvent] = field(default_factory=list)
     kept_from: datetime | None = None
+    usage: dict[str, Usage] = field(default_factory=dict)  # container id -> stats() reading
+    stats_calls: list[str] = field(default_factory=list)  # container ids, in order
 
     def add(self, name: str, **fields: object) -> ContainerSnapshot:
         base = {
@@ -220,8 +223,29 @@ class FakeEngine:
         oldest = self.kept_from or (min(e.at for e in events) if events else None)
         return EngineHistory(events, oldest)
 
+    def stats(self, container_id: str) -> Usage | None:
+        self._check()
+        self.stats_calls.append(container_id)
+        snap = self.containers.get(container_id)
+        if snap is None or snap.state != "running":
+            return None
+        return self.usage.get(container_id)
+
     def close(self) -> None:
         pass
+
+
+@dataclass
+class FakeResourceReader:
+    """Cgroup files as a dict: container id -> reading; a container absent has none visible
+    (the watch then asks the engine's stats). `reads` records every container id asked."""
+
+    usage: dict[str, Usage] = field(default_factory=dict)
+    reads: list[str] = field(default_factory=list)
+
+    def read(self, container_id: str) -> Usage | None:
+        self.reads.append(container_id)
+        return self.usage.get(container_id)
 
 
 @dataclass

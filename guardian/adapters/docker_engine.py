@@ -29,11 +29,13 @@ from guardian.adapters.engine_payloads import (
     identify,
     inspect_snapshot,
     parse_event,
+    stats_usage,
     summary_snapshot,
 )
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.redaction import redact_patterns, scrub_url
+from guardian.core.usage import Usage
 from guardian.ports import Clock, EngineEvent, EngineHistory, EngineIdentity, EngineUnavailable
 
 MAX_LOG_BYTES = 64 * 1024
@@ -244,6 +246,22 @@ class DockerEngine:
         except docker.errors.APIError:
             return ""  # removed, or a logging driver that cannot be read back
         return bytes(raw)[-MAX_LOG_BYTES:].decode("utf-8", errors="replace")
+
+    def stats(self, container_id: str) -> Usage | None:
+        """One stats reading (`one_shot`: no second sample for a CPU figure Guardian works out
+        itself, where the engine's API is 1.41 or later); None when gone or not running."""
+
+        def ask(api: Any) -> Any:
+            try:
+                return api.stats(container_id, stream=False, one_shot=True)
+            except docker.errors.InvalidVersion:  # an API before 1.41: the engine samples twice
+                return api.stats(container_id, stream=False)
+
+        try:
+            raw = self._call(ask)
+        except docker.errors.APIError:
+            return None  # removed meanwhile, or an engine that keeps no stats for it
+        return stats_usage(raw)
 
     def restart(
         self,

@@ -11,6 +11,7 @@ from typing import Any
 from guardian.core.model import ContainerSnapshot
 from guardian.core.namespaces import raw_modes
 from guardian.core.probes import NO_ADDRESS
+from guardian.core.usage import Usage
 from guardian.ports import EngineEvent, EngineIdentity
 
 # Bounds on what a container says through the engine (Docker keeps 4096 bytes of health output);
@@ -207,3 +208,28 @@ def identify(version: dict[str, Any]) -> EngineIdentity:
         version=str((podman or version).get("Version") or "unknown")[:40],
         api_version=str(version.get("ApiVersion") or "unknown")[:20],
     )
+
+
+def stats_usage(raw: Any) -> Usage | None:
+    """A stats reading as `docker stats` counts memory: the usage less the inactive file cache
+    (`inactive_file` on cgroup v2, `total_inactive_file` on v1); CPU as the cumulative time in
+    microseconds. None when the engine reports no memory figure (the container is not running)."""
+    if not isinstance(raw, dict):
+        return None
+    memory = raw.get("memory_stats")
+    cpu = raw.get("cpu_stats")
+    usage = memory.get("usage") if isinstance(memory, dict) else None
+    if not isinstance(usage, int) or isinstance(usage, bool) or usage < 0:
+        return None
+    stats = memory.get("stats") if isinstance(memory, dict) else None
+    cache = 0
+    if isinstance(stats, dict):
+        for key in ("inactive_file", "total_inactive_file"):
+            value = stats.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= usage:
+                cache = value
+                break
+    counted = cpu.get("cpu_usage") if isinstance(cpu, dict) else None
+    total = counted.get("total_usage") if isinstance(counted, dict) else None
+    cpu_usec = total // 1000 if isinstance(total, int) and total >= 0 else None  # from ns
+    return Usage(usage - cache, cpu_usec, "stats")

@@ -32,12 +32,16 @@ from guardian.core.hook_specs import HookConfigError, HookSpec, parse_hooks
 from guardian.core.labels import LOOSENABLE
 from guardian.core.limits import BY_KEY
 from guardian.core.redaction import redact_patterns
+from guardian.core.resources import CONFIG_KEYS as RESOURCE_KEYS
+from guardian.core.resources import ResourceError, ResourceRule
+from guardian.core.resources import from_config as resource_rule_from_config
 from guardian.core.restart_policy import RestartPolicy
 from guardian.core.windows import CONFIG_KEYS, MaintenanceWindow, WindowError
 from guardian.core.windows import from_config as window_from_config
 
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
 MAX_WINDOWS = 100  # maintenance.windows
+MAX_RESOURCE_RULES = 50  # resources.rules
 ENV_PREFIX = "GUARDIAN_"
 CONFIG_ENV = "GUARDIAN_CONFIG"  # the config file's path, read by the CLI
 COMPAT_ENV = "GUARDIAN_COMPAT"  # compat: autoheal | none
@@ -323,6 +327,32 @@ def _windows() -> Key:
     )
 
 
+def _resource_rules() -> Key:
+    def parse(v: Any) -> tuple[ResourceRule, ...]:
+        if isinstance(v, str):  # from the environment: the list as JSON
+            import json  # loaded only then (bench/imports: `config validate` stays light)
+
+            v = json.loads(v) if v.strip() else None
+        if v is None:
+            return ()
+        if not isinstance(v, list) or len(v) > MAX_RESOURCE_RULES:
+            raise ResourceError(f": expected a list of at most {MAX_RESOURCE_RULES} rules")
+        for i, entry in enumerate(v):
+            if not isinstance(entry, dict):
+                raise ResourceError(f"[{i}]: expected a mapping {{{', '.join(RESOURCE_KEYS)}}}")
+        return tuple(
+            resource_rule_from_config(entry, f"[{i}]", f"resources.rules[{i}]")
+            for i, entry in enumerate(v)
+        )
+
+    return Key(
+        None,
+        parse,
+        "a list of rules {containers, memory_max, memory_for, cpu_max, cpu_for}"
+        " (docs/configuration.md)",
+    )
+
+
 def _resolve_programs(hooks: tuple[HookSpec, ...], path: str) -> tuple[HookSpec, ...]:
     """Each hook's program as an absolute path: found on PATH now, not wherever PATH points
     when the hook runs. Raises ConfigError for one that is missing or not executable."""
@@ -426,6 +456,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
     # Recurring maintenance windows (core.windows): no restart of the containers they match
     # while one is in force. `maintenance: [...]` in the file is read as `maintenance.windows`.
     "maintenance": {"windows": _with(_windows(), ())},
+    # Resource rules (core.resources): memory or CPU above a limit for a duration opens
+    # memory_high / cpu_high. Containers with a limit are read every `interval`, from the cgroup
+    # files under `cgroup_root` (the host's tree, mounted read-only in a sidecar) or else one
+    # stats call each; with no limit anywhere nothing is read.
+    "resources": {
+        "rules": _with(_resource_rules(), ()),
+        "interval": _with(_duration(S, 5 * M), 5 * S),
+        "cgroup_root": _with(_text(), "/sys/fs/cgroup"),
+    },
     "remediation": {
         "hooks": _with(_hooks(), ()),
         "hooks_max_concurrent": _with(_int(1, 64), 2),
@@ -530,6 +569,7 @@ RELOADABLE = (
     "restart.",
     "labels.",
     "maintenance.",
+    "resources.rules",
     "store.retention",
     "log.",
 )
@@ -710,7 +750,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
                 continue
             try:
                 values[section][key] = spec.parse(raw)
-            except (ReceiverError, HookConfigError, WindowError) as exc:  # each names the field
+            except (ReceiverError, HookConfigError, WindowError, ResourceError) as exc:
                 raise ConfigError(f"{where}{exc}") from None
             except (ValueError, TypeError, OverflowError):
                 raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None

@@ -15,6 +15,9 @@ from guardian.core.durations import format_duration
 from guardian.core.limits import from_label
 from guardian.core.orchestrators import owner
 from guardian.core.receivers import RECEIVER_NAME, RECEIVER_NAME_ALLOWED
+from guardian.core.resources import LABELS as RESOURCE_LABELS
+from guardian.core.resources import Limit
+from guardian.core.resources import from_labels as limits_from_labels
 from guardian.core.restart_policy import ACTIONS, RestartPolicy
 from guardian.core.windows import LABEL as MAINTENANCE_LABEL
 from guardian.core.windows import MaintenanceWindow, WindowError
@@ -58,6 +61,9 @@ class ContainerRules:
     orchestrator: str = ""  # who else owns it (core.orchestrators); "": nobody
     # guardian.maintenance: the container's own window on a calendar (it only holds it back).
     maintenance: tuple[MaintenanceWindow, ...] = ()
+    # guardian.memory.* / guardian.cpu.* and the operator's resources.rules that match its
+    # name (core.resources): each only adds detection; decide() still decides.
+    resources: tuple[Limit, ...] = ()
 
 
 def _flag(value: str | None) -> bool | None:
@@ -198,6 +204,10 @@ def rules_for(
             maintenance = (window_from_label("*", labels[MAINTENANCE]),)
         except WindowError as exc:
             warnings.append(str(exc))
+    resources: tuple[Limit, ...] = ()
+    if any(label in labels for label in RESOURCE_LABELS):
+        resources, resource_warnings = limits_from_labels(labels)
+        warnings.extend(resource_warnings)
     is_self = _flag(labels.get(SELF)) is True or (
         bool(self_id) and bool(container_id) and container_id.startswith(self_id or "")
     )
@@ -211,4 +221,5 @@ def rules_for(
         warnings=tuple(warnings),
         orchestrator=owner(labels),
         maintenance=maintenance,
+        resources=resources,
     )

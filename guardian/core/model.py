@@ -21,6 +21,9 @@ class ProblemType(StrEnum):
     # It joined a namespace (`container:<id>`) of a container that no longer exists: a restart
     # cannot fix it, so Guardian reports it and names the command that recreates it.
     ORPHANED_NAMESPACE = "orphaned_namespace"
+    # A resource rule (core.resources) held for its whole `for`: memory or CPU above its limit.
+    MEMORY_HIGH = "memory_high"
+    CPU_HIGH = "cpu_high"
     # Host-level problems: their incidents use HOST_SUBJECT as the container.
     STORM = "storm"  # too many watched containers unhealthy at once
     ENGINE_UNREACHABLE = "engine_unreachable"

@@ -43,6 +43,7 @@ VERIFY_TICK = timedelta(seconds=1)
 # writes it from another process): the only wait a person's answer has.
 APPROVAL_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
+JOBS_FOLLOWED = ("probes", "verify", "approvals", "resources")  # paused while idle
 RETENTION_TICK = timedelta(days=1)
 JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions beside restarts
 # How long a stop waits for restart calls in flight to record their outcomes; a call still
@@ -90,8 +91,8 @@ class Daemon:
         self.wakeup = Wakeup()  # the main loop sleeps on it: no timer unless systemd's watchdog
         self.stopping = WakingEvent(self.wakeup)
         self._signalled: list[int] = []  # signal handlers only append: no locks in a handler
-        # (probes, verify, approvals) jobs as the main loop last set them
-        self._following = (False, False, False)
+        # JOBS_FOLLOWED as the main loop last set them (running or paused)
+        self._following = (False, False, False, False)
         self.first_sweep_done = threading.Event()
         self.last_turn_at: datetime | None = None  # the last sweep that completed or found the
         # engine unreachable: either way the loop turned
@@ -125,9 +126,15 @@ class Daemon:
             if self.app.heartbeat is not None and self.refused is None:
                 self.app.heartbeat.swept(engine_reached=self.engine_error is None)
 
-    def wanted_jobs(self) -> tuple[bool, bool, bool]:
+    def wanted_jobs(self) -> tuple[bool, bool, bool, bool]:
+        """For each of JOBS_FOLLOWED, whether it has work."""
         awaited = bool(self.app.loop.approvals_awaited())
-        return self.app.prober.has_targets(), self.app.verifier.awaiting(), awaited
+        return (
+            self.app.prober.has_targets(),
+            self.app.verifier.awaiting(),
+            awaited,
+            self.app.resources.has_targets(),
+        )
 
     def work_changed(self) -> None:
         """After a job that may have given the probe or verify job work, or taken the last of it
@@ -138,15 +145,15 @@ class Daemon:
     def follow_work(self) -> None:
         """Run the probe tick only while a container has a probe (targets come from sweeps),
         and the verify tick only while a restart awaits verification: a tick with nothing to do
-        still costs CPU while Guardian idles (bench/RESULTS.md).
+        still costs CPU while Guardian idles (bench/RESULTS.md); the resources tick only while
+        a container has a resource limit.
 
         Called from the main loop, never from a job: scheduler.shutdown() holds the job store
         lock while it waits for running jobs, so a job touching the scheduler would deadlock
         a stop. Jobs wake the main loop for it (work_changed)."""
-        probes, verify, approvals = self._following = self.wanted_jobs()
-        self._follow("probes", probes)
-        self._follow("verify", verify)
-        self._follow("approvals", approvals)
+        self._following = self.wanted_jobs()
+        for job_id, wanted in zip(JOBS_FOLLOWED, self._following, strict=True):
+            self._follow(job_id, wanted)
 
     def _follow(self, job_id: str, wanted: bool) -> None:
         job = self.scheduler.get_job(job_id)
@@ -231,6 +238,15 @@ class Daemon:
                 self.app.healer.probe_tick(self.app.prober)
         except Exception:
             log.exception("probes failed")
+        finally:
+            self.work_changed()
+
+    def sample_resources(self) -> None:
+        try:
+            if self.first_sweep_done.is_set():
+                self.app.healer.resource_tick(self.app.resources)
+        except Exception:
+            log.exception("resource sampling failed")
         finally:
             self.work_changed()
 
@@ -400,6 +416,13 @@ class Daemon:
             id="probes",
             seconds=PROBE_TICK.total_seconds(),
             next_run_time=None,  # paused until a sweep finds a container with a probe
+        )
+        self.scheduler.add_job(
+            self.sample_resources,
+            "interval",
+            id="resources",
+            seconds=self.app.settings["resources.interval"].total_seconds(),
+            next_run_time=None,  # paused until a sweep finds a container with a resource limit
         )
         self.scheduler.add_job(
             self.prune,

@@ -37,6 +37,7 @@ from guardian.service.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
 from guardian.service.prober import Prober
 from guardian.service.recorder import Recorder
 from guardian.service.remediator import Remediator
+from guardian.service.resources import ResourceWatch
 from guardian.service.verifier import Verifier
 
 log = logging.getLogger("guardian.healer")
@@ -323,6 +324,12 @@ class Healer:
         """Run the probes that are due; a container whose verdict flipped is judged at once."""
         for container_id in prober.tick():
             self.react(container_id, source="probe")
+
+    def resource_tick(self, resources: ResourceWatch) -> None:
+        """Sample the containers with a resource limit; one whose breach began or ended (held
+        for its whole `for`) is judged at once."""
+        for container_id in resources.tick():
+            self.react(container_id, source="resources")
 
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from guardian.core.labels import ContainerRules, rules_for
 from guardian.core.model import ContainerSnapshot
+from guardian.core.resources import limits_for
 from guardian.core.windows import windows_for
 from guardian.logs import kv
 from guardian.service.settings import HealerSettings
@@ -56,6 +57,10 @@ class RuleBook:
         windows = windows_for(snap.name, s.maintenance)
         if windows:
             rules = replace(rules, maintenance=windows + rules.maintenance)
+        # The operator's resource limits that match its name, beside its labels' own.
+        limits = limits_for(snap.name, s.resources)
+        if limits:
+            rules = replace(rules, resources=limits + rules.resources)
         with self._lock:
             if self.settings is s:  # not retuned meanwhile: these rules are still the ones
                 self._rules[snap.id] = (dict(snap.labels), snap.name, rules)
