@@ -25,6 +25,7 @@ from guardian.adapters.notify.channels import ChannelConfigError, receiver_chann
 from guardian.adapters.private_files import warn_if_readable
 from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.adapters.re2_patterns import Re2Patterns
 from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned
@@ -39,6 +40,8 @@ from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
 from guardian.core.facts import NotificationsNotQueued, StoreRecovered
+from guardian.core.log_rules import LogRule
+from guardian.core.model import ContainerSnapshot
 from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
@@ -52,6 +55,7 @@ from guardian.ports import (
     HookRunner,
     Metrics,
     Notifier,
+    Patterns,
     ProbeRunner,
     Rechecks,
     RestartCalls,
@@ -71,6 +75,7 @@ from guardian.service.healer import Healer
 from guardian.service.heartbeat import Heartbeat
 from guardian.service.hooks import Hooks, HookSettings
 from guardian.service.host import HostWatch
+from guardian.service.log_watch import LogWatch
 from guardian.service.loop import Loop
 from guardian.service.namespaces import Namespaces
 from guardian.service.oom import OomEvents
@@ -103,6 +108,7 @@ class App:
     loop: Loop  # what the entrypoints ask of the running loop (service.loop)
     verifier: Verifier  # the healer's
     restarts: RestartRunner  # where restart calls run: here until the daemon starts its threads
+    logs: LogWatch  # log rules: followers run once the daemon starts them
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
     heartbeat: Heartbeat | None = None  # told of each sweep by the daemon
@@ -157,6 +163,7 @@ def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> 
         labels_may_loosen=settings["labels.allow_loosen"],
         approval_ttl=settings["restart.approval_ttl"],
         maintenance=settings["maintenance.windows"],
+        log_rules=settings["logs.rules"],
     )
 
 
@@ -173,10 +180,19 @@ def build_loop(
     *,
     calls: RestartCalls,
     rechecks: Rechecks,
-) -> tuple[Healer, Prober]:
+    patterns: Patterns | None = None,
+) -> tuple[Healer, Prober, LogWatch]:
     """The healing loop over its ports: the extensions, the pipeline table, the parts. `calls`
-    runs the restart calls, `rechecks` judges a container again when a decision names a time."""
+    runs the restart calls, `rechecks` judges a container again when a decision names a time
+    (or at once: a log rule matched); `patterns` compiles log rules (RE2)."""
     state = LoopState()
+    rules = RuleBook(hs, state.routing)
+
+    def log_rules_of(snap: ContainerSnapshot) -> tuple[LogRule, ...]:
+        # The one "watched" predicate, under the settings in force (a reload retunes them).
+        return rules.of(snap).log_rules if rules.settings.watches(snap.labels) else ()
+
+    logs = LogWatch(engine, patterns or Re2Patterns(), log_rules_of, clock, rechecks)
     crash_loops = CrashLoops(
         engine,
         CrashLoopSettings(
@@ -218,12 +234,13 @@ def build_loop(
     )
     # The order of each row is the order things run in.
     pipeline = Pipeline(
-        judges=(crash_loops.judge, oom.judge, prober.judge, namespaces.judge),
-        looks=(crash_loops.look, oom.judge, prober.judge, namespaces.judge),
-        inspect_wanted=(crash_loops.still_looping,),
+        judges=(crash_loops.judge, oom.judge, prober.judge, logs.judge, namespaces.judge),
+        looks=(crash_loops.look, oom.judge, prober.judge, logs.judge, namespaces.judge),
+        inspect_wanted=(crash_loops.still_looping, logs.matched),
         listed=(
             crash_loops.follow,
             prober.update,
+            logs.update,
             dependencies.follow,
             host.follow,
         ),
@@ -233,21 +250,21 @@ def build_loop(
         recovered=(dependencies.recovered, host.recovered),
         engine_state=(host.engine_state,),
         ended=(host.restart_ended,),
-        events=(oom.on_event, crash_loops.on_event, namespaces.on_event),
+        events=(oom.on_event, crash_loops.on_event, namespaces.on_event, logs.on_event),
         storm_holds=host.storm_holds,
         storm_canary=host.canary_claimed,
         storm_speaks_for=host.storm_speaks_for,
         unhealthy_dependencies=dependencies.unhealthy,
         followers=dependencies.followers,
-        stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step),
+        stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step, logs.follow_step),
         verdicts=(hooks.reached,) if hooks is not None else (),
+        relapsed=(logs.relapsed,),
     )
-    rules = RuleBook(hs, state.routing)
     ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
     recorder = Recorder(ctx)
     remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
     verifier = Verifier(ctx, recorder, Followers(ctx, remediator))
-    return Healer(ctx, recorder, remediator, verifier), prober
+    return Healer(ctx, recorder, remediator, verifier), prober, logs
 
 
 def build_status(
@@ -289,7 +306,7 @@ def build_status(
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(writes, clock, metrics, hs.host) if hooks is not None else None
     restarts = RestartRunner(metrics)
-    healer, prober = build_loop(
+    healer, prober, logs = build_loop(
         settings,
         hs,
         engine,
@@ -314,6 +331,7 @@ def build_status(
         loop=Loop(healer.ctx.state, hs.host),
         verifier=healer.verifier,
         restarts=restarts,
+        logs=logs,
         prune=sqlite.prune,
         hooks=after,
         changes=changes,

@@ -10,6 +10,7 @@ import threading
 from dataclasses import replace
 
 from guardian.core.labels import ContainerRules, rules_for
+from guardian.core.log_rules import rules_for as log_rules_for
 from guardian.core.model import ContainerSnapshot
 from guardian.core.windows import windows_for
 from guardian.logs import kv
@@ -56,6 +57,10 @@ class RuleBook:
         windows = windows_for(snap.name, s.maintenance)
         if windows:
             rules = replace(rules, maintenance=windows + rules.maintenance)
+        # The operator's log rules that match its name, beside its label's own.
+        log_rules = log_rules_for(snap.name, s.log_rules)
+        if log_rules:
+            rules = replace(rules, log_rules=rules.log_rules + log_rules)
         with self._lock:
             if self.settings is s:  # not retuned meanwhile: these rules are still the ones
                 self._rules[snap.id] = (dict(snap.labels), snap.name, rules)
