@@ -74,10 +74,6 @@ class LogStream(Protocol):
         """Up to `limit` bytes of output, waiting for some; b"" once it ended (the container
         stopped, or close()). Raises EngineUnavailable when the engine cut it off."""
 
-    @property
-    def behind(self) -> bool:
-        """The last read filled its limit: more output was waiting."""
-
     def close(self) -> None:
         """End the stream, also from another thread: a read waiting on it returns or raises."""
 

@@ -126,7 +126,6 @@ class FollowedLogs:
         self._chunks = Dechunker() if chunked else None
         self._frames = Demultiplexer().feed if multiplexed else _identity
         self._closed = threading.Event()
-        self.behind = False  # the last read of the connection filled its limit
 
     def read(self, limit: int) -> bytes:
         try:
@@ -134,7 +133,6 @@ class FollowedLogs:
                 raw = self._read1(limit)
                 if not raw:
                     break
-                self.behind = len(raw) >= limit
                 if self._chunks is not None:
                     raw = self._chunks.feed(raw)
                     if self._chunks.ended and not raw:
@@ -165,8 +163,6 @@ class FollowedLogs:
 
 class EndedLogs:
     """A stream with nothing in it (the container is gone)."""
-
-    behind = False
 
     def read(self, limit: int) -> bytes:
         return b""

@@ -3,10 +3,11 @@ is followed on a thread of its own and matched in bulk (service/log_scan.py); a 
 container's result into `log_match` until it starts again, and asks for it to be judged at once.
 decide() does the rest, as for any problem.
 
-Bounded per followed container: one read of at most READ_SIZE bytes every PACE seconds, so a
-container that floods its log costs at most READ_SIZE/PACE bytes of matching a second whatever
-it writes; once reads keep coming back full for BEHIND_READS in a row, the backlog is dropped and
-following resumes at the end of the log (counted in `skipped`). No rule: no thread at all.
+Bounded per followed container: reads of at most READ_SIZE bytes, PACE apart while output
+trickles (a few large reads, not one wake-up per line), back to back while it pours, and at most
+BUDGET bytes matched a second whatever it writes. A follower that spent its budget BEHIND_SECONDS
+seconds in a row drops the backlog and follows on from the end of the log (counted in
+`skipped`). No rule: no thread at all.
 """
 
 from __future__ import annotations
@@ -37,8 +38,13 @@ from guardian.service.log_scan import LineScanner
 log = logging.getLogger("guardian.logs")
 
 READ_SIZE = 64 * 1024  # bytes of one read of a container's output
-PACE = 0.05  # seconds between two reads of one container's output
-BEHIND_READS = 40  # full reads in a row (2 s at PACE): behind the log; resume at its end
+PACE = 0.05  # seconds between two reads while output trickles
+# A read this large says more is waiting: read on at once. (The engine's socket holds a few
+# hundred messages, ~20 KiB of short lines: waiting PACE after each would cap a follower at a
+# few thousand lines a second.)
+POURING = 8 * 1024
+BUDGET = 2 * 1024 * 1024  # bytes of output matched a second, per container
+BEHIND_SECONDS = 3  # seconds in a row the budget ran out: drop the backlog, follow from the end
 RECENT_LINES = 100  # a (re)attach reads at most this many lines from before it
 MAX_FOLLOWED = 64  # containers followed at once; more are reported, not followed
 JOIN_TIMEOUT = 2.0  # seconds stop() waits for the follower threads
@@ -305,7 +311,7 @@ class LogWatch:
                 if f.stop.is_set():  # ended while attaching: _end() saw no stream
                     stream.close()
                     return
-                log.debug("log followed", extra=kv(container=f.name, tail=tail))
+                log.info("log followed", extra=kv(container=f.name, tail=tail))
                 try:
                     if not self._read(f, stream):
                         return
@@ -322,26 +328,35 @@ class LogWatch:
     def _read(self, f: _Follower, stream: LogStream) -> bool:
         """Read `stream` until it ends (False) or the follower fell behind (True)."""
         scanner = LineScanner(f.patterns)
-        full = 0
+        second, used, spent = self.clock.monotonic(), 0, 0  # this second's budget, and used
         while not f.stop.is_set():
             block = stream.read(READ_SIZE)
             if not block:
                 return False
             with self._lock:
                 pending = f.container_id in self._matches
-            if not pending:
+            if not pending:  # matched already: read on (the stream stays current), unmatched
                 found = scanner.feed(block)
                 if found is not None:
                     self._matched(f, *found)
-            full = full + 1 if stream.behind else 0
-            if full >= BEHIND_READS:
-                self.skipped += 1
-                log.warning(
-                    "log follower behind a flood; backlog dropped, following from now",
-                    extra=kv(container=f.name, skipped=self.skipped),
-                )
-                return True
-            f.stop.wait(PACE)  # lets output gather: a few large reads, not one per line
+            used += len(block)
+            now = self.clock.monotonic()
+            if used >= BUDGET:  # spent: nothing more this second
+                spent += 1
+                if spent >= BEHIND_SECONDS:
+                    self.skipped += 1
+                    log.warning(
+                        "log follower behind a flood; backlog dropped, following from now",
+                        extra=kv(container=f.name, skipped=self.skipped),
+                    )
+                    return True
+                f.stop.wait(max(0.0, second + 1.0 - now))
+                second, used = self.clock.monotonic(), 0
+                continue
+            if now - second >= 1.0:
+                second, used, spent = now, 0, 0
+            if len(block) < POURING:
+                f.stop.wait(PACE)  # lets output gather: a few large reads, not one per line
         return False
 
     def _matched(self, f: _Follower, rule: LogRule, line: bytes) -> None:
