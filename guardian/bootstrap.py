@@ -40,6 +40,7 @@ from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
 from guardian.core.facts import NotificationsNotQueued, StoreRecovered
+from guardian.core.labels import LOGS_MATCH
 from guardian.core.log_rules import LogRule
 from guardian.core.model import ContainerSnapshot
 from guardian.core.notifications import Notification
@@ -189,8 +190,12 @@ def build_loop(
     rules = RuleBook(hs, state.routing)
 
     def log_rules_of(snap: ContainerSnapshot) -> tuple[LogRule, ...]:
-        # The one "watched" predicate, under the settings in force (a reload retunes them).
-        return rules.of(snap).log_rules if rules.settings.watches(snap.labels) else ()
+        # The one "watched" predicate, under the settings in force (a reload retunes them);
+        # without a label or a config rule, nothing to work out.
+        s = rules.settings
+        if not s.watches(snap.labels) or (LOGS_MATCH not in snap.labels and not s.log_rules):
+            return ()
+        return rules.of(snap).log_rules
 
     logs = LogWatch(engine, patterns or Re2Patterns(), log_rules_of, clock, rechecks)
     crash_loops = CrashLoops(

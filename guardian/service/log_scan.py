@@ -60,7 +60,7 @@ class LineScanner:
                 line_end = text.find(b"\n", span[0])
                 line_end = len(text) if line_end < 0 else line_end
                 if span[1] - line_start <= MAX_LINE:
-                    return rule, text[line_start:line_end]
+                    return rule, text[line_start : min(line_end, line_start + MAX_LINE)]
                 # The match reaches past the line's head: only the head counts.
                 head = text[line_start : min(line_end, line_start + MAX_LINE)]
                 if pattern.search(head + CUT) is not None:
