@@ -74,6 +74,11 @@ class LogStream(Protocol):
         """Up to `limit` bytes of output, waiting for some; b"" once it ended (the container
         stopped, or close()). Raises EngineUnavailable when the engine cut it off."""
 
+    @property
+    def written_at(self) -> datetime | None:
+        """When the container wrote the last output read, as the engine stamped it (in
+        Guardian's frame); None: unknown. How far behind the reader is."""
+
     def close(self) -> None:
         """End the stream, also from another thread: a read waiting on it returns or raises."""
 

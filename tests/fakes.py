@@ -56,6 +56,7 @@ class FakeLogStream:
         self._ended = False
         self.closed = False
         self.raises: BaseException | None = None  # raised by the next read (a cut stream)
+        self.written_at: datetime | None = None  # the engine's stamp of the last output read
 
     def write(self, data: bytes | str) -> None:
         with self._cond:

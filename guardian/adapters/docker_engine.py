@@ -31,7 +31,13 @@ from guardian.adapters.engine_payloads import (
     parse_event,
     summary_snapshot,
 )
-from guardian.adapters.log_stream import EndedLogs, FollowedLogs, raw_reader, shut_down
+from guardian.adapters.log_stream import (
+    EndedLogs,
+    FollowedLogs,
+    raw_reader,
+    shut_down,
+    stamp_time,
+)
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.redaction import redact_patterns, scrub_url
@@ -91,6 +97,29 @@ def classify(exc: BaseException) -> ActionOutcome:
             )
         return ActionOutcome(Outcome.UNKNOWN, "connection lost after the request was sent")
     raise exc
+
+
+class StampedLogs:
+    """A followed stream whose engine times read in Guardian's frame (EngineClock)."""
+
+    def __init__(self, stream: FollowedLogs, clock: EngineClock) -> None:
+        self._stream = stream
+        self._clock = clock
+
+    @property
+    def closed(self) -> bool:
+        return self._stream.closed
+
+    @property
+    def written_at(self) -> datetime | None:
+        at = stamp_time(self._stream.stamp) if self._stream.stamp else None
+        return self._clock.ours(at) if at is not None else None
+
+    def read(self, limit: int) -> bytes:
+        return self._stream.read(limit)
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 class DockerEngine:
@@ -271,6 +300,9 @@ class DockerEngine:
             "stdout": 1,
             "stderr": 1,
             "tail": max(0, tail),
+            # Each message's time, taken off by the reader (log_stream.Demultiplexer): how far
+            # behind a follower is. A TTY's output is not framed: no time is asked of it.
+            "timestamps": int(multiplexed),
             "since": f"{self.engine_clock.theirs(since).timestamp():.6f}",
         }
 
@@ -309,8 +341,9 @@ class DockerEngine:
             response.close,
             chunked=chunked,
             multiplexed=multiplexed,
+            stamped=multiplexed,
         )
-        return stream
+        return StampedLogs(stream, self.engine_clock)
 
     def restart(
         self,

@@ -6,8 +6,9 @@ decide() does the rest, as for any problem.
 Bounded per followed container: reads of at most READ_SIZE bytes, PACE apart while output
 trickles (a few large reads, not one wake-up per line), back to back while it pours, and at most
 BUDGET bytes matched a second whatever it writes. A follower that spent its budget BEHIND_SECONDS
-seconds in a row drops the backlog and follows on from the end of the log (counted in
-`skipped`). No rule: no thread at all.
+seconds in a row, or reads output written more than MAX_LAG ago, drops the backlog and follows on
+from the end of the log (counted in `skipped`): a flood is sampled, never queued. No rule: no
+thread at all.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ PACE = 0.05  # seconds between two reads while output trickles
 POURING = 8 * 1024
 BUDGET = 2 * 1024 * 1024  # bytes of output matched a second, per container
 BEHIND_SECONDS = 3  # seconds in a row the budget ran out: drop the backlog, follow from the end
+# The output read was written this long ago (the engine's stamp): the engine delivers a flood
+# slower than it is written (~20,000 short lines a second on 2 cores), so a follower would fall
+# further behind for as long as it lasts. Drop the backlog, follow from the end.
+MAX_LAG = timedelta(seconds=5)
 RECENT_LINES = 100  # a (re)attach reads at most this many lines from before it
 MAX_FOLLOWED = 64  # containers followed at once; more are reported, not followed
 JOIN_TIMEOUT = 2.0  # seconds stop() waits for the follower threads
@@ -339,17 +344,15 @@ class LogWatch:
                 found = scanner.feed(block)
                 if found is not None:
                     self._matched(f, *found)
+            written = stream.written_at
+            if written is not None and self.clock.now() - written > MAX_LAG:
+                return self._behind(f, "lag")
             used += len(block)
             now = self.clock.monotonic()
             if used >= BUDGET:  # spent: nothing more this second
                 spent += 1
                 if spent >= BEHIND_SECONDS:
-                    self.skipped += 1
-                    log.warning(
-                        "log follower behind a flood; backlog dropped, following from now",
-                        extra=kv(container=f.name, skipped=self.skipped),
-                    )
-                    return True
+                    return self._behind(f, "budget")
                 f.stop.wait(max(0.0, second + 1.0 - now))
                 second, used = self.clock.monotonic(), 0
                 continue
@@ -358,6 +361,20 @@ class LogWatch:
             if len(block) < POURING:
                 f.stop.wait(PACE)  # lets output gather: a few large reads, not one per line
         return False
+
+    def _behind(self, f: _Follower, why: str) -> bool:
+        """Count a dropped backlog; said at warning once per container, then at debug (a flood
+        that lasts drops one every few seconds)."""
+        with self._lock:
+            self.skipped += 1
+            first = (f.name, "behind") not in self._warned
+            self._warned.add((f.name, "behind"))
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "log follower behind a flood; backlog dropped, following from now",
+            extra=kv(container=f.name, reason=why, skipped=self.skipped),
+        )
+        return True
 
     def _matched(self, f: _Follower, rule: LogRule, line: bytes) -> None:
         now = self.clock.now()

@@ -7,12 +7,18 @@ from __future__ import annotations
 import json
 import struct
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from guardian.adapters.log_stream import Dechunker, Demultiplexer, FollowedLogs, WireError
+from guardian.adapters.log_stream import (
+    Dechunker,
+    Demultiplexer,
+    FollowedLogs,
+    WireError,
+    stamp_time,
+)
 from guardian.adapters.re2_patterns import Re2Patterns
 from guardian.config import ConfigError, load_settings
 from guardian.core import log_rules
@@ -266,3 +272,19 @@ def test_a_followed_stream_reads_in_bulk_and_ends_at_the_last_chunk() -> None:
 def test_a_label_pattern_is_checked_with_the_same_engine_as_config() -> None:
     with pytest.raises(LogRuleError):
         log_rules.from_config({"match": 3}, "[0]")
+
+
+def test_each_frames_time_is_taken_off_and_the_last_one_kept() -> None:
+    wire = frame(1, b"2026-12-04T17:07:05.123456789Z FATAL: pool exhausted\n") + frame(
+        2, b"2026-12-04T17:07:06Z oops\n"
+    )
+    for size in (1, 5, 31, len(wire)):
+        frames = Demultiplexer(stamped=True)
+        out = b"".join(frames.feed(wire[i : i + size]) for i in range(0, len(wire), size))
+        assert out == b"FATAL: pool exhausted\noops\n"
+        assert frames.stamp == b"2026-12-04T17:07:06Z"
+    assert stamp_time(b"2026-12-04T17:07:05.123456789Z") == datetime(
+        2026, 12, 4, 17, 7, 5, 123456, tzinfo=UTC
+    )
+    with pytest.raises(WireError):
+        Demultiplexer(stamped=True).feed(frame(1, b"x" * 100 + b" y\n"))

@@ -184,3 +184,18 @@ def test_nothing_is_followed_before_the_daemon_starts_it_nor_after_it_stops(
     stream = t.engine.log_stream("app")
     t.app.logs.stop()
     assert stream.closed and followers() == []
+
+
+def test_a_follower_behind_a_flood_drops_the_backlog_and_follows_from_the_end(
+    world: TestApp,
+) -> None:
+    t = world
+    t.engine.add("app", health=None, labels=RULE)
+    t.healer.sweep()
+    stream = t.engine.log_stream("app")
+    stream.written_at = t.clock.now() - timedelta(seconds=30)  # the engine delivers it late
+    stream.write("INFO written half a minute ago\n")
+    wait_until(lambda: len(t.engine.follows) == 2, 5, message="attached again")
+    assert stream.closed and t.app.logs.skipped == 1
+    _, since, tail, _ = t.engine.follows[-1]
+    assert (since, tail) == (t.clock.now(), 0)  # from the end of the log: no backlog
