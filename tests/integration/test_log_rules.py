@@ -30,13 +30,16 @@ def followed(guardian: Any, name: str) -> bool:
     return any(f"container={name}" in line for line in guardian.lines("log followed"))
 
 
+def stamp(text: str) -> float:
+    """An engine's RFC 3339 stamp (nanoseconds) as unix time, to the microsecond."""
+    head, _, frac = text.rstrip("Z").partition(".")
+    return datetime.fromisoformat(f"{head}.{frac[:6]:0<6}+00:00").timestamp()
+
+
 def line_time(containers: Containers, name: str, text: str) -> float:
     """When the engine stamped the first line holding `text` (unix time)."""
     raw = containers.api.logs(name, stdout=True, stderr=True, timestamps=True).decode()
-    stamp = next(line.split(" ", 1)[0] for line in raw.splitlines() if text in line)
-    # RFC 3339 with nanoseconds: keep microseconds for fromisoformat.
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    return datetime.fromisoformat(f"{head}.{frac[:6]:0<6}+00:00").timestamp()
+    return stamp(next(line.split(" ", 1)[0] for line in raw.splitlines() if text in line))
 
 
 def test_a_container_that_logs_its_death_is_restarted_within_2s_of_the_line(
@@ -56,6 +59,15 @@ def test_a_container_that_logs_its_death_is_restarted_within_2s_of_the_line(
     verified = wait_until(lambda: g.lines("restart verified"), 30, message="verified")
     assert "outcome=succeeded" in verified[0]
     assert engine_events.count(name, "kill") == 1
+
+    # The new run is followed too: its own FATAL line restarts it again, as promptly.
+    go(containers, name)
+    wait_until(lambda: engine_events.count(name, "kill") == 2, 20, message="restarted again")
+    again = [t for action, t in engine_events.of(name) if action == "kill"][1]
+    raw = containers.api.logs(name, timestamps=True).decode()
+    said_again = [line for line in raw.splitlines() if "FATAL" in line]
+    assert len(said_again) == 2
+    assert 0 <= again - stamp(said_again[1].split(" ", 1)[0]) < 2.0
 
 
 def test_a_backtracking_pattern_on_long_lines_changes_nothing(
