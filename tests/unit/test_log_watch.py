@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from guardian.core.model import ActionKind, Outcome, ProblemType
+from guardian.entrypoints.reloader import rebuild
 from guardian.logs import FIELDS
 from guardian.ports import EngineEvent
-from tests.app import TestApp, make_app
+from tests.app import TestApp, make_app, settings_for
 from tests.helpers import wait_until
 
 RULE = {"guardian.enable": "true", "guardian.logs.match": "FATAL|too many open files"}
+DB_RULE = {"containers": "db-*", "match": "x"}
 CONFIG_RULE = {"containers": "api-*", "match": "OOM"}
 RESTART = {"cooldown": "2s", "max_attempts": 3, "window": "1h", "verify_timeout": "30s"}
 
@@ -199,3 +201,19 @@ def test_a_follower_behind_a_flood_drops_the_backlog_and_follows_from_the_end(
     assert stream.closed and t.app.logs.skipped == 1
     _, since, tail, _ = t.engine.follows[-1]
     assert (since, tail) == (t.clock.now(), 0)  # from the end of the log: no backlog
+
+
+def test_a_reload_follows_the_new_rules(world: TestApp, tmp_path: Path) -> None:
+    t = world
+    t.engine.add("api-1", health=None)
+    t.engine.add("db-1", health=None)
+    t.healer.sweep()
+    assert t.app.logs.followed() == ["api-1"]
+    new = settings_for(
+        tmp_path / "new", {"logs": {"rules": [{"containers": "db-*", "match": "x"}]}}
+    )
+    rebuild(t.app, new)
+    t.healer.sweep()
+    assert t.app.logs.followed() == ["db-1"]
+    assert t.engine.log_stream("db-1") is not None
+    assert [s.closed for c, _, _, s in t.engine.follows if c == t.engine.id_of("api-1")] == [True]
