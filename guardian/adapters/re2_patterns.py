@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from guardian.core.redaction import untrusted
 from guardian.ports import PatternError
 
 MAX_PROGRAM_MEMORY = 1 << 20  # bytes RE2 may spend on one compiled pattern (its default: 8 MiB)
@@ -52,5 +53,6 @@ def _reason(exc: BaseException) -> str:
     reason = exc.args[0] if exc.args else ""
     if isinstance(reason, bytes):
         reason = reason.decode("utf-8", errors="replace")
-    text = " ".join(str(reason).replace(MULTILINE, "", 1).split())[:160]
+    # RE2 quotes the pattern, which a label may have filled with escape sequences.
+    text = untrusted(str(reason).replace(MULTILINE, "", 1), 160)
     return f"invalid RE2 pattern: {text}" if text else "invalid RE2 pattern"

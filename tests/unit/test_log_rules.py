@@ -288,3 +288,9 @@ def test_each_frames_time_is_taken_off_and_the_last_one_kept() -> None:
     )
     with pytest.raises(WireError):
         Demultiplexer(stamped=True).feed(frame(1, b"x" * 100 + b" y\n"))
+
+
+def test_an_invalid_pattern_from_a_label_is_told_without_its_escape_sequences() -> None:
+    with pytest.raises(PatternError) as caught:
+        Re2Patterns().compile("\x1b[2J(x")
+    assert "\x1b" not in str(caught.value) and str(caught.value).startswith("invalid RE2")
