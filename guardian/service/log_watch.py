@@ -311,12 +311,15 @@ class LogWatch:
         when it fell behind a flood."""
         try:
             while not f.stop.is_set():
+                # Said before asking: Podman answers a follow only with the first output, and
+                # what is written from `since` on is read whenever the answer comes.
+                shown = since.isoformat(timespec="seconds")
+                log.info("log followed", extra=kv(container=f.name, since=shown, tail=tail))
                 stream = self.engine.follow_logs(f.container_id, since, tail)
                 f.stream = stream
                 if f.stop.is_set():  # ended while attaching: _end() saw no stream
                     stream.close()
                     return
-                log.info("log followed", extra=kv(container=f.name, tail=tail))
                 try:
                     if not self._read(f, stream):
                         return
