@@ -5,6 +5,7 @@ stamped it, the kill event's time."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -111,3 +112,7 @@ def test_a_backtracking_pattern_on_long_lines_changes_nothing(
     assert requests.get(f"{g.http_url}/healthz", timeout=2).status_code == 200
     assert restarts(engine_events, hostile) == 0 and engine_events.count(hostile, "kill") == 0
     assert not [line for line in g.lines("problem detected") if hostile in line]
+    # Its followers end with it: SIGTERM stops Guardian at once.
+    asked = time.monotonic()
+    g.stop(timeout=10)
+    assert time.monotonic() - asked < 5
