@@ -31,13 +31,7 @@ from guardian.adapters.engine_payloads import (
     parse_event,
     summary_snapshot,
 )
-from guardian.adapters.log_stream import (
-    EndedLogs,
-    FollowedLogs,
-    raw_reader,
-    shut_down,
-    stamp_time,
-)
+from guardian.adapters.log_stream import EndedLogs, FollowedLogs, StampedLogs, raw_reader, shut_down
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.redaction import redact_patterns, scrub_url
@@ -97,29 +91,6 @@ def classify(exc: BaseException) -> ActionOutcome:
             )
         return ActionOutcome(Outcome.UNKNOWN, "connection lost after the request was sent")
     raise exc
-
-
-class StampedLogs:
-    """A followed stream whose engine times read in Guardian's frame (EngineClock)."""
-
-    def __init__(self, stream: FollowedLogs, clock: EngineClock) -> None:
-        self._stream = stream
-        self._clock = clock
-
-    @property
-    def closed(self) -> bool:
-        return self._stream.closed
-
-    @property
-    def written_at(self) -> datetime | None:
-        at = stamp_time(self._stream.stamp) if self._stream.stamp else None
-        return self._clock.ours(at) if at is not None else None
-
-    def read(self, limit: int) -> bytes:
-        return self._stream.read(limit)
-
-    def close(self) -> None:
-        self._stream.close()
 
 
 class DockerEngine:

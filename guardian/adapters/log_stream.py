@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
+from guardian.adapters.engine_clock import EngineClock
+
 FRAME_HEADER = struct.Struct(">BxxxL")  # stream (0 stdin, 1 stdout, 2 stderr), 3 pad, size
 MAX_SIZE_LINE = 64  # bytes of an HTTP chunk's size line (hex digits and extensions)
 MAX_STAMP = 40  # bytes of a frame's RFC 3339 time ("2026-12-04T17:07:05.123456789Z")
@@ -199,6 +201,29 @@ class EndedLogs:
 
     def close(self) -> None:
         return None
+
+
+class StampedLogs:
+    """A followed stream whose engine times read in Guardian's frame (EngineClock)."""
+
+    def __init__(self, stream: FollowedLogs, clock: EngineClock) -> None:
+        self._stream = stream
+        self._clock = clock
+
+    @property
+    def closed(self) -> bool:
+        return self._stream.closed
+
+    @property
+    def written_at(self) -> datetime | None:
+        at = stamp_time(self._stream.stamp) if self._stream.stamp else None
+        return self._clock.ours(at) if at is not None else None
+
+    def read(self, limit: int) -> bytes:
+        return self._stream.read(limit)
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 def raw_reader(response: Any) -> tuple[Callable[[int], bytes], bool]:

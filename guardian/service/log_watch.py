@@ -3,12 +3,9 @@ is followed on a thread of its own and matched in bulk (service/log_scan.py); a 
 container's result into `log_match` until it starts again, and asks for it to be judged at once.
 decide() does the rest, as for any problem.
 
-Bounded per followed container: reads of at most READ_SIZE bytes, PACE apart while output
-trickles (a few large reads, not one wake-up per line), back to back while it pours, and at most
-BUDGET bytes matched a second whatever it writes. A follower that spent its budget BEHIND_SECONDS
-seconds in a row, or reads output written more than MAX_LAG ago, drops the backlog and follows on
-from the end of the log (counted in `skipped`): a flood is sampled, never queued. No rule: no
-thread at all.
+Each follower is bounded (service/log_follower.py: a flood is sampled, never queued; the
+backlogs dropped are counted in `skipped`); at most MAX_FOLLOWED containers are followed. No
+rule: no thread at all.
 """
 
 from __future__ import annotations
@@ -16,45 +13,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core import log_rules
 from guardian.core.log_rules import LogRule
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.logs import kv
-from guardian.ports import (
-    Clock,
-    Engine,
-    EngineEvent,
-    EngineUnavailable,
-    LogPattern,
-    LogStream,
-    PatternError,
-    Patterns,
-    Rechecks,
-)
-from guardian.service.log_scan import LineScanner
+from guardian.ports import Clock, Engine, EngineEvent, LogPattern, PatternError, Patterns, Rechecks
+from guardian.service.log_follower import Compiled, LogFollower
 
 log = logging.getLogger("guardian.logs")
 
-READ_SIZE = 64 * 1024  # bytes of one read of a container's output
-PACE = 0.05  # seconds between two reads while output trickles
-# A read this large says more is waiting: read on at once. (The engine's socket holds a few
-# hundred messages, ~20 KiB of short lines: waiting PACE after each would cap a follower at a
-# few thousand lines a second.)
-POURING = 8 * 1024
-BUDGET = 2 * 1024 * 1024  # bytes of output matched a second, per container
-BEHIND_SECONDS = 3  # seconds in a row the budget ran out: drop the backlog, follow from the end
-# The output read was written this long ago (the engine's stamp): the engine delivers a flood
-# slower than it is written (~20,000 short lines a second on 2 cores), so a follower would fall
-# further behind for as long as it lasts. Drop the backlog, follow from the end.
-MAX_LAG = timedelta(seconds=5)
-RECENT_LINES = 100  # a (re)attach reads at most this many lines from before it
 MAX_FOLLOWED = 64  # containers followed at once; more are reported, not followed
 JOIN_TIMEOUT = 2.0  # seconds stop() waits for the follower threads
-
-Compiled = tuple[tuple[LogRule, LogPattern], ...]
 
 
 @dataclass(frozen=True)
@@ -65,19 +37,12 @@ class LogMatch:
     detail: str
 
 
-@dataclass
-class _Follower:
-    container_id: str
-    name: str
-    patterns: Compiled
-    stop: threading.Event = field(default_factory=threading.Event)
-    stream: LogStream | None = None
-    ended_at: datetime | None = None  # the stream ended (the container stopped, or cut)
-    thread: threading.Thread | None = None
+def _run(f: LogFollower) -> None:
+    f.run()
 
-    @property
-    def key(self) -> tuple[tuple[str, str], ...]:
-        return tuple((r.match, r.origin) for r, _ in self.patterns)
+
+def _end(f: LogFollower) -> None:
+    f.end()
 
 
 class LogWatch:
@@ -101,7 +66,7 @@ class LogWatch:
         self.skipped = 0  # backlogs dropped because a follower fell behind a flood
         self._lock = threading.Lock()
         self._active = False
-        self._followers: dict[str, _Follower] = {}  # by container id
+        self._followers: dict[str, LogFollower] = {}  # by container id
         self._matches: dict[str, LogMatch] = {}  # by container id
         self._compiled: dict[str, LogPattern | str] = {}  # pattern -> compiled, or why not
         self._warned: set[tuple[str, str]] = set()
@@ -119,9 +84,9 @@ class LogWatch:
             self._active = False
             followers, self._followers = list(self._followers.values()), {}
         for f in followers:
-            self._end(f)
+            _end(f)
         for f in followers:
-            if f.thread is not None:
+            if f.thread.is_alive():
                 f.thread.join(JOIN_TIMEOUT / max(1, len(followers)))
 
     def followed(self) -> list[str]:
@@ -164,9 +129,9 @@ class LogWatch:
                 if new is not None:
                     starts.append(new)
         for f in stale:
-            self._end(f)
+            _end(f)
         for f in starts:
-            self._run(f)
+            _run(f)
 
     def on_event(self, event: EngineEvent) -> None:
         """A start: what was matched belongs to the previous run, and the new run is followed
@@ -178,7 +143,7 @@ class LogWatch:
                 self._matches.pop(cid, None)
                 gone = self._followers.pop(cid, None)
             if gone is not None:
-                self._end(gone)
+                _end(gone)
             return
         if event.action != "start":
             return
@@ -199,9 +164,9 @@ class LogWatch:
                 del self._followers[cid]
             new = self._attach(cid, event.container_name, compiled, event.at)
         if old is not None:
-            self._end(old)
+            _end(old)
         if new is not None:
-            self._run(new)
+            _run(new)
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped: a match keeps its place against the container's start."""
@@ -276,7 +241,9 @@ class LogWatch:
             self._warned.add((name, shown))
         log.warning("bad label ignored", extra=kv(container=name, problem=shown))
 
-    def _attach(self, cid: str, name: str, patterns: Compiled, since: datetime) -> _Follower | None:
+    def _attach(
+        self, cid: str, name: str, patterns: Compiled, since: datetime
+    ) -> LogFollower | None:
         """A follower registered (under the lock) for the caller to run; None when not
         following now (before start(), or at MAX_FOLLOWED)."""
         if not self._active:
@@ -289,83 +256,26 @@ class LogWatch:
                     extra=kv(container=name, max=MAX_FOLLOWED),
                 )
             return None
-        f = _Follower(cid, name, patterns)
-        f.thread = threading.Thread(
-            target=self._follow, args=(f, since, RECENT_LINES), name="log-follow", daemon=True
+        f = LogFollower(
+            cid,
+            name,
+            patterns,
+            since,
+            engine=self.engine,
+            clock=self.clock,
+            matching=self._matching,
+            matched=self._matched,
+            behind=self._behind,
         )
         self._followers[cid] = f
         return f
 
-    def _run(self, f: _Follower) -> None:
-        if f.thread is not None:
-            f.thread.start()
+    def _matching(self, container_id: str) -> bool:
+        """Whether a follower should match: not while a match awaits the next start."""
+        with self._lock:
+            return container_id not in self._matches
 
-    def _end(self, f: _Follower) -> None:
-        f.stop.set()
-        stream = f.stream
-        if stream is not None:
-            stream.close()
-
-    def _follow(self, f: _Follower, since: datetime, tail: int) -> None:
-        """On the follower's own thread: read, match, pace; attach again at the end of the log
-        when it fell behind a flood."""
-        try:
-            while not f.stop.is_set():
-                # Said before asking: Podman answers a follow only with the first output, and
-                # what is written from `since` on is read whenever the answer comes.
-                shown = since.isoformat(timespec="seconds")
-                log.info("log followed", extra=kv(container=f.name, since=shown, tail=tail))
-                stream = self.engine.follow_logs(f.container_id, since, tail)
-                f.stream = stream
-                if f.stop.is_set():  # ended while attaching: _end() saw no stream
-                    stream.close()
-                    return
-                try:
-                    if not self._read(f, stream):
-                        return
-                finally:
-                    stream.close()
-                since, tail = self.clock.now(), 0  # behind: resume at the end of the log
-        except EngineUnavailable as exc:
-            log.debug("log stream lost", extra=kv(container=f.name, reason=str(exc)))
-        except Exception:
-            log.exception("log follower failed", extra=kv(container=f.name))
-        finally:
-            f.ended_at = self.clock.now()
-
-    def _read(self, f: _Follower, stream: LogStream) -> bool:
-        """Read `stream` until it ends (False) or the follower fell behind (True)."""
-        scanner = LineScanner(f.patterns)
-        second, used, spent = self.clock.monotonic(), 0, 0  # this second's budget, and used
-        while not f.stop.is_set():
-            block = stream.read(READ_SIZE)
-            if not block:
-                return False
-            with self._lock:
-                pending = f.container_id in self._matches
-            if not pending:  # matched already: read on (the stream stays current), unmatched
-                found = scanner.feed(block)
-                if found is not None:
-                    self._matched(f, *found)
-            written = stream.written_at
-            if written is not None and self.clock.now() - written > MAX_LAG:
-                return self._behind(f, "lag")
-            used += len(block)
-            now = self.clock.monotonic()
-            if used >= BUDGET:  # spent: nothing more this second
-                spent += 1
-                if spent >= BEHIND_SECONDS:
-                    return self._behind(f, "budget")
-                f.stop.wait(max(0.0, second + 1.0 - now))
-                second, used = self.clock.monotonic(), 0
-                continue
-            if now - second >= 1.0:
-                second, used, spent = now, 0, 0
-            if len(block) < POURING:
-                f.stop.wait(PACE)  # lets output gather: a few large reads, not one per line
-        return False
-
-    def _behind(self, f: _Follower, why: str) -> bool:
+    def _behind(self, f: LogFollower, why: str) -> None:
         """Count a dropped backlog; said at warning once per container, then at debug (a flood
         that lasts drops one every few seconds)."""
         with self._lock:
@@ -377,9 +287,8 @@ class LogWatch:
             "log follower behind a flood; backlog dropped, following from now",
             extra=kv(container=f.name, reason=why, skipped=self.skipped),
         )
-        return True
 
-    def _matched(self, f: _Follower, rule: LogRule, line: bytes) -> None:
+    def _matched(self, f: LogFollower, rule: LogRule, line: bytes) -> None:
         now = self.clock.now()
         found = LogMatch(now, log_rules.detail(rule, line.decode("utf-8", errors="replace")))
         with self._lock:
