@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from guardian.adapters.engine_clock import EngineClock
+from guardian.ports import EngineUnavailable
 
 FRAME_HEADER = struct.Struct(">BxxxL")  # stream (0 stdin, 1 stdout, 2 stderr), 3 pad, size
 MAX_SIZE_LINE = 64  # bytes of an HTTP chunk's size line (hex digits and extensions)
@@ -68,6 +69,10 @@ class Dechunker:
                 i = j + 2
                 if size == 0:
                     self.ended = True
+                elif i + size + 2 <= n:  # the whole chunk is here: taken in one step
+                    out.append(data[i : i + size])
+                    i += size + 2
+                    continue
                 self._left = size
         return b"".join(out)
 
@@ -117,6 +122,16 @@ class Demultiplexer:
                 if kind > 2:
                     raise WireError(f"a log frame of unknown stream {kind}")
                 i += size
+                end = i + self._left
+                if end <= n:  # the whole frame is here: taken in one step
+                    if self._stamped:
+                        space = data.find(b" ", i, min(end, i + MAX_STAMP + 1))
+                        if space < 0:
+                            raise WireError("a log frame without its time")
+                        self.stamp, i = data[i:space], space + 1
+                    out.append(data[i:end])
+                    i, self._left = end, 0
+                    continue
                 self._in_stamp = self._stamped
         return b"".join(out)
 
@@ -220,7 +235,10 @@ class StampedLogs:
         return self._clock.ours(at) if at is not None else None
 
     def read(self, limit: int) -> bytes:
-        return self._stream.read(limit)
+        try:
+            return self._stream.read(limit)
+        except WireError as exc:
+            raise EngineUnavailable(f"a followed log broke its framing: {exc}") from None
 
     def close(self) -> None:
         self._stream.close()
