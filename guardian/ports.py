@@ -83,10 +83,6 @@ class LogStream(Protocol):
         """End the stream, also from another thread: a read waiting on it returns or raises."""
 
 
-class PatternError(Exception):
-    """A pattern the pattern engine refuses; str() says why, in one line."""
-
-
 class LogPattern(Protocol):
     def search(self, text: bytes, start: int = 0) -> tuple[int, int] | None:
         """The span of the leftmost match in `text` from `start` (None: none), in time linear
@@ -98,7 +94,7 @@ class Patterns(Protocol):
     """Compiles the patterns of log rules (core.log_rules) with a linear-time engine."""
 
     def compile(self, pattern: str) -> LogPattern:
-        """Raises PatternError for a pattern the engine refuses (syntax, size)."""
+        """Raises core.log_rules.PatternError for a pattern the engine refuses (syntax, size)."""
 
 
 @dataclass(frozen=True)

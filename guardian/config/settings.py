@@ -32,7 +32,7 @@ from guardian.core.hook_specs import HookConfigError, HookSpec, parse_hooks
 from guardian.core.labels import LOOSENABLE
 from guardian.core.limits import BY_KEY
 from guardian.core.log_rules import MAX_RULES as MAX_LOG_RULES
-from guardian.core.log_rules import LogRule, LogRuleError
+from guardian.core.log_rules import LogRule, LogRuleError, PatternError
 from guardian.core.log_rules import from_config as log_rule_from_config
 from guardian.core.redaction import redact_patterns
 from guardian.core.restart_policy import RestartPolicy
@@ -344,7 +344,6 @@ def _log_rules() -> Key:
         if rules:
             # Compiled as the daemon will (RE2, adapters/re2_patterns.py), loaded only now.
             from guardian.adapters.re2_patterns import Re2Patterns
-            from guardian.ports import PatternError
 
             patterns = Re2Patterns()
             for i, rule in enumerate(rules):

@@ -28,6 +28,10 @@ class LogRuleError(ValueError):
     """A rule that cannot be used; str() is the tail of one line naming the field."""
 
 
+class PatternError(Exception):
+    """A pattern the pattern engine refuses (ports.Patterns); str() says why, in one line."""
+
+
 @dataclass(frozen=True)
 class LogRule:
     """One pattern on the output of the containers whose name matches `containers` (a glob;

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core import log_rules
-from guardian.core.log_rules import LogRule
+from guardian.core.log_rules import LogRule, PatternError
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.logs import kv
-from guardian.ports import Clock, Engine, EngineEvent, LogPattern, PatternError, Patterns, Rechecks
+from guardian.ports import Clock, Engine, EngineEvent, LogPattern, Patterns, Rechecks
 from guardian.service.log_follower import Compiled, LogFollower
 
 log = logging.getLogger("guardian.logs")

@@ -23,9 +23,8 @@ from guardian.adapters.re2_patterns import Re2Patterns
 from guardian.config import ConfigError, load_settings
 from guardian.core import log_rules
 from guardian.core.labels import rules_for
-from guardian.core.log_rules import MAX_LINE, MAX_QUOTE, LogRule, LogRuleError
+from guardian.core.log_rules import MAX_LINE, MAX_QUOTE, LogRule, LogRuleError, PatternError
 from guardian.core.restart_policy import RestartPolicy
-from guardian.ports import PatternError
 from guardian.service.log_scan import LineScanner
 
 RE2 = Re2Patterns()
