@@ -26,6 +26,7 @@ from guardian.adapters.notify.channels import ChannelConfigError, receiver_chann
 from guardian.adapters.private_files import warn_if_readable
 from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.adapters.re2_patterns import Re2Patterns
 from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned
@@ -40,6 +41,9 @@ from guardian.core import notifications
 from guardian.core.checks import CheckSettings
 from guardian.core.delivery import RetryPolicy
 from guardian.core.facts import NotificationsNotQueued, StoreRecovered
+from guardian.core.labels import LOGS_MATCH
+from guardian.core.log_rules import LogRule
+from guardian.core.model import ContainerSnapshot
 from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
@@ -53,6 +57,7 @@ from guardian.ports import (
     HookRunner,
     Metrics,
     Notifier,
+    Patterns,
     ProbeRunner,
     Rechecks,
     ResourceReader,
@@ -73,6 +78,7 @@ from guardian.service.healer import Healer
 from guardian.service.heartbeat import Heartbeat
 from guardian.service.hooks import Hooks, HookSettings
 from guardian.service.host import HostWatch
+from guardian.service.log_watch import LogWatch
 from guardian.service.loop import Loop
 from guardian.service.namespaces import Namespaces
 from guardian.service.oom import OomEvents
@@ -107,6 +113,7 @@ class App:
     loop: Loop  # what the entrypoints ask of the running loop (service.loop)
     verifier: Verifier  # the healer's
     restarts: RestartRunner  # where restart calls run: here until the daemon starts its threads
+    logs: LogWatch  # log rules: followers run once the daemon starts them
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
     heartbeat: Heartbeat | None = None  # told of each sweep by the daemon
@@ -162,6 +169,7 @@ def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> 
         approval_ttl=settings["restart.approval_ttl"],
         maintenance=settings["maintenance.windows"],
         resources=settings["resources.rules"],
+        log_rules=settings["logs.rules"],
     )
 
 
@@ -179,15 +187,27 @@ def build_loop(
     calls: RestartCalls,
     rechecks: Rechecks,
     reader: ResourceReader | None = None,
-) -> tuple[Healer, Prober, ResourceWatch]:
+    patterns: Patterns | None = None,
+) -> tuple[Healer, Prober, ResourceWatch, LogWatch]:
     """The healing loop over its ports: the extensions, the pipeline table, the parts. `calls`
-    runs the restart calls, `rechecks` judges a container again when a decision names a time,
-    `reader` reads containers' cgroups (default: under resources.cgroup_root)."""
+    runs the restart calls, `rechecks` judges a container again when a decision names a time
+    (or at once: a log rule matched), `reader` reads containers' cgroups (default: under
+    resources.cgroup_root); `patterns` compiles log rules (RE2)."""
     state = LoopState()
     rules = RuleBook(hs, state.routing)
     resources = ResourceWatch(
         clock, reader or CgroupReader(settings["resources.cgroup_root"]), engine, rules.observed
     )
+
+    def log_rules_of(snap: ContainerSnapshot) -> tuple[LogRule, ...]:
+        # The one "watched" predicate, under the settings in force (a reload retunes them);
+        # without a label or a config rule, nothing to work out.
+        s = rules.settings
+        if not s.watches(snap.labels) or (LOGS_MATCH not in snap.labels and not s.log_rules):
+            return ()
+        return rules.of(snap).log_rules
+
+    logs = LogWatch(engine, patterns or Re2Patterns(), log_rules_of, clock, rechecks)
     crash_loops = CrashLoops(
         engine,
         CrashLoopSettings(
@@ -229,13 +249,28 @@ def build_loop(
     )
     # The order of each row is the order things run in.
     pipeline = Pipeline(
-        judges=(crash_loops.judge, oom.judge, prober.judge, resources.judge, namespaces.judge),
-        looks=(crash_loops.look, oom.judge, prober.judge, resources.judge, namespaces.judge),
-        inspect_wanted=(crash_loops.still_looping,),
+        judges=(
+            crash_loops.judge,
+            oom.judge,
+            prober.judge,
+            resources.judge,
+            logs.judge,
+            namespaces.judge,
+        ),
+        looks=(
+            crash_loops.look,
+            oom.judge,
+            prober.judge,
+            resources.judge,
+            logs.judge,
+            namespaces.judge,
+        ),
+        inspect_wanted=(crash_loops.still_looping, logs.matched),
         listed=(
             crash_loops.follow,
             prober.update,
             resources.update,
+            logs.update,
             dependencies.follow,
             host.follow,
         ),
@@ -250,6 +285,7 @@ def build_loop(
             crash_loops.on_event,
             namespaces.on_event,
             resources.on_event,
+            logs.on_event,
             host.on_event,
         ),
         storm_holds=host.storm_holds,
@@ -257,14 +293,15 @@ def build_loop(
         storm_speaks_for=host.storm_speaks_for,
         unhealthy_dependencies=dependencies.unhealthy,
         followers=dependencies.followers,
-        stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step),
+        stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step, logs.follow_step),
         verdicts=(hooks.reached,) if hooks is not None else (),
+        relapsed=(logs.relapsed,),
     )
     ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
     recorder = Recorder(ctx)
     remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
     verifier = Verifier(ctx, recorder, Followers(ctx, remediator))
-    return Healer(ctx, recorder, remediator, verifier), prober, resources
+    return Healer(ctx, recorder, remediator, verifier), prober, resources, logs
 
 
 def build_status(
@@ -307,7 +344,7 @@ def build_status(
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(writes, clock, metrics, hs.host) if hooks is not None else None
     restarts = RestartRunner(metrics)
-    healer, prober, resources = build_loop(
+    healer, prober, resources, logs = build_loop(
         settings,
         hs,
         engine,
@@ -334,6 +371,7 @@ def build_status(
         loop=Loop(healer.ctx.state, hs.host),
         verifier=healer.verifier,
         restarts=restarts,
+        logs=logs,
         prune=sqlite.prune,
         hooks=after,
         changes=changes,

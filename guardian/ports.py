@@ -67,6 +67,37 @@ class EngineHistory:
     oldest: datetime | None
 
 
+class LogStream(Protocol):
+    """A container's output as it is written (Engine.follow_logs): stdout and stderr merged,
+    the engine's framing taken off, in blocks of bytes."""
+
+    def read(self, limit: int) -> bytes:
+        """Up to `limit` bytes of output, waiting for some; b"" once it ended (the container
+        stopped, or close()). Raises EngineUnavailable when the engine cut it off."""
+
+    @property
+    def written_at(self) -> datetime | None:
+        """When the container wrote the last output read, as the engine stamped it (in
+        Guardian's frame); None: unknown. How far behind the reader is."""
+
+    def close(self) -> None:
+        """End the stream, also from another thread: a read waiting on it returns or raises."""
+
+
+class LogPattern(Protocol):
+    def search(self, text: bytes, start: int = 0) -> tuple[int, int] | None:
+        """The span of the leftmost match in `text` from `start` (None: none), in time linear
+        in the text whatever the pattern. `^` and `$` match at line ends; no match spans a
+        newline."""
+
+
+class Patterns(Protocol):
+    """Compiles the patterns of log rules (core.log_rules) with a linear-time engine."""
+
+    def compile(self, pattern: str) -> LogPattern:
+        """Raises core.log_rules.PatternError for a pattern the engine refuses (syntax, size)."""
+
+
 @dataclass(frozen=True)
 class EngineIdentity:
     """Which engine serves the API: its kind ("docker" or "podman"), version and API version."""
@@ -110,6 +141,11 @@ class Engine(Protocol):
 
     def logs(self, container_id: str, tail: int) -> str:
         """The last `tail` lines of the container's output ("" when unavailable)."""
+
+    def follow_logs(self, container_id: str, since: datetime, tail: int) -> LogStream:
+        """The container's output from `since` on (of its last `tail` lines at most, which
+        bounds the engine's work to find them), then as it is written, until it stops. Raises
+        EngineUnavailable; a container that is gone gives a stream that has ended."""
 
     def restart(
         self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None

@@ -48,6 +48,44 @@ class FakeClock:
         return self.mono
 
 
+class FakeLogStream:
+    """A followed container's output as a test writes it (write, end); read() waits for it."""
+
+    def __init__(self) -> None:
+        self._blocks: list[bytes] = []
+        self._cond = threading.Condition()
+        self._ended = False
+        self.closed = False
+        self.raises: BaseException | None = None  # raised by the next read (a cut stream)
+        self.written_at: datetime | None = None  # the engine's stamp of the last output read
+
+    def write(self, data: bytes | str) -> None:
+        with self._cond:
+            self._blocks.append(data.encode() if isinstance(data, str) else data)
+            self._cond.notify_all()
+
+    def end(self) -> None:
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def read(self, limit: int) -> bytes:
+        with self._cond:
+            self._cond.wait_for(lambda: self._blocks or self._ended or self.raises, timeout=10)
+            if self.raises is not None:
+                raise self.raises
+            if not self._blocks:
+                return b""
+            block = self._blocks.pop(0)
+            if len(block) > limit:
+                self._blocks.insert(0, block[limit:])
+            return block[:limit]
+
+    def close(self) -> None:
+        self.closed = True
+        self.end()
+
+
 @dataclass
 class FakeEngine:
     """An engine holding containers in a dict; restarts follow a script of outcomes.
@@ -74,6 +112,8 @@ class FakeEngine:
     kept_from: datetime | None = None
     usage: dict[str, Usage] = field(default_factory=dict)  # container id -> stats() reading
     stats_calls: list[str] = field(default_factory=list)  # container ids, in order
+    # follow_logs(): every stream handed out, with what it was asked (id, since, tail).
+    follows: list[tuple[str, datetime, int, FakeLogStream]] = field(default_factory=list)
 
     def add(self, name: str, **fields: object) -> ContainerSnapshot:
         base = {
@@ -209,6 +249,25 @@ class FakeEngine:
     def logs(self, container_id: str, tail: int) -> str:
         self._check()
         return "\n".join(self.output.get(container_id, "").splitlines()[-tail:])
+
+    def follow_logs(self, container_id: str, since: datetime, tail: int) -> FakeLogStream:
+        self._check()
+        stream = FakeLogStream()
+        if container_id not in self.containers:
+            stream.end()
+        self.follows.append((container_id, since, tail, stream))
+        return stream
+
+    def log_stream(self, name: str, timeout: float = 5) -> FakeLogStream:
+        """The latest stream a follower attached to `name`'s output (waiting for one)."""
+        cid = self.id_of(name)
+        deadline = threading.Event()
+        for _ in range(int(timeout / 0.01)):
+            found = [s for c, _, _, s in self.follows if c == cid and not s.closed]
+            if found:
+                return found[-1]
+            deadline.wait(0.01)
+        raise AssertionError(f"no follower attached to {name}")
 
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
         self._check()

@@ -15,6 +15,7 @@ from collections.abc import Collection, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import docker
 import docker.errors
@@ -32,11 +33,19 @@ from guardian.adapters.engine_payloads import (
     stats_usage,
     summary_snapshot,
 )
+from guardian.adapters.log_stream import EndedLogs, FollowedLogs, StampedLogs, raw_reader, shut_down
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.redaction import redact_patterns, scrub_url
 from guardian.core.usage import Usage
-from guardian.ports import Clock, EngineEvent, EngineHistory, EngineIdentity, EngineUnavailable
+from guardian.ports import (
+    Clock,
+    EngineEvent,
+    EngineHistory,
+    EngineIdentity,
+    EngineUnavailable,
+    LogStream,
+)
 
 MAX_LOG_BYTES = 64 * 1024
 # The most events one history() reads: Docker keeps 256, Podman's journal may keep many more.
@@ -262,6 +271,69 @@ class DockerEngine:
         except docker.errors.APIError:
             return None  # removed meanwhile, or an engine that keeps no stats for it
         return stats_usage(raw)
+
+    def follow_logs(self, container_id: str, since: datetime, tail: int) -> LogStream:
+        """The container's output from `since` (engine.follow_logs in log_stream.py's reader);
+        errors translated here: a gone container's stream has ended, a cut one raises
+        EngineUnavailable."""
+        try:
+            data = self._call(lambda api: api.inspect_container(container_id))
+        except docker.errors.NotFound:
+            return EndedLogs()
+        except docker.errors.APIError as exc:
+            raise EngineUnavailable(
+                f"docker engine refused to inspect: {exc.explanation}"
+            ) from None
+        multiplexed = not (data.get("Config") or {}).get("Tty")
+        params = {
+            "follow": 1,
+            "stdout": 1,
+            "stderr": 1,
+            "tail": max(0, tail),
+            # Each message's time, taken off by the reader (log_stream.Demultiplexer): how far
+            # behind a follower is. A TTY's output is not framed: no time is asked of it.
+            "timestamps": int(multiplexed),
+            "since": f"{self.engine_clock.theirs(since).timestamp():.6f}",
+        }
+
+        def get(api: docker.APIClient) -> requests.Response:
+            path = f"/containers/{quote(container_id, safe='')}/logs"
+            url = f"{api.base_url}/v{api.api_version}{path}"
+            # No read timeout: the stream waits for output as long as the container runs.
+            return api.get(url, params=params, stream=True, timeout=None)  # type: ignore[no-any-return]
+
+        response = self._call(get)
+        if response.status_code == 404:
+            response.close()
+            return EndedLogs()
+        if response.status_code != 200:
+            text = response.text[:200] if not response.raw.closed else ""
+            response.close()
+            raise EngineUnavailable(
+                f"docker engine refused the logs of {container_id[:12]}: "
+                f"{response.status_code} {redact_patterns(text)}".strip()
+            )
+        read1, chunked = raw_reader(response)
+
+        def translated(limit: int) -> bytes:
+            try:
+                return read1(limit)
+            except (requests.RequestException, docker.errors.DockerException, OSError, ValueError):
+                if stream.closed:
+                    return b""  # close() shut the socket under the read
+                raise EngineUnavailable(
+                    f"docker engine at {self.shown_url} cut the logs of {container_id[:12]}"
+                ) from None
+
+        stream = FollowedLogs(
+            translated,
+            lambda: shut_down(response),
+            response.close,
+            chunked=chunked,
+            multiplexed=multiplexed,
+            stamped=multiplexed,
+        )
+        return StampedLogs(stream, self.engine_clock)
 
     def restart(
         self,

@@ -31,6 +31,9 @@ from guardian.core.durations import format_duration, parse_duration
 from guardian.core.hook_specs import HookConfigError, HookSpec, parse_hooks
 from guardian.core.labels import LOOSENABLE
 from guardian.core.limits import BY_KEY
+from guardian.core.log_rules import MAX_RULES as MAX_LOG_RULES
+from guardian.core.log_rules import LogRule, LogRuleError, PatternError
+from guardian.core.log_rules import from_config as log_rule_from_config
 from guardian.core.redaction import redact_patterns
 from guardian.core.resources import CONFIG_KEYS as RESOURCE_KEYS
 from guardian.core.resources import ResourceError, ResourceRule
@@ -353,6 +356,36 @@ def _resource_rules() -> Key:
     )
 
 
+def _log_rules() -> Key:
+    def parse(v: Any) -> tuple[LogRule, ...]:
+        if isinstance(v, str):  # from the environment: the list as JSON
+            import json  # loaded only then (bench/imports: `config validate` stays light)
+
+            v = json.loads(v) if v.strip() else None
+        if v is None:
+            return ()
+        if not isinstance(v, list) or len(v) > MAX_LOG_RULES:
+            raise LogRuleError(f": expected a list of at most {MAX_LOG_RULES} rules")
+        rules = []
+        for i, entry in enumerate(v):
+            if not isinstance(entry, dict):
+                raise LogRuleError(f"[{i}]: expected a mapping {{containers, match}}")
+            rules.append(log_rule_from_config(entry, f"[{i}]"))
+        if rules:
+            # Compiled as the daemon will (RE2, adapters/re2_patterns.py), loaded only now.
+            from guardian.adapters.re2_patterns import Re2Patterns
+
+            patterns = Re2Patterns()
+            for i, rule in enumerate(rules):
+                try:
+                    patterns.compile(rule.match)
+                except PatternError as exc:
+                    raise LogRuleError(f"[{i}].match: {exc}") from None
+        return tuple(replace(r, origin=f"logs.rules{r.origin}") for r in rules)
+
+    return Key(None, parse, "a list of rules {containers, match} (docs/configuration.md)")
+
+
 def _resolve_programs(hooks: tuple[HookSpec, ...], path: str) -> tuple[HookSpec, ...]:
     """Each hook's program as an absolute path: found on PATH now, not wherever PATH points
     when the hook runs. Raises ConfigError for one that is missing or not executable."""
@@ -465,6 +498,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "interval": _with(_duration(S, 5 * M), 5 * S),
         "cgroup_root": _with(_text(), "/sys/fs/cgroup"),
     },
+    # Log rules (core.log_rules): an RE2 pattern on the output of the containers they match
+    # opens a log_match incident. `logs: [...]` in the file is read as `logs.rules`.
+    "logs": {"rules": _with(_log_rules(), ())},
     "remediation": {
         "hooks": _with(_hooks(), ()),
         "hooks_max_concurrent": _with(_int(1, 64), 2),
@@ -570,6 +606,7 @@ RELOADABLE = (
     "labels.",
     "maintenance.",
     "resources.rules",
+    "logs.",
     "store.retention",
     "log.",
 )
@@ -718,6 +755,8 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
     compat = _compat(data.pop("compat", None), env)
     if isinstance(data.get("maintenance"), list):  # the short form: the list of windows itself
         data["maintenance"] = {"windows": data["maintenance"]}
+    if isinstance(data.get("logs"), list):  # the short form: the list of rules itself
+        data["logs"] = {"rules": data["logs"]}
     mapped = {m.key: m for m in compat.values}
     values: dict[str, dict[str, Any]] = {}
     for section in data:
@@ -750,7 +789,13 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
                 continue
             try:
                 values[section][key] = spec.parse(raw)
-            except (ReceiverError, HookConfigError, WindowError, ResourceError) as exc:
+            except (
+                ReceiverError,
+                HookConfigError,
+                WindowError,
+                ResourceError,
+                LogRuleError,
+            ) as exc:  # named
                 raise ConfigError(f"{where}{exc}") from None
             except (ValueError, TypeError, OverflowError):
                 raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None

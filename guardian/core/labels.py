@@ -13,6 +13,9 @@ from datetime import timedelta
 
 from guardian.core.durations import format_duration
 from guardian.core.limits import from_label
+from guardian.core.log_rules import LABEL as LOG_MATCH_LABEL
+from guardian.core.log_rules import LogRule, LogRuleError
+from guardian.core.log_rules import from_label as log_rule_from_label
 from guardian.core.orchestrators import owner
 from guardian.core.receivers import RECEIVER_NAME, RECEIVER_NAME_ALLOWED
 from guardian.core.resources import LABELS as RESOURCE_LABELS
@@ -37,6 +40,7 @@ AUTOHEAL_STOP_TIMEOUT = "autoheal.stop.timeout"
 ACTION = "guardian.action"
 ACT_AFTER = "guardian.act_after"
 MAINTENANCE = MAINTENANCE_LABEL  # core.windows: "0 2 * * * 1h [tz]"
+LOGS_MATCH = LOG_MATCH_LABEL  # core.log_rules: an RE2 pattern on the container's output
 
 # The keys whose labels may ask for more than the operator configured, when the operator lists
 # them in labels.allow_loosen: a label's own name without the "guardian." prefix.
@@ -64,6 +68,8 @@ class ContainerRules:
     # guardian.memory.* / guardian.cpu.* and the operator's resources.rules that match its
     # name (core.resources): each only adds detection; decide() still decides.
     resources: tuple[Limit, ...] = ()
+    # guardian.logs.match and the operator's logs.rules that apply: patterns on its output.
+    log_rules: tuple[LogRule, ...] = ()
 
 
 def _flag(value: str | None) -> bool | None:
@@ -208,6 +214,12 @@ def rules_for(
     if any(label in labels for label in RESOURCE_LABELS):
         resources, resource_warnings = limits_from_labels(labels)
         warnings.extend(resource_warnings)
+    log_rules: tuple[LogRule, ...] = ()
+    if LOGS_MATCH in labels:
+        try:  # the label adds detection for its own container; decide() still decides
+            log_rules = (log_rule_from_label(labels[LOGS_MATCH]),)
+        except LogRuleError as exc:
+            warnings.append(str(exc))
     is_self = _flag(labels.get(SELF)) is True or (
         bool(self_id) and bool(container_id) and container_id.startswith(self_id or "")
     )
@@ -222,4 +234,5 @@ def rules_for(
         orchestrator=owner(labels),
         maintenance=maintenance,
         resources=resources,
+        log_rules=log_rules,
     )

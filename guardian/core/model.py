@@ -18,6 +18,7 @@ class ProblemType(StrEnum):
     OOM_KILLED = "oom_killed"
     CRASH_LOOP = "crash_loop"  # Docker's restart policy keeps restarting it; Guardian never does
     PROBE_FAILED = "probe_failed"  # a Guardian-run HTTP/TCP probe failed failure_threshold times
+    LOG_MATCH = "log_match"  # its output matched a log rule (core.log_rules) since its last start
     # It joined a namespace (`container:<id>`) of a container that no longer exists: a restart
     # cannot fix it, so Guardian reports it and names the command that recreates it.
     ORPHANED_NAMESPACE = "orphaned_namespace"

@@ -456,6 +456,7 @@ class Daemon:
         # Restart calls now run on restart threads (each holds one until the engine has
         # stopped and started its container), and what they ask wakes the main loop.
         self.app.restarts.start(self.wakeup)
+        self.app.logs.start()  # log rules: followed from the first sweep on
         self.scheduler.start()
         if self.app.delivery is not None:
             self.app.delivery.start()
@@ -488,6 +489,7 @@ class Daemon:
         log.info("guardian stopping")
         self.systemd.stopping()
         self.app.engine.stop_events()  # ends a blocked event stream; in-flight calls go on
+        self.app.logs.stop()  # ends the log followers' streams
         if self.app.hooks is not None:
             self.app.hooks.stop()  # kills running hooks now, whatever their timeouts
         self.scheduler.shutdown(wait=True)

@@ -1,8 +1,8 @@
 """The extension points of one pass of the loop, filled by bootstrap as one literal table.
 
-Judges turn a result into another (crash loops, OOM events, probes); the storm breaker and the
-dependency graph feed inputs to decide(); the rest follow what the loop saw. An empty Pipeline is
-the bare loop.
+Judges turn a result into another (crash loops, OOM events, probes, log rules); the storm
+breaker and the dependency graph feed inputs to decide(); the rest follow what the loop saw. An
+empty Pipeline is the bare loop.
 """
 
 from __future__ import annotations
@@ -69,3 +69,6 @@ class Pipeline:
     # The wall clock stepped by this much: the stamps a part holds for durations move with it.
     stepped: tuple[Callable[[timedelta], None], ...] = ()
     verdicts: tuple[Callable[[ActionVerdict], None], ...] = ()  # an action's verdict (hooks)
+    # What went wrong since a restarted container's start that no health status shows (its
+    # log matched a rule again): a verification fails on it. None: nothing.
+    relapsed: tuple[Callable[[ContainerSnapshot], str | None], ...] = ()

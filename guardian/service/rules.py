@@ -10,6 +10,7 @@ import threading
 from dataclasses import replace
 
 from guardian.core.labels import ContainerRules, rules_for
+from guardian.core.log_rules import rules_for as log_rules_for
 from guardian.core.model import ContainerSnapshot
 from guardian.core.resources import limits_for
 from guardian.core.windows import windows_for
@@ -61,6 +62,10 @@ class RuleBook:
         limits = limits_for(snap.name, s.resources)
         if limits:
             rules = replace(rules, resources=limits + rules.resources)
+        # The operator's log rules that match its name, beside its label's own.
+        log_rules = log_rules_for(snap.name, s.log_rules)
+        if log_rules:
+            rules = replace(rules, log_rules=rules.log_rules + log_rules)
         with self._lock:
             if self.settings is s:  # not retuned meanwhile: these rules are still the ones
                 self._rules[snap.id] = (dict(snap.labels), snap.name, rules)

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from guardian.core.checks import CheckSettings
 from guardian.core.labels import watched
+from guardian.core.log_rules import LogRule
 from guardian.core.resources import ResourceRule
 from guardian.core.restart_policy import RestartPolicy
 from guardian.core.windows import MaintenanceWindow
@@ -26,6 +27,7 @@ class HealerSettings:
     approval_ttl: timedelta = timedelta(hours=1)  # restart.approval_ttl (guardian.action=ask)
     maintenance: tuple[MaintenanceWindow, ...] = ()  # maintenance.windows (core.windows)
     resources: tuple[ResourceRule, ...] = ()  # resources.rules (core.resources)
+    log_rules: tuple[LogRule, ...] = ()  # logs.rules (core.log_rules)
 
     def watches(self, labels: dict[str, str]) -> bool:
         """The one "is this container watched" predicate (sweep, events, status, API)."""

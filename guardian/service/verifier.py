@@ -29,6 +29,7 @@ from guardian.core.verification import (
     PendingVerify,
     awaiting_first_check,
     judge,
+    restarted,
     verdict_detail,
 )
 from guardian.logs import kv
@@ -39,6 +40,8 @@ from guardian.service.followers import FOLLOWER_REASONS, Followers
 from guardian.service.recorder import Recorder
 
 log = logging.getLogger("guardian.verify")
+
+HEALED_OR_UNDECIDED = (None, Outcome.SUCCEEDED, Outcome.UNKNOWN)
 
 
 def _own_incident(action: RemediationAction) -> int | None:
@@ -83,10 +86,25 @@ class Verifier:
                 )
                 continue
             outcome = judge(p, snap, now, ctx.settings.verify_timeout)
-            if outcome is not None:
+            relapse = self._relapse(p, snap) if outcome in HEALED_OR_UNDECIDED else None
+            if relapse is not None:
+                # A problem of the new run (its log matched again): not healed, whatever
+                # its health says.
+                self.finish(p, Outcome.UNHEALTHY_AFTER_RESTART, relapse, now)
+            elif outcome is not None:
                 self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
             elif only is None:
                 verifications.looked(p, now)
+
+    def _relapse(self, p: PendingVerify, snap: ContainerSnapshot) -> str | None:
+        """What the pipeline saw go wrong since the restart's start (a log match), or None."""
+        if not restarted(p, snap):
+            return None
+        for relapsed in self.ctx.pipeline.relapsed:
+            found = relapsed(snap)
+            if found is not None:
+                return found
+        return None
 
     def _listed(self, due: list[PendingVerify]) -> dict[str, ContainerSnapshot]:
         """The list call's summaries of the containers of `due`, by id: one list for all of them

@@ -64,3 +64,20 @@ def test_the_reader_sees_a_heavy_import_when_a_command_makes_one() -> None:
     modules = imported_modules("-c", "import guardian.bootstrap")
     assert "docker" in heavy_among(modules)
     assert "prometheus_client" in heavy_among(modules)
+
+
+def test_config_validate_with_a_log_rule_loads_re2_and_still_not_the_model(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text('logs:\n  - {containers: "api-*", match: "FATAL|OutOfMemoryError"}\n')
+    modules = cli_modules("config", "validate", "--config", str(config))
+    assert "re2" in modules  # each pattern compiled as the daemon will
+    assert heavy_among(modules) == []
+    assert "guardian.core.model" not in modules and "guardian.ports" not in modules
+
+
+def test_config_validate_without_a_log_rule_never_loads_re2(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("watch:\n  interval: 30s\n")
+    assert "re2" not in cli_modules("config", "validate", "--config", str(config))

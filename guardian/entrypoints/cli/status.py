@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from guardian.core.durations import format_duration
 from guardian.core.hook_specs import HookSpec
+from guardian.core.log_rules import LogRule
 from guardian.core.redaction import redact_patterns, scrub_url
 from guardian.entrypoints.cli.tables import (
     EXIT_OK,
@@ -118,6 +119,8 @@ def _plain(key: str, value: Any) -> Any:
             "after": list(value.after),
             "timeout": _plain("timeout", value.timeout),
         }
+    if isinstance(value, LogRule):  # logs.rules
+        return {"containers": value.containers, "match": value.match}
     if isinstance(value, tuple | list):
         return [_plain(key, v) for v in value]
     if isinstance(value, str) and "://" in value:
