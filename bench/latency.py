@@ -94,7 +94,10 @@ def measure_beside_floor(
     names = fleet.create(min(parallel, trials), "lat-floor", health=True)
     log = EventLog(fleet.url, fleet.scope)
     ours, floor = LatencyResult("events", 10.0), LatencyResult("bare listener", 10.0)
+    rounds = max(1, min(rounds, trials))
     per_round = max(1, trials // rounds)
+    hist = "guardian_detection_to_restart_seconds"
+    scraped: dict[str, float] = {}  # Guardian's histogram, summed over the rounds
     try:
         for n in names:
             wait_for(lambda n=n: fleet.health(n) == "healthy", 30, f"{n} healthy")
@@ -110,9 +113,13 @@ def measure_beside_floor(
                 for i in range(per_round):
                     name = names[i % len(names)]
                     ours.samples.append(_trial(fleet, g, log, name, i // len(names)))
+                for key, value in g.scrape().items():
+                    if key.startswith(hist):
+                        scraped[key] = scraped.get(key, 0.0) + value
             with _listening(fleet, tmp / f"lat-listener-{r}"):
                 for i in range(per_round):
                     floor.samples.append(_floor_trial(fleet, log, names[i % len(names)]))
+        ours.guardian_hist = histogram(scraped, hist)
     finally:
         log.close()
         fleet.remove("lat-floor")

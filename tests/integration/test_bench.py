@@ -40,10 +40,12 @@ def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(
     )
     assert [(x.mode, len(x.samples)) for x in results.latency] == [
         ("events", 1),
+        ("bare listener", 1),  # the floor, in alternating rounds with Guardian
         ("polling", 1),
         ("events (podman)", 1),  # the same latency against a private podman system service
     ]
-    assert all(x.guardian_hist["count"] == 1 for x in results.latency)
+    healers = [x for x in results.latency if x.mode != "bare listener"]
+    assert all(x.guardian_hist["count"] == 1 for x in healers)
     [sweep] = results.sweeps
     assert (sweep.size, sweep.lists, sweep.other) == (3, 1, 0)
     assert sweep.inspects == sweep.candidates == 2 and sweep.exact
