@@ -185,10 +185,14 @@ def test_an_unhealthy_event_on_a_fresh_entry_restarts_without_an_inspect(c: Test
 
 
 def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp) -> None:
-    for i in range(50):
+    for i in range(1000):
         c.engine.add(f"ok{i}")
     warm(c)
-    assert c.engine.inspect_calls == 50  # the first sweep reads each container once
+    assert c.engine.inspect_calls == 256  # a sweep's resync reads at most 256 of them
+    for _ in range(3):
+        c.healer.sweep()
+        c.clock.advance(10)
+    assert c.engine.inspect_calls == 1000  # each container read once, over four sweeps
     lists, inspects = c.engine.list_calls, c.engine.inspect_calls
     for _ in range(3):
         c.clock.advance(30)
