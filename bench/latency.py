@@ -143,15 +143,7 @@ def _listening(fleet: Fleet, tmp: Path) -> Iterator[None]:
 def _floor_trial(fleet: Fleet, log: EventLog, name: str) -> float:
     # The listener verifies nothing: the container is healthy again before the next flip.
     wait_for(lambda: fleet.health(name) == "healthy", 30, f"{name} healthy", every=0.25)
-    since = time.time() - 0.05
-    fleet.exec_all([name], ["touch", "/run/sick"])
-    unhealthy = wait_for(
-        lambda: _health_event(log, name, "unhealthy", since), 30, f"{name} unhealthy event"
-    )
-    restart = wait_for(
-        lambda: log.first(name, ("kill", "die", "restart"), unhealthy), 60, f"{name} restart"
-    )
-    return float(restart - unhealthy)
+    return _flip(fleet, log, name)
 
 
 def _succeeded(g: GuardianRun, name: str) -> float:
@@ -164,6 +156,11 @@ def _trial(fleet: Fleet, g: GuardianRun, log: EventLog, name: str, done_before: 
     # the new flip as a failed verification rather than a fresh detection.
     wait_for(lambda: _succeeded(g, name) >= done_before, 60, f"{name} verified", every=0.25)
     wait_for(lambda: fleet.health(name) == "healthy", 30, f"{name} healthy", every=0.25)
+    return _flip(fleet, log, name)
+
+
+def _flip(fleet: Fleet, log: EventLog, name: str) -> float:
+    """Turn `name` unhealthy; seconds from the engine's unhealthy event to its restart's kill."""
     since = time.time() - 0.05
     fleet.exec_all([name], ["touch", "/run/sick"])
     if fleet.checks is not None:

@@ -307,19 +307,28 @@ def _hooks() -> Key:
     return Key(None, parse, "a list of hooks (docs/hooks.md), each {argv: [...], after, timeout}")
 
 
+def _mappings(
+    v: Any, most: int, what: str, keys: tuple[str, ...], error: type[Exception]
+) -> list[dict[str, Any]]:
+    """A list of at most `most` mappings from the file, or from the environment as JSON (none:
+    empty); else `error` naming where and what is allowed."""
+    if isinstance(v, str):  # from the environment: the list as JSON
+        import json  # loaded only then (bench/imports: `config validate` stays light)
+
+        v = json.loads(v) if v.strip() else None
+    if v is None:
+        return []
+    if not isinstance(v, list) or len(v) > most:
+        raise error(f": expected a list of at most {most} {what}")
+    for i, entry in enumerate(v):
+        if not isinstance(entry, dict):
+            raise error(f"[{i}]: expected a mapping {{{', '.join(keys)}}}")
+    return v
+
+
 def _windows() -> Key:
     def parse(v: Any) -> tuple[MaintenanceWindow, ...]:
-        if isinstance(v, str):  # from the environment: the list as JSON
-            import json  # loaded only then (bench/imports: `config validate` stays light)
-
-            v = json.loads(v) if v.strip() else None
-        if v is None:
-            return ()
-        if not isinstance(v, list) or len(v) > MAX_WINDOWS:
-            raise WindowError(f": expected a list of at most {MAX_WINDOWS} windows")
-        for i, entry in enumerate(v):
-            if not isinstance(entry, dict):
-                raise WindowError(f"[{i}]: expected a mapping {{{', '.join(CONFIG_KEYS)}}}")
+        v = _mappings(v, MAX_WINDOWS, "windows", CONFIG_KEYS, WindowError)
         return tuple(
             replace(window_from_config(entry, f"[{i}]"), origin=f"maintenance.windows[{i}]")
             for i, entry in enumerate(v)
@@ -332,17 +341,7 @@ def _windows() -> Key:
 
 def _resource_rules() -> Key:
     def parse(v: Any) -> tuple[ResourceRule, ...]:
-        if isinstance(v, str):  # from the environment: the list as JSON
-            import json  # loaded only then (bench/imports: `config validate` stays light)
-
-            v = json.loads(v) if v.strip() else None
-        if v is None:
-            return ()
-        if not isinstance(v, list) or len(v) > MAX_RESOURCE_RULES:
-            raise ResourceError(f": expected a list of at most {MAX_RESOURCE_RULES} rules")
-        for i, entry in enumerate(v):
-            if not isinstance(entry, dict):
-                raise ResourceError(f"[{i}]: expected a mapping {{{', '.join(RESOURCE_KEYS)}}}")
+        v = _mappings(v, MAX_RESOURCE_RULES, "rules", RESOURCE_KEYS, ResourceError)
         return tuple(
             resource_rule_from_config(entry, f"[{i}]", f"resources.rules[{i}]")
             for i, entry in enumerate(v)
@@ -358,19 +357,8 @@ def _resource_rules() -> Key:
 
 def _log_rules() -> Key:
     def parse(v: Any) -> tuple[LogRule, ...]:
-        if isinstance(v, str):  # from the environment: the list as JSON
-            import json  # loaded only then (bench/imports: `config validate` stays light)
-
-            v = json.loads(v) if v.strip() else None
-        if v is None:
-            return ()
-        if not isinstance(v, list) or len(v) > MAX_LOG_RULES:
-            raise LogRuleError(f": expected a list of at most {MAX_LOG_RULES} rules")
-        rules = []
-        for i, entry in enumerate(v):
-            if not isinstance(entry, dict):
-                raise LogRuleError(f"[{i}]: expected a mapping {{containers, match}}")
-            rules.append(log_rule_from_config(entry, f"[{i}]"))
+        v = _mappings(v, MAX_LOG_RULES, "rules", ("containers", "match"), LogRuleError)
+        rules = [log_rule_from_config(entry, f"[{i}]") for i, entry in enumerate(v)]
         if rules:
             # Compiled as the daemon will (RE2, adapters/re2_patterns.py), loaded only now.
             from guardian.adapters.re2_patterns import Re2Patterns
