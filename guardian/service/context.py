@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from guardian.core.hooks import ActionVerdict
-from guardian.ports import Clock, Engine, Facts, Metrics, Store
+from guardian.core.model import ContainerSnapshot
+from guardian.ports import Clock, Engine, EngineUnavailable, Facts, Metrics, Store
 from guardian.service.facts import FactStream
 from guardian.service.pipeline import Pipeline
 from guardian.service.rules import RuleBook
@@ -30,6 +31,29 @@ class LoopContext:
     @property
     def settings(self) -> HealerSettings:
         return self.rules.settings
+
+    def on_docker(self) -> bool:
+        """Whether the engine is Docker: Podman's list and events differ, so it has no cache."""
+        try:
+            return self.engine.identity().kind == "docker"
+        except EngineUnavailable:
+            return False
+
+    def inspect_kept(self, container_id: str) -> ContainerSnapshot | None:
+        """The loop's own inspect (the healer's, the verifier's): on Docker its answer fills the
+        container cache (service.container_cache: its rules say whether the entry is fresh).
+        A read for people (status, the API, the page) asks the engine directly instead."""
+        if not self.on_docker():
+            return self.engine.inspect(container_id)
+        cache = self.state.cache
+        ask = cache.asking(container_id, self.clock.now())
+        try:
+            snap = self.engine.inspect(container_id)
+        except EngineUnavailable:
+            cache.unanswered(ask)
+            raise
+        cache.answered(ask, snap, self.clock.now())
+        return snap
 
     def restart_ended(self, container: str, outcome: str) -> None:
         """A restart's final outcome: counted, and told to whoever follows restarts (a storm's

@@ -90,16 +90,8 @@ class Healer:
         (`keep`; not a read's: reads change nothing) fill the container cache."""
         ticket = next(self._tickets)
         self.ctx.facts.publish(InspectAsked(ticket))
-        cache, clock = self.ctx.state.cache, self.ctx.clock
-        ask = cache.asking(container_id, clock.now()) if keep and self._on_docker() else None
-        try:
-            snap = self.ctx.engine.inspect(container_id)
-        except EngineUnavailable:
-            if ask is not None:
-                cache.unanswered(ask)
-            raise
-        if ask is not None:
-            cache.answered(ask, snap, clock.now())
+        ctx = self.ctx
+        snap = ctx.inspect_kept(container_id) if keep else ctx.engine.inspect(container_id)
         if snap is not None:
             self.ctx.facts.publish(ContainerInspected(ticket, snap))
         return snap
@@ -121,11 +113,7 @@ class Healer:
             store.remember(host, EVENTS_THROUGH, events_through)
 
     def _on_docker(self) -> bool:
-        """Whether the engine is Docker: Podman's list and events differ, so it has no cache."""
-        try:
-            return self.ctx.engine.identity().kind == "docker"
-        except EngineUnavailable:
-            return False
+        return self.ctx.on_docker()
 
     def engine_state(self, up: bool, error: str = "") -> None:
         """Record whether the engine answered (log a change, update the gauge, host incidents)."""

@@ -76,7 +76,9 @@ class Verifier:
                 verifications.looked(p, ctx.clock.now())
                 continue
             try:
-                snap = ctx.engine.inspect(p.container_id)
+                # The loop's own look: it fills the container cache too, so the restarted
+                # container's next unhealthy event needs no inspect (service.container_cache).
+                snap = ctx.inspect_kept(p.container_id)
             except EngineUnavailable:
                 return  # judged when the engine answers again
             now = ctx.clock.now()

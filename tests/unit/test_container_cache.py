@@ -409,6 +409,25 @@ def test_labels_only_tighten_on_the_cached_path(tmp_path: Path) -> None:
     assert c.actions("app")[-1].reason == "max_attempts"
 
 
+def test_the_verifiers_look_leaves_a_fresh_entry_for_the_next_unhealthy_event(
+    tmp_path: Path,
+) -> None:
+    # The restart's own events make the entry doubtful; the verification's inspect, after
+    # them, is the loop's own and fills it again, so a relapse needs no inspect either.
+    c = following(make_app(tmp_path, restart={"cooldown": "2s"}))
+    c.engine.add("app")
+    warm(c)
+    assert react(c, turns_unhealthy(c, "app")) == 0
+    for action in ("kill", "die", "start", "restart"):
+        c.healer.on_event(event(c, action, "app"))
+    c.clock.advance(2)
+    c.verify()  # healthy again after the restart: the incident resolved
+    assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == ""
+    c.clock.advance(10)
+    assert react(c, turns_unhealthy(c, "app")) == 0
+    assert c.restarted() == ["app", "app"]
+
+
 def test_a_storm_holds_a_restart_on_the_cached_path(tmp_path: Path) -> None:
     c = following(make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "5m"}))
     for i in range(10):
