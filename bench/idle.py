@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench.engine import REPO, Fleet
 from bench.probes import GuardianRun, rss_mb, wait_for
+from guardian.service.healer import RESYNC_READS
 
 RATIO_FLOOR = 0.12  # Guardian's CPU at most this share of the baseline's at 100 containers
 # From 100 to 1,000 containers, Guardian's idle CPU and RSS grow by less than this.
@@ -174,6 +175,10 @@ def _window(fleet: Fleet, tmp: Path, size: int, seconds: float, poll_interval: f
     try:
         with GuardianRun(tmp, fleet.url, fleet.scope) as g:
             time.sleep(min(5.0, seconds))  # start-up (imports, first sweep) is not idle time
+            # Nor are the sweeps that fill the container cache (at most RESYNC_READS inspects
+            # each): the idle state is the one they leave.
+            filling = -(-size // RESYNC_READS) + 1
+            wait_for(lambda: sweeps_done(g) >= filling, 30 + 15 * filling, "the cache filled")
             s0, threads0 = sweeps_done(g), thread_runs(g.pid)
             g0, p0, a0 = _sample(g.pid), _sample(poller.pid), _sample(autoheal.pid, shell_cpu)
             t0 = time.monotonic()
