@@ -18,7 +18,9 @@ from guardian.core.model import ContainerSnapshot
 
 # An event stamped less than this after the inspect behind an entry may be older than what that
 # inspect showed (the engine's clock is known to about a second, and the stream may lag): the
-# entry cannot tell whether it is news, so it is doubtful.
+# entry cannot tell whether it is news, so it is doubtful. One stamped this much before the
+# inspect was asked happened before it: what it did, the inspect shows (a stream replaying from
+# before the inspect delivers such events).
 ORDER_MARGIN = timedelta(seconds=2)
 # What one entry keeps of a container's labels (hostile input, DESIGN 9); beyond, the entry
 # keeps none and stays doubtful: that container is inspected as before.
@@ -96,8 +98,8 @@ def applied(
     carries them); None: the container is gone."""
     if action == "destroy":
         return None
-    if not entry.fresh:
-        return entry
+    if not entry.fresh or at <= entry.asked_at - ORDER_MARGIN:
+        return entry  # an event that far before the inspect was asked: the inspect shows it
     why = _doubt(entry.snapshot, entry.answered_at, action, name, at, attributes)
     if why:
         return entry.doubted(why)

@@ -54,6 +54,16 @@ def warm(g, proxy: DockerProxy, cid: str) -> None:
     wait_until(lambda: time.monotonic() >= past, ORDER_MARGIN + 1, message="the cache's margin")
 
 
+def settled(events, name: str) -> None:
+    """Until ORDER_MARGIN has passed since `name` turned healthy: a Guardian started from now on
+    inspects it after that event by more than the margin, so the event, replayed by a stream
+    that opens after the inspect, is one the inspect already shows (else the entry could not
+    tell whether it was news, and would be doubtful)."""
+    healthy = events.first(name, "health_status: healthy")
+    margin = ORDER_MARGIN + 0.1
+    wait_until(lambda: time.time() >= healthy + margin, margin + 1, message="the event's margin")
+
+
 def after(events, name: str, action: str, since: float) -> float:
     """The engine's time of `name`'s first `action` event at or after `since`."""
     return wait_until(
@@ -69,6 +79,7 @@ def test_an_unhealthy_event_is_acted_on_without_an_inspect_between_it_and_the_re
     name = containers.run("cached", health_cmd=HEALTH)
     containers.wait_health(name, "healthy")
     cid = containers.inspect(name)["Id"]
+    settled(engine_events, name)
     # A long sweep interval: only the first sweep reads the container; nothing else would.
     g = guardian(watch={"interval": "60s"}, docker={"url": proxy.url})
     warm(g, proxy, cid)

@@ -99,6 +99,20 @@ def test_a_health_event_the_entry_cannot_take_in_makes_it_doubtful(
     assert after is not None and why in after.doubt
 
 
+@pytest.mark.parametrize("action", ["create", "start", "health_status", "exec_start"])
+def test_an_event_well_before_the_inspect_was_asked_leaves_the_entry_as_the_inspect_showed(
+    action: str,
+) -> None:
+    # A stream that replays from before the inspect delivers what the inspect already shows.
+    entry = entry_of(inspected(), T0, T0)
+    before = T0 - ORDER_MARGIN
+    after = applied(entry, action, "app", before, health("unhealthy"))
+    assert after == entry
+    # Any closer to the inspect, and it may be news the inspect missed.
+    closer = applied(entry, action, "app", before + timedelta(milliseconds=1), health("unhealthy"))
+    assert closer is not None and not closer.fresh
+
+
 def test_labels_beyond_the_bounds_are_not_kept_and_the_entry_stays_doubtful() -> None:
     many = {f"k{i}": "v" for i in range(MAX_LABELS + 1)}
     long = {"guardian.enable": "true", "x": "y" * 20_000}
