@@ -47,6 +47,8 @@ from guardian.core.model import ContainerSnapshot
 from guardian.core.notifications import Notification
 from guardian.core.probes import ProbeSpec
 from guardian.core.redaction import Redactor
+from guardian.core.resources import LABELS as RESOURCE_LABELS
+from guardian.core.resources import Limit
 from guardian.core.routing import Routing, route_of
 from guardian.core.storm import StormSettings
 from guardian.logs import install_redaction
@@ -85,6 +87,7 @@ from guardian.service.oom import OomEvents
 from guardian.service.operator import Operator
 from guardian.service.pipeline import Pipeline
 from guardian.service.prober import Prober
+from guardian.service.quiet import HeardRechecks
 from guardian.service.recorder import Recorder
 from guardian.service.remediator import Remediator
 from guardian.service.resources import ResourceWatch
@@ -194,16 +197,24 @@ def build_loop(
     (or at once: a log rule matched), `reader` reads containers' cgroups (default: under
     resources.cgroup_root); `patterns` compiles log rules (RE2)."""
     state = LoopState()
+    rechecks = HeardRechecks(state.quiet, rechecks)  # a container asked about is judged again
     rules = RuleBook(hs, state.routing)
+
+    def limits_of(snap: ContainerSnapshot) -> tuple[Limit, ...]:
+        # Without a label or a config rule, nothing to work out (a sweep asks of every one).
+        if not rules.settings.resources and snap.labels.keys().isdisjoint(RESOURCE_LABELS):
+            return ()
+        return rules.observed(snap).resources
+
     resources = ResourceWatch(
-        clock, reader or CgroupReader(settings["resources.cgroup_root"]), engine, rules.observed
+        clock, reader or CgroupReader(settings["resources.cgroup_root"]), engine, limits_of
     )
 
     def log_rules_of(snap: ContainerSnapshot) -> tuple[LogRule, ...]:
         # The one "watched" predicate, under the settings in force (a reload retunes them);
         # without a label or a config rule, nothing to work out.
         s = rules.settings
-        if not s.watches(snap.labels) or (LOGS_MATCH not in snap.labels and not s.log_rules):
+        if (LOGS_MATCH not in snap.labels and not s.log_rules) or not s.watches(snap.labels):
             return ()
         return rules.of(snap).log_rules
 

@@ -102,6 +102,7 @@ class FakeEngine:
     restarts: list[str] = field(default_factory=list)  # container ids, in order
     stops: list[str] = field(default_factory=list)  # container ids, in order
     list_calls: int = 0
+    _listed: dict[str, ContainerSnapshot] = field(default_factory=dict)  # the last whole list's
     inspect_calls: int = 0
     after_restart_health: str | None = "healthy"
     url: str = "fake://engine"
@@ -175,7 +176,12 @@ class FakeEngine:
             if names and c.name not in names:
                 continue
             if (label == "all" or label in c.labels) and in_scope(c.labels, scope):
-                out.append(self.as_listed(c))
+                # As DockerEngine's list does: the same snapshot for an unchanged container.
+                listed = self.as_listed(c)
+                before = self._listed.get(c.id)
+                out.append(before if before == listed else listed)
+        if not names:
+            self._listed = {s.id: s for s in out}
         return out
 
     def remove(self, name: str) -> None:

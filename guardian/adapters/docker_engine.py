@@ -27,11 +27,11 @@ from guardian.adapters.engine_errors import causes, permission_denied, socket_de
 from guardian.adapters.engine_payloads import (
     CACHE_EVENTS,
     EVENT_FILTER,
+    ListedSnapshots,
     identify,
     inspect_snapshot,
     parse_event,
     stats_usage,
-    summary_snapshot,
 )
 from guardian.adapters.log_stream import EndedLogs, FollowedLogs, StampedLogs, raw_reader, shut_down
 from guardian.core.labels import ALL
@@ -108,6 +108,7 @@ class DockerEngine:
         self._api: docker.APIClient | None = None
         self._identity: EngineIdentity | None = None  # of the engine behind this connection
         self._stream: Any = None
+        self._listed = ListedSnapshots()  # an unchanged container listed again: the same snapshot
         self._lock = threading.Lock()
 
     @property
@@ -197,7 +198,7 @@ class DockerEngine:
         if names:
             # The engine's name filter matches a pattern (web matches web-2): exact names below.
             filters["name"] = sorted(names)
-        snaps = [summary_snapshot(item) for item in self._list(filters)]
+        snaps = self._listed.snapshots(self._list(filters), complete=not names)
         if names:
             snaps = [s for s in snaps if s.name in names]
         if self.identity().kind == "podman":

@@ -5,6 +5,7 @@ another way (its event names, health events and version components).
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -90,6 +91,42 @@ def summary_snapshot(item: dict[str, Any]) -> ContainerSnapshot:
         # The list shows HostConfig.NetworkMode only; PidMode and IpcMode need an inspect.
         namespaces=raw_modes({"NetworkMode": mode}),
     )
+
+
+class ListedSnapshots:
+    """The list call's snapshots, the same object for a container the list shows as before:
+    an unchanged container costs a comparison, not a new snapshot, and the loop can tell it
+    unchanged by identity (service/quiet.py). What a snapshot is made of is compared (the
+    Status text only for its health: "Up 5 minutes" moves with the clock); the last complete
+    list's are kept, no more."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[tuple[Any, ...], ContainerSnapshot]] = {}
+
+    def snapshots(self, items: list[dict[str, Any]], complete: bool) -> list[ContainerSnapshot]:
+        """`items` as snapshots; `complete`: the list shows every container (kept for the next)."""
+        with self._lock:
+            last = self._last
+        seen: dict[str, tuple[tuple[Any, ...], ContainerSnapshot]] = {}
+        out = []
+        for item in items:
+            key = (
+                item.get("Names"),
+                item.get("Labels"),
+                item.get("State"),
+                health_from_status(item.get("Status") or ""),
+                item.get("HostConfig"),
+                item.get("NetworkSettings"),
+            )
+            before = last.get(item["Id"])
+            snap = before[1] if before is not None and before[0] == key else summary_snapshot(item)
+            seen[snap.id] = (key, snap)
+            out.append(snap)
+        if complete:
+            with self._lock:
+                self._last = seen
+        return out
 
 
 def inspect_snapshot(data: dict[str, Any]) -> ContainerSnapshot:

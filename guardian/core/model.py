@@ -5,6 +5,8 @@ Everything here is a frozen value: the core computes new values instead of mutat
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -332,3 +334,10 @@ class RemediationAction:
     finished_at: datetime | None = None
     attempt: int = 0
     extra: dict[str, str] = field(default_factory=dict)
+
+
+def same_snapshots(last: Sequence[ContainerSnapshot], now: Sequence[ContainerSnapshot]) -> bool:
+    """Whether a list shows the very snapshots of the last, in order (the list call hands the
+    same object for an unchanged container): what follows from a list alone need not be worked
+    out again."""
+    return len(last) == len(now) and all(map(operator.is_, last, now))

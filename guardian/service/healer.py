@@ -28,6 +28,7 @@ from guardian.core.model import (
     ContainerSnapshot,
     Incident,
     IncidentState,
+    same_snapshots,
 )
 from guardian.core.policy import reset_due
 from guardian.logs import kv
@@ -35,6 +36,7 @@ from guardian.ports import EngineEvent, EngineUnavailable
 from guardian.service.context import LoopContext
 from guardian.service.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
 from guardian.service.prober import Prober
+from guardian.service.quiet import QuietRow, is_quiet, taken
 from guardian.service.recorder import Recorder
 from guardian.service.remediator import Remediator
 from guardian.service.resources import ResourceWatch
@@ -56,12 +58,20 @@ class Healer:
         self.remediator = remediator
         self.verifier = verifier
         self._tickets = itertools.count(1)  # pairs an inspect's question with its answer
+        self.quiet = ctx.state.quiet  # the containers a sweep need not judge again
+        # The last whole list, under which settings, and its watched containers.
+        self._last_list: tuple[object, list[ContainerSnapshot], list[ContainerSnapshot]] = (
+            None,
+            [],
+            [],
+        )
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
         the store the problem starts patience counts from (kept with the incidents)."""
         self.ctx.state.move_stamps(step)
         self.ctx.state.cache.doubt_all("the wall clock stepped")
+        self.quiet.clear()
         self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
         for follow in self.ctx.pipeline.stepped:
             follow(step)
@@ -76,7 +86,13 @@ class Healer:
         `names`: of these containers only."""
         s = self.ctx.settings
         listed = self.ctx.engine.list_containers(s.watch_label, s.scope, names)
-        return listed, [c for c in listed if s.watches(c.labels)]
+        last_settings, last_listed, last_watched = self._last_list
+        if s is last_settings and same_snapshots(last_listed, listed):
+            return listed, last_watched
+        watched = [c for c in listed if s.watches(c.labels)]
+        if not names:
+            self._last_list = (s, listed, watched)
+        return listed, watched
 
     def listing(self, inspect: ContainerSnapshot) -> ContainerSnapshot | None:
         """An inspect as the list call shows it; None when the sweep does not watch it."""
@@ -118,6 +134,8 @@ class Healer:
     def engine_state(self, up: bool, error: str = "") -> None:
         """Record whether the engine answered (log a change, update the gauge, host incidents)."""
         before = self.ctx.state.engine.answered(up)
+        if not up:
+            self.quiet.clear()
         if up != before:
             if up:
                 self._engine_reached()
@@ -214,7 +232,18 @@ class Healer:
         ctx.facts.publish(ContainersListed(tuple(watched)))
         # One query for the whole sweep instead of one per healthy container (bench/RESULTS.md).
         open_names = {i.container for i in ctx.store.open_incidents(ctx.settings.host)}
+        # A quiet container's row is taken as the last sweep left it (service/quiet.py); only a
+        # sweep that acts keeps them.
+        rows = self.quiet.begin(ctx.settings) if apply else {}
+        now = ctx.clock.now()
+        quiet: dict[str, QuietRow] = {}
         for snap in watched:
+            kept = rows.get(snap.id)
+            if taken(kept, snap, now, open_names):
+                assert kept is not None
+                quiet[snap.id] = kept
+                report.rows.append(kept.row)
+                continue
             try:
                 assessment = self.assess(snap, "sweep")
             except EngineUnavailable as exc:
@@ -227,10 +256,13 @@ class Healer:
             for assessed in ctx.pipeline.assessed:
                 assessed(report.rows)
             # Dependencies first, so a held-back dependent can name the dependency's incident.
+            judged = [row for row in report.rows if row.snapshot.id not in quiet]
             for assessment in sorted(
-                report.rows, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
+                judged, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
             ):
                 self.apply(assessment, open_names)
+            if report.engine_error is None:
+                self._keep_quiet(report.rows, quiet, open_names)
         if apply and report.engine_error is None:
             self._forget_vanished({s.name for s in watched})
         if report.engine_error is None:
@@ -241,6 +273,21 @@ class Healer:
         ctx.metrics.swept(len(watched), unhealthy)
         self.recorder.refresh_gauges()
         return report
+
+    def _keep_quiet(
+        self, rows: list[Assessment], quiet: dict[str, QuietRow], open_names: set[str]
+    ) -> None:
+        """Keep the rows a next sweep may take as they are: those taken, and those judged quiet
+        now whose incidents are all closed (a healthy look closes none it did not see)."""
+        streaks, reset_after = self.ctx.state.streaks, self.ctx.settings.policy.reset_after
+        for a in rows:
+            cid, name = a.snapshot.id, a.snapshot.name
+            if cid in quiet or name in open_names or not is_quiet(a):
+                continue
+            until = streaks.quiet_until(name, reset_after)
+            if until is not None:
+                quiet[cid] = QuietRow(a, until)
+        self.quiet.keep(quiet)
 
     def _resync(self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]) -> None:
         """The sweep as the cache's resync (Docker only): entries of containers no longer
@@ -266,6 +313,7 @@ class Healer:
         restart that awaits it, or judge the container and act. An unhealthy event (its
         `detected_at`) for a container whose cached entry is fresh is judged from the entry,
         without an inspect; anything else inspects."""
+        self.quiet.heard(container_id)
         name = self.ctx.state.verifications.name_of(container_id)
         if name is not None:
             self.verifier.verify(only=name)
@@ -323,6 +371,7 @@ class Healer:
         """Book-keeping for one engine event; True when the container should be checked now."""
         state, cid, action = self.ctx.state, event.container_id, event.action
         state.cache.saw(event)
+        self.quiet.heard(cid)
         if action in ("stop", "kill") and not state.caused_by_restart(cid, event.container_name):
             # `docker stop`/`docker kill` by a person: never undo it.
             state.person_stops.stopped(cid)

@@ -28,6 +28,7 @@ from guardian.core.model import (
     IncidentState,
     Outcome,
     ProblemType,
+    same_snapshots,
 )
 from guardian.core.storm import StormHold, StormSettings, counts, next_hold, storm_size
 from guardian.logs import kv
@@ -68,6 +69,7 @@ class HostWatch:
         self.announce = announce
         self._lock = threading.Lock()
         self._watched: set[str] = set()  # the containers the storm counts (storm.count)
+        self._listed: list[ContainerSnapshot] = []  # the last sweep's containers
         self._unhealthy: dict[str, datetime] = {}  # container -> first detection of this episode
         self._engine_down_since: datetime | None = None
         # The hold of the open storm (its incident id, length, end) and its canary in flight.
@@ -209,7 +211,9 @@ class HostWatch:
         """Keep the last sweep's counted containers (storm.count): a storm's size is a share of
         them."""
         with self._lock:
-            self._watched = {s.name for s in snapshots if counts(s.labels, self.settings)}
+            if not same_snapshots(self._listed, snapshots):  # the same ones count the same
+                self._listed = snapshots
+                self._watched = {s.name for s in snapshots if counts(s.labels, self.settings)}
             for gone in set(self._unhealthy) - self._watched:
                 del self._unhealthy[gone]
 

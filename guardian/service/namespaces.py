@@ -60,6 +60,11 @@ class Namespaces:
             self._learned = False
             return self._edges()
 
+    def told_more(self) -> bool:
+        """Whether an inspect told more since the edges were last given (learned() gives them)."""
+        with self._lock:
+            return self._learned
+
     def learned(self) -> dict[str, list[tuple[str, str]]] | None:
         """The namespace edges again when an inspect told more since they were last given (a
         pid follower's exit, inspected after the sweep listed it); None when nothing changed."""

@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from guardian.core.labels import ContainerRules
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.core.resources import CPU, Limit
 from guardian.core.usage import Sampled, Usage, breached, detail, observe
@@ -45,12 +44,12 @@ class ResourceWatch:
         clock: Clock,
         reader: ResourceReader,
         engine: Engine,
-        rules_of: Callable[[ContainerSnapshot], ContainerRules],
+        limits_of: Callable[[ContainerSnapshot], tuple[Limit, ...]],
     ) -> None:
         self.clock = clock
         self.reader = reader
         self.engine = engine
-        self.rules_of = rules_of
+        self.limits_of = limits_of  # the container's limits, from its labels and resources.rules
         self._lock = threading.Lock()
         self._targets: dict[str, _Target] = {}  # container name -> target
 
@@ -64,7 +63,7 @@ class ResourceWatch:
         for snap in snapshots:
             if snap.state != "running":
                 continue
-            limits = self.rules_of(snap).resources
+            limits = self.limits_of(snap)
             if limits:
                 wanted[snap.name] = (snap.id, limits)
         with self._lock:

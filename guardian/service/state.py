@@ -1,19 +1,22 @@
 """LoopState: the healing loop's mutable state, owned here and nowhere else, in parts by what
 each guards, each with its own invariant: restart claims and verifications (one lock shared by
 the two), approvals awaited, notification routing, healthy streaks, person stops, engine liveness,
-the engine's record of starts, the containers as the engine's events keep them.
+the engine's record of starts, the containers as the engine's events keep them, the containers
+a sweep need not judge again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from guardian.service.claims import Claims
 from guardian.service.container_cache import ContainerCache
 from guardian.service.engine_memory import EngineMemory
 from guardian.service.epochs import RestartEpochs
 from guardian.service.maintenance import MaintenanceHolds
+from guardian.service.quiet import QuietRows
 from guardian.service.verifications import Verifications
 
 
@@ -109,6 +112,18 @@ class HealthyStreaks:
             self._reset_checked[container] = since
             return True
 
+    def quiet_until(self, container: str, reset_after: timedelta) -> datetime | None:
+        """Until when another healthy look at `container` changes nothing (service/quiet.py):
+        until its streak's reset check is due, for ever once it was made; None: no streak."""
+        with self._lock:
+            since = self._since.get(container)
+            if since is None:
+                return None
+            if self._reset_checked.get(container) != since:
+                with contextlib.suppress(OverflowError):
+                    return since + reset_after
+            return datetime.max.replace(tzinfo=UTC)
+
     def keep_only(self, present: set[str]) -> None:
         with self._lock:
             self._since = {k: v for k, v in self._since.items() if k in present}
@@ -195,6 +210,7 @@ class LoopState:
         self.remembered = EngineMemory()  # the engine's record of starts (DESIGN 16)
         self.maintenance = MaintenanceHolds()  # windows in force, held to their end
         self.cache = ContainerCache()  # the containers as the events keep them (DESIGN 18)
+        self.quiet = QuietRows()  # the containers a sweep need not judge again
 
     # -- restarts: claims and verifications together -----------------------------------------
 
