@@ -38,6 +38,9 @@ def test_one_list_request_sees_state_and_health(containers, tmp_path: Path):
         assert snaps[out].state == "exited" and not snaps[out].inspected
         full = engine.inspect(snaps[out].id)
         assert full is not None and full.exit_code == 4 and full.inspected
+        # Listed again, an unchanged container is the same snapshot (service/quiet.py).
+        again = {s.name: s for s in engine.list_containers("guardian.enable", SCOPE)}
+        assert all(again[name] is snaps[name] for name in (sick, fine, out))
         engine.close()
     finally:
         proxy.stop()

@@ -1,5 +1,6 @@
 """What the engine's JSON means, on Docker and on Podman's Docker-compatible API: which engine
-answers /version, and events under either engine's names and shapes (payloads as each sends them).
+answers /version, events under either engine's names and shapes (payloads as each sends them), and
+the list call's snapshots (the same one for an unchanged container).
 """
 
 from __future__ import annotations
@@ -8,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from guardian.adapters.engine_payloads import identify, parse_event
+from guardian.adapters.engine_payloads import (
+    ListedSnapshots,
+    identify,
+    parse_event,
+    summary_snapshot,
+)
 from guardian.ports import EngineEvent
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine
@@ -79,3 +85,56 @@ def test_any_health_event_of_a_watched_container_means_inspect_now(tmp_path, sta
     assert w.healer.on_event(health) is True
     other = EngineEvent("health_status", "x", "other", w.clock.now(), {"health_status": status})
     assert w.healer.on_event(other) is False  # not opted in: no inspect spent on it
+
+
+def listed_item(**fields: object) -> dict[str, object]:
+    item: dict[str, object] = {
+        "Id": "c1" * 32,
+        "Names": ["/web"],
+        "Labels": {"guardian.enable": "true"},
+        "State": "running",
+        "Status": "Up 5 minutes (healthy)",
+        "HostConfig": {"NetworkMode": "bridge"},
+        "NetworkSettings": {"Networks": {"bridge": {"IPAddress": "172.17.0.2"}}},
+    }
+    return {**item, **fields}
+
+
+def test_an_unchanged_container_is_listed_as_the_same_snapshot() -> None:
+    listed = ListedSnapshots()
+    [first] = listed.snapshots([listed_item()], complete=True)
+    # The Status text moves with the clock; only its health is part of the snapshot.
+    [again] = listed.snapshots([listed_item(Status="Up 6 minutes (healthy)")], complete=True)
+    assert again is first
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"Status": "Up 6 minutes (unhealthy)"},
+        {"State": "paused"},
+        {"Names": ["/web-2"]},
+        {"Labels": {"guardian.enable": "false"}},
+        {"HostConfig": {"NetworkMode": "container:" + "d" * 64}},
+        {"NetworkSettings": {"Networks": {"bridge": {"IPAddress": "172.17.0.3"}}}},
+    ],
+)
+def test_a_changed_listing_is_a_new_snapshot_as_the_list_shows_it(
+    changed: dict[str, object],
+) -> None:
+    listed = ListedSnapshots()
+    [first] = listed.snapshots([listed_item()], complete=True)
+    [again] = listed.snapshots([listed_item(**changed)], complete=True)
+    assert again is not first
+    assert again == summary_snapshot(listed_item(**changed))
+
+
+def test_only_a_whole_list_is_kept_for_the_next() -> None:
+    listed = ListedSnapshots()
+    [first] = listed.snapshots([listed_item()], complete=True)
+    listed.snapshots([listed_item(Id="d1" * 32)], complete=False)  # a list of some names
+    [again] = listed.snapshots([listed_item()], complete=True)
+    assert again is first
+    listed.snapshots([], complete=True)  # it is gone from a whole list: forgotten
+    [anew] = listed.snapshots([listed_item()], complete=True)
+    assert anew is not first and anew == first
