@@ -239,8 +239,7 @@ class Healer:
         quiet: dict[str, QuietRow] = {}
         for snap in watched:
             kept = rows.get(snap.id)
-            if taken(kept, snap, now, open_names):
-                assert kept is not None
+            if kept is not None and taken(kept, snap, now, open_names):
                 quiet[snap.id] = kept
                 report.rows.append(kept.row)
                 continue

@@ -41,7 +41,10 @@ class QuietRows:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rows: dict[str, QuietRow] = {}
-        self._heard: set[str] = set()  # container ids heard of since the sweep began
+        # Container ids heard of while a sweep runs (None: none runs; beyond MAX_ROWS of them,
+        # the sweep keeps no row).
+        self._heard: set[str] | None = None
+        self._flooded = False
         self._settings: object = None
 
     def begin(self, settings: object) -> dict[str, QuietRow]:
@@ -50,14 +53,17 @@ class QuietRows:
             if settings is not self._settings:
                 self._rows.clear()
                 self._settings = settings
-            self._heard.clear()
+            self._heard, self._flooded = set(), False
             return dict(self._rows)
 
     def heard(self, container_id: str) -> None:
         """Something was heard of the container (an event, a reaction): judge it again."""
         with self._lock:
             self._rows.pop(container_id, None)
-            self._heard.add(container_id)
+            if self._heard is not None and not self._flooded:
+                self._heard.add(container_id)
+                if len(self._heard) > MAX_ROWS:
+                    self._flooded, self._heard = True, set()
 
     def clear(self) -> None:
         """Judge every container again (the clock stepped, the engine was out of reach)."""
@@ -69,16 +75,17 @@ class QuietRows:
         """The sweep's quiet rows (those taken and those newly judged quiet), except any heard
         of while it ran."""
         with self._lock:
-            kept = (item for item in rows.items() if item[0] not in self._heard)
+            heard, flooded = self._heard or set(), self._flooded
+            self._heard, self._flooded = None, False
+            if flooded:
+                self._rows = {}
+                return
+            kept = (item for item in rows.items() if item[0] not in heard)
             self._rows = dict(itertools.islice(kept, MAX_ROWS))
 
 
-def taken(
-    kept: QuietRow | None, snap: ContainerSnapshot, now: datetime, open_names: set[str]
-) -> bool:
+def taken(kept: QuietRow, snap: ContainerSnapshot, now: datetime, open_names: set[str]) -> bool:
     """Whether the sweep takes `kept` for `snap` as it was."""
-    if kept is None:
-        return False
     last = kept.row.snapshot
     if last is not snap and last != snap:
         return False

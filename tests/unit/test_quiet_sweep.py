@@ -15,7 +15,7 @@ import pytest
 
 from guardian.core.model import IncidentState
 from guardian.ports import EngineEvent
-from guardian.service.quiet import HeardRechecks
+from guardian.service.quiet import MAX_ROWS, HeardRechecks
 from tests.app import TestApp, make_app
 
 
@@ -230,3 +230,16 @@ def test_an_event_while_the_sweep_runs_has_a_row_it_took_judged_at_the_next(
     judged.clear()
     w.healer.sweep()
     assert judged["a"] == 1
+
+
+def test_a_flood_of_events_during_a_sweep_keeps_no_row(w: TestApp) -> None:
+    # Hostile: containers created and destroyed as fast as the engine can, each a new id.
+    w.engine.add("a")
+    sweeps(w, 2)
+    quiet = w.healer.quiet
+    rows = quiet.begin(w.healer.ctx.settings)
+    assert list(rows) == [w.engine.id_of("a")]
+    for i in range(MAX_ROWS + 5):
+        quiet.heard(f"{i:064x}")
+    quiet.keep(rows)
+    assert quiet.begin(w.healer.ctx.settings) == {}  # all judged again
