@@ -40,6 +40,14 @@ def sweeps(w: TestApp, n: int, every: float = 10) -> None:
         w.healer.sweep()
 
 
+def made_quiet(w: TestApp, judged: Counter[str], *names: str) -> None:
+    """`names` running healthy, swept twice (quiet), the count of judgements started afresh."""
+    for name in names:
+        w.engine.add(name)
+    sweeps(w, 2)
+    judged.clear()
+
+
 def event(w: TestApp, action: str, name: str, **extra: str) -> EngineEvent:
     snap = next(s for s in w.engine.containers.values() if s.name == name)
     attributes = {**snap.labels, "name": name, "image": "busybox", **extra}
@@ -64,10 +72,7 @@ def test_an_idle_sweep_judges_no_quiet_container_again(w: TestApp, judged: Count
 def test_a_listing_that_turns_unhealthy_without_an_event_is_judged_and_restarted(
     w: TestApp, judged: Counter[str]
 ) -> None:
-    w.engine.add("app")
-    w.engine.add("other")
-    sweeps(w, 2)
-    judged.clear()
+    made_quiet(w, judged, "app", "other")
     w.engine.set("app", health="unhealthy")  # the stream never said so
     w.healer.sweep()
     assert judged == Counter({"app": 1})
@@ -77,9 +82,7 @@ def test_a_listing_that_turns_unhealthy_without_an_event_is_judged_and_restarted
 def test_a_label_changed_under_a_quiet_container_is_judged(
     w: TestApp, judged: Counter[str]
 ) -> None:
-    w.engine.add("app")
-    sweeps(w, 2)
-    judged.clear()
+    made_quiet(w, judged, "app")
     w.engine.set("app", labels={"guardian.enable": "false"})
     w.healer.sweep()
     w.engine.set("app", labels={"guardian.enable": "true", "guardian.max_attempts": "1"})
@@ -92,10 +95,7 @@ def test_an_event_of_a_quiet_container_has_it_judged_again(
     w: TestApp, judged: Counter[str], action: str
 ) -> None:
     # A person's `docker restart` leaves the listing as it was: running, healthy.
-    w.engine.add("app")
-    w.engine.add("other")
-    sweeps(w, 2)
-    judged.clear()
+    made_quiet(w, judged, "app", "other")
     w.healer.on_event(event(w, action, "app", health_status="healthy"))
     sweeps(w, 2)
     assert judged == Counter({"app": 1})
@@ -105,9 +105,7 @@ def test_a_recheck_asked_between_two_sweeps_has_the_container_judged(
     w: TestApp, judged: Counter[str]
 ) -> None:
     # A log rule's match asks a recheck; without a scheduler the next sweep is that recheck.
-    w.engine.add("app")
-    sweeps(w, 2)
-    judged.clear()
+    made_quiet(w, judged, "app")
     asked: list[str] = []
 
     class Scheduler:
@@ -123,19 +121,14 @@ def test_a_reaction_has_the_container_judged_at_the_next_sweep(
     w: TestApp, judged: Counter[str]
 ) -> None:
     # A probe's or a resource rule's verdict reacts at once; the sweep after judges it anew.
-    w.engine.add("app")
-    sweeps(w, 2)
-    judged.clear()
+    made_quiet(w, judged, "app")
     w.healer.react(w.engine.id_of("app"), source="probe")
     w.healer.sweep()
     assert judged == Counter({"app": 1})
 
 
 def test_a_reload_has_every_container_judged_again(w: TestApp, judged: Counter[str]) -> None:
-    w.engine.add("a")
-    w.engine.add("b")
-    sweeps(w, 2)
-    judged.clear()
+    made_quiet(w, judged, "a", "b")
     rules = w.healer.ctx.rules
     rules.retune(replace(rules.settings, stop_timeout=timedelta(seconds=3)))
     w.healer.sweep()
@@ -143,9 +136,7 @@ def test_a_reload_has_every_container_judged_again(w: TestApp, judged: Counter[s
 
 
 def test_a_clock_step_has_every_container_judged_again(w: TestApp, judged: Counter[str]) -> None:
-    w.engine.add("a")
-    sweeps(w, 2)
-    judged.clear()
+    made_quiet(w, judged, "a")
     w.healer.follow_step(timedelta(hours=1))
     w.healer.sweep()
     assert judged == Counter({"a": 1})
