@@ -17,10 +17,6 @@ if TYPE_CHECKING:
 
 WithConfig = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 EXIT_STORE = 3
-# How long a thread woken by the engine's event (its reaction, the restart call) waits at most
-# for the GIL another busy thread holds (a verification's writes, a page being rendered), instead
-# of Python's 5 ms; it costs nothing while a single thread runs (bench/RESULTS.md).
-SWITCH_INTERVAL = 0.001
 CHECK_COLUMNS = ("container", "state", "health", "finding", "decision")
 
 
@@ -51,7 +47,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     daemon = Daemon(app, reread=lambda: load_settings(args.config))
     freeze_startup()
-    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         daemon.run_forever()  # closing the app releases the lock
     except ListenError as exc:
