@@ -173,6 +173,7 @@ def healer_settings(settings: Settings, self_id: str | None, host: str = "") -> 
         maintenance=settings["maintenance.windows"],
         resources=settings["resources.rules"],
         log_rules=settings["logs.rules"],
+        resync=settings["watch.resync"],
     )
 
 

@@ -126,12 +126,17 @@ class Engine(Protocol):
         """Which engine answers (asked once per connection); raises EngineUnavailable."""
 
     def list_containers(
-        self, label: str, scope: str = "", names: Collection[str] = ()
+        self,
+        label: str,
+        scope: str = "",
+        names: Collection[str] = (),
+        ids: Collection[str] = (),
     ) -> list[ContainerSnapshot]:
         """Containers carrying `label` ("all": every container) and matching the `scope` label
         selector ("key" or "key=value"; empty: no restriction), with their health when the
-        engine knows it: ONE request on Docker, one more per health state on Podman. `names`:
-        only the containers of these names (the engine selects them)."""
+        engine knows it: ONE request on Docker, one more per health state on Podman. `names`,
+        `ids`: only the containers of these names, of these full ids (the engine selects
+        them)."""
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The full snapshot of one container; None when it no longer exists."""

@@ -102,6 +102,8 @@ class FakeEngine:
     restarts: list[str] = field(default_factory=list)  # container ids, in order
     stops: list[str] = field(default_factory=list)  # container ids, in order
     list_calls: int = 0
+    listed_ids: list[set[str]] = field(default_factory=list)  # per list call: the ids asked
+    pings: int = 0
     _listed: dict[str, ContainerSnapshot] = field(default_factory=dict)  # the last whole list's
     inspect_calls: int = 0
     after_restart_health: str | None = "healthy"
@@ -161,26 +163,35 @@ class FakeEngine:
 
     def ping(self) -> None:
         self._check()
+        self.pings += 1
 
     def identity(self) -> EngineIdentity:
         self._check()
         return EngineIdentity(self.kind, "0.0-fake", "1.41")
 
     def list_containers(
-        self, label: str, scope: str = "", names: Collection[str] = ()
+        self,
+        label: str,
+        scope: str = "",
+        names: Collection[str] = (),
+        ids: Collection[str] = (),
     ) -> list[ContainerSnapshot]:
         self._check()
         self.list_calls += 1
+        self.listed_ids.append(set(ids))
         out = []
         for c in self.containers.values():
-            if names and c.name not in names:
+            if (names and c.name not in names) or (ids and c.id not in ids):
                 continue
             if (label == "all" or label in c.labels) and in_scope(c.labels, scope):
                 # As DockerEngine's list does: the same snapshot for an unchanged container.
                 listed = self.as_listed(c)
                 before = self._listed.get(c.id)
                 out.append(before if before == listed else listed)
-        if not names:
+        if ids:
+            kept = {k: v for k, v in self._listed.items() if k not in ids}
+            self._listed = {**kept, **{s.id: s for s in out}}
+        elif not names:
             self._listed = {s.id: s for s in out}
         return out
 

@@ -190,17 +190,26 @@ class DockerEngine:
         return known
 
     def list_containers(
-        self, label: str, scope: str = "", names: Collection[str] = ()
+        self,
+        label: str,
+        scope: str = "",
+        names: Collection[str] = (),
+        ids: Collection[str] = (),
     ) -> list[ContainerSnapshot]:
         # Docker and Podman AND label filters, so the engine does the selecting.
         selectors = [s for s in (None if label == ALL else label, scope) if s]
         filters: dict[str, Any] = {"label": selectors} if selectors else {}
+        # The engine's name and id filters match a pattern (web matches web-2): exact below.
         if names:
-            # The engine's name filter matches a pattern (web matches web-2): exact names below.
             filters["name"] = sorted(names)
-        snaps = self._listed.snapshots(self._list(filters), complete=not names)
+        if ids:
+            filters["id"] = sorted(ids)
+        items = self._list(filters)
+        snaps = self._listed.snapshots(items, complete=not names and not ids, ids=ids)
         if names:
             snaps = [s for s in snaps if s.name in names]
+        if ids:
+            snaps = [s for s in snaps if s.id in ids]
         if self.identity().kind == "podman":
             # One filtered list per health state: the same endpoint (and socket-proxy rule) as
             # the list itself, so an unhealthy container is a candidate as on Docker.

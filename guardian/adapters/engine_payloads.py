@@ -6,6 +6,7 @@ another way (its event names, health events and version components).
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,8 +26,9 @@ MAX_ARGS, MAX_MOUNTS, MAX_PATH = 64, 64, 4096
 EVENT_ACTIONS = ("health_status", "die", "oom", "stop", "start", "restart", "kill", "destroy")
 EVENT_FILTER = (*EVENT_ACTIONS, "died", "remove")
 # On Docker, the events that only the container cache needs (each makes an entry doubtful, core.
-# cache_entry). Podman has no cache: its filter stays as it was.
-CACHE_EVENTS = ("pause", "unpause", "rename", "update")
+# cache_entry) and a sweep between two whole lists (a new container is listed: service/listing).
+# Podman has neither: its filter stays as it was.
+CACHE_EVENTS = ("pause", "unpause", "rename", "update", "create")
 # Podman's names for the actions Guardian knows by Docker's.
 _ACTION_ALIASES = {"died": "die", "remove": "destroy"}
 PODMAN_COMPONENT = "Podman Engine"
@@ -98,14 +100,17 @@ class ListedSnapshots:
     an unchanged container costs a comparison, not a new snapshot, and the loop can tell it
     unchanged by identity (service/quiet.py). What a snapshot is made of is compared (the
     Status text only for its health: "Up 5 minutes" moves with the clock); the last complete
-    list's are kept, no more."""
+    list's are kept, no more, moved on by the lists of some containers by id."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last: dict[str, tuple[tuple[Any, ...], ContainerSnapshot]] = {}
 
-    def snapshots(self, items: list[dict[str, Any]], complete: bool) -> list[ContainerSnapshot]:
-        """`items` as snapshots; `complete`: the list shows every container (kept for the next)."""
+    def snapshots(
+        self, items: list[dict[str, Any]], complete: bool, ids: Collection[str] = ()
+    ) -> list[ContainerSnapshot]:
+        """`items` as snapshots; `complete`: the list shows every container (kept for the next);
+        `ids`: it shows those of these ids that exist (they replace theirs in what is kept)."""
         with self._lock:
             last = self._last
         seen: dict[str, tuple[tuple[Any, ...], ContainerSnapshot]] = {}
@@ -126,6 +131,10 @@ class ListedSnapshots:
         if complete:
             with self._lock:
                 self._last = seen
+        elif ids:
+            with self._lock:
+                kept = {k: v for k, v in self._last.items() if k not in ids}
+                self._last = {**kept, **seen}
         return out
 
 

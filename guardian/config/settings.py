@@ -408,6 +408,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "watch": {
         "label": _with(_text(256), "guardian.enable"),
         "interval": _with(_duration(timedelta(milliseconds=500), DAY), 10 * S),
+        # While the event stream is open, the longest between two sweeps that list every
+        # container (service.listing); 0: every sweep does.
+        "resync": _with(_duration(ZERO, DAY), M),
         "events": _with(_bool(), True),
         "start_grace": _with(_duration(ZERO, DAY), ZERO),
         "scope": _with(_selector(), ""),
@@ -588,6 +591,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
 RELOADABLE = (
     "watch.label",
     "watch.interval",
+    "watch.resync",
     "watch.scope",
     "watch.start_grace",
     "restart.",

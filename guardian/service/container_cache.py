@@ -56,6 +56,7 @@ class ContainerCache:
         self._covered: datetime | None = None
         self._following: datetime | None = None  # when the loop began to follow events
         self._open = False
+        self._streams = 0  # streams opened or cut so far: the same number, the same stream
 
     # -- the event stream -----------------------------------------------------------------------
 
@@ -73,6 +74,7 @@ class ContainerCache:
             start = since if since is not None else (self._following or now) - ORDER_MARGIN
             self._covered = start + ORDER_MARGIN
             self._open = True
+            self._streams += 1
             for cid, entry in self._entries.items():
                 if entry.asked_at < self._covered:
                     self._entries[cid] = entry.doubted(UNCOVERED)
@@ -84,6 +86,7 @@ class ContainerCache:
         with self._lock:
             self._open = False
             self._covered = None
+            self._streams += 1
             self._doubt_all(CUT)
 
     def saw(self, event: EngineEvent) -> None:
@@ -108,6 +111,11 @@ class ContainerCache:
 
     def _doubt_all(self, why: str) -> None:
         self._entries = {cid: e.doubted(why) for cid, e in self._entries.items()}
+
+    def stream(self) -> int | None:
+        """Which stream is open (the same number: no cut or new stream since); None: none."""
+        with self._lock:
+            return self._streams if self._open else None
 
     # -- inspects --------------------------------------------------------------------------
 

@@ -28,13 +28,13 @@ from guardian.core.model import (
     ContainerSnapshot,
     Incident,
     IncidentState,
-    same_snapshots,
 )
 from guardian.core.policy import reset_due
 from guardian.logs import kv
 from guardian.ports import EngineEvent, EngineUnavailable
 from guardian.service.context import LoopContext
 from guardian.service.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
+from guardian.service.listing import Listings
 from guardian.service.prober import Prober
 from guardian.service.quiet import QuietRow, is_quiet, taken
 from guardian.service.recorder import Recorder
@@ -59,12 +59,8 @@ class Healer:
         self.verifier = verifier
         self._tickets = itertools.count(1)  # pairs an inspect's question with its answer
         self.quiet = ctx.state.quiet  # the containers a sweep need not judge again
-        # The last whole list, under which settings, and its watched containers.
-        self._last_list: tuple[object, list[ContainerSnapshot], list[ContainerSnapshot]] = (
-            None,
-            [],
-            [],
-        )
+        # What a sweep lists: all, or only what it must judge again (service/listing.py).
+        self.listings = Listings(ctx.engine, ctx.state.cache, self.quiet, ctx.clock)
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
@@ -83,16 +79,10 @@ class Healer:
         self, names: Collection[str] = ()
     ) -> tuple[list[ContainerSnapshot], list[ContainerSnapshot]]:
         """(every container listed, the watched ones): ONE list request, scoped server-side;
-        `names`: of these containers only."""
+        `names`: of these containers only. A read: the sweep's own list is service.listing's."""
         s = self.ctx.settings
         listed = self.ctx.engine.list_containers(s.watch_label, s.scope, names)
-        last_settings, last_listed, last_watched = self._last_list
-        if s is last_settings and same_snapshots(last_listed, listed):
-            return listed, last_watched
-        watched = [c for c in listed if s.watches(c.labels)]
-        if not names:
-            self._last_list = (s, listed, watched)
-        return listed, watched
+        return listed, [c for c in listed if s.watches(c.labels)]
 
     def listing(self, inspect: ContainerSnapshot) -> ContainerSnapshot | None:
         """An inspect as the list call shows it; None when the sweep does not watch it."""
@@ -219,7 +209,7 @@ class Healer:
         ctx = self.ctx
         report = SweepReport()
         try:
-            listed, watched = self.watched()
+            listed, watched = self.listings.read(ctx.settings, self._on_docker())
             self.engine_state(True)
         except EngineUnavailable as exc:
             self.engine_state(False, str(exc))

@@ -29,6 +29,7 @@ from guardian.ports import Rechecks
 
 QUIET_HEALTH = (None, "healthy")
 MAX_ROWS = 10_000  # beyond, further containers are judged at every sweep
+MAX_NEWS = 100  # containers heard of between two sweeps; beyond, the next one lists them all
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class QuietRows:
         self._heard: set[str] | None = None
         self._flooded = False
         self._settings: object = None
+        # Container ids heard of since a sweep last asked for them (service/listing.py); None:
+        # more than MAX_NEWS, or every container is to be judged again.
+        self._news: set[str] | None = None
 
     def begin(self, settings: object) -> dict[str, QuietRow]:
         """A sweep begins under `settings`: the rows it may take (none after a reload)."""
@@ -60,6 +64,10 @@ class QuietRows:
         """Something was heard of the container (an event, a reaction): judge it again."""
         with self._lock:
             self._rows.pop(container_id, None)
+            if self._news is not None:
+                self._news.add(container_id)
+                if len(self._news) > MAX_NEWS:
+                    self._news = None
             if self._heard is not None and not self._flooded:
                 self._heard.add(container_id)
                 if len(self._heard) > MAX_ROWS:
@@ -70,6 +78,19 @@ class QuietRows:
         with self._lock:
             self._rows.clear()
             self._settings = None
+            self._news = None
+
+    def news(self) -> set[str] | None:
+        """The containers heard of since the last call (None: too many to name, or all of
+        them); from now on, what is heard is news for the next call."""
+        with self._lock:
+            news, self._news = self._news, set()
+            return news
+
+    def holding(self, now: datetime) -> set[str]:
+        """The ids of the rows a sweep at `now` may still take (their reset check not due)."""
+        with self._lock:
+            return {cid for cid, row in self._rows.items() if now < row.until}
 
     def keep(self, rows: dict[str, QuietRow]) -> None:
         """The sweep's quiet rows (those taken and those newly judged quiet), except any heard

@@ -28,6 +28,9 @@ class HealerSettings:
     maintenance: tuple[MaintenanceWindow, ...] = ()  # maintenance.windows (core.windows)
     resources: tuple[ResourceRule, ...] = ()  # resources.rules (core.resources)
     log_rules: tuple[LogRule, ...] = ()  # logs.rules (core.log_rules)
+    # watch.resync: the longest between two whole lists while a stream is open (service.
+    # listing); 0: every sweep lists every container.
+    resync: timedelta = timedelta(0)
 
     def watches(self, labels: dict[str, str]) -> bool:
         """The one "is this container watched" predicate (sweep, events, status, API)."""

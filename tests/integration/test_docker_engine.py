@@ -46,6 +46,30 @@ def test_one_list_request_sees_state_and_health(containers, tmp_path: Path):
         proxy.stop()
 
 
+def test_a_list_by_id_is_one_request_for_exactly_those_ids(containers, tmp_path):
+    """A sweep between two whole lists asks by id (service/listing.py). The engine's id filter
+    matches a pattern too (a prefix of an id matches it): only the exact ids come back, one
+    removed since comes back as nothing, and an unchanged one as the same snapshot."""
+    web, db, other = containers.run("web"), containers.run("db"), containers.run("other")
+    gone = containers.run("gone")
+    proxy = DockerProxy(tmp_path / "count.sock").start()
+    try:
+        engine = DockerEngine(proxy.url, timedelta(seconds=10))
+        engine.ping()
+        whole = {s.name: s for s in engine.list_containers("guardian.enable", SCOPE)}
+        ids = {whole[name].id: name for name in (web, db, gone)}
+        containers.api.remove_container(whole[gone].id, force=True)
+        before = len(proxy.requests)
+        listed = engine.list_containers("guardian.enable", SCOPE, ids=set(ids))
+        assert len(proxy.requests) - before == 1
+        assert sorted(s.name for s in listed) == sorted([web, db])
+        assert all(s is whole[s.name] for s in listed)
+        assert engine.list_containers("guardian.enable", SCOPE, ids={whole[other].id[:12]}) == []
+        engine.close()
+    finally:
+        proxy.stop()
+
+
 def test_a_list_of_named_containers_is_one_request_for_exactly_those(containers, tmp_path):
     """The status page re-lists only the containers a change names. The engine's name filter
     matches a pattern (web matches web-2, and the run's prefix matches every name): only the

@@ -80,11 +80,15 @@ class GatedEngine(FakeEngine):
     waiting: int = 0
 
     def list_containers(
-        self, label: str, scope: str = "", names: Collection[str] = ()
+        self,
+        label: str,
+        scope: str = "",
+        names: Collection[str] = (),
+        ids: Collection[str] = (),
     ) -> list[ContainerSnapshot]:
         self.waiting += 1
         self.gate.wait()
-        return super().list_containers(label, scope, names)
+        return super().list_containers(label, scope, names, ids)
 
 
 def test_watchdog_pings_stop_while_the_sweep_is_stalled_and_resume_after(tmp_path: Path):

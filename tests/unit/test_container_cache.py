@@ -207,11 +207,17 @@ def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp)
         c.healer.sweep()
         c.clock.advance(10)
     assert c.engine.inspect_calls == 1000  # each container read once, over four sweeps
-    lists, inspects = c.engine.list_calls, c.engine.inspect_calls
+    c.clock.advance(60)
+    c.healer.sweep()  # a whole list (watch.resync)
+    lists, inspects, pings = c.engine.list_calls, c.engine.inspect_calls, c.engine.pings
     for _ in range(3):
-        c.clock.advance(30)
+        c.clock.advance(10)
         c.healer.sweep()
-    assert (c.engine.list_calls - lists, c.engine.inspect_calls - inspects) == (3, 0)
+    # One request each: with the stream open and nothing heard, a ping (service/listing.py).
+    assert (c.engine.list_calls - lists, c.engine.pings - pings) == (0, 3)
+    c.clock.advance(60)  # watch.resync: the whole list again
+    c.healer.sweep()
+    assert (c.engine.list_calls - lists, c.engine.inspect_calls - inspects) == (1, 0)
 
 
 def test_the_sweep_reads_again_what_the_list_shows_otherwise(c: TestApp) -> None:
@@ -220,6 +226,9 @@ def test_the_sweep_reads_again_what_the_list_shows_otherwise(c: TestApp) -> None
     cid = c.engine.id_of("app")
     c.engine.set("app", health="starting")  # an event the stream never delivered
     inspects = c.engine.inspect_calls
+    c.healer.sweep()  # between two whole lists: taken as the last list showed it
+    assert c.engine.inspect_calls == inspects
+    c.clock.advance(60)  # watch.resync
     c.healer.sweep()
     assert c.engine.inspect_calls - inspects == 1
     assert c.healer.ctx.state.cache.doubt_of(cid) == ""  # read again: fresh

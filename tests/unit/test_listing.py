@@ -1,0 +1,216 @@
+"""Between two whole lists (service/listing.py, issue 44): while the event stream stays open, a
+sweep asks the engine only for the containers heard of and those not settled, and each way that
+could miss a change lists every container again: no stream, a cut or new stream, Podman, a
+reload, a clock step, an outage, too many heard of, `watch.resync`. Over the fake engine, which
+records the ids each list call asked for."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from guardian.ports import EngineEvent
+from guardian.service.listing import MAX_IDS
+from tests.app import TestApp, make_app
+
+
+def following(w: TestApp) -> TestApp:
+    """The daemon follows the engine's events and its stream is open (as the listener does)."""
+    w.app.loop.follows_events(w.clock.now())
+    w.app.loop.stream_opening(None, w.clock.now())
+    return w
+
+
+@pytest.fixture
+def s(w: TestApp) -> TestApp:
+    return following(w)
+
+
+@pytest.fixture
+def judged(s: TestApp, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each container was judged by a sweep."""
+    counts: Counter[str] = Counter()
+    assess = s.healer.assess
+
+    def counting(snap, source, detected_at=None):  # type: ignore[no-untyped-def]
+        if source == "sweep":
+            counts[snap.name] += 1
+        return assess(snap, source, detected_at)
+
+    monkeypatch.setattr(s.healer, "assess", counting)
+    return counts
+
+
+def sweep(w: TestApp, every: float = 10) -> set[str] | None:
+    """One sweep `every` seconds after the last: the ids its list asked for, None for the whole
+    list, an empty set for a ping."""
+    w.clock.advance(every)
+    lists, pings = w.engine.list_calls, w.engine.pings
+    w.healer.sweep()
+    assert (w.engine.list_calls - lists) + (w.engine.pings - pings) == 1  # one request
+    if w.engine.pings > pings:
+        return set()
+    asked = w.engine.listed_ids[-1]
+    return asked or None
+
+
+def settled(w: TestApp, judged: Counter[str], *names: str, healthy: bool = True) -> None:
+    """`names` running (healthy), swept until quiet, the counts started afresh."""
+    for name in names:
+        w.engine.add(name, health="healthy" if healthy else None)
+    assert sweep(w) is None  # the first: whole
+    asked = sweep(w)  # the next: none of them asked for
+    assert asked is not None and not asked & {w.engine.id_of(name) for name in names}
+    judged.clear()
+
+
+def event(w: TestApp, action: str, name: str, **extra: str) -> EngineEvent:
+    snap = next(c for c in w.engine.containers.values() if c.name == name)
+    attributes = {**snap.labels, "name": name, "image": "busybox", **extra}
+    return EngineEvent(action, snap.id, name, w.clock.now(), attributes)
+
+
+def test_an_idle_sweep_of_1000_quiet_containers_pings_and_judges_none(
+    s: TestApp, judged: Counter[str]
+) -> None:
+    for i in range(1000):
+        s.engine.add(f"ok{i}")
+    s.engine.add("bare", health=None)
+    settled(s, judged)
+    assert [sweep(s) for _ in range(4)] == [set()] * 4
+    assert judged == Counter()
+    report = s.healer.sweep()
+    assert len(report.rows) == 1001  # each still counts
+    assert s.metric("guardian_containers_watched") == 1001
+    # Once watch.resync (1 min) has passed since the last whole list: every container again.
+    assert sweep(s, every=60) is None
+    assert judged == Counter()  # the same listings: still quiet
+
+
+def test_a_container_created_since_is_asked_for_and_judged(
+    s: TestApp, judged: Counter[str]
+) -> None:
+    settled(s, judged, "a", "b")
+    s.engine.add("new", health="unhealthy")
+    s.healer.on_event(event(s, "create", "new"))
+    assert sweep(s) == {s.engine.id_of("new")}
+    assert judged == Counter({"new": 1})
+    assert s.restarted() == ["new"]
+    assert s.metric("guardian_containers_watched") == 3
+
+
+def test_a_destroyed_container_leaves_the_sweep(s: TestApp, judged: Counter[str]) -> None:
+    settled(s, judged, "a", "gone")
+    ev = event(s, "destroy", "gone")
+    s.engine.remove("gone")
+    s.healer.on_event(ev)
+    assert sweep(s) == {ev.container_id}
+    assert s.metric("guardian_containers_watched") == 1
+    assert [row.snapshot.name for row in s.healer.sweep().rows] == ["a"]
+
+
+def test_a_container_not_settled_is_asked_for_at_every_sweep(
+    s: TestApp, judged: Counter[str]
+) -> None:
+    s.engine.add("job", state="exited", health=None, exit_code=0)  # not quiet: never settled
+    settled(s, judged, "a", "b")
+    job = s.engine.id_of("job")
+    assert [sweep(s) for _ in range(3)] == [{job}] * 3
+    assert judged == Counter({"job": 3})
+
+
+@pytest.mark.parametrize("action", ["die", "start", "oom", "health_status", "pause", "rename"])
+def test_an_event_has_its_container_asked_for_at_the_next_sweep(
+    s: TestApp, judged: Counter[str], action: str
+) -> None:
+    settled(s, judged, "app", "other")
+    s.engine.set("app", health="unhealthy")
+    s.healer.on_event(event(s, action, "app", health_status="unhealthy"))  # not reacted to
+    assert sweep(s) == {s.engine.id_of("app")}
+    assert judged == Counter({"app": 1})
+    assert s.restarted() == ["app"]
+
+
+def test_a_change_no_event_told_of_is_found_at_the_resync(s: TestApp, judged: Counter[str]) -> None:
+    settled(s, judged, "app")
+    s.engine.set("app", health="unhealthy")  # a stream that lost it, while it stayed open
+    assert [sweep(s) for _ in range(4)] == [set()] * 4
+    assert s.restarted() == []
+    assert sweep(s) is None  # 60 s since the whole list
+    assert s.restarted() == ["app"]
+
+
+def test_a_quiet_row_whose_reset_check_falls_due_is_asked_for(
+    s: TestApp, judged: Counter[str]
+) -> None:
+    s.engine.add("app")
+    assert sweep(s) is None  # first seen healthy: its reset check is due 600 s on
+    assert sweep(s, every=550) is None  # the resync passed
+    assert sweep(s, every=40) == set()  # healthy for 590 s
+    assert s.store.last_reset(s.host, "app") is None
+    assert sweep(s, every=15) == {s.engine.id_of("app")}  # 605 s: asked for, reset recorded
+    assert s.store.last_reset(s.host, "app") == s.clock.now()
+
+
+def test_many_heard_of_list_every_container(s: TestApp, judged: Counter[str]) -> None:
+    settled(s, judged, "a")
+    for i in range(MAX_IDS + 1):
+        s.healer.quiet.heard(f"{i:064x}")  # hostile: ids created and destroyed at once
+    assert sweep(s) is None
+    assert sweep(s) == set()  # and the next is quiet again
+
+
+def test_without_an_open_stream_every_sweep_lists_every_container(w: TestApp) -> None:
+    w.engine.add("a")
+    assert [sweep(w) for _ in range(3)] == [None] * 3  # no stream was ever opened
+    following(w)
+    assert sweep(w) is None  # opened after the last whole list
+    assert sweep(w) == set()
+
+
+def test_a_cut_or_a_new_stream_lists_every_container(s: TestApp, judged: Counter[str]) -> None:
+    settled(s, judged, "a")
+    s.app.loop.stream_lost()
+    assert sweep(s) is None  # no stream
+    s.app.loop.stream_opening(s.clock.now() - timedelta(seconds=5), s.clock.now())
+    assert sweep(s) is None  # a stream other than the one open at the last whole list
+    assert sweep(s) == set()
+    s.app.loop.stream_lost()
+    s.app.loop.stream_opening(s.clock.now() - timedelta(seconds=5), s.clock.now())
+    assert sweep(s) is None  # cut and opened again between two sweeps
+
+
+def test_a_reload_a_clock_step_and_an_outage_list_every_container(
+    s: TestApp, judged: Counter[str]
+) -> None:
+    settled(s, judged, "a")
+    rules = s.healer.ctx.rules
+    rules.retune(replace(rules.settings, stop_timeout=timedelta(seconds=3)))
+    assert sweep(s) is None
+    assert sweep(s) == set()
+    s.healer.follow_step(timedelta(hours=1))
+    assert sweep(s) is None
+    assert sweep(s) == set()
+    s.engine.reachable = False
+    s.clock.advance(10)
+    report = s.healer.sweep()  # the ping finds the engine gone, as a list would
+    assert report.engine_error is not None
+    assert s.metric("guardian_docker_engine_up") == 0
+    s.engine.reachable = True
+    assert sweep(s) is None
+
+
+def test_on_podman_every_sweep_lists_every_container(s: TestApp, judged: Counter[str]) -> None:
+    s.engine.kind = "podman"
+    s.engine.add("a")
+    assert [sweep(s) for _ in range(3)] == [None] * 3
+
+
+def test_resync_0s_lists_every_container_at_every_sweep(tmp_path: Path) -> None:
+    w = following(make_app(tmp_path, watch={"resync": "0s"}))
+    w.engine.add("a")
+    assert [sweep(w) for _ in range(3)] == [None] * 3
