@@ -102,6 +102,7 @@ class FakeEngine:
     restarts: list[str] = field(default_factory=list)  # container ids, in order
     stops: list[str] = field(default_factory=list)  # container ids, in order
     list_calls: int = 0
+    uncertainty: timedelta | None = None  # stamp_uncertainty(): None, as before any answer
     _listed: dict[str, ContainerSnapshot] = field(default_factory=dict)  # the last whole list's
     inspect_calls: int = 0
     after_restart_health: str | None = "healthy"
@@ -194,6 +195,9 @@ class FakeEngine:
         snap = replace(snap, **fields)  # type: ignore[arg-type]
         self.containers[snap.id] = snap
         return snap
+
+    def stamp_uncertainty(self) -> timedelta | None:
+        return self.uncertainty
 
     def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         """As the real engines' lists show a container (DockerEngine.as_listed, held equal to

@@ -19,6 +19,7 @@ from guardian.core.cache_entry import (
     ORDER_MARGIN,
     applied,
     entry_of,
+    order_margin,
     same_listing,
 )
 from guardian.core.model import ContainerSnapshot
@@ -111,6 +112,20 @@ def test_an_event_well_before_the_inspect_was_asked_leaves_the_entry_as_the_insp
     # Any closer to the inspect, and it may be news the inspect missed.
     closer = applied(entry, action, "app", before + timedelta(milliseconds=1), health("unhealthy"))
     assert closer is not None and not closer.fresh
+
+
+def test_an_entry_orders_events_within_the_engine_clocks_known_uncertainty() -> None:
+    # A local engine's Date answers bound its stamps to milliseconds: an event half a second
+    # after the inspect is news, not a doubt (a fixed 2 s had the next flip inspected).
+    margin = order_margin(timedelta(milliseconds=8))
+    assert margin == timedelta(milliseconds=258) and order_margin(None) == ORDER_MARGIN
+    entry = entry_of(inspected(), T0, T0, margin)
+    soon = applied(entry, "health_status", "app", T0 + timedelta(seconds=0.5), health("unhealthy"))
+    assert soon is not None and soon.fresh and soon.snapshot.health == "unhealthy"
+    close = applied(entry, "health_status", "app", T0 + timedelta(seconds=0.2), health("unhealthy"))
+    assert close is not None and "close to the inspect" in close.doubt
+    before = applied(entry, "start", "app", T0 - timedelta(seconds=0.3), health("healthy"))
+    assert before == entry  # the inspect shows it
 
 
 def test_labels_beyond_the_bounds_are_not_kept_and_the_entry_stays_doubtful() -> None:
@@ -366,6 +381,27 @@ def test_an_event_during_the_inspect_leaves_the_entry_doubtful(
     monkeypatch.setattr(c.engine, "inspect", inspect)
     c.healer.sweep()
     assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == DURING
+
+
+def test_an_event_soon_after_the_inspect_is_judged_from_the_cache_when_the_engines_clock_is_known(
+    c: TestApp,
+) -> None:
+    c.engine.uncertainty = timedelta(milliseconds=5)  # the engine's answers bound its stamps
+    c.engine.add("app")
+    c.healer.sweep()
+    c.clock.advance(0.5)  # half a second after the inspect: within the fixed 2 s margin
+    assert react(c, turns_unhealthy(c, "app")) == 0
+    assert c.restarted() == ["app"]
+
+
+def test_while_the_engines_clock_is_not_known_an_event_soon_after_the_inspect_is_inspected(
+    c: TestApp,
+) -> None:
+    c.engine.add("app")
+    c.healer.sweep()
+    c.clock.advance(0.5)
+    assert react(c, turns_unhealthy(c, "app")) == 1
+    assert c.restarted() == ["app"]
 
 
 def test_an_unhealthy_event_from_before_the_inspect_is_checked_by_an_inspect(c: TestApp) -> None:
