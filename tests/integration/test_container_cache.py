@@ -14,8 +14,8 @@ from tests.helpers import wait_until
 from tests.integration.see_more import HEALTH
 from tests.proxy import DockerProxy
 
-# The cache takes an event as news only once it is this far past the inspect (core.cache_entry
-# ORDER_MARGIN: the engine's clock is known to about a second).
+# The cache takes an event as news once it is this far past the inspect at most (core.cache_entry
+# ORDER_MARGIN, while the engine's answers do not bound its clock yet; far less once they do).
 ORDER_MARGIN = 2.0
 
 
