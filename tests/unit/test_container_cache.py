@@ -1,10 +1,12 @@
 """The container cache (issue 44): an unhealthy event for a container whose entry is fresh is
-judged without an inspect, and every guard still holds when the cache is stale in the way that
+acted on without an inspect (anything else it decides is inspected: the probe's output is not
+kept), and every guard still holds when the cache is stale in the way that
 would fool it. The engine's events are delivered by hand, in the stream's order, over a fake
 clock; the fake engine counts its inspects."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -26,7 +28,7 @@ from guardian.core.model import ContainerSnapshot
 from guardian.entrypoints.event_listener import EventListener
 from guardian.ports import EngineEvent, EngineUnavailable
 from guardian.service.container_cache import CUT, DURING, LISTED_OTHERWISE, UNCOVERED
-from tests.app import TestApp, make_app
+from tests.app import TestApp, make_app, make_world
 from tests.fakes import T0
 
 WATCHED = {"guardian.enable": "true"}
@@ -196,6 +198,12 @@ def react(w: TestApp, ev: EngineEvent) -> int:
     return w.engine.inspect_calls - before
 
 
+def queued(w: TestApp, kind: str) -> list[dict[str, object]]:
+    """The notifications of `kind` in the outbox, oldest first."""
+    rows = w.store.db.query("SELECT payload FROM outbox WHERE kind=? ORDER BY id", (kind,))
+    return [json.loads(r["payload"]) for r in rows]
+
+
 def warm(w: TestApp) -> None:
     """A sweep fills the cache; time passes beyond what an event could be ordered against."""
     w.healer.sweep()
@@ -211,6 +219,24 @@ def test_an_unhealthy_event_on_a_fresh_entry_restarts_without_an_inspect(c: Test
     assert c.restarted() == ["app"]
     [incident] = c.store.open_incidents(c.host)
     assert incident.problem_since == ev.at  # the event's time is the evidence of the start
+
+
+def test_a_hold_judged_from_the_cache_is_inspected_and_tells_the_probes_output(
+    tmp_path: Path,
+) -> None:
+    # The cache serves an action only: a container it would not act on at once (dry run)
+    # is inspected, so its incident and the people told read what the probe said.
+    c = following(make_world(tmp_path, dry_run=True))
+    c.engine.add("app")
+    warm(c)
+    c.engine.set("app", health_output="GET /ready: 503", health_log_at=c.clock.now())
+    assert react(c, turns_unhealthy(c, "app")) == 1
+    assert c.restarted() == []
+    [incident] = c.store.open_incidents(c.host)
+    assert incident.detail == "GET /ready: 503"
+    [opened] = queued(c, "opened")
+    assert opened["detail"] == "GET /ready: 503"
+    assert [a.reason for a in c.actions()] == ["dry_run"]  # decided once, on the inspect
 
 
 def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp) -> None:
@@ -425,7 +451,7 @@ def test_a_step_of_the_wall_clock_makes_every_entry_doubtful(c: TestApp) -> None
 def test_an_orchestrators_container_is_left_to_it_on_the_cached_path(c: TestApp) -> None:
     c.engine.add("web", labels=SWARM)
     warm(c)
-    assert react(c, turns_unhealthy(c, "web")) == 0
+    assert react(c, turns_unhealthy(c, "web")) == 1  # a refusal is told with the probe's output
     assert c.restarted() == []
     [held] = [a for a in c.actions("web")]
     assert held.reason == "orchestrator_managed"
@@ -454,7 +480,7 @@ def test_labels_only_tighten_on_the_cached_path(tmp_path: Path) -> None:
         c.healer.on_event(event(c, action, "app"))
     warm(c)
     assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == ""
-    assert react(c, turns_unhealthy(c, "app")) == 0
+    assert react(c, turns_unhealthy(c, "app")) == 1  # a give-up is told with the probe's output
     assert c.restarted() == ["app"]  # the label asked for 5 attempts; the operator allows 1
     assert c.actions("app")[-1].reason == "max_attempts"
 
@@ -484,7 +510,7 @@ def test_a_storm_holds_a_restart_on_the_cached_path(tmp_path: Path) -> None:
         c.engine.add(f"c{i}", health="unhealthy" if i < 8 else "healthy")
     warm(c)  # eight unhealthy at once: a storm, held
     assert c.restarted() == []
-    assert react(c, turns_unhealthy(c, "c8")) == 0
+    assert react(c, turns_unhealthy(c, "c8")) == 1  # a hold is told with the probe's output
     assert c.restarted() == []
     assert c.actions("c8")[-1].reason == "storm"
 
