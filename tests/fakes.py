@@ -105,6 +105,7 @@ class FakeEngine:
     uncertainty: timedelta | None = None  # stamp_uncertainty(): None, as before any answer
     _listed: dict[str, ContainerSnapshot] = field(default_factory=dict)  # the last whole list's
     inspect_calls: int = 0
+    inspects_at_restart: list[int] = field(default_factory=list)  # inspect_calls at each restart
     after_restart_health: str | None = "healthy"
     url: str = "fake://engine"
     kind: str = "docker"  # what identity() reports
@@ -214,6 +215,7 @@ class FakeEngine:
         self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
     ) -> ActionOutcome:
         self.restarts.append(container_id)
+        self.inspects_at_restart.append(self.inspect_calls)
         if self.restart_raises is not None:
             raise self.restart_raises
         if self.restart_outcomes:

@@ -24,7 +24,7 @@ from guardian.core.cache_entry import (
     order_margin,
     same_listing,
 )
-from guardian.core.model import ContainerSnapshot
+from guardian.core.model import ActionOutcome, ContainerSnapshot
 from guardian.entrypoints.event_listener import EventListener
 from guardian.ports import EngineEvent, EngineUnavailable
 from guardian.service.container_cache import CUT, DURING, LISTED_OTHERWISE, UNCOVERED
@@ -192,10 +192,13 @@ def turns_unhealthy(w: TestApp, name: str) -> EngineEvent:
 
 
 def react(w: TestApp, ev: EngineEvent) -> int:
-    """The daemon's reaction to `ev`; returns the inspects it cost."""
-    before = w.engine.inspect_calls
+    """The daemon's reaction to `ev`; returns the inspects it cost before the engine was asked
+    to restart the container (all of them when it was not: a read after the restart call, for
+    the probe's output, keeps no restart waiting)."""
+    before, restarts = w.engine.inspect_calls, len(w.engine.restarts)
     w.healer.react(ev.container_id, w.healer.reported_at(ev))
-    return w.engine.inspect_calls - before
+    asked = w.engine.inspects_at_restart[restarts:]
+    return (asked[0] if asked else w.engine.inspect_calls) - before
 
 
 def queued(w: TestApp, kind: str) -> list[dict[str, object]]:
@@ -237,6 +240,56 @@ def test_a_hold_judged_from_the_cache_is_inspected_and_tells_the_probes_output(
     [opened] = queued(c, "opened")
     assert opened["detail"] == "GET /ready: 503"
     assert [a.reason for a in c.actions()] == ["dry_run"]  # decided once, on the inspect
+
+
+def test_a_restart_judged_from_the_cache_tells_what_the_last_probe_before_it_said(
+    c: TestApp,
+) -> None:
+    c.engine.add("app")
+    warm(c)
+    probed = c.clock.now() - timedelta(milliseconds=10)  # the probe that sent the event
+    c.engine.set("app", health_output="db: connection refused", health_log_at=probed)
+    inspects = c.engine.inspect_calls
+    assert react(c, turns_unhealthy(c, "app")) == 0  # none on the way to the restart
+    assert c.restarted() == ["app"]
+    assert c.engine.inspect_calls - inspects == 1  # one, after the restart call returned
+    [incident] = c.store.open_incidents(c.host)
+    assert incident.detail == "db: connection refused"
+    [opened] = queued(c, "opened")
+    assert opened["detail"] == "health check failing"  # judged from the cache: no output yet
+    [attempt] = queued(c, "attempt")
+    assert attempt["detail"] == (
+        "restart request completed; the last probe before the restart said: db: connection refused"
+    )
+    [action] = c.restarts()
+    assert action.detail == "restart request completed"  # the engine's answer, as it was
+
+
+def test_a_probe_that_ended_after_the_restart_was_asked_is_not_told(
+    c: TestApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c.engine.add("app")
+    warm(c)
+    c.engine.set("app", health_output="old run: failing", health_log_at=c.clock.now())
+    restart = c.engine.restart
+
+    def restarted_and_probed(
+        cid: str, stop_timeout: timedelta, previous: datetime | None
+    ) -> ActionOutcome:
+        outcome = restart(cid, stop_timeout, previous)
+        # The new run's first probe ends before Guardian reads the container.
+        c.clock.advance(1)
+        c.engine.set("app", health_output="new run: warming up", health_log_at=c.clock.now())
+        return outcome
+
+    monkeypatch.setattr(c.engine, "restart", restarted_and_probed)
+    c.clock.advance(0.5)
+    assert react(c, turns_unhealthy(c, "app")) == 0
+    assert c.restarted() == ["app"]
+    [incident] = c.store.open_incidents(c.host)
+    assert incident.detail == "health check failing"
+    [attempt] = queued(c, "attempt")
+    assert attempt["detail"] == "restart request completed"
 
 
 def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp) -> None:
