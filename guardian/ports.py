@@ -144,6 +144,10 @@ class Engine(Protocol):
     def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         """What list_containers shows of the container an inspect showed as `snap`."""
 
+    def stamp_uncertainty(self) -> timedelta | None:
+        """How far the engine's stamps (events, state times), in Guardian's frame, may be off
+        Guardian's clock; None: not known yet (no answer bounded it)."""
+
     def logs(self, container_id: str, tail: int) -> str:
         """The last `tail` lines of the container's output ("" when unavailable)."""
 

@@ -104,8 +104,10 @@ class FakeEngine:
     list_calls: int = 0
     listed_ids: list[set[str]] = field(default_factory=list)  # per list call: the ids asked
     pings: int = 0
+    uncertainty: timedelta | None = None  # stamp_uncertainty(): None, as before any answer
     _listed: dict[str, ContainerSnapshot] = field(default_factory=dict)  # the last whole list's
     inspect_calls: int = 0
+    inspects_at_restart: list[int] = field(default_factory=list)  # inspect_calls at each restart
     after_restart_health: str | None = "healthy"
     url: str = "fake://engine"
     kind: str = "docker"  # what identity() reports
@@ -206,6 +208,9 @@ class FakeEngine:
         self.containers[snap.id] = snap
         return snap
 
+    def stamp_uncertainty(self) -> timedelta | None:
+        return self.uncertainty
+
     def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         """As the real engines' lists show a container (DockerEngine.as_listed, held equal to
         them by tests/integration/test_docker_engine.py)."""
@@ -221,6 +226,7 @@ class FakeEngine:
         self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
     ) -> ActionOutcome:
         self.restarts.append(container_id)
+        self.inspects_at_restart.append(self.inspect_calls)
         if self.restart_raises is not None:
             raise self.restart_raises
         if self.restart_outcomes:

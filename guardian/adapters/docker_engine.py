@@ -228,6 +228,9 @@ class DockerEngine:
             ]
         return snaps
 
+    def stamp_uncertainty(self) -> timedelta | None:
+        return self.engine_clock.uncertainty
+
     def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         listed = snap.as_listed()
         identity = self._identity

@@ -43,6 +43,16 @@ class EngineClock:
         with self._lock:
             return self._skew
 
+    @property
+    def uncertainty(self) -> timedelta | None:
+        """How far an engine stamp in Guardian's frame may be off: the width of what the
+        answers allow (None: no answer yet)."""
+        with self._lock:
+            if self._bounds is None:
+                return None
+            low, high = self._bounds
+            return timedelta(seconds=high - low)
+
     def saw_date(self, date: str | None, elapsed: float = 0.0) -> None:
         """An engine response's `Date` header (RFC 7231), just received, `elapsed` seconds
         after its request was sent."""

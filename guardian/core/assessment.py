@@ -16,6 +16,8 @@ class Assessment:
     result: HealthCheckResult
     decision: Decision | None = None
     detected_at: datetime | None = None  # when the engine reported the problem
+    # Judged from the container cache, without an inspect: the snapshot has no probe output.
+    cached: bool = False
 
 
 @dataclass

@@ -16,12 +16,14 @@ from datetime import datetime, timedelta
 
 from guardian.core.model import ContainerSnapshot
 
-# An event stamped less than this after the inspect behind an entry may be older than what that
-# inspect showed (the engine's clock is known to about a second, and the stream may lag): the
-# entry cannot tell whether it is news, so it is doubtful. One stamped this much before the
-# inspect was asked happened before it: what it did, the inspect shows (a stream replaying from
-# before the inspect delivers such events).
+# An event stamped less than the entry's margin after the inspect behind it may be older than
+# what that inspect showed: the entry cannot tell whether it is news, so it is doubtful. One
+# stamped the margin or more before the inspect was asked happened before it: what it did, the
+# inspect shows (a stream replaying from before the inspect delivers such events). The margin is
+# how far an engine stamp in Guardian's frame may be off (adapters.engine_clock: the engine's
+# Date answers bound it) and SLACK more; ORDER_MARGIN while nothing bounds it yet.
 ORDER_MARGIN = timedelta(seconds=2)
+SLACK = timedelta(milliseconds=250)
 # What one entry keeps of a container's labels (hostile input, DESIGN 9); beyond, the entry
 # keeps none and stays doubtful: that container is inspected as before.
 MAX_LABELS = 128
@@ -46,6 +48,7 @@ class CacheEntry:
     asked_at: datetime
     answered_at: datetime
     doubt: str = ""
+    margin: timedelta = ORDER_MARGIN  # order_margin() when it was answered
 
     @property
     def fresh(self) -> bool:
@@ -68,7 +71,18 @@ def labels_bounded(labels: Mapping[str, str]) -> bool:
     return sum(len(k) + len(v) for k, v in labels.items()) <= MAX_LABEL_CHARS
 
 
-def entry_of(snap: ContainerSnapshot, asked_at: datetime, answered_at: datetime) -> CacheEntry:
+def order_margin(uncertainty: timedelta | None) -> timedelta:
+    """How close to an inspect an event cannot be ordered against it, when an engine stamp in
+    Guardian's frame may be off by `uncertainty` (None: not known yet)."""
+    return ORDER_MARGIN if uncertainty is None else max(uncertainty, timedelta(0)) + SLACK
+
+
+def entry_of(
+    snap: ContainerSnapshot,
+    asked_at: datetime,
+    answered_at: datetime,
+    margin: timedelta = ORDER_MARGIN,
+) -> CacheEntry:
     """The entry an inspect leaves: without what only the inspect's moment tells (the last
     probe's output and times: a later event's time stands for them, core.checks.heard) or what
     no decision reads (command, mounts, pid); doubtful when it is no inspect or its labels are
@@ -83,7 +97,7 @@ def entry_of(snap: ContainerSnapshot, asked_at: datetime, answered_at: datetime)
         command=(),
         mounts=(),
     )
-    entry = CacheEntry(kept, asked_at, answered_at)
+    entry = CacheEntry(kept, asked_at, answered_at, margin=margin)
     if not snap.inspected:
         return entry.doubted(NOT_INSPECTED)
     if not labels_bounded(snap.labels):
@@ -98,9 +112,9 @@ def applied(
     carries them); None: the container is gone."""
     if action == "destroy":
         return None
-    if not entry.fresh or at <= entry.asked_at - ORDER_MARGIN:
+    if not entry.fresh or at <= entry.asked_at - entry.margin:
         return entry  # an event that far before the inspect was asked: the inspect shows it
-    why = _doubt(entry.snapshot, entry.answered_at, action, name, at, attributes)
+    why = _doubt(entry, action, name, at, attributes)
     if why:
         return entry.doubted(why)
     snap = replace(entry.snapshot, health=attributes["health_status"])
@@ -108,15 +122,11 @@ def applied(
 
 
 def _doubt(
-    snap: ContainerSnapshot,
-    answered_at: datetime,
-    action: str,
-    name: str,
-    at: datetime,
-    attributes: Mapping[str, str],
+    entry: CacheEntry, action: str, name: str, at: datetime, attributes: Mapping[str, str]
 ) -> str:
     """Why the event leaves the entry doubtful; "" when the entry takes it in."""
-    if at < answered_at + ORDER_MARGIN:
+    snap = entry.snapshot
+    if at < entry.answered_at + entry.margin:
         return f"{action[:40]} event close to the inspect"
     if action != "health_status":
         return f"{action[:40]} event"

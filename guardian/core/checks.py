@@ -58,6 +58,20 @@ def heard(
     return replace(result, since=at)
 
 
+def probe_before(snap: ContainerSnapshot, at: datetime) -> str:
+    """What the container's last health probe said, bounded as a detail, when that probe ended
+    before `at` (a restart's request, in Guardian's frame) and before the container's current
+    start (the engine's own stamps, so no skew between the clocks blurs it): the run a restart
+    ended, never the run it began. Docker keeps the health log across a restart. "" when no
+    probe qualifies (or it said nothing)."""
+    ended = snap.health_log_at
+    if not snap.health_output or ended is None or ended >= at:
+        return ""
+    if snap.started_at is not None and ended >= snap.started_at:
+        return ""  # probed since the current start: the new run's, or no restart happened
+    return untrusted(snap.health_output, MAX_OUTPUT)
+
+
 def mebibytes(n: int) -> str:
     return f"{n / 1024 / 1024:.1f} MiB"
 

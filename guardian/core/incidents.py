@@ -170,6 +170,14 @@ def kept_start(existing: Incident, result: HealthCheckResult, began: datetime) -
     return min(kept, began)
 
 
+def probe_said(incident: Incident, output: str) -> IncidentChange:
+    """The incident whose detail is what its container's failing probe said, learnt after it
+    was opened (a problem judged from the container cache, which keeps no probe output): no
+    transition. Empty output leaves the detail as it was."""
+    detail = untrusted(output, MAX_DETAIL)
+    return IncidentChange(replace(incident, detail=detail) if detail else incident)
+
+
 def record_recovery(incident: Incident, reason: str, now: datetime) -> IncidentChange:
     """Resolve an open incident because the container was observed healthy."""
     if not incident.is_open:

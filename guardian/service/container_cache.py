@@ -1,7 +1,8 @@
 """ContainerCache: the containers as the engine's events keep them between inspects (DESIGN 18),
-so that on Docker an unhealthy event for a container whose entry is fresh is decided on without
-an inspect. Entries come from the loop's inspects only; the event stream keeps them (the rules
-of one entry: core.cache_entry); the sweep resyncs them against its list.
+so that on Docker an unhealthy event for a container whose entry is fresh is acted on without
+an inspect (Healer.react; a decision that does not act inspects, for the probe's output).
+Entries come from the loop's inspects only; the event stream keeps them (the rules of one
+entry: core.cache_entry); the sweep resyncs them against its list.
 
 Invariant: an entry is used only while it is fresh and the stream is open, and a fresh entry has
 seen every event about its container since its inspect was asked: the stream was open or
@@ -15,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from guardian.core.cache_entry import (
     ORDER_MARGIN,
@@ -125,15 +126,22 @@ class ContainerCache:
             self._asked[container_id] = self._asked.get(container_id, 0) + 1
             return Ask(container_id, self._seen, now)
 
-    def answered(self, ask: Ask, snap: ContainerSnapshot | None, now: datetime) -> None:
-        """The inspect's answer (None: the container is gone) becomes the entry."""
+    def answered(
+        self,
+        ask: Ask,
+        snap: ContainerSnapshot | None,
+        now: datetime,
+        margin: timedelta = ORDER_MARGIN,
+    ) -> None:
+        """The inspect's answer (None: the container is gone) becomes the entry, ordered
+        against events within `margin` (core.cache_entry.order_margin)."""
         cid = ask.container_id
         with self._lock:
             touched = self._release(ask)
             if snap is None or snap.id != cid:
                 self._entries.pop(cid, None)
                 return
-            entry = entry_of(snap, ask.at, now)
+            entry = entry_of(snap, ask.at, now, margin)
             if self._covered is None or ask.at < self._covered:
                 entry = entry.doubted(UNCOVERED)
             if touched > ask.seen:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from guardian.core.cache_entry import order_margin
 from guardian.core.hooks import ActionVerdict
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import Clock, Engine, EngineUnavailable, Facts, Metrics, Store
@@ -52,7 +53,8 @@ class LoopContext:
         except EngineUnavailable:
             cache.unanswered(ask)
             raise
-        cache.answered(ask, snap, self.clock.now())
+        margin = order_margin(self.engine.stamp_uncertainty())
+        cache.answered(ask, snap, self.clock.now(), margin)
         return snap
 
     def restart_ended(self, container: str, outcome: str) -> None:

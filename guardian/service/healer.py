@@ -301,22 +301,40 @@ class Healer:
         """React to one container at once (an engine event or a probe verdict): verify a
         restart that awaits it, or judge the container and act. An unhealthy event (its
         `detected_at`) for a container whose cached entry is fresh is judged from the entry,
-        without an inspect; anything else inspects."""
+        without an inspect, when that judgement acts at once; anything else inspects."""
         self.quiet.heard(container_id)
         name = self.ctx.state.verifications.name_of(container_id)
         if name is not None:
             self.verifier.verify(only=name)
             return
-        snap = self._cached_unhealthy(container_id) if detected_at is not None else None
-        try:
-            snap = snap or self._inspect(container_id)
-        except EngineUnavailable as exc:
-            self.engine_state(False, str(exc))
-            return
-        if snap is None or not self.ctx.settings.watches(snap.labels):
-            return
-        self.apply(self.assess(snap, source, detected_at))
+        a = None if detected_at is None else self._from_cache(container_id, source, detected_at)
+        if a is None:
+            try:
+                snap = self._inspect(container_id)
+            except EngineUnavailable as exc:
+                self.engine_state(False, str(exc))
+                return
+            if snap is None or not self.ctx.settings.watches(snap.labels):
+                return
+            a = self.assess(snap, source, detected_at)
+        self.apply(a)
         self.recorder.refresh_gauges()
+
+    def _from_cache(
+        self, container_id: str, source: str, detected_at: datetime
+    ) -> Assessment | None:
+        """The container judged from its cached entry, when that decides a restart or a stop:
+        speed matters only there. A hold, a refusal or a give-up is recorded and told to people
+        with the probe's output, which an entry does not keep, so None: inspect it (judging it
+        twice changes nothing: assess reads, and its judges keep only what a snapshot shows)."""
+        snap = self._cached_unhealthy(container_id)
+        if snap is None or not self.ctx.settings.watches(snap.labels):
+            return None
+        a = self.assess(snap, source, detected_at)
+        if a.decision is None or not a.decision.acts:
+            return None
+        a.cached = True  # the remediator reads the probe's output after the restart call
+        return a
 
     def _cached_unhealthy(self, container_id: str) -> ContainerSnapshot | None:
         """The container as the cache holds it, when its entry is fresh and it runs unhealthy

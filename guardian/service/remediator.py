@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from guardian.core import incidents, notifications
 from guardian.core.assessment import Assessment
+from guardian.core.checks import probe_before
 from guardian.core.facts import ApprovalUsed
 from guardian.core.hooks import ActionVerdict
 from guardian.core.labels import ContainerRules
@@ -31,7 +32,7 @@ from guardian.core.model import (
 )
 from guardian.core.verification import PendingVerify
 from guardian.logs import kv
-from guardian.ports import Rechecks, RestartCalls
+from guardian.ports import EngineUnavailable, Rechecks, RestartCalls
 from guardian.service.actions import STOP_TIMEOUT_KEY, action_row
 from guardian.service.claims import Claim
 from guardian.service.context import LoopContext
@@ -202,7 +203,15 @@ class Remediator:
                 self.recorder.gone(incident, result.detail, self.ctx.clock.now())
 
         self.restart(
-            snap, a.rules, decision, claim, action, incident, a.detected_at, then=gone_if_removed
+            snap,
+            a.rules,
+            decision,
+            claim,
+            action,
+            incident,
+            a.detected_at,
+            then=gone_if_removed,
+            cached=a.cached,
         )
 
     def restart(
@@ -217,11 +226,14 @@ class Remediator:
         verify_incident: bool = True,
         then: Callable[[ActionOutcome], None] | None = None,
         after: str = "",
+        cached: bool = False,
     ) -> None:
         """Write the intent, then (on `calls`) restart (one retry when the request never
         reached the engine), record the outcome with its notification, hand a restart to
         verification and tell `then`. The caller holds the restart's `claim` (`decided`); the
-        call carries it on and ends it once the engine returned, or raised."""
+        call carries it on and ends it once the engine returned, or raised. `cached`: the
+        problem was judged from the container cache, without the probe's output (read after
+        the call: _call_engine)."""
         ctx, now = self.ctx, action.requested_at
         # Recorded so that a start after a stop mid-call knows how long the engine may take.
         stop = str(int(rules.stop_timeout.total_seconds()))
@@ -253,7 +265,7 @@ class Remediator:
         )
 
         def call() -> None:
-            result = self._call_engine(snap, rules, decision, claim, pending, incident)
+            result = self._call_engine(snap, rules, decision, claim, pending, incident, cached)
             if then is not None:
                 then(result)
 
@@ -269,9 +281,12 @@ class Remediator:
         claim: Claim,
         pending: PendingVerify,
         incident: Incident | None,
+        cached: bool,
     ) -> ActionOutcome:
         """The restart call and what follows it: on the thread `calls` chose. The claim
-        ends as soon as the engine returned (an error ends it as the call does)."""
+        ends as soon as the engine returned (an error ends it as the call does). A restart
+        judged from the cache (`cached`) reads the probe's output once the call returned (the
+        kill never waits on it): the attempt's notification and the incident say it."""
         ctx, action_id = self.ctx, pending.action_id
         began = ctx.clock.monotonic()  # a duration: never the wall clock (DESIGN 12)
         result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
@@ -299,9 +314,17 @@ class Remediator:
             "restart finished",
             extra=kv(container=snap.name, outcome=result.outcome, detail=result.detail),
         )
-        notes = self._attempt_notes(incident, snap.name, decision, result, done)
+        said = self._probe_before(snap, pending.restarted_at) if cached and verify else ""
+        told = result
+        if said:
+            told = replace(
+                result, detail=f"{result.detail}; the last probe before the restart said: {said}"
+            )
+        notes = self._attempt_notes(incident, snap.name, decision, told, done)
         try:
             ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
+            if said and incident is not None:
+                self._probe_said(incident, said)
         finally:
             if verify:
                 ctx.state.verifications.outcome_written(pending)
@@ -311,6 +334,23 @@ class Remediator:
                 ActionVerdict(snap.name, snap.id, "restart", result.outcome, pending.incident_id)
             )
         return result
+
+    def _probe_before(self, snap: ContainerSnapshot, requested_at: datetime) -> str:
+        """What the last probe before a restart requested at `requested_at` said, from one
+        inspect after the call (core.checks.probe_before); "" when the engine does not answer
+        or no probe qualifies."""
+        try:
+            after = self.ctx.inspect_kept(snap.id)
+        except EngineUnavailable:
+            return ""
+        return "" if after is None else probe_before(after, requested_at)
+
+    def _probe_said(self, incident: Incident, said: str) -> None:
+        """The incident's detail becomes what the probe said (`guardian status`, the page and
+        later notifications show it), on the incident as the store holds it now."""
+        current = self.ctx.store.get_incident(incident.id) if incident.id is not None else None
+        if current is not None:
+            self.recorder.save(incidents.probe_said(current, said))
 
     def _attempt_notes(
         self,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_until
-from tests.integration.see_more import HEALTH
+from tests.integration.see_more import HEALTH, incidents
 from tests.proxy import DockerProxy
 
-# The cache takes an event as news only once it is this far past the inspect (core.cache_entry
-# ORDER_MARGIN: the engine's clock is known to about a second).
+# The cache takes an event as news once it is this far past the inspect at most (core.cache_entry
+# ORDER_MARGIN, while the engine's answers do not bound its clock yet; far less once they do).
 ORDER_MARGIN = 2.0
 
 
@@ -94,6 +94,34 @@ def test_an_unhealthy_event_is_acted_on_without_an_inspect_between_it_and_the_re
     assert g.stop() == 0
 
 
+# The standard health check, saying why it fails (Docker keeps that output across a restart).
+SAID = "sick: /run/sick is there"
+HEALTH_SAYS = f"if [ -f /run/sick ]; then echo '{SAID}'; exit 1; fi"
+
+
+def test_a_restart_judged_from_the_cache_leaves_the_probes_output_in_the_incident(
+    containers, guardian, engine_events, proxy
+):
+    name = containers.run("said", health_cmd=HEALTH_SAYS)
+    containers.wait_health(name, "healthy")
+    cid = containers.inspect(name)["Id"]
+    settled(engine_events, name)
+    g = guardian(watch={"interval": "60s"}, docker={"url": proxy.url})
+    warm(g, proxy, cid)
+    flipped = len(proxy.targets)
+    containers.make_unhealthy(name)
+    unhealthy = engine_events.first(name, "health_status: unhealthy")
+    after(engine_events, name, "kill", unhealthy)
+    asked = wait_until(lambda: restart_request(proxy, cid, flipped), 10, message="restart")
+    assert inspects_of(proxy, cid, flipped, asked) == 0
+    assert g.lines("judged from the cache")
+    wait_until(lambda: g.lines("restart verified"), 20, message="verified")
+    # Read once after the restart call: the probe before it, not the new run's.
+    [incident] = incidents(g.store_path, name)
+    assert incident["detail"] == SAID
+    assert g.stop() == 0
+
+
 def test_a_cut_event_stream_has_every_entry_read_again_and_healing_goes_on(
     containers, guardian, engine_events, proxy
 ):
@@ -134,7 +162,8 @@ def test_a_container_recreated_under_the_same_name_is_inspected_and_healed(
     unhealthy = engine_events.first(again, "health_status: unhealthy")
     after(engine_events, again, "kill", unhealthy)
     asked = wait_until(lambda: restart_request(proxy, second, flipped), 10, message="restart")
-    # A new id has no entry: the event is checked by an inspect, of the new container.
-    assert inspects_of(proxy, second, flipped, asked) >= 1
+    # A new id has no entry of the old one's: what was decided on it was an inspect of the new
+    # container (at the flip, or at its first health event before it).
+    assert inspects_of(proxy, second, 0, asked) >= 1
     assert restart_request(proxy, first, 0) is None
     assert g.stop() == 0

@@ -191,6 +191,30 @@ class SkewedClock:
         return monotonic()
 
 
+def test_a_local_engines_answers_bound_its_stamps_to_milliseconds():
+    """The engine shares Guardian's clock here: its answers' Date headers (whole seconds) narrow
+    how far its stamps may be off as they fall at other phases of a second, and the container
+    cache orders events against inspects within that (core.cache_entry.order_margin)."""
+    engine = DockerEngine(
+        os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), timedelta(seconds=10)
+    )
+    try:
+        assert engine.stamp_uncertainty() is None  # no answer yet
+        engine.ping()
+        first = engine.stamp_uncertainty()
+        assert first is not None and first <= timedelta(seconds=1.5)
+
+        def narrowed() -> timedelta | None:
+            engine.ping()
+            bound = engine.stamp_uncertainty()
+            return bound if bound is not None and bound <= timedelta(milliseconds=100) else None
+
+        wait_until(narrowed, 10, interval=0.07, message="the bounds narrow")
+        assert abs(engine.engine_clock.skew) <= timedelta(milliseconds=100)
+    finally:
+        engine.close()
+
+
 @pytest.mark.parametrize("minutes", [10, -10])
 def test_the_engines_stamps_come_back_in_guardians_frame(containers, minutes):
     """Guardian's clock 10 minutes off the engine's: State.StartedAt, the health probe's time

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.core.checks import CheckSettings, evaluate, heard, needs_inspect
+from guardian.core.checks import CheckSettings, evaluate, heard, needs_inspect, probe_before
 from guardian.core.model import ContainerSnapshot, ProblemType
 from tests.fakes import T0
 
@@ -167,3 +167,30 @@ def test_the_checks_tell_since_when_a_problem_lasts(case, fields, event, since, 
     s = snap(**{"health": "unhealthy", **fields})
     result = heard(evaluate(s, T0, SETTINGS), event, s)
     assert (result.since, result.since_exact) == (since, exact)
+
+
+# A restart asked at T0 of a container the engine started again at T0 + 1 s.
+RESTARTED = T0 + timedelta(seconds=1)
+BEFORE, LATER = T0 - timedelta(seconds=1), T0 + timedelta(seconds=2)
+OLD_RUN = T0 - timedelta(hours=1)
+# (case, the last probe's output, when it ended, the container's start) -> what is told.
+LAST_PROBES = [
+    ("the probe before the request", "db down", BEFORE, RESTARTED, "db down"),
+    ("a probe at the request itself", "db down", T0, RESTARTED, ""),
+    ("the new run's first probe", "warming up", LATER, RESTARTED, ""),
+    # Before the request in Guardian's frame, after the start in the engine's: the clocks
+    # disagree, and the engine's own order says it is the new run's.
+    ("after the start, by the engine", "warming up", BEFORE, BEFORE - timedelta(seconds=1), ""),
+    ("no restart seen: probed since its start", "db down", BEFORE, OLD_RUN, ""),
+    ("no probe time", "db down", None, RESTARTED, ""),
+    ("a probe that said nothing", "", BEFORE, RESTARTED, ""),
+    ("hostile output made fit to show", "\x1b[2Jtoken=abc\nx", BEFORE, RESTARTED, "token=*** x"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "output", "ended", "started", "told"), LAST_PROBES, ids=[r[0] for r in LAST_PROBES]
+)
+def test_only_a_probe_of_the_run_a_restart_ended_is_told(case, output, ended, started, told):
+    s = snap(health="healthy", health_output=output, health_log_at=ended, started_at=started)
+    assert probe_before(s, T0) == told

@@ -1,10 +1,12 @@
 """The container cache (issue 44): an unhealthy event for a container whose entry is fresh is
-judged without an inspect, and every guard still holds when the cache is stale in the way that
+acted on without an inspect (anything else it decides is inspected: the probe's output is not
+kept), and every guard still holds when the cache is stale in the way that
 would fool it. The engine's events are delivered by hand, in the stream's order, over a fake
 clock; the fake engine counts its inspects."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -19,13 +21,14 @@ from guardian.core.cache_entry import (
     ORDER_MARGIN,
     applied,
     entry_of,
+    order_margin,
     same_listing,
 )
-from guardian.core.model import ContainerSnapshot
+from guardian.core.model import ActionOutcome, ContainerSnapshot
 from guardian.entrypoints.event_listener import EventListener
 from guardian.ports import EngineEvent, EngineUnavailable
 from guardian.service.container_cache import CUT, DURING, LISTED_OTHERWISE, UNCOVERED
-from tests.app import TestApp, make_app
+from tests.app import TestApp, make_app, make_world
 from tests.fakes import T0
 
 WATCHED = {"guardian.enable": "true"}
@@ -113,6 +116,20 @@ def test_an_event_well_before_the_inspect_was_asked_leaves_the_entry_as_the_insp
     assert closer is not None and not closer.fresh
 
 
+def test_an_entry_orders_events_within_the_engine_clocks_known_uncertainty() -> None:
+    # A local engine's Date answers bound its stamps to milliseconds: an event half a second
+    # after the inspect is news, not a doubt (a fixed 2 s had the next flip inspected).
+    margin = order_margin(timedelta(milliseconds=8))
+    assert margin == timedelta(milliseconds=258) and order_margin(None) == ORDER_MARGIN
+    entry = entry_of(inspected(), T0, T0, margin)
+    soon = applied(entry, "health_status", "app", T0 + timedelta(seconds=0.5), health("unhealthy"))
+    assert soon is not None and soon.fresh and soon.snapshot.health == "unhealthy"
+    close = applied(entry, "health_status", "app", T0 + timedelta(seconds=0.2), health("unhealthy"))
+    assert close is not None and "close to the inspect" in close.doubt
+    before = applied(entry, "start", "app", T0 - timedelta(seconds=0.3), health("healthy"))
+    assert before == entry  # the inspect shows it
+
+
 def test_labels_beyond_the_bounds_are_not_kept_and_the_entry_stays_doubtful() -> None:
     many = {f"k{i}": "v" for i in range(MAX_LABELS + 1)}
     long = {"guardian.enable": "true", "x": "y" * 20_000}
@@ -175,10 +192,19 @@ def turns_unhealthy(w: TestApp, name: str) -> EngineEvent:
 
 
 def react(w: TestApp, ev: EngineEvent) -> int:
-    """The daemon's reaction to `ev`; returns the inspects it cost."""
-    before = w.engine.inspect_calls
+    """The daemon's reaction to `ev`; returns the inspects it cost before the engine was asked
+    to restart the container (all of them when it was not: a read after the restart call, for
+    the probe's output, keeps no restart waiting)."""
+    before, restarts = w.engine.inspect_calls, len(w.engine.restarts)
     w.healer.react(ev.container_id, w.healer.reported_at(ev))
-    return w.engine.inspect_calls - before
+    asked = w.engine.inspects_at_restart[restarts:]
+    return (asked[0] if asked else w.engine.inspect_calls) - before
+
+
+def queued(w: TestApp, kind: str) -> list[dict[str, object]]:
+    """The notifications of `kind` in the outbox, oldest first."""
+    rows = w.store.db.query("SELECT payload FROM outbox WHERE kind=? ORDER BY id", (kind,))
+    return [json.loads(r["payload"]) for r in rows]
 
 
 def warm(w: TestApp) -> None:
@@ -196,6 +222,74 @@ def test_an_unhealthy_event_on_a_fresh_entry_restarts_without_an_inspect(c: Test
     assert c.restarted() == ["app"]
     [incident] = c.store.open_incidents(c.host)
     assert incident.problem_since == ev.at  # the event's time is the evidence of the start
+
+
+def test_a_hold_judged_from_the_cache_is_inspected_and_tells_the_probes_output(
+    tmp_path: Path,
+) -> None:
+    # The cache serves an action only: a container it would not act on at once (dry run)
+    # is inspected, so its incident and the people told read what the probe said.
+    c = following(make_world(tmp_path, dry_run=True))
+    c.engine.add("app")
+    warm(c)
+    c.engine.set("app", health_output="GET /ready: 503", health_log_at=c.clock.now())
+    assert react(c, turns_unhealthy(c, "app")) == 1
+    assert c.restarted() == []
+    [incident] = c.store.open_incidents(c.host)
+    assert incident.detail == "GET /ready: 503"
+    [opened] = queued(c, "opened")
+    assert opened["detail"] == "GET /ready: 503"
+    assert [a.reason for a in c.actions()] == ["dry_run"]  # decided once, on the inspect
+
+
+def test_a_restart_judged_from_the_cache_tells_what_the_last_probe_before_it_said(
+    c: TestApp,
+) -> None:
+    c.engine.add("app")
+    warm(c)
+    probed = c.clock.now() - timedelta(milliseconds=10)  # the probe that sent the event
+    c.engine.set("app", health_output="db: connection refused", health_log_at=probed)
+    inspects = c.engine.inspect_calls
+    assert react(c, turns_unhealthy(c, "app")) == 0  # none on the way to the restart
+    assert c.restarted() == ["app"]
+    assert c.engine.inspect_calls - inspects == 1  # one, after the restart call returned
+    [incident] = c.store.open_incidents(c.host)
+    assert incident.detail == "db: connection refused"
+    [opened] = queued(c, "opened")
+    assert opened["detail"] == "health check failing"  # judged from the cache: no output yet
+    [attempt] = queued(c, "attempt")
+    assert attempt["detail"] == (
+        "restart request completed; the last probe before the restart said: db: connection refused"
+    )
+    [action] = c.restarts()
+    assert action.detail == "restart request completed"  # the engine's answer, as it was
+
+
+def test_a_probe_that_ended_after_the_restart_was_asked_is_not_told(
+    c: TestApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c.engine.add("app")
+    warm(c)
+    c.engine.set("app", health_output="old run: failing", health_log_at=c.clock.now())
+    restart = c.engine.restart
+
+    def restarted_and_probed(
+        cid: str, stop_timeout: timedelta, previous: datetime | None
+    ) -> ActionOutcome:
+        outcome = restart(cid, stop_timeout, previous)
+        # The new run's first probe ends before Guardian reads the container.
+        c.clock.advance(1)
+        c.engine.set("app", health_output="new run: warming up", health_log_at=c.clock.now())
+        return outcome
+
+    monkeypatch.setattr(c.engine, "restart", restarted_and_probed)
+    c.clock.advance(0.5)
+    assert react(c, turns_unhealthy(c, "app")) == 0
+    assert c.restarted() == ["app"]
+    [incident] = c.store.open_incidents(c.host)
+    assert incident.detail == "health check failing"
+    [attempt] = queued(c, "attempt")
+    assert attempt["detail"] == "restart request completed"
 
 
 def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp) -> None:
@@ -377,6 +471,27 @@ def test_an_event_during_the_inspect_leaves_the_entry_doubtful(
     assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == DURING
 
 
+def test_an_event_soon_after_the_inspect_is_judged_from_the_cache_when_the_engines_clock_is_known(
+    c: TestApp,
+) -> None:
+    c.engine.uncertainty = timedelta(milliseconds=5)  # the engine's answers bound its stamps
+    c.engine.add("app")
+    c.healer.sweep()
+    c.clock.advance(0.5)  # half a second after the inspect: within the fixed 2 s margin
+    assert react(c, turns_unhealthy(c, "app")) == 0
+    assert c.restarted() == ["app"]
+
+
+def test_while_the_engines_clock_is_not_known_an_event_soon_after_the_inspect_is_inspected(
+    c: TestApp,
+) -> None:
+    c.engine.add("app")
+    c.healer.sweep()
+    c.clock.advance(0.5)
+    assert react(c, turns_unhealthy(c, "app")) == 1
+    assert c.restarted() == ["app"]
+
+
 def test_an_unhealthy_event_from_before_the_inspect_is_checked_by_an_inspect(c: TestApp) -> None:
     c.engine.add("app")
     c.healer.sweep()  # the inspect shows it healthy
@@ -398,7 +513,7 @@ def test_a_step_of_the_wall_clock_makes_every_entry_doubtful(c: TestApp) -> None
 def test_an_orchestrators_container_is_left_to_it_on_the_cached_path(c: TestApp) -> None:
     c.engine.add("web", labels=SWARM)
     warm(c)
-    assert react(c, turns_unhealthy(c, "web")) == 0
+    assert react(c, turns_unhealthy(c, "web")) == 1  # a refusal is told with the probe's output
     assert c.restarted() == []
     [held] = [a for a in c.actions("web")]
     assert held.reason == "orchestrator_managed"
@@ -427,7 +542,7 @@ def test_labels_only_tighten_on_the_cached_path(tmp_path: Path) -> None:
         c.healer.on_event(event(c, action, "app"))
     warm(c)
     assert c.healer.ctx.state.cache.doubt_of(c.engine.id_of("app")) == ""
-    assert react(c, turns_unhealthy(c, "app")) == 0
+    assert react(c, turns_unhealthy(c, "app")) == 1  # a give-up is told with the probe's output
     assert c.restarted() == ["app"]  # the label asked for 5 attempts; the operator allows 1
     assert c.actions("app")[-1].reason == "max_attempts"
 
@@ -457,7 +572,7 @@ def test_a_storm_holds_a_restart_on_the_cached_path(tmp_path: Path) -> None:
         c.engine.add(f"c{i}", health="unhealthy" if i < 8 else "healthy")
     warm(c)  # eight unhealthy at once: a storm, held
     assert c.restarted() == []
-    assert react(c, turns_unhealthy(c, "c8")) == 0
+    assert react(c, turns_unhealthy(c, "c8")) == 1  # a hold is told with the probe's output
     assert c.restarted() == []
     assert c.actions("c8")[-1].reason == "storm"
 

@@ -95,3 +95,19 @@ def test_reading_two_clocks_never_moves_a_stamp() -> None:
     engine = EngineClock(SystemClock())
     snap = ContainerSnapshot("id", "web", {}, "running", None, started_at=SystemClock().now())
     assert all(engine.snapshot(snap) is snap for _ in range(1000))
+
+
+@pytest.mark.parametrize("skew", [0.0, 600.3, -0.4])
+def test_how_far_a_stamp_may_be_off_narrows_with_the_answers(skew: float) -> None:
+    # The container cache orders events against inspects within this (core.cache_entry).
+    clock = FakeClock()
+    engine = EngineClock(clock)
+    assert engine.uncertainty is None  # nothing bounds it yet
+    engine.saw_date(date_of(clock, skew), elapsed=0.002)
+    first = engine.uncertainty
+    assert first is not None and first <= timedelta(seconds=1.01)  # one answer: its second
+    answers(engine, clock, skew, n=40)
+    narrowed = engine.uncertainty
+    assert narrowed is not None and narrowed <= timedelta(seconds=0.05)
+    # The skew Guardian applies is within it of the truth.
+    assert abs(engine.skew.total_seconds() - skew) <= narrowed.total_seconds()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from guardian.core.incidents import (
     ALLOWED,
     InvalidTransition,
+    probe_said,
     record_detection,
     record_recovery,
     start_remediation,
@@ -179,6 +180,22 @@ def test_the_problem_start_is_kept_while_it_lasts_and_taken_afresh_when_it_recur
             existing = replace(existing, resolved_by="guardian", resolved_at=T0)
     result = replace(detection(), since=since, since_exact=exact)
     assert record_detection(existing, "host", result, now).incident.problem_since == expected
+
+
+@pytest.mark.parametrize(
+    ("output", "detail"),
+    [
+        ("db: connection refused", "db: connection refused"),
+        ("\x1b[31mred\x1b[0m\nline two", "red line two"),  # made fit to store and show
+        ("", "health check failing"),  # nothing said: the detail stays
+    ],
+)
+def test_what_the_probe_said_becomes_the_detail_without_a_transition(output, detail) -> None:
+    held = replace(incident(S.IN_PROGRESS), detail="health check failing")
+    change = probe_said(held, output)
+    assert change.transitions == ()
+    assert change.incident.detail == detail
+    assert change.incident.state is S.IN_PROGRESS
 
 
 def test_recovery_resolves_by_guardian_and_ignores_closed() -> None:
