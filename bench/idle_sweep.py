@@ -7,12 +7,11 @@ on a fake engine with a warm container cache (no engine's list to read or decode
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
 import tempfile
-import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench.timing import timed
 from tests.app import make_app
 
 WARM_SWEEPS = 6  # the cache fills over four sweeps at 1,000 (256 inspects each at most)
@@ -32,24 +31,19 @@ def main() -> None:
     for _ in range(WARM_SWEEPS):
         app.healer.sweep()
         app.clock.advance(10)
-    profile = cProfile.Profile() if args.profile else None
-    took = []
-    for _ in range(args.sweeps):
-        if profile is not None:
-            profile.enable()
-        start = time.perf_counter()
-        app.healer.sweep()
-        took.append(time.perf_counter() - start)
-        if profile is not None:
-            profile.disable()
-        app.clock.advance(10)
+
+    def sweeps() -> Iterator[Callable[[], object]]:
+        for _ in range(args.sweeps):
+            yield app.healer.sweep
+            app.clock.advance(10)
+
+    took, profile = timed(sweeps(), args.profile)
     took.sort()
     print(
-        f"{args.containers} healthy containers: an idle sweep {took[len(took) // 2] * 1000:.1f} ms"
-        f" (median of {args.sweeps}; fastest {took[0] * 1000:.1f} ms)"
+        f"{args.containers} healthy containers: an idle sweep {took[len(took) // 2]:.1f} ms"
+        f" (median of {args.sweeps}; fastest {took[0]:.1f} ms)"
     )
-    if profile is not None:
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+    profile.print_top(30)
 
 
 if __name__ == "__main__":

@@ -7,15 +7,13 @@ thread hand-off). Comparable across commits: run it from each worktree with the 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import logging
 import os
-import pstats
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
+from bench.timing import timed
 from guardian.adapters.clock import SystemClock
 from tests.app import make_app
 from tests.fakes import FakeEngine
@@ -39,22 +37,15 @@ def main() -> None:
         engine.add(name)
     for name in names:
         engine.set(name, health="unhealthy")
-    profile = cProfile.Profile() if args.profile else None
-    times = []
-    if profile is not None:
-        profile.enable()
-    for name in names:
-        started = time.perf_counter()
-        app.healer.react(engine.id_of(name), clock.now())
-        times.append((time.perf_counter() - started) * 1000)
-    if profile is not None:
-        profile.disable()
+    reactions = (
+        lambda name=name: app.healer.react(engine.id_of(name), clock.now()) for name in names
+    )
+    times, profile = timed(reactions, args.profile)
     print(
         f"{args.containers} reactions: median {statistics.median(times):.2f} ms, "
         f"max {max(times):.2f} ms, total {sum(times):.0f} ms, restarts {len(engine.restarts)}"
     )
-    if profile is not None:
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(35)
+    profile.print_top(35)
 
 
 if __name__ == "__main__":
