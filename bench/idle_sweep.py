@@ -23,9 +23,7 @@ def main() -> None:
     parser.add_argument("--sweeps", type=int, default=20)
     parser.add_argument("--profile", action="store_true", help="print cProfile's top 30")
     args = parser.parse_args()
-    app = make_app(Path(tempfile.mkdtemp(prefix="gbench-idle-sweep-")))
-    app.app.loop.follows_events(app.clock.now())
-    app.app.loop.stream_opening(None, app.clock.now())
+    app = make_app(Path(tempfile.mkdtemp(prefix="gbench-idle-sweep-"))).following()
     for i in range(args.containers):
         app.engine.add(f"ok{i}")
     for _ in range(WARM_SWEEPS):

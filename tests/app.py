@@ -4,10 +4,11 @@ in: a FakeEngine, a FakeClock, a real SQLite store in a temp dir and a fresh Pro
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from prometheus_client import CollectorRegistry
@@ -23,6 +24,9 @@ from guardian.ports import HookRunner, ResourceReader, RestartCalls
 from guardian.service.healer import Healer
 from guardian.service.prober import Prober
 from tests.fakes import FakeClock, FakeEngine
+
+if TYPE_CHECKING:
+    import pytest
 
 HOST = "h"
 
@@ -82,6 +86,26 @@ class TestApp:
 
     def metric(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
+
+    def following(self) -> TestApp:
+        """The daemon follows the engine's events and its stream is open (as the listener
+        does): the container cache and the listing between whole lists count on it."""
+        self.app.loop.follows_events(self.clock.now())
+        self.app.loop.stream_opening(None, self.clock.now())
+        return self
+
+    def count_judged(self, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+        """From now on, how often each container is judged by a sweep."""
+        counts: Counter[str] = Counter()
+        assess = self.healer.assess
+
+        def counting(snap, source, detected_at=None):  # type: ignore[no-untyped-def]
+            if source == "sweep":
+                counts[snap.name] += 1
+            return assess(snap, source, detected_at)
+
+        monkeypatch.setattr(self.healer, "assess", counting)
+        return counts
 
     def restart_guardian(self) -> TestApp:
         """A new Guardian over the same store, engine and clock: what a restart looks like."""

@@ -163,16 +163,9 @@ def test_the_sweep_compares_an_entry_with_the_list(listed: dict[str, object], sa
 # -- the loop over the cache ---------------------------------------------------------------------
 
 
-def following(w: TestApp) -> TestApp:
-    """The daemon follows the engine's events and its stream is open (as the listener does)."""
-    w.app.loop.follows_events(w.clock.now())
-    w.app.loop.stream_opening(None, w.clock.now())
-    return w
-
-
 @pytest.fixture
 def c(w: TestApp) -> TestApp:
-    return following(w)
+    return w.following()
 
 
 def event(w: TestApp, action: str, name: str, at: datetime | None = None, **extra: str):
@@ -229,7 +222,7 @@ def test_a_hold_judged_from_the_cache_is_inspected_and_tells_the_probes_output(
 ) -> None:
     # The cache serves an action only: a container it would not act on at once (dry run)
     # is inspected, so its incident and the people told read what the probe said.
-    c = following(make_world(tmp_path, dry_run=True))
+    c = make_world(tmp_path, dry_run=True).following()
     c.engine.add("app")
     warm(c)
     c.engine.set("app", health_output="GET /ready: 503", health_log_at=c.clock.now())
@@ -531,7 +524,7 @@ def test_a_container_docker_is_restarting_itself_is_left_to_docker(c: TestApp) -
 
 
 def test_labels_only_tighten_on_the_cached_path(tmp_path: Path) -> None:
-    c = following(make_app(tmp_path, restart={"max_attempts": 1, "cooldown": "2s"}))
+    c = make_app(tmp_path, restart={"max_attempts": 1, "cooldown": "2s"}).following()
     c.engine.add("app", labels={**WATCHED, "guardian.max_attempts": "5"})
     warm(c)
     assert react(c, turns_unhealthy(c, "app")) == 0
@@ -552,7 +545,7 @@ def test_the_verifiers_look_leaves_a_fresh_entry_for_the_next_unhealthy_event(
 ) -> None:
     # The restart's own events make the entry doubtful; the verification's inspect, after
     # them, is the loop's own and fills it again, so a relapse needs no inspect either.
-    c = following(make_app(tmp_path, restart={"cooldown": "2s"}))
+    c = make_app(tmp_path, restart={"cooldown": "2s"}).following()
     c.engine.add("app")
     warm(c)
     assert react(c, turns_unhealthy(c, "app")) == 0
@@ -567,7 +560,7 @@ def test_the_verifiers_look_leaves_a_fresh_entry_for_the_next_unhealthy_event(
 
 
 def test_a_storm_holds_a_restart_on_the_cached_path(tmp_path: Path) -> None:
-    c = following(make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "5m"}))
+    c = make_app(tmp_path, restart={"cooldown": "60s"}, storm={"hold": "5m"}).following()
     for i in range(10):
         c.engine.add(f"c{i}", health="unhealthy" if i < 8 else "healthy")
     warm(c)  # eight unhealthy at once: a storm, held
@@ -582,7 +575,7 @@ def test_unhealthy_events_read_before_a_reaction_decides_make_a_storm_on_the_cac
 ) -> None:
     # Without an inspect, the first reaction could decide before the others are judged: the
     # stream's thread counts each unhealthy event before any reaction to it runs.
-    c = following(make_app(tmp_path, storm={"threshold": "50%", "window": "60s"}))
+    c = make_app(tmp_path, storm={"threshold": "50%", "window": "60s"}).following()
     for i in range(6):
         c.engine.add(f"s{i}")
     warm(c)
@@ -597,7 +590,7 @@ def test_unhealthy_events_read_before_a_reaction_decides_make_a_storm_on_the_cac
 def test_an_unwatched_containers_unhealthy_event_is_not_counted_for_a_storm(
     tmp_path: Path,
 ) -> None:
-    c = following(make_app(tmp_path, storm={"threshold": "50%", "window": "60s"}))
+    c = make_app(tmp_path, storm={"threshold": "50%", "window": "60s"}).following()
     for i in range(2):
         c.engine.add(f"s{i}")
     for i in range(4):

@@ -18,31 +18,14 @@ from guardian.service.listing import MAX_IDS
 from tests.app import TestApp, make_app
 
 
-def following(w: TestApp) -> TestApp:
-    """The daemon follows the engine's events and its stream is open (as the listener does)."""
-    w.app.loop.follows_events(w.clock.now())
-    w.app.loop.stream_opening(None, w.clock.now())
-    return w
-
-
 @pytest.fixture
 def s(w: TestApp) -> TestApp:
-    return following(w)
+    return w.following()
 
 
 @pytest.fixture
 def judged(s: TestApp, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """How often each container was judged by a sweep."""
-    counts: Counter[str] = Counter()
-    assess = s.healer.assess
-
-    def counting(snap, source, detected_at=None):  # type: ignore[no-untyped-def]
-        if source == "sweep":
-            counts[snap.name] += 1
-        return assess(snap, source, detected_at)
-
-    monkeypatch.setattr(s.healer, "assess", counting)
-    return counts
+    return s.count_judged(monkeypatch)
 
 
 def sweep(w: TestApp, every: float = 10) -> set[str] | None:
@@ -167,7 +150,7 @@ def test_many_heard_of_list_every_container(s: TestApp, judged: Counter[str]) ->
 def test_without_an_open_stream_every_sweep_lists_every_container(w: TestApp) -> None:
     w.engine.add("a")
     assert [sweep(w) for _ in range(3)] == [None] * 3  # no stream was ever opened
-    following(w)
+    w.following()
     assert sweep(w) is None  # opened after the last whole list
     assert sweep(w) == set()
 
@@ -211,6 +194,6 @@ def test_on_podman_every_sweep_lists_every_container(s: TestApp, judged: Counter
 
 
 def test_resync_0s_lists_every_container_at_every_sweep(tmp_path: Path) -> None:
-    w = following(make_app(tmp_path, watch={"resync": "0s"}))
+    w = make_app(tmp_path, watch={"resync": "0s"}).following()
     w.engine.add("a")
     assert [sweep(w) for _ in range(3)] == [None] * 3

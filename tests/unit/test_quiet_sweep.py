@@ -22,16 +22,7 @@ from tests.app import TestApp, make_app
 @pytest.fixture
 def judged(w: TestApp, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How often each container was judged by a sweep."""
-    counts: Counter[str] = Counter()
-    assess = w.healer.assess
-
-    def counting(snap, source, detected_at=None):  # type: ignore[no-untyped-def]
-        if source == "sweep":
-            counts[snap.name] += 1
-        return assess(snap, source, detected_at)
-
-    monkeypatch.setattr(w.healer, "assess", counting)
-    return counts
+    return w.count_judged(monkeypatch)
 
 
 def sweeps(w: TestApp, n: int, every: float = 10) -> None:
