@@ -12,7 +12,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import requests
@@ -272,8 +274,10 @@ def test_maintenance_windows_show_on_the_page_and_follow_the_clock_without_reloa
     browser, containers, guardian
 ):
     """A window every minute for 30 s comes into force and ends on the open page by itself (no
-    reload, no engine event); a nightly one shows its next start, the same as `guardian status`."""
+    reload, no engine event); a nightly one shows its next start, the same as `guardian status`.
+    The nightly one starts twelve hours from now in its zone: never in force while this runs."""
     labels = {WATCH["label"]: "true"}
+    hour = (datetime.now(ZoneInfo("Europe/Berlin")).hour + 12) % 24
     flipping = containers.run(
         "page-window",
         health_cmd=HEALTH,
@@ -284,7 +288,7 @@ def test_maintenance_windows_show_on_the_page_and_follow_the_clock_without_reloa
         "page-nightly",
         health_cmd=HEALTH,
         enable=None,
-        labels={**labels, "guardian.maintenance": "0 2 * * * 1h Europe/Berlin"},
+        labels={**labels, "guardian.maintenance": f"0 {hour} * * * 1h Europe/Berlin"},
     )
     containers.wait_health(flipping, "healthy")
     containers.wait_health(nightly, "healthy")
@@ -300,7 +304,7 @@ def test_maintenance_windows_show_on_the_page_and_follow_the_clock_without_reloa
     [shown] = [w for w in windows if w["container"] == nightly]
     assert shown["in_force_until"] is None
     cell = window_cell(page, nightly)
-    assert "in force" not in cell and "(0 2 * * * for 1h (Europe/Berlin)" in cell
+    assert "in force" not in cell and f"(0 {hour} * * * for 1h (Europe/Berlin)" in cell
     starts = page.locator(f'tr[data-container="{nightly}"] [data-col="maintenance"] time')
     assert starts.first.get_attribute("datetime") == shown["next_start"]
 
