@@ -21,7 +21,7 @@ connected to another network (the addresses its listing shows).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from guardian.core.model import ContainerSnapshot, same_snapshots
@@ -52,7 +52,6 @@ class Listings:
         self.quiet = quiet
         self.clock = clock
         self._last: Listed | None = None
-        self.whole_lists = 0  # how many sweeps read the whole list (metrics, tests)
 
     def read(
         self, settings: HealerSettings, on_docker: bool
@@ -64,8 +63,7 @@ class Listings:
         # Taken before asking: what is heard from now on is the next sweep's to ask for.
         news = self.quiet.news()
         last = self._last
-        ids = self._asks(last, settings, stream, news, mono, now)
-        if last is None or ids is None:
+        if last is None or (ids := self._asks(last, settings, stream, news, mono, now)) is None:
             return self._whole(settings, stream, mono)
         if ids:
             found = self.engine.list_containers(settings.watch_label, settings.scope, ids=ids)
@@ -80,15 +78,11 @@ class Listings:
             elif c.id in got:
                 listed.append(got.pop(c.id))  # asked for, and still there
         listed.extend(got.values())  # created since the last list
-        if same_snapshots(last.listed, listed):
-            return last.listed, last.watched
-        watched = [c for c in listed if settings.watches(c.labels)]
-        self._last = replace(last, listed=listed, watched=watched)
-        return listed, watched
+        return self._keep(settings, listed, last.stream, last.whole_at)
 
     def _asks(
         self,
-        last: Listed | None,
+        last: Listed,
         settings: HealerSettings,
         stream: int | None,
         news: set[str] | None,
@@ -97,8 +91,7 @@ class Listings:
     ) -> set[str] | None:
         """The ids this sweep asks for; None: the whole list."""
         if (
-            last is None
-            or stream is None
+            stream is None
             or last.stream != stream
             or last.settings is not settings
             or news is None
@@ -114,11 +107,21 @@ class Listings:
         self, settings: HealerSettings, stream: int | None, mono: float
     ) -> tuple[list[ContainerSnapshot], list[ContainerSnapshot]]:
         listed = self.engine.list_containers(settings.watch_label, settings.scope)
-        self.whole_lists += 1
+        return self._keep(settings, listed, stream, mono)
+
+    def _keep(
+        self,
+        settings: HealerSettings,
+        listed: list[ContainerSnapshot],
+        stream: int | None,
+        whole_at: float,
+    ) -> tuple[list[ContainerSnapshot], list[ContainerSnapshot]]:
+        """`listed` becomes the last list; the watched ones are picked again only when it is not
+        the last list's very snapshots under the same settings."""
         last = self._last
         if last is not None and last.settings is settings and same_snapshots(last.listed, listed):
-            watched = last.watched
+            listed, watched = last.listed, last.watched
         else:
             watched = [c for c in listed if settings.watches(c.labels)]
-        self._last = Listed(settings, listed, watched, stream, mono)
+        self._last = Listed(settings, listed, watched, stream, whole_at)
         return listed, watched
