@@ -39,7 +39,7 @@ from guardian.core.facts import (
     StoreRecovered,
     StoreWrittenElsewhere,
 )
-from guardian.core.model import ContainerSnapshot, Incident, Silence
+from guardian.core.model import ContainerSnapshot, Incident, Silence, same_snapshots
 from guardian.ports import Record
 
 # The engine events that change what a container's row shows (state or health, or its
@@ -104,6 +104,7 @@ class Changes:
         self._closed = threading.Event()  # Guardian stops: a settling reader's wait ends too
         self._log: deque[_Change] = deque(maxlen=LOG)
         self._seen: dict[str, tuple[str, str, str]] = {}
+        self._listed: Sequence[ContainerSnapshot] = ()  # the last sweep's, as told
         self._engine_up: bool | None = None
         # name -> (the version before the inspect was asked, the inspect)
         self._observed: dict[str, tuple[int, ContainerSnapshot]] = {}
@@ -336,6 +337,9 @@ class Changes:
         the last sweep, or that came or went."""
         with self._cond:
             self._fire_due()  # also without a reader waiting: /parts and reloads see it
+        if same_snapshots(self._listed, watched):
+            return  # the very snapshots of the last sweep: nothing differs
+        self._listed = watched
         seen = {c.name: (c.id, c.state, c.health or "") for c in watched}
         differ = [n for n in seen.keys() | self._seen.keys() if seen.get(n) != self._seen.get(n)]
         self._seen = seen

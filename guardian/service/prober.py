@@ -60,6 +60,7 @@ class Prober:
         self._lock = threading.Lock()
         self._targets: dict[str, _Target] = {}  # container name -> target
         self._warned: set[tuple[str, str]] = set()
+        self._listed: list[ContainerSnapshot] | None = None  # the last update's list
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped: every probe keeps its period and its timeout."""
@@ -74,7 +75,12 @@ class Prober:
             return bool(self._targets)
 
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
-        """Follow the containers of the last sweep: running ones with a probe label are probed."""
+        """Follow the containers of the last sweep: running ones with a probe label are probed.
+        The very list of the last update (an idle sweep: service.listing keeps the list while
+        neither a container nor the settings changed) changes nothing: skipped."""
+        if snapshots is self._listed:
+            return
+        self._listed = snapshots
         now = self.clock.now()
         seen = set()
         for snap in snapshots:

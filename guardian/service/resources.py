@@ -52,13 +52,20 @@ class ResourceWatch:
         self.limits_of = limits_of  # the container's limits, from its labels and resources.rules
         self._lock = threading.Lock()
         self._targets: dict[str, _Target] = {}  # container name -> target
+        self._listed: list[ContainerSnapshot] | None = None  # the last update's list
 
     def has_targets(self) -> bool:
         with self._lock:
             return bool(self._targets)
 
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
-        """Follow the watched containers of the last sweep: running ones with a limit are read."""
+        """Follow the watched containers of the last sweep: running ones with a limit are read.
+        The very list of the last update (an idle sweep: service.listing keeps the list while
+        neither a container nor the settings, whose resources.rules a reload may change,
+        changed) changes nothing: skipped."""
+        if snapshots is self._listed:
+            return
+        self._listed = snapshots
         wanted: dict[str, tuple[str, tuple[Limit, ...]]] = {}
         for snap in snapshots:
             if snap.state != "running":

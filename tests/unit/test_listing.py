@@ -197,3 +197,46 @@ def test_resync_0s_lists_every_container_at_every_sweep(tmp_path: Path) -> None:
     w = make_app(tmp_path, watch={"resync": "0s"}).following()
     w.engine.add("a")
     assert [sweep(w) for _ in range(3)] == [None] * 3
+
+
+def test_an_idle_sweep_reads_no_probe_or_limit_label_again_and_a_changed_container_is_read(
+    s: TestApp, judged: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probes' and resource rules' followers skip the very list they followed last (the page's:
+    the same snapshots); after a reload, or a container the engine tells changed, they follow
+    the list anew."""
+    import guardian.service.prober as prober_module
+
+    limit = {"guardian.enable": "true", "guardian.memory.max": "256MiB"}
+    s.engine.add("leak", labels=limit, health=None)
+    settled(s, judged, *(f"ok{i}" for i in range(50)))
+    probed, limited = Counter[str](), Counter[str]()
+    parse_probe, limits_of = prober_module.parse_probe, s.app.resources.limits_of
+
+    def counting_probe(labels, defaults):  # type: ignore[no-untyped-def]
+        probed["read"] += 1
+        return parse_probe(labels, defaults)
+
+    def counting_limits(snap):  # type: ignore[no-untyped-def]
+        limited[snap.name] += 1
+        return limits_of(snap)
+
+    monkeypatch.setattr(prober_module, "parse_probe", counting_probe)
+    monkeypatch.setattr(s.app.resources, "limits_of", counting_limits)
+    assert [sweep(s) for _ in range(3)] == [set()] * 3
+    assert probed == Counter() and limited == Counter()
+    assert s.app.resources.has_targets()  # still followed: "leak" keeps its limit
+
+    rules = s.healer.ctx.rules
+    rules.retune(replace(rules.settings, stop_timeout=timedelta(seconds=3)))  # a reload
+    assert sweep(s) is None
+    assert probed["read"] == 51 and len(limited) == 51 and set(limited.values()) == {1}
+    assert sweep(s) == set()
+    probed.clear(), limited.clear()
+
+    s.engine.set("ok7", labels=limit)  # recreated with a limit, as its events tell
+    s.healer.on_event(event(s, "destroy", "ok7"))
+    s.healer.on_event(event(s, "create", "ok7"))
+    assert sweep(s) == {s.engine.id_of("ok7")}
+    # The new list is followed: each of the 51 watched containers read once.
+    assert probed["read"] == 51 and len(limited) == 51 and set(limited.values()) == {1}
