@@ -86,15 +86,17 @@ def measure(
 
 
 def measure_beside_floor(
-    fleet: Fleet, tmp: Path, trials: int, rounds: int = 2, parallel: int = 4
+    fleet: Fleet, tmp: Path, trials: int, rounds: int | None = None, parallel: int = 4
 ) -> tuple[LatencyResult, LatencyResult]:
     """Events on, Guardian and the bare listener (`bench/listener.py`, no inspect: the floor on
     this machine) in alternating rounds over the same containers, `trials` flips each: what
-    the engine does meanwhile falls on both alike. Returns (Guardian, listener)."""
+    the engine does meanwhile falls on both alike. Rounds of 20 flips by default (at least two;
+    the p95 of 40 flips moved by up to 7 ms between runs of the same code: `--trials 200` for a
+    steadier one). Returns (Guardian, listener)."""
     names = fleet.create(min(parallel, trials), "lat-floor", health=True)
     log = EventLog(fleet.url, fleet.scope)
     ours, floor = LatencyResult("events", 10.0), LatencyResult("bare listener", 10.0)
-    rounds = max(1, min(rounds, trials))
+    rounds = max(1, min(max(2, trials // 20) if rounds is None else rounds, trials))
     per_round = max(1, trials // rounds)
     hist = "guardian_detection_to_restart_seconds"
     scraped: dict[str, float] = {}  # Guardian's histogram, summed over the rounds
