@@ -30,7 +30,7 @@ from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
 from guardian.runtime.http_front import Front
 from guardian.runtime.http_limits import Limits
-from guardian.runtime.restart_threads import MAX_RESTART_THREADS
+from guardian.runtime.restart_threads import MAX_RESTART_THREADS, RestartThreads
 from guardian.runtime.scheduling import SteadyScheduler
 from guardian.runtime.wakeup import Wakeup, WakingEvent
 from guardian.runtime.watchdog import STARTING, SupervisorLink, SweepLiveness, stall_limit
@@ -49,6 +49,9 @@ JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions b
 # How long a stop waits for restart calls in flight to record their outcomes; a call still
 # waiting out a container's stop timeout is left to the engine and reconciled at the next start.
 STOP_GRACE = timedelta(seconds=3)
+# How long a stop waits for reactions under way (an inspect, the writes before a restart call):
+# longer than the engine's own answer may take, as the scheduler waits for its jobs.
+REACTION_GRACE = timedelta(seconds=60)
 
 
 def status_line(app: App, engine_error: str | None = None) -> str:
@@ -75,6 +78,13 @@ def job_threads(settings: Settings) -> int:
     at once with a thread for each of `restart.max_concurrent` containers, plus threads for the
     other jobs. Threads start only when needed."""
     return JOB_THREADS + min(int(settings["restart.max_concurrent"]), MAX_RESTART_THREADS)
+
+
+def reaction_threads(settings: Settings) -> int:
+    """Threads for the reactions to engine events, apart from the scheduler's: an event is
+    judged on one at once, without the scheduler thread's turn between (bench/RESULTS.md: the
+    single restart beside the bare listener). As many as the jobs have, for the same reason."""
+    return job_threads(settings)
 
 
 class Daemon:
@@ -112,6 +122,7 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,
         )
+        self.reactions = RestartThreads(reaction_threads(app.settings), name="react")
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -358,11 +369,13 @@ class Daemon:
     # -- the event listener (entrypoints/event_listener.py) ----------------------------------
 
     def listen(self) -> None:
-        self.events = EventListener(self.app, self.stopping, self._react_soon, self.kick_sweep)
+        self.events = EventListener(self.app, self.stopping, self.react_soon, self.kick_sweep)
         self.events.run()
 
-    def _react_soon(self, container_id: str, at: datetime | None) -> None:
-        self.scheduler.add_job(self.react, args=[container_id, at], misfire_grace_time=None)
+    def react_soon(self, container_id: str, at: datetime | None) -> None:
+        """Judge a container an event named, on a reaction thread (the event thread reads on)."""
+        with contextlib.suppress(RuntimeError):  # Guardian is stopping: the next start judges
+            self.reactions.submit(lambda: self.react(container_id, at))
 
     def kick_sweep(self) -> None:
         """Run the sweep now (after a reconnect), instead of waiting for the interval."""
@@ -493,6 +506,8 @@ class Daemon:
         if self.app.hooks is not None:
             self.app.hooks.stop()  # kills running hooks now, whatever their timeouts
         self.scheduler.shutdown(wait=True)
+        if self.reactions.close(REACTION_GRACE.total_seconds()):
+            log.warning("reactions still under way at stop")
         left = self.app.restarts.close(STOP_GRACE.total_seconds())
         if left:
             log.warning(
