@@ -1,8 +1,10 @@
 """The store's reads of what is in force against the history kept with it: `python -m
 bench.history` prints, for a store holding thousands of lifted silences and of sent deliveries
 (what `store.retention`, 90 days by default, keeps on a busy host), how long the silences in
-force (the status page after each silence, `guardian status`) and the newest 20 dead letters
-take to read, with the schema's indexes and with them dropped (the schema before version 5).
+force (the status page after each silence, `guardian status`), the newest 20 dead letters and
+the host's restarts of the last minute (its budget, read at every decision; as many restarts
+as silences) take to read, with the schema's indexes and with them dropped (the schema before
+version 5; version 8 for the restarts).
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ from guardian.adapters.sqlite.schema import to_text
 from guardian.adapters.sqlite.store import SqliteStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-INDEXES = {"silences": "silences_in_force", "dead letters": "deliveries_dead"}
+INDEXES = {
+    "silences": "silences_in_force",
+    "dead letters": "deliveries_dead",
+    "restarts": "actions_host_kind",
+}
 
 
 def filled(path: Path, silences: int, deliveries: int, dead_every: int = 5000) -> SqliteStore:
@@ -54,6 +60,12 @@ def filled(path: Path, silences: int, deliveries: int, dead_every: int = 5000) -
                 " VALUES (?, 'slack', ?, ?)",
                 (n + 1, "dead" if n % dead_every == 0 else "sent", to_text(T0)),
             )
+        for n in range(silences):  # as many restarts, one every 6 minutes
+            conn.execute(
+                "INSERT INTO actions (host, container, container_id, kind, requested_at, reason)"
+                " VALUES ('h', ?, ?, 'restart', ?, 'unhealthy')",
+                (f"app-{n % 40}", f"id-{n % 40}", to_text(T0 + timedelta(minutes=6 * n))),
+            )
     return store
 
 
@@ -74,6 +86,7 @@ def rows(sizes: list[tuple[int, int]]) -> list[tuple[int, int, str, float, float
             reads = {
                 "silences": lambda s=store, t=now: s.silences("h", t),
                 "dead letters": lambda o=outbox: o.dead_letters(20),
+                "restarts": lambda s=store, t=now: s.restart_times("h", t - timedelta(minutes=1)),
             }
             indexed = {what: ms(read) for what, read in reads.items()}
             with store.db.transaction() as conn:
@@ -93,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| lifted silences | deliveries | read | with the index | without |")
     print("|---:|---:|---|---:|---:|")
     for silences, deliveries, what, with_index, without in rows(sizes):
-        read = "silences in force" if what == "silences" else "newest 20 dead letters"
+        read = {
+            "silences": "silences in force",
+            "dead letters": "newest 20 dead letters",
+            "restarts": "the host's restarts of the last minute (as many restarts as silences)",
+        }[what]
         print(f"| {silences} | {deliveries} | {read} | {with_index:.3f} ms | {without:.3f} ms |")
     return 0
 

@@ -111,3 +111,20 @@ def test_the_newest_dead_letters_are_found_by_an_index_among_every_delivery(
         store, lambda: outbox.dead_letters(20), monkeypatch
     )
     store.close()
+
+
+def test_the_hosts_restarts_of_the_last_minute_are_found_by_time_among_the_whole_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's budget is read at every decision: its restarts of the last minute are not
+    found by reading every action of the history (90 days by default)."""
+    store = filled(tmp_path / "g.db", silences=5000, deliveries=0)  # one restart every 6 min
+    last = HISTORY_T0 + timedelta(minutes=6 * 4999)
+    assert store.restart_times("h", last - timedelta(minutes=1)) == (last,)
+    assert store.restart_times("h", last - timedelta(minutes=7)) == (
+        last - timedelta(minutes=6),
+        last,
+    )
+    plan = plans(store, lambda: store.restart_times("h", last - timedelta(minutes=1)), monkeypatch)
+    assert "INDEX actions_host_kind (host=? AND kind=? AND requested_at>?)" in plan
+    store.close()
