@@ -34,6 +34,7 @@ PHASES = (
 # Not run by default: the single restarts beside the bare listener alone (`latency` runs them
 # too), for as many flips as a steady p95 needs (`--only floor --trials 200`).
 EXTRA_PHASES = ("floor",)
+ALL_PHASES = PHASES + EXTRA_PHASES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -69,9 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--flood-seconds", type=float, default=30.0, help="/healthz asked calm, then flooded (s)"
     )
     p.add_argument("--poll-interval", type=float, default=5.0, help="polling baseline sweep (s)")
-    p.add_argument(
-        "--only", default=",".join(PHASES), help=f"phases to run, of {PHASES + EXTRA_PHASES}"
-    )
+    p.add_argument("--only", default=",".join(PHASES), help=f"phases to run, of {ALL_PHASES}")
     p.add_argument("--private-engine", action="store_true", help="start a dockerd of its own")
     p.add_argument("--engine-url", default=None, help="default: DOCKER_HOST or the local socket")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "RESULTS.md")
@@ -93,10 +92,9 @@ def podman_latency(tmp: Path, trials: int) -> latency.LatencyResult:
 
 def run(args: argparse.Namespace, command: str) -> Results:
     phases = [x.strip() for x in args.only.split(",") if x.strip()]
-    unknown = set(phases) - set(PHASES + EXTRA_PHASES)
+    unknown = set(phases) - set(ALL_PHASES)
     if unknown:
-        allowed = PHASES + EXTRA_PHASES
-        raise SystemExit(f"bench: unknown phase(s) {sorted(unknown)}; allowed: {allowed}")
+        raise SystemExit(f"bench: unknown phase(s) {sorted(unknown)}; allowed: {ALL_PHASES}")
     engine = PrivateEngine().start() if args.private_engine else None
     url = (
         engine.url

@@ -1,7 +1,8 @@
 """The loop's own cost of an idle sweep, in process: `healer.sweep()` over N healthy containers
 on a fake engine with a warm container cache (no engine's list to read or decode: that is
 `bench/idle.py`'s part). Comparable across commits: run it from each worktree with the same .venv,
-    PYTHONPATH=<worktree> .venv/bin/python -m bench.idle_sweep 1000 [--profile]
+    PYTHONPATH=<worktree> .venv/bin/python -P -m bench.idle_sweep 1000 [--profile]
+(-P: the worktree named, not the directory it is run from, is the code measured)
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The loop's own cost of one reaction, in process: `healer.react()` for N unhealthy containers
 over a fake engine, a real SQLite store and restart calls made inline (no engine's pace, no
 thread hand-off). Comparable across commits: run it from each worktree with the same .venv,
-    PYTHONPATH=<worktree> .venv/bin/python -m bench.reaction 100 [--profile]
+    PYTHONPATH=<worktree> .venv/bin/python -P -m bench.reaction 100 [--profile]
+(-P: the worktree named, not the directory it is run from, is the code measured)
 """
 
 from __future__ import annotations
