@@ -45,7 +45,9 @@ APPROVAL_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
 JOBS_FOLLOWED = ("probes", "verify", "approvals", "resources")  # paused while idle
 RETENTION_TICK = timedelta(days=1)
-JOB_THREADS = 10  # the sweep, verify, probe and retention jobs, and reactions beside restarts
+# The sweep, verify, probe and retention jobs, and the reactions the jobs schedule (a recheck a
+# decision named, a freed restart slot) beside restarts; events have threads of their own.
+JOB_THREADS = 10
 # How long a stop waits for restart calls in flight to record their outcomes; a call still
 # waiting out a container's stop timeout is left to the engine and reconciled at the next start.
 STOP_GRACE = timedelta(seconds=3)

@@ -25,7 +25,8 @@ MAX_RESTART_THREADS = 256
 
 class RestartThreads:
     """Up to `limit` threads, started only when a call finds none idle; calls beyond wait in
-    order. submit() after close() raises RuntimeError."""
+    order. submit() after close() raises RuntimeError. The daemon's reactions to engine events
+    run on threads of this kind too (`Daemon.react_soon`)."""
 
     def __init__(self, limit: int, name: str = "restart") -> None:
         self._limit = limit
