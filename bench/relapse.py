@@ -22,16 +22,10 @@ from pathlib import Path
 
 from bench.timing import Profile
 from guardian.core.model import ActionOutcome
-from guardian.ports import EngineEvent
-from tests.app import TestApp, make_app
+from tests.app import make_app
+from tests.unit.test_container_cache import event, turns_unhealthy, warm
 
 APART = timedelta(minutes=10)
-
-
-def event(w: TestApp, action: str, **extra: str) -> EngineEvent:
-    snap = next(iter(w.engine.containers.values()))
-    attributes = {**snap.labels, "name": snap.name, "image": "busybox", **extra}
-    return EngineEvent(action, snap.id, snap.name, w.clock.now(), attributes)
 
 
 def main() -> None:
@@ -55,18 +49,15 @@ def main() -> None:
     profiler, unprofiled = Profile(cProfile.Profile() if args.profile else None), Profile(None)
     took = []
     for i in range(args.relapses):
-        w.healer.sweep()  # the cache filled; events after it are ordered against it
-        w.clock.advance(10)
-        w.engine.set("app", health="unhealthy")
-        unhealthy = event(w, "health_status", health_status="unhealthy")
-        assert w.healer.on_event(unhealthy)
+        warm(w)  # the cache filled; events after it are ordered against it
+        unhealthy = turns_unhealthy(w, "app")
         with profiler if i >= args.relapses - 50 else unprofiled:
             start = time.perf_counter()
             w.healer.react(unhealthy.container_id, w.healer.reported_at(unhealthy))
         assert len(asked) == i + 1, "every relapse is restarted"
         took.append((asked[-1] - start) * 1000)
         for action in ("kill", "die", "start", "restart"):
-            w.healer.on_event(event(w, action))
+            w.healer.on_event(event(w, action, "app"))
         w.clock.advance(2)
         w.verify()  # healthy again: the incident resolved
         w.clock.advance(APART.total_seconds())

@@ -60,11 +60,17 @@ class RunStamps:
         return _Stamp(host, container, container_id, at, mono, offset)
 
     @staticmethod
-    def _counted_as(s: _Stamp) -> tuple[tuple[str | datetime, ...], ...]:
+    def _key(
+        host: str, at: datetime, container: str | None = None, container_id: str | None = None
+    ) -> tuple[str | datetime, ...]:
+        """What a read by host, by name (`container`) or by id (and name) counts a time under."""
+        return (host, *(x for x in (container, container_id) if x is not None), at)
+
+    def _counted_as(self, s: _Stamp) -> tuple[tuple[str | datetime, ...], ...]:
         return (
-            (s.host, s.at),
-            (s.host, s.container, s.at),
-            (s.host, s.container, s.container_id, s.at),
+            self._key(s.host, s.at),
+            self._key(s.host, s.at, s.container),
+            self._key(s.host, s.at, s.container, s.container_id),
         )
 
     def wrote_restart(self, host: str, container: str, container_id: str, at: datetime) -> None:
@@ -142,13 +148,6 @@ class RunStamps:
         # Only a stored time later than `since` less a step forward can count.
         stored = read(since - max(stepped, timedelta(0)))
 
-        def key(t: datetime) -> tuple[str | datetime, ...]:
-            if container is None:
-                return host, t
-            return (
-                (host, container, t) if container_id is None else (host, container, container_id, t)
-            )
-
         with self._lock:
             # This run's own among the stored ones, as many times as it wrote each (after a
             # step back, two requests may carry the same stamp), as of the stamps read above.
@@ -157,7 +156,8 @@ class RunStamps:
                 for s in itertools.islice(reversed(self._restarts), self._count - count)
                 for k in self._counted_as(s)
             )
-            written = {t: self._written[key(t)] - later[key(t)] for t in set(stored)}
+            keys = {t: self._key(host, t, container, container_id) for t in set(stored)}
+            written = {t: self._written[k] - later[k] for t, k in keys.items()}
         older = []
         for t in stored:
             if written[t] > 0:

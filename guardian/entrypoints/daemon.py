@@ -82,13 +82,6 @@ def job_threads(settings: Settings) -> int:
     return JOB_THREADS + min(int(settings["restart.max_concurrent"]), MAX_RESTART_THREADS)
 
 
-def reaction_threads(settings: Settings) -> int:
-    """Threads for the reactions to engine events, apart from the scheduler's: an event is
-    judged on one at once, without the scheduler thread's turn between (bench/RESULTS.md: the
-    single restart beside the bare listener). As many as the jobs have, for the same reason."""
-    return job_threads(settings)
-
-
 class Daemon:
     """`reread` returns the config anew for a reload (SIGHUP: see Reloader)."""
 
@@ -124,7 +117,10 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,
         )
-        self.reactions = RestartThreads(reaction_threads(app.settings), name="react")
+        # The reactions to engine events, apart from the scheduler's jobs: an event is judged at
+        # once, without a turn of the scheduler's thread between (bench/RESULTS.md: the single
+        # restart beside the bare listener); as many threads as the jobs have, for their reason.
+        self.reactions = RestartThreads(job_threads(app.settings), name="react")
 
     # -- jobs -------------------------------------------------------------------------------
 
