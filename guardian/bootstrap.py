@@ -21,7 +21,8 @@ from guardian.adapters.clock import SystemClock
 from guardian.adapters.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.hook_runner import SubprocessHookRunner
-from guardian.adapters.instance import HostLock, detect_self_id, engine_key
+from guardian.adapters.host_lock import EngineAccess, HostLock, engine_key
+from guardian.adapters.instance import detect_self_id
 from guardian.adapters.notify.channels import ChannelConfigError, receiver_channels
 from guardian.adapters.private_files import warn_if_readable
 from guardian.adapters.probe_runner import SocketProbeRunner
@@ -148,8 +149,9 @@ def claim_instance(settings: Settings) -> HostLock:
     opens anything: lock the store and the engine. Raises InstanceConflict naming the other
     Guardian; the app built with the lock releases it (a running Guardian container on the
     engine is looked for at the first contact with the engine: instance.rivals_of)."""
+    url = settings["docker.url"]
     lock = HostLock(
-        store_path(settings), engine_key(settings["docker.url"]), settings["watch.scope"]
+        store_path(settings), engine_key(url), settings["watch.scope"], EngineAccess.of(url)
     )
     lock.acquire()
     return lock

@@ -1,61 +1,32 @@
-"""One Guardian per engine: a lock on the store, a host-wide lock per engine and scope, and a
-look at the engine for another running Guardian container, proven by what a label cannot fake.
+"""One Guardian per engine: another running Guardian container on the engine, proven by what
+a label cannot fake (the host's own lock is host_lock.HostLock).
 
-Every lock dies with its process (flock, an abstract Unix socket), so a Guardian restarted by
-systemd or Docker takes over from its dead predecessor without anything to clean up.
+A container is another Guardian of this engine and scope only when it holds the engine's socket
+(whoever can start one that mounts it controls the engine already) and shows it is a Guardian:
+its network namespace holds this engine and scope's lock, or it runs `guardian run` labelled
+with this scope. Anything less is a claim: a warning, never a refusal (DESIGN rule 19).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import os
 import re
 import socket
-import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from guardian.adapters.private_files import open_private
+from guardian.adapters.host_lock import engine_key, engine_taken, lock_address
 from guardian.core.labels import ALL, SELF
 from guardian.core.model import ContainerSnapshot
-from guardian.ports import Engine, InstanceConflict, StoreError
+from guardian.ports import Engine
 
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 SCOPE_LABEL = "guardian.scope"  # a Guardian container's watch.scope, for other Guardians
 # Containers labelled guardian.self inspected at start for evidence: anyone can start more, so
 # the look is bounded; the rest of those claiming this scope are warned about unexamined.
 MAX_INSPECTED = 32
 CLAIMS_SHOWN = 3  # claims named in a warning; the rest are counted
 _CONTAINER_ID = re.compile(r"[0-9a-f]{64}")  # a hostname may also name another container
-
-
-def engine_key(url: str) -> str:
-    """What identifies an engine on this host: its socket's inode for a unix:// URL (so
-    /var/run/docker.sock and /run/docker.sock are one engine), else the URL."""
-    if url.startswith("unix://"):
-        with contextlib.suppress(OSError):
-            st = os.stat(url.removeprefix("unix://"))
-            return f"socket {st.st_dev}:{st.st_ino}"
-    return url
-
-
-def describe_pid(pid: int, proc: Path = Path("/proc")) -> str:
-    """`pid 123 (guardian run --config x)`: how a person finds a process."""
-    try:
-        argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
-        command = " ".join(a.decode(errors="replace") for a in argv if a)[:200]
-    except OSError:
-        command = ""
-    return f"pid {pid} ({command})" if command else f"pid {pid}"
-
-
-def lock_address(engine: str, scope: str) -> str:
-    """The abstract Unix socket a Guardian of `engine` (engine_key) and `scope` binds."""
-    digest = hashlib.sha256(f"{engine}\n{scope}".encode()).hexdigest()[:32]
-    return f"\0guardian-{digest}"
 
 
 # Where /proc/self/cgroup or mountinfo name the container a process runs in.
@@ -73,97 +44,6 @@ def detect_self_id(proc: Path = Path("/proc/self")) -> str | None:
         if match:
             return match.group(1)
     return None
-
-
-def engine_taken(scope: str, holder: str) -> str:
-    """The one line that refuses a second Guardian of an engine (and scope)."""
-    scoped = f" (watch.scope {scope})" if scope else ""
-    return f"another Guardian watches this engine{scoped}: {holder}"
-
-
-def flock_holder(st: os.stat_result, proc: Path = Path("/proc")) -> str:
-    """The process holding a flock on the file `st` describes, from the kernel's lock table."""
-    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    with contextlib.suppress(OSError):
-        for line in (proc / "locks").read_text().splitlines():
-            fields = line.split()
-            # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a blocked waiter has "->")
-            if "FLOCK" in fields and "->" not in fields and inode in fields:
-                pid = int(fields[fields.index(inode) - 1])
-                if pid > 0:
-                    return describe_pid(pid, proc)
-    return "a process this one cannot see"
-
-
-class HostLock:
-    """Held for the daemon's life: a flock on the store file, and an abstract Unix socket named
-    after the engine and the watch scope (two Guardians of this host on one engine, whatever
-    their stores). acquire() raises InstanceConflict naming the holder."""
-
-    def __init__(self, store: Path, engine: str, scope: str, proc: Path = Path("/proc")) -> None:
-        self.store = store
-        self.proc = proc
-        self.address = lock_address(engine, scope)
-        self.scope = scope
-        self._fd: int | None = None
-        self._socket: socket.socket | None = None
-
-    def acquire(self) -> None:
-        created = not self.store.exists()
-        self._lock_store()
-        try:
-            self._bind()
-        except InstanceConflict:
-            if created and self.store.stat().st_size == 0:
-                self.store.unlink()  # refused: leave no empty store behind
-            self.release()
-            raise
-
-    def _lock_store(self) -> None:
-        """flock the store file itself (SQLite's own locks are fcntl locks, which flock never
-        meets on Linux), so nothing new appears in the state directory."""
-        try:
-            # Created private here when the lock is first to touch the path: 0644 would stay.
-            fd = open_private(self.store)
-        except OSError as exc:
-            raise StoreError(f"store {self.store}: cannot open: {exc.strerror or exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = flock_holder(os.fstat(fd), self.proc)
-            os.close(fd)
-            raise InstanceConflict(
-                f"another Guardian is using the store {self.store}: {holder}"
-            ) from None
-        self._fd = fd
-
-    def _bind(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(self.address)
-            sock.listen(1)
-        except OSError:
-            sock.close()
-            raise InstanceConflict(engine_taken(self.scope, self._holder())) from None
-        self._socket = sock
-
-    def _holder(self) -> str:
-        """The holder's pid, from the kernel: a connection to its socket carries its creds."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            try:
-                probe.connect(self.address)
-                creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-            except OSError:
-                return "unknown process"
-        return describe_pid(_PEERCRED.unpack(creds)[0], self.proc)
-
-    def release(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 @dataclass(frozen=True)
@@ -212,10 +92,11 @@ def find_rivals(
 ) -> Rivals:
     """Running containers labelled guardian.self=true (never this one, restarted by Docker),
     judged by evidence (DESIGN rule 19). A container is a Guardian of this engine and scope
-    when its network namespace holds this engine and scope's lock (seen where its processes
-    are: a Guardian on the engine's host), or when it runs `guardian run` with the engine's
-    socket mounted and the label guardian.scope equal to `scope`: whoever can start that holds
-    the engine already. One that only carries the labels is a claim.
+    when it mounts the engine's socket and either its network namespace holds this engine and
+    scope's lock (seen where its processes are: a Guardian on the engine's host) or it runs
+    `guardian run` with the label guardian.scope equal to `scope`. A name in a namespace can be
+    bound by anyone; only the socket needs the engine. One that shows less is a claim, and so
+    is every container when docker.url is TCP (a socket proxy): nothing it mounts proves it.
 
     `self_ids`: what this process knows of its own container id (the cgroup, the hostname
     Docker gives a container). `url`: this Guardian's docker.url. Reads the container list and
@@ -240,9 +121,8 @@ def find_rivals(
         claimed = listed.labels.get(SCOPE_LABEL, "") == scope
         snap = engine.inspect(listed.id) if n < MAX_INSPECTED else None
         if snap is not None and snap.state == "running":
-            if holds_lock(snap.pid, address, proc) or (
-                claimed and runs_guardian(snap.command) and mounts_engine(snap.mounts, sockets)
-            ):
+            shows = holds_lock(snap.pid, address, proc) or (claimed and runs_guardian(snap.command))
+            if shows and mounts_engine(snap.mounts, sockets):
                 return Rivals(proven=f"container {snap.name} ({snap.id[:12]})")
         elif n < MAX_INSPECTED:
             continue  # gone or stopped since the list
@@ -252,8 +132,9 @@ def find_rivals(
 
 
 def holds_lock(pid: int, address: str, proc: Path = Path("/proc")) -> bool:
-    """Whether the network namespace of process `pid` holds the abstract socket `address`: the
-    kernel's table of its Unix sockets (/proc/<pid>/net/unix) shows an abstract name after '@'.
+    """Whether the network namespace of process `pid` holds the lock `address` (lock_address:
+    the bare name, or one under it): the kernel's table of its Unix sockets
+    (/proc/<pid>/net/unix) shows an abstract name after '@'.
     False when the process is not visible from here (another pid namespace, systemd's
     ProtectProc=invisible), or shares this process's network namespace (where the lock held is
     this one's own: a rival there was refused by HostLock already)."""
@@ -266,7 +147,11 @@ def holds_lock(pid: int, address: str, proc: Path = Path("/proc")) -> bool:
             return False
         with (proc / str(pid) / "net" / "unix").open(errors="replace") as table:
             name = "@" + address.removeprefix("\0")
-            return any(line.split()[-1:] == [name] for line in table)
+            return any(
+                word == name or word.startswith(name + "-")
+                for line in table
+                for word in line.split()[-1:]
+            )
     except OSError:
         return False
 

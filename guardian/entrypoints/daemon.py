@@ -105,6 +105,14 @@ class Daemon:
         self._reconciled = False
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
         self.claimed = ""  # containers that claimed at start to be a Guardian, by label alone
+        # Processes that hold names of the engine lock but cannot reach the engine (DESIGN 19).
+        self.squatted = app.lock.warning() if app.lock is not None else ""
+        if self.squatted:
+            log.warning(
+                "names of the engine lock are held by processes that cannot reach the engine; "
+                "not rivals",
+                extra=kv(holders=" ; ".join(app.lock.squatters if app.lock else ())),
+            )
         self._listener: threading.Thread | None = None
         self.events: EventListener | None = None  # once watch.events starts it
         self.http: HttpServer | None = None
@@ -388,7 +396,7 @@ class Daemon:
         # Still alive: a restart of Guardian would lose what the store holds in memory.
         degraded = self.app.store_degraded()
         reason = f"{reason}; {degraded}" if degraded else reason
-        return ok, f"{reason}; {self.claimed}" if self.claimed else reason
+        return ok, "; ".join(r for r in (reason, self.squatted, self.claimed) if r)
 
     def readyz(self) -> tuple[bool, str]:
         return health.readyz(self.app)

@@ -10,6 +10,7 @@ it, and the `unit` fixture puts it back.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
 
 import docker
@@ -21,6 +22,7 @@ from tests.integration.conftest import Containers
 from tests.integration.systemd_host import (
     SCOPE_LABEL,
     SCOPE_VALUE,
+    UNIT,
     SystemdHost,
     build_image,
     guardian_config,
@@ -341,3 +343,73 @@ def test_reload_names_the_changed_keys_that_need_a_restart(unit: SystemdHost) ->
     assert unit.show("MainPID", "NRestarts") == before
     # The old listener still serves: http.listen waits for a restart.
     unit.sh("python3 -c 'import urllib.request as u; u.urlopen(\"http://127.0.0.1:9321/healthz\")'")
+
+
+# Binds every name of the unit's engine lock that a squatter can know (the bare one, and
+# names under it) as `nobody`, outside the docker group; holds them until stdin closes.
+SQUAT = """
+import os, socket, sys
+from guardian.adapters.host_lock import engine_key, lock_address
+prefix = lock_address(engine_key("unix:///var/run/docker.sock"), sys.argv[1])
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+held = []
+for name in [prefix, *(f"{prefix}-{n}-{n:016x}" for n in range(1, 51))]:
+    s = socket.socket(socket.AF_UNIX); s.bind(name); s.listen(1); held.append(s)
+print("held", len(held), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_second_guardian_beside_the_unit_is_refused_naming_the_units_process(
+    unit: SystemdHost,
+) -> None:
+    """Whoever started it (root, from a shell), a Guardian with a store of its own finds the
+    unit's lock held by a process that reaches the engine (its dynamic user is in `docker`)."""
+    pid = unit.main_pid()
+    second = unit.sh(
+        "GUARDIAN_STORE_PATH=/root/second.db timeout 60 /opt/guardian/bin/guardian run "
+        "--config /etc/guardian/config.yaml",
+        check=False,
+    )
+    assert second.returncode == 1, second.stderr
+    assert (
+        second.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"guardian: another Guardian watches this engine (watch.scope {SCOPE_LABEL}={SCOPE_VALUE}):"
+            f" pid {pid} ("
+        )
+    ), second.stderr
+    assert unit.state() == "active" and unit.main_pid() == pid
+
+
+def test_the_unit_restarts_and_heals_while_nobody_holds_every_name_of_its_lock(
+    unit: SystemdHost, containers: Containers
+) -> None:
+    squatter = subprocess.Popen(
+        ["docker", "exec", "-i", unit.name, "/opt/guardian/bin/python", "-I", "-c", SQUAT,
+         f"{SCOPE_LABEL}={SCOPE_VALUE}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline().strip() == "held 51"
+        cursor = unit.journal_cursor()
+        assert unit.systemctl("restart", UNIT).returncode == 0
+        unit.wait_active()
+        warned = wait_until(
+            lambda: [
+                ln for ln in unit.journal(after=cursor).splitlines() if "names of the engine" in ln
+            ],
+            20,
+            0.2,
+            "the squatter named in the journal",
+        )
+        assert "uid 65534" in warned[0], warned
+        name = in_scope(containers, "squatted")
+        containers.wait_health(name, "healthy")
+        before = containers.started_at(name)
+        containers.make_unhealthy(name)
+        wait_until(lambda: containers.started_at(name) != before, 30, 0.2, "restarted")
+    finally:
+        squatter.kill()
+        squatter.wait(10)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from guardian.adapters.instance import HostLock
+from guardian.adapters.host_lock import HostLock
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.logs import FIELDS
 from tests.app import make_app

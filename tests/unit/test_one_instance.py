@@ -14,16 +14,14 @@ from pathlib import Path
 import pytest
 
 from guardian.adapters.engine_payloads import MAX_ARGS, MAX_MOUNTS, MAX_PATH, inspect_snapshot
+from guardian.adapters.host_lock import HostLock, engine_key, lock_address
 from guardian.adapters.instance import (
     CLAIMS_SHOWN,
     MAX_INSPECTED,
     Claim,
-    HostLock,
     Rivals,
-    engine_key,
     find_rivals,
     holds_lock,
-    lock_address,
     runs_guardian,
 )
 from guardian.entrypoints.daemon import Daemon
@@ -87,7 +85,7 @@ def test_a_guardian_takes_over_from_a_predecessor_killed_with_sigkill(
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from guardian.adapters.instance import HostLock\n"
+        "from guardian.adapters.host_lock import HostLock\n"
         "HostLock(Path(sys.argv[1]), sys.argv[2], '').acquire()\n"
         "print('held', flush=True)\n"
         "time.sleep(600)\n"
@@ -207,29 +205,50 @@ def test_other_commands_do_not_run_guardian(command: tuple[str, ...]) -> None:
     assert not runs_guardian(command)
 
 
-def test_a_container_holding_this_engine_and_scopes_lock_is_a_rival_whatever_its_labels(
+def test_a_container_holding_this_engine_and_scopes_lock_with_the_socket_is_a_rival(
     tmp_path: Path,
 ) -> None:
-    """A Guardian sidecar behind a socket proxy mounts no socket; a Guardian on the engine's
-    host sees the lock its process holds in its own network namespace."""
+    """A Guardian on the engine's host sees the lock a sidecar's process holds in its own
+    network namespace; with the engine's socket mounted, that is a Guardian whatever its
+    labels or command."""
     engine = FakeEngine(FakeClock())
     scope = "p=shop"
-    proc = fake_proc(tmp_path, 4242, [at(lock_address(engine_key(URL), scope))])
-    cid = guardian_container(engine, "sidecar", command=("guardian", "run"), mounts=(), pid=4242)
+    name = lock_address(engine_key(URL), scope) + "-7-0123456789abcdef"
+    proc = fake_proc(tmp_path, 4242, [at(name)])
+    cid = guardian_container(engine, "sidecar", command=("/init",), pid=4242)
     assert find_rivals(engine, set(), scope, URL, proc) == Rivals(f"container sidecar ({cid[:12]})")
+
+
+def test_a_container_holding_the_lock_without_the_engines_socket_is_a_claim(
+    tmp_path: Path,
+) -> None:
+    """Anyone who can start a container can bind any abstract name in it (a busybox with
+    socat): the name proves nothing without the engine."""
+    engine = FakeEngine(FakeClock())
+    scope = "p=shop"
+    bare = lock_address(engine_key(URL), scope)
+    proc = fake_proc(tmp_path, 4242, [at(bare), at(bare + "-1-00")])
+    cid = guardian_container(
+        engine, "lookalike", mounts=(), pid=4242, labels={"guardian.scope": scope}
+    )
+    assert find_rivals(engine, set(), scope, URL, proc) == Rivals(claims=(Claim("lookalike", cid),))
 
 
 def test_a_lock_of_another_scope_or_engine_proves_nothing(tmp_path: Path) -> None:
     engine = FakeEngine(FakeClock())
     others = [lock_address(engine_key(URL), "p=blog"), lock_address("tcp://elsewhere:2375", "")]
     proc = fake_proc(tmp_path, 4242, [at(a) for a in others])
-    cid = guardian_container(engine, "x", mounts=(), pid=4242, labels={"guardian.scope": ""})
+    cid = guardian_container(
+        engine, "x", command=("/init",), pid=4242, labels={"guardian.scope": ""}
+    )
     assert find_rivals(engine, set(), "", URL, proc) == Rivals(claims=(Claim("x", cid),))
 
 
 def test_the_lock_in_this_processs_own_network_namespace_is_its_own(tmp_path: Path) -> None:
     address = lock_address("tcp://e:2375", "")
     assert holds_lock(4242, address, fake_proc(tmp_path / "a", 4242, [at(address)]))
+    assert holds_lock(4242, address, fake_proc(tmp_path / "c", 4242, [at(address) + "-9-ab"]))
+    assert not holds_lock(4242, address, fake_proc(tmp_path / "d", 4242, [at(address) + "9"]))
     shared = fake_proc(tmp_path / "b", 4242, [at(address)], same_netns=True)
     assert not holds_lock(4242, address, shared)
     assert not holds_lock(4343, address, shared)  # not visible here (another pid namespace)
