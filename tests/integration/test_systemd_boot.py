@@ -372,13 +372,10 @@ def test_a_second_guardian_beside_the_unit_is_refused_naming_the_units_process(
         check=False,
     )
     assert second.returncode == 1, second.stderr
-    assert (
-        second.stderr.strip()
-        .splitlines()[-1]
-        .startswith(
-            f"guardian: another Guardian watches this engine (watch.scope {SCOPE_LABEL}={SCOPE_VALUE}):"
-            f" pid {pid} ("
-        )
+    scope = f"{SCOPE_LABEL}={SCOPE_VALUE}"
+    last = second.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"guardian: another Guardian watches this engine (watch.scope {scope}): pid {pid} ("
     ), second.stderr
     assert unit.state() == "active" and unit.main_pid() == pid
 
