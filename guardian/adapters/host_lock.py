@@ -184,8 +184,9 @@ def describe_peer(peer: Peer, proc: Path = Path("/proc")) -> str:
 class HostLock:
     """Held for the daemon's life: a flock on the store file, and an abstract Unix name of this
     Guardian's own under the engine and scope's prefix. acquire() raises InstanceConflict naming
-    another Guardian of the engine and scope (a holder that can reach the engine); holders
-    that cannot reach it are `squatters`, for a warning (`warning()`)."""
+    another Guardian of the engine and scope (a holder that can reach the engine); names held
+    by those that cannot reach it are counted (`squatted`, the first few in `squatters`) for
+    a warning (`warning()`)."""
 
     def __init__(
         self,
@@ -201,7 +202,8 @@ class HostLock:
         self.scope = scope
         self.access = access or EngineAccess(os.geteuid())
         self.address = ""  # this Guardian's own name, once bound
-        self.squatters: tuple[str, ...] = ()
+        self.squatters: tuple[str, ...] = ()  # the first few holders that cannot reach it
+        self.squatted = 0  # how many names they hold
         self._fd: int | None = None
         self._socket: socket.socket | None = None
 
@@ -257,7 +259,8 @@ class HostLock:
     def _judge_others(self) -> None:
         """Refuse beside a holder that can reach the engine. Two Guardians starting at the same
         instant may both see the other and both refuse: the safe side (one restarts later)."""
-        squatters = []
+        squatters: list[str] = []
+        count = 0
         for name in dict.fromkeys(names_under(self.prefix, self.proc)):
             if name == self.address:
                 continue
@@ -266,15 +269,17 @@ class HostLock:
                 continue  # nothing listens there, or it never accepts: no Guardian
             if self.access.reaches(peer):
                 raise InstanceConflict(engine_taken(self.scope, describe_pid(peer.pid, self.proc)))
-            squatters.append(describe_peer(peer, self.proc))
-        self.squatters = tuple(squatters)
+            count += 1
+            if len(squatters) < SQUATTERS_SHOWN:  # a squatter may hold thousands: a few named
+                squatters.append(describe_peer(peer, self.proc))
+        self.squatters, self.squatted = tuple(squatters), count
 
     def warning(self) -> str:
         """One line for the log and /healthz ("" when none): squatters warn, never refuse."""
         if not self.squatters:
             return ""
-        shown = "; ".join(self.squatters[:SQUATTERS_SHOWN])
-        left = len(self.squatters) - SQUATTERS_SHOWN
+        shown = "; ".join(self.squatters)
+        left = self.squatted - len(self.squatters)
         more = f" and {left} more" if left > 0 else ""
         return (
             f"warning: processes that cannot reach the engine hold names of Guardian's engine "

@@ -108,10 +108,11 @@ class Daemon:
         # Processes that hold names of the engine lock but cannot reach the engine (DESIGN 19).
         self.squatted = app.lock.warning() if app.lock is not None else ""
         if self.squatted:
+            assert app.lock is not None
             log.warning(
                 "names of the engine lock are held by processes that cannot reach the engine; "
                 "not rivals",
-                extra=kv(holders=" ; ".join(app.lock.squatters if app.lock else ())),
+                extra=kv(names=app.lock.squatted, holders="; ".join(app.lock.squatters)),
             )
         self._listener: threading.Thread | None = None
         self.events: EventListener | None = None  # once watch.events starts it

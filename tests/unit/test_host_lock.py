@@ -137,7 +137,8 @@ def test_a_name_where_nothing_answers_proves_nothing(tmp_path: Path, engine: str
 
 def test_the_warning_names_a_few_squatters_and_counts_the_rest(tmp_path: Path) -> None:
     lock = HostLock(tmp_path / "a.db", "tcp://e", "")
-    lock.squatters = tuple(f"uid 65534, pid {n}" for n in range(SQUATTERS_SHOWN + 2))
+    lock.squatters = tuple(f"uid 65534, pid {n}" for n in range(SQUATTERS_SHOWN))
+    lock.squatted = SQUATTERS_SHOWN + 2
     assert lock.warning() == (
         "warning: processes that cannot reach the engine hold names of Guardian's engine lock "
         "(uid 65534, pid 0; uid 65534, pid 1; uid 65534, pid 2 and 2 more): not rivals"
