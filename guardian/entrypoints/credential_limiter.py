@@ -25,7 +25,7 @@ log = logging.getLogger("guardian.http")
 WINDOW = 60.0  # seconds a failure counts
 PER_CLIENT = 10  # wrong credentials per window from one client before its 429s
 OVERALL = 100  # from every client together: then a client's second failure is refused too
-MAX_CLIENTS = 10_000  # clients remembered; beyond it a new one is counted overall only
+MAX_CLIENTS = 10_000  # clients remembered; a new one past it takes the quietest one's place
 
 
 class CredentialLimiter:
@@ -68,11 +68,10 @@ class CredentialLimiter:
             elif mine and len(self._overall) >= self.overall:
                 wait = self._overall[0] + self.window - now
             self._overall.append(now)
-            if mine is None and len(self._clients) < self.max_clients:
-                mine = self._clients[client] = deque(maxlen=self.per_client)
-            if mine is not None:
-                mine.append(now)
-                self._clients.move_to_end(client)
+            if mine is None:
+                mine = self._clients[client] = self._room(client)
+            mine.append(now)
+            self._clients.move_to_end(client)
             seconds = max(1, math.ceil(wait)) if wait > 0 else 0
             if seconds and client not in self._told and len(self._told) < self.max_clients:
                 # One line per client and streak, not one per guess: a guesser's flood of
@@ -101,6 +100,20 @@ class CredentialLimiter:
                 break
             del self._clients[client]
             self._told.discard(client)
+
+    def _room(self, client: str) -> deque[float]:
+        """A count for a new `client`; a full table forgets the client quiet the longest.
+
+        Eviction rather than one shared count for whoever finds the table full: every client
+        keeps a count of its own (a shared one would let a flood of addresses set a newcomer's
+        wait, or, were it never stored, let it guess for ever). The table is only full after
+        `max_clients` failures within the window, far past the overall limit, so a forgotten
+        client that comes back is refused from its second wrong token: forgetting costs it at
+        most one 403, and a guesser that keeps going is never the one forgotten."""
+        if len(self._clients) >= self.max_clients:
+            quiet, _ = self._clients.popitem(last=False)
+            self._told.discard(quiet)
+        return deque(maxlen=self.per_client)
 
     def _mine(self, client: str, now: float) -> deque[float] | None:
         """`client`'s failures within the window (trimmed when asked: a listed client has

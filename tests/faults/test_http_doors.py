@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -66,15 +67,20 @@ def sign_in(client: Client, token: str) -> Answer:
 
 
 @pytest.fixture
-def url(guardian) -> Any:
+def running(guardian) -> Any:
     g = guardian(
         env={"GUARDIAN_API_TOKEN": TOKEN},
         http={"allowed_hosts": ["guardian.lan"], "trusted_proxies": ["127.0.0.9"]},
     )
     # /healthz answers 503 until the first sweep: a Host the port answers is then judged 200.
     wait_until(lambda: g.lines('msg="sweep done"'), 20, message="first sweep")
-    yield g.http_url
+    yield g
     assert "Traceback" not in g.log()
+
+
+@pytest.fixture
+def url(running) -> str:
+    return str(running.http_url)
 
 
 PATHS = ["/metrics", "/healthz", "/readyz", "/api/v1/incidents", "/", "/static/page.js"]
@@ -111,6 +117,36 @@ def test_wrong_bearer_tokens_from_one_address_meet_429_and_the_right_token_still
     assert guesser.ask("GET", "/api/v1/incidents", **bearer(TOKEN)).status == 200
     guesser.close()
     other.close()
+
+
+def test_after_10200_addresses_guess_once_a_new_guesser_meets_429_and_the_right_token_passes(
+    running,
+):
+    # More clients than the limiter remembers (10,000), each from an address of its own in
+    # 127.1.0.0/16, one wrong token each, well within the minute the limiter counts.
+    url = running.http_url
+    began = time.monotonic()
+    for i in range(10_200):
+        c = Client(url, f"127.1.{i // 256}.{i % 256}")
+        assert c.ask("GET", "/api/v1/incidents", **bearer(f"flood-{i:05}-{'f' * 30}")).status == 403
+        c.close()
+    # Had the first guesses left the window, the table would not be full: nothing proved.
+    assert time.monotonic() - began < 45, "the flood took longer than the limiter's minute"
+    guesser = Client(url, "127.2.0.1")
+    statuses = [
+        guesser.ask("GET", "/api/v1/incidents", **bearer(f"guess-{n:02}-{'g' * 30}")).status
+        for n in range(11)
+    ]
+    assert 429 in statuses, statuses
+    wait_until(
+        lambda: [
+            line for line in running.lines("wrong credentials limited") if "127.2.0.1" in line
+        ],
+        5,
+        message="the new guesser's limit logged",
+    )
+    assert Client(url, "127.2.0.2").ask("GET", "/api/v1/incidents", **bearer(TOKEN)).status == 200
+    guesser.close()
 
 
 def test_wrong_sign_ins_from_five_addresses_lock_nobody_out(url):

@@ -85,3 +85,29 @@ def test_a_limited_client_is_logged_once_per_streak_not_once_per_guess(
             lim.attempt("10.0.0.9", right=False)
     lines = [r.getMessage() for r in caplog.records]
     assert lines == ["wrong credentials limited"] * 2
+
+
+def test_a_full_table_of_clients_still_limits_a_new_client_and_never_refuses_the_right_token(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    lim = CredentialLimiter(per_client=10, overall=20, window=60, now=clock, max_clients=50)
+    for i in range(60):
+        assert lim.attempt(f"10.0.0.{i}", right=False) == 0
+    with caplog.at_level(logging.WARNING, logger="guardian.http"):
+        answers = [lim.attempt("10.9.9.9", right=False) for _ in range(11)]
+    assert answers[0] == 0 and all(wait > 0 for wait in answers[1:]), answers
+    assert [r.getMessage() for r in caplog.records] == ["wrong credentials limited"]
+    assert lim.attempt("10.9.9.10", right=True) == 0
+    # Room is made by forgetting the client whose latest failure is oldest.
+    assert len(lim._clients) == 50  # noqa: SLF001 - the bound is the point
+    assert "10.0.0.0" not in lim._clients and "10.9.9.9" in lim._clients  # noqa: SLF001
+
+
+def test_a_full_table_refuses_a_guesser_past_its_own_limit_though_the_overall_is_slack() -> None:
+    clock = Clock()
+    lim = CredentialLimiter(per_client=10, overall=10_000, window=60, now=clock, max_clients=5)
+    for i in range(5):
+        lim.attempt(f"10.0.0.{i}", right=False)
+    answers = [lim.attempt("10.9.9.9", right=False) for _ in range(11)]
+    assert answers[:10] == [0] * 10 and answers[10] > 0, answers
