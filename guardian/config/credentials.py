@@ -17,6 +17,7 @@ MAX_SECRET_FILE = 64 * 1024  # a token, a password or a URL: far below this
 # A guess of a token this long never comes right, whatever the rate: 32 hex characters are
 # 128 bits. Shorter tokens are refused at load.
 MIN_TOKEN = 32
+MIN_DISTINCT = 8  # a token of few characters repeated is a guess away, whatever its length
 
 
 def read_secret(
@@ -75,14 +76,23 @@ def resolve_secret(
 def load_token(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
     """The API token from api.token_file, else from the variable named by api.token_env (unset:
     the endpoints that change state are off). Raises ConfigError for one shorter than
-    MIN_TOKEN characters, naming where it came from and its length, never its value."""
+    MIN_TOKEN characters or of fewer than MIN_DISTINCT distinct ones, naming where it came
+    from and its length, never its value."""
     env = os.environ if env is None else env
     var, path = settings["api.token_env"], settings["api.token_file"]
     token = read_secret("api.token", var, path, env, var_optional=True)
-    if token is not None and len(token) < MIN_TOKEN:
-        where = f"api.token_file = {path!r}" if path else f"api.token_env = {var!r}"
+    if token is None:
+        return None
+    where = f"api.token_file = {path!r}" if path else f"api.token_env = {var!r}"
+    make = "(make one with `guardian token new` or `openssl rand -hex 32`)"
+    if len(token) < MIN_TOKEN:
         raise ConfigError(
-            f"{where}: the token is {len(token)} characters; expected at least {MIN_TOKEN} "
-            "(make one with `guardian token new` or `openssl rand -hex 32`)"
+            f"{where}: the token is {len(token)} characters; expected at least {MIN_TOKEN} {make}"
+        )
+    if len(set(token)) < MIN_DISTINCT:
+        # Long but guessable: 40 times the same character, a word repeated.
+        raise ConfigError(
+            f"{where}: the token has {len(set(token))} distinct characters; expected at least "
+            f"{MIN_DISTINCT} {make}"
         )
     return token

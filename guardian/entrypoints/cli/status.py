@@ -145,10 +145,30 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def refusals_at_load(settings: Settings) -> None:
+    """What `guardian run` refuses at load beyond the file itself, with its words (the same
+    functions raise them): the API token, the heartbeat's URLs and every receiver's keys and
+    secrets. The channels' adapters load only when a receiver is configured."""
+    from guardian.config.credentials import load_token
+    from guardian.config.heartbeat import heartbeat_urls
+    from guardian.config.receivers import legacy
+    from guardian.core.redaction import Redactor
+
+    n = settings.values["notify"]  # in build_daemon's order, so the first refusal is the same
+    if n["channels"] or any(True for _ in legacy(n)):
+        from guardian.bootstrap import build_channel_check
+
+        build_channel_check(settings)
+    load_token(settings)
+    heartbeat_urls(settings, Redactor())
+
+
 def cmd_config_validate(args: argparse.Namespace) -> int:
+    """Exit 2 with `guardian run`'s words for whatever it would refuse at load."""
     from guardian.config import load_settings
 
     settings = load_settings(args.config)
+    refusals_at_load(settings)
     r = settings.values["restart"]
     print(
         f"config ok ({settings.source}): watching label {settings['watch.label']!r} every "
