@@ -18,6 +18,7 @@ from typing import Any
 
 from waitress.adjustments import Adjustments
 from waitress.channel import ClientDisconnected, HTTPChannel
+from waitress.parser import HTTPRequestParser, ParsingError, TransferEncodingNotImplemented
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, WSGITask
 
@@ -128,6 +129,28 @@ class BacklogTask(WSGITask):  # type: ignore[misc]
             channel.write_soon(chunk)
 
 
+BOTH = "a request carries Content-Length or Transfer-Encoding, not both"
+
+
+class FramedParser(HTTPRequestParser):  # type: ignore[misc]
+    """Waitress's request parser, refusing a request framed two ways. With both Content-Length
+    and Transfer-Encoding, a proxy in front that frames by the length sees another request
+    where this server reads a chunk (request smuggling): RFC 9112 6.1 says to close such a
+    connection; it is answered 400 and closed, and nothing pipelined after it is read."""
+
+    def parse_header(self, header_plus: bytes) -> None:
+        try:
+            super().parse_header(header_plus)
+        except TransferEncodingNotImplemented:
+            if "CONTENT_LENGTH" in self.headers:  # framed two ways whatever the coding
+                raise ParsingError(BOTH) from None
+            raise
+        # HTTP/1.1: waitress took Transfer-Encoding out of the headers and set `chunked`.
+        framed_by_te = self.chunked or "TRANSFER_ENCODING" in self.headers
+        if framed_by_te and "CONTENT_LENGTH" in self.headers:
+            raise ParsingError(BOTH)
+
+
 class TimedChannel(HTTPChannel):  # type: ignore[misc]
     """A waitress connection that remembers when the request it is reading began, and when it
     was last active, on the monotonic clock: a step of the wall clock neither closes every
@@ -135,6 +158,7 @@ class TimedChannel(HTTPChannel):  # type: ignore[misc]
 
     error_task_class = JsonErrorTask
     task_class = BacklogTask
+    parser_class = FramedParser
     request_began = 0.0
     _active_at = 0.0
 

@@ -148,6 +148,33 @@ def test_two_different_content_lengths_are_refused(url):
     assert [r.status for r in replies] == [400] and closed
 
 
+@pytest.mark.parametrize(
+    "framing",
+    [
+        ("Transfer-Encoding: chunked",),
+        ("transfer-encoding: CHUNKED",),
+        ("Transfer-Encoding: gzip, chunked",),
+        ("Transfer-Encoding: identity",),
+        ("Transfer-Encoding:", "Transfer-Encoding: chunked"),
+    ],
+)
+@pytest.mark.parametrize("version", ["HTTP/1.1", "HTTP/1.0"])
+def test_a_request_framed_by_both_length_and_chunks_is_a_400_that_closes_the_connection(
+    url, framing, version
+):
+    """A proxy that frames by Content-Length would pass the chunk below as the body and the
+    silence after it as a request of its own: it is never read here (RFC 9112 6.1)."""
+    smuggled = silence("smuggled-cl-te")
+    chunk = b"%x\r\n%s\r\n0\r\n\r\n" % (len(smuggled), smuggled)
+    head = [f"POST /api/v1/silences {version}", "Host: localhost", *framing]
+    head.append(f"Content-Length: {len(chunk)}")
+    raw = ("\r\n".join(head) + "\r\n\r\n").encode() + chunk + request("GET", "/healthz")
+    replies, closed = exchange(url, raw)
+    assert [r.status for r in replies] == [400] and closed, replies
+    assert "not both" in replies[0].json()["error"]
+    assert silenced(url) == []
+
+
 ODD_PATHS = [
     ("/api/v1/incidents/%C2%B2", 404),  # a digit to str.isdigit(), not to int()
     ("/api/v1/incidents/%ff", 404),
