@@ -13,6 +13,13 @@ _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _LONGEST_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
+MAX_QUOTED = 40  # characters of a field quoted back in an error: a field can be any length
+
+
+def _quoted(text: str) -> str:
+    return repr(text if len(text) <= MAX_QUOTED else text[: MAX_QUOTED - 1] + "…")
+
+
 @dataclass(frozen=True)
 class _Field:
     name: str
@@ -32,7 +39,7 @@ class _Field:
                 return number
         elif text.lower() in self.names:
             return self.lo + self.names.index(text.lower())
-        raise ValueError(f"{self.name} {text!r}: expected {self.allowed}")
+        raise ValueError(f"{self.name} {_quoted(text)}: expected {self.allowed}")
 
     def parse(self, text: str) -> frozenset[int]:
         """The values a crontab field stands for: `*`, `a`, `a-b`, each with `/step`, in a list."""
@@ -47,11 +54,11 @@ class _Field:
                 # "a/n" runs from a to the field's end, as APScheduler and Vixie cron read it.
                 last = self.value(last_text) if dash else (self.hi if step_text else first)
                 if first > last:
-                    raise ValueError(f"{self.name} {part!r}: the range runs backwards")
+                    raise ValueError(f"{self.name} {_quoted(part)}: the range runs backwards")
             step = 1
             if step_text:
                 if not (step_text.isascii() and step_text.isdigit() and 0 < int(step_text) <= 99):
-                    raise ValueError(f"{self.name} {part!r}: expected a step from 1 to 99")
+                    raise ValueError(f"{self.name} {_quoted(part)}: expected a step from 1 to 99")
                 step = int(step_text)
             values.update(range(first, last + 1, step))
         return frozenset(values)
@@ -103,7 +110,7 @@ class Cron:
         if not cron.either_day and not any(
             d <= _LONGEST_MONTH[m - 1] for m in cron.months for d in cron.days
         ):
-            raise ValueError(f"{cron.text!r} never happens: no such day in those months")
+            raise ValueError(f"{_quoted(cron.text)} never happens: no such day in those months")
         return cron
 
     def on(self, day: date) -> bool:

@@ -1,0 +1,230 @@
+"""A fuzz pass over what anyone can write (issue 53): the HTTP front (request lines, headers,
+bodies, chunked framing) as raw bytes to a real server on 127.0.0.1, the label parsers
+(durations, sizes, percentages, cron, log patterns, windows) and the incidents' transitions
+under any sequence of operations with hostile actors and reasons. No exception escapes, no
+state is lost, every bad input gets its one line. The config loader's fuzz is in
+test_hostile_input.py. The budget is bounded for CI: GUARDIAN_FUZZ_EXAMPLES scales it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from guardian.core import durations, log_rules, resources, windows
+from guardian.core.crontab import Cron
+from guardian.core.incidents import InvalidTransition, by_person, record_recovery, transition
+from guardian.core.model import Incident, IncidentState, ProblemType
+from guardian.entrypoints.daemon import Daemon
+from guardian.entrypoints.http_server import HttpServer
+from tests.app import make_app
+from tests.fakes import T0
+
+S = IncidentState
+SCALE = int(os.environ.get("GUARDIAN_FUZZ_EXAMPLES", "500"))
+FUZZ = settings(
+    max_examples=SCALE,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+TOKEN = "fuzz-token-0123456789abcdefghijklmnop"
+
+hostile = st.one_of(
+    st.text(max_size=80),
+    st.text(st.characters(codec="latin-1"), max_size=40),
+    st.sampled_from(["", " ", "\n", "\x1b[2J", "0", "-1", "1e309", "nan", "9" * 400, "*/0"]),
+)
+
+# -- label parsers --------------------------------------------------------------------------
+
+PARSERS = {
+    "duration": (durations.parse_duration, ValueError),
+    "size": (resources.parse_size, ValueError),
+    "percent": (resources.parse_percent, ValueError),
+    "for": (resources.parse_for, ValueError),
+    "cron": (Cron.parse, ValueError),
+    "log pattern": (log_rules.from_label, log_rules.LogRuleError),
+    "window": (lambda v: windows.from_label("app", v), windows.WindowError),
+}
+cronish = st.lists(
+    st.one_of(st.sampled_from(["*", "*/5", "1-3", "0", "59", "7", "MON", "1,2", "32"]), hostile),
+    min_size=4,
+    max_size=7,
+).map(" ".join)
+
+
+@pytest.mark.parametrize("kind", list(PARSERS))
+@FUZZ
+@given(value=st.one_of(hostile, cronish))
+@example(value="0 0 31 2 *")  # a day no month has: "never happens", not a loop for ever
+@example(value="1" * 5000 + "s")
+@example(value="* * * * " + "9" * 300)  # found: the cron error quoted the whole field back
+def test_any_label_text_parses_or_gets_its_parsers_one_line(kind: str, value: str) -> None:
+    parse, error = PARSERS[kind]
+    try:
+        parse(value)
+    except error as exc:
+        text = str(exc)
+        assert text and "\n" not in text and len(text) <= 400, text
+        assert "Traceback" not in text
+
+
+# -- incidents ------------------------------------------------------------------------------
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["transition", "person", "recovery"]),
+        st.sampled_from(list(S)),
+        hostile,
+        hostile,
+    ),
+    max_size=30,
+)
+
+
+@FUZZ
+@given(ops=OPS)
+def test_any_sequence_of_transitions_keeps_the_state_machine(ops) -> None:
+    current = Incident(7, "host", "app", "cid", ProblemType.UNHEALTHY, S.ACTIVE, T0, T0)
+    trail = [current.state]
+    now = T0
+    for op, to, actor, reason in ops:
+        now += timedelta(seconds=1)
+        before = current
+        try:
+            if op == "transition":
+                current, _ = transition(current, to, actor, reason, now)
+            elif op == "person":
+                current = by_person(current, to, actor, reason, now).incident
+            else:
+                current = record_recovery(current, reason or "recovered", now).incident
+        except (InvalidTransition, ValueError) as exc:
+            assert current == before  # a refusal changes nothing
+            assert "\n" not in str(exc).split(": it is")[0], str(exc)
+            continue
+        if current.state is before.state:
+            assert op == "recovery" and not before.is_open  # a no-op on a closed incident
+            continue
+        trail.append(current.state)
+        if current.state is S.CLOSED:
+            assert before.state is S.RESOLVED  # nothing reaches closed but from resolved
+        if current.state is S.RESOLVED:
+            assert current.resolved_by and current.resolved_at is not None
+        assert (current.id, current.container_id, current.opened_at) == (7, "cid", T0)
+    assert S.CLOSED not in trail[:-1]  # a closed incident never changes again
+
+
+# -- the HTTP front -------------------------------------------------------------------------
+
+token = st.text(st.sampled_from("abcdefgGETPOSThxyz/-_."), min_size=1, max_size=12)
+header_text = st.text(st.characters(codec="latin-1", exclude_characters="\r\n"), max_size=60)
+headers = st.lists(
+    st.tuples(
+        st.one_of(
+            st.sampled_from(
+                ["Host", "Content-Length", "Transfer-Encoding", "Authorization", "Cookie",
+                 "Origin", "X-Forwarded-For", "Content-Type", "Connection", "Expect"]
+            ),
+            token,
+        ),
+        st.one_of(
+            header_text,
+            st.sampled_from(["chunked", "0", "-1", "5, 6", "localhost", f"Bearer {TOKEN}"]),
+        ),
+    ),
+    max_size=8,
+)  # fmt: skip
+chunks = st.lists(st.binary(max_size=40), max_size=4).map(
+    lambda parts: b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+)
+requests = st.builds(
+    lambda method, target, version, hs, body: (
+        f"{method} {target} {version}\r\n".encode("latin-1")
+        + b"".join(f"{k}: {v}\r\n".encode("latin-1") for k, v in hs)
+        + b"\r\n"
+        + body
+    ),
+    st.one_of(st.sampled_from(["GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS"]), token),
+    st.one_of(
+        st.sampled_from(
+            ["/", "/healthz", "/metrics", "/api/v1/incidents", "/api/v1/silences", "/signin",
+             "/api/v1/incidents/%ff", "/static/page.js", "*", "/events", "/api/v1/actions?since=x"]
+        ),
+        st.text(st.characters(codec="ascii", exclude_characters="\r\n "), max_size=60),
+    ),
+    st.sampled_from(["HTTP/1.1", "HTTP/1.0", "HTTP/2", "HTTP/1.1x", ""]),
+    headers,
+    st.one_of(st.binary(max_size=200), chunks),
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    tmp: Path = tmp_path_factory.mktemp("fuzz")
+    t = make_app(tmp, daemon=True, env={"GUARDIAN_API_TOKEN": TOKEN})
+    t.app.api_token = TOKEN
+    daemon = Daemon(t.app)
+    daemon.sweep()  # /healthz answers 200 after a first sweep
+    http = HttpServer("127.0.0.1:0", daemon.routes())
+    http.start()
+    yield http.address
+    http.stop()
+    t.app.close()
+
+
+def exchange(address: tuple[str, int], raw: bytes) -> bytes:
+    """Send `raw` and end the sending side, so the server answers what it has and closes."""
+    with socket.create_connection(address, timeout=10) as s:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := s.recv(65536):
+            received += chunk
+    return received
+
+
+def statuses(data: bytes) -> list[int]:
+    """The status of each response in `data`; every one must be a well-formed HTTP answer."""
+    found = []
+    while data:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        assert sep, data[:300]
+        line, *fields = head.decode("latin-1").split("\r\n")
+        version, status, *_ = line.split(" ", 2)
+        assert version in ("HTTP/1.0", "HTTP/1.1") and status.isdigit(), line
+        found.append(int(status))
+        named = {k.strip().lower(): v.strip() for k, _, v in (f.partition(":") for f in fields)}
+        if "content-length" in named:
+            rest = rest[int(named["content-length"]) :]
+        elif named.get("transfer-encoding") == "chunked":
+            rest = rest.partition(b"\r\n0\r\n\r\n")[2]
+        else:
+            rest = b""  # a HEAD's, or a body to the end of the connection
+        data = rest
+    return found
+
+
+@FUZZ
+@given(raw=st.one_of(requests, st.binary(max_size=300)))
+@example(raw=b"POST /api/v1/silences HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")  # fmt: skip
+def test_any_bytes_to_the_port_get_well_formed_answers_and_never_a_500(
+    server: tuple[str, int], raw: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="guardian"):
+        answers = statuses(exchange(server, raw))
+    assert all(100 <= s < 500 or s in (501, 503, 505) for s in answers), answers
+    assert not [r for r in caplog.records if r.exc_info or "handler failed" in r.getMessage()]
+
+
+def test_after_the_fuzz_the_port_still_answers(server: tuple[str, int]) -> None:
+    answer = exchange(server, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    assert statuses(answer) == [200]
