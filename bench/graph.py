@@ -10,7 +10,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from guardian.core.dependencies import DEPENDS_ON, DependencyGraph
+from guardian.core.relations.dependencies import DEPENDS_ON, DependencyGraph
 
 SIZES = (100, 1_000, 10_000)
 DEGREE = 4  # dependencies per container in the random graphs

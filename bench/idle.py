@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.engine import REPO, Fleet
 from bench.probes import GuardianRun, rss_mb, wait_for
-from guardian.service.healer import RESYNC_READS
+from guardian.service.healing.healer import RESYNC_READS
 
 RATIO_FLOOR = 0.12  # Guardian's CPU at most this share of the baseline's at 100 containers
 # From 100 to 1,000 containers, Guardian's idle CPU and RSS grow by less than this.

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from bench.engine import Fleet
 from bench.probes import median, wait_for
-from guardian.adapters.engine_payloads import summary_snapshot
+from guardian.adapters.engine.engine_payloads import summary_snapshot
 from guardian.bootstrap import App, build_status
 from guardian.config import load_settings
-from guardian.core.checks import needs_inspect
+from guardian.core.detection.checks import needs_inspect
 from tests.proxy import DockerProxy
 
 INSPECT = re.compile(r"/containers/[0-9a-f]{12,64}/json")

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.cgroups import CgroupReader
 from guardian.adapters.clock import SystemClock
-from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.engine.docker_engine import DockerEngine
 from guardian.adapters.heartbeat import HttpPinger, failure_url
 from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.adapters.host_lock import EngineAccess, HostLock, engine_key
@@ -38,19 +38,19 @@ from guardian.config.channels import receiver_specs
 from guardian.config.credentials import load_token
 from guardian.config.heartbeat import heartbeat_urls
 from guardian.config.store import existing_store_path, store_path
-from guardian.core import notifications
-from guardian.core.checks import CheckSettings
-from guardian.core.delivery import RetryPolicy
+from guardian.core.detection.checks import CheckSettings
+from guardian.core.detection.log_rules import LogRule
+from guardian.core.detection.probes import ProbeSpec
+from guardian.core.detection.resources import LABELS as RESOURCE_LABELS
+from guardian.core.detection.resources import Limit
 from guardian.core.facts import NotificationsNotQueued, StoreRecovered
 from guardian.core.labels import LOGS_MATCH
-from guardian.core.log_rules import LogRule
 from guardian.core.model import ContainerSnapshot
-from guardian.core.notifications import Notification
-from guardian.core.probes import ProbeSpec
+from guardian.core.outbound import notifications
+from guardian.core.outbound.delivery import RetryPolicy
+from guardian.core.outbound.notifications import Notification
+from guardian.core.outbound.routing import Routing, route_of
 from guardian.core.redaction import Redactor
-from guardian.core.resources import LABELS as RESOURCE_LABELS
-from guardian.core.resources import Limit
-from guardian.core.routing import Routing, route_of
 from guardian.core.storm import StormSettings
 from guardian.logs import install_redaction
 from guardian.ports import (
@@ -69,34 +69,34 @@ from guardian.ports import (
 )
 from guardian.readside.changes import Changes
 from guardian.runtime.restart_threads import RestartRunner
-from guardian.service.channel_check import ChannelCheck
 from guardian.service.context import LoopContext
-from guardian.service.crash_loops import CrashLoops, CrashLoopSettings
-from guardian.service.decisions import DecisionPoint
-from guardian.service.delivery import DeliveryWorker, WorkerSettings
-from guardian.service.dependencies import Dependencies
 from guardian.service.facts import FactStream
-from guardian.service.followers import Followers
-from guardian.service.healer import Healer
-from guardian.service.heartbeat import Heartbeat
-from guardian.service.hooks import Hooks, HookSettings
-from guardian.service.host import HostWatch
-from guardian.service.log_watch import LogWatch
+from guardian.service.healing.decisions import DecisionPoint
+from guardian.service.healing.dependencies import Dependencies
+from guardian.service.healing.followers import Followers
+from guardian.service.healing.healer import Healer
+from guardian.service.healing.host import HostWatch
+from guardian.service.healing.namespaces import Namespaces
+from guardian.service.healing.recorder import Recorder
+from guardian.service.healing.remediator import Remediator
+from guardian.service.healing.verifier import Verifier
+from guardian.service.healing.written import PublishingStore
 from guardian.service.loop import Loop
-from guardian.service.namespaces import Namespaces
-from guardian.service.oom import OomEvents
 from guardian.service.operator import Operator
+from guardian.service.outbound.channel_check import ChannelCheck
+from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
+from guardian.service.outbound.heartbeat import Heartbeat
+from guardian.service.outbound.hooks import Hooks, HookSettings
 from guardian.service.pipeline import Pipeline
-from guardian.service.prober import Prober
-from guardian.service.quiet import HeardRechecks
-from guardian.service.recorder import Recorder
-from guardian.service.remediator import Remediator
-from guardian.service.resources import ResourceWatch
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
-from guardian.service.state import LoopState
-from guardian.service.verifier import Verifier
-from guardian.service.written import PublishingStore
+from guardian.service.state.quiet import HeardRechecks
+from guardian.service.state.state import LoopState
+from guardian.service.watchers.crash_loops import CrashLoops, CrashLoopSettings
+from guardian.service.watchers.log_watch import LogWatch
+from guardian.service.watchers.oom import OomEvents
+from guardian.service.watchers.prober import Prober
+from guardian.service.watchers.resources import ResourceWatch
 
 log = logging.getLogger("guardian")
 
@@ -131,7 +131,8 @@ class App:
     store_degraded: Callable[[], str] = field(default=lambda: "")
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped (service.clock_steps): every duration keeps its length."""
+        """The wall clock stepped (service.watchers.clock_steps): every duration keeps its
+        length."""
         self.healer.follow_step(step)
         if self.delivery is not None:
             self.delivery.follow_step(step)
@@ -349,7 +350,7 @@ def build_status(
         on_recovered=lambda: facts.publish(StoreRecovered()),
         on_unqueued=lambda ns: facts.publish(NotificationsNotQueued(tuple(ns))),
     )
-    # The loop's own writes are published as facts once written (service/written.py).
+    # The loop's own writes are published as facts once written (service/healing/written.py).
     writes = PublishingStore(resilient, facts)
     engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
     docker_url = Redactor()

@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
-from guardian.core.delivery import Next, Pending, Result
+from guardian.core.detection.probes import ProbeSpec
+from guardian.core.detection.usage import Usage
 from guardian.core.facts import Fact
-from guardian.core.hooks import HookRun
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionOutcome,
@@ -28,9 +28,9 @@ from guardian.core.model import (
     Silence,
     Transition,
 )
-from guardian.core.notifications import Notification
-from guardian.core.probes import ProbeSpec
-from guardian.core.usage import Usage
+from guardian.core.outbound.delivery import Next, Pending, Result
+from guardian.core.outbound.hooks import HookRun
+from guardian.core.outbound.notifications import Notification
 
 
 class EngineUnavailable(Exception):
@@ -92,10 +92,11 @@ class LogPattern(Protocol):
 
 
 class Patterns(Protocol):
-    """Compiles the patterns of log rules (core.log_rules) with a linear-time engine."""
+    """Compiles the patterns of log rules (core.detection.log_rules) with a linear-time engine."""
 
     def compile(self, pattern: str) -> LogPattern:
-        """Raises core.log_rules.PatternError for a pattern the engine refuses (syntax, size)."""
+        """Raises core.detection.log_rules.PatternError for a pattern the engine refuses (syntax,
+        size)."""
 
 
 @dataclass(frozen=True)
@@ -399,7 +400,7 @@ class ResourceReader(Protocol):
 
 
 class HookRunner(Protocol):
-    """Runs operator-written hooks as processes of their own (core.hooks)."""
+    """Runs operator-written hooks as processes of their own (core.outbound.hooks)."""
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: timedelta) -> HookRun:
         """Run `argv` (no shell) with exactly `env` in a process group of its own, until it
@@ -492,4 +493,4 @@ class Metrics(Protocol):
         None: the heartbeat is configured (its series exist from the start)."""
 
     def hook_ran(self, outcome: str) -> None:
-        """A hook run ended (or was refused): one of core.hooks.HOOK_OUTCOMES."""
+        """A hook run ended (or was refused): one of core.outbound.hooks.HOOK_OUTCOMES."""

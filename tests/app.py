@@ -21,8 +21,8 @@ from guardian.bootstrap import App, build_daemon, build_status
 from guardian.config import Settings, load_settings
 from guardian.core.model import ActionKind, RemediationAction
 from guardian.ports import HookRunner, ResourceReader, RestartCalls
-from guardian.service.healer import Healer
-from guardian.service.prober import Prober
+from guardian.service.healing.healer import Healer
+from guardian.service.watchers.prober import Prober
 from tests.fakes import FakeClock, FakeEngine
 
 if TYPE_CHECKING:

@@ -7,10 +7,10 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from guardian.core.hooks import HookEnd, HookRun
+from guardian.core.detection.usage import Usage
 from guardian.core.labels import in_scope
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
-from guardian.core.usage import Usage
+from guardian.core.outbound.hooks import HookEnd, HookRun
 from guardian.ports import EngineEvent, EngineHistory, EngineIdentity, EngineUnavailable
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -136,7 +136,7 @@ class FakeEngine:
 
     def clock_stepped(self, step: timedelta) -> None:
         """Guardian's wall clock stepped: the stamps already shown move with it, as DockerEngine
-        presents them (adapters.engine_clock)."""
+        presents them (adapters.engine.engine_clock)."""
         for cid, c in self.containers.items():
             moved = {
                 k: getattr(c, k) + step
@@ -343,7 +343,7 @@ class FakeNotifier:
     sent: list[list[object]] = field(default_factory=list)
 
     def send(self, batch: object) -> object:
-        from guardian.core.delivery import DELIVERED
+        from guardian.core.outbound.delivery import DELIVERED
 
         self.sent.append(list(batch))  # type: ignore[call-overload]
         return self.results.pop(0) if self.results else DELIVERED

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from guardian.core import notifications
 from guardian.core.model import Incident, IncidentState, ProblemType
+from guardian.core.outbound import notifications
 from tests.fakes import T0
 
 S = timedelta(seconds=1)

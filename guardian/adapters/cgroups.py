@@ -18,7 +18,7 @@ import re
 import threading
 from pathlib import Path
 
-from guardian.core.usage import Usage
+from guardian.core.detection.usage import Usage
 
 MAX_READ = 64 * 1024  # memory.stat is about 1 KiB; a file that is not a cgroup's stays bounded
 MAX_FOUND = 4096  # layouts remembered (one per container read)

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import requests
 
 from guardian.adapters.notify.transport import Reply, classify, post
-from guardian.core.delivery import Result
+from guardian.core.outbound.delivery import Result
 
 DOWN_MESSAGE = "Guardian cannot reach the Docker engine"
 

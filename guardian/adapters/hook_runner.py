@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
-from guardian.core.hooks import OUTPUT_LIMIT, HookEnd, HookRun
+from guardian.core.outbound.hooks import OUTPUT_LIMIT, HookEnd, HookRun
 
 READ_CHUNK = 64 * 1024
 POLL = 0.1  # seconds between looks at the process where the kernel has no pidfd_open (< 5.3)

@@ -9,7 +9,7 @@ import socket
 import ssl
 import time
 
-from guardian.core.probes import ProbeSpec
+from guardian.core.detection.probes import ProbeSpec
 
 MAX_STATUS_LINE = 4096  # bytes read while looking for "HTTP/1.1 200 OK\r\n"
 

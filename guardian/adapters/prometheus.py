@@ -19,8 +19,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from guardian import __version__
-from guardian.core.hooks import HOOK_OUTCOMES
 from guardian.core.model import Decision, ProblemType, Reason, Verdict
+from guardian.core.outbound.hooks import HOOK_OUTCOMES
 from guardian.ports import EngineIdentity
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)

@@ -10,11 +10,11 @@ from typing import Any
 
 # Not from guardian.ports: `guardian config validate` compiles the config's patterns, and the
 # ports would load the model (tests/unit/test_cli_imports.py).
-from guardian.core.log_rules import PatternError
+from guardian.core.detection.log_rules import PatternError
 from guardian.core.redaction import untrusted
 
 MAX_PROGRAM_MEMORY = 1 << 20  # bytes RE2 may spend on one compiled pattern (its default: 8 MiB)
-# `^`/`$` at line ends: a search runs over many lines at once (service/log_watch.py).
+# `^`/`$` at line ends: a search runs over many lines at once (service/watchers/log_watch.py).
 MULTILINE = "(?m)"
 
 

@@ -29,7 +29,7 @@ from guardian.core.model import (
     Silence,
     Transition,
 )
-from guardian.core.notifications import Notification
+from guardian.core.outbound.notifications import Notification
 from guardian.logs import kv
 from guardian.ports import Clock, Metrics, Store, StoreError
 

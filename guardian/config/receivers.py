@@ -16,7 +16,12 @@ from types import MappingProxyType
 from typing import Any
 
 from guardian.core.durations import format_duration
-from guardian.core.receivers import RECEIVER_NAME, RECEIVER_NAME_ALLOWED, ROUTED_KINDS, SEVERITIES
+from guardian.core.outbound.receivers import (
+    RECEIVER_NAME,
+    RECEIVER_NAME_ALLOWED,
+    ROUTED_KINDS,
+    SEVERITIES,
+)
 
 MAX_RECEIVERS, MAX_ROUTES, MAX_PATTERNS = 32, 64, 32
 

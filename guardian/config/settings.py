@@ -27,20 +27,20 @@ from guardian.config.receivers import (
     parse_routes,
 )
 from guardian.config.yaml_file import YamlError, read_yaml
+from guardian.core.detection.log_rules import MAX_RULES as MAX_LOG_RULES
+from guardian.core.detection.log_rules import LogRule, LogRuleError, PatternError
+from guardian.core.detection.log_rules import from_config as log_rule_from_config
+from guardian.core.detection.resources import CONFIG_KEYS as RESOURCE_KEYS
+from guardian.core.detection.resources import ResourceError, ResourceRule
+from guardian.core.detection.resources import from_config as resource_rule_from_config
+from guardian.core.detection.restart_policy import RestartPolicy
+from guardian.core.detection.windows import CONFIG_KEYS, MaintenanceWindow, WindowError
+from guardian.core.detection.windows import from_config as window_from_config
 from guardian.core.durations import format_duration, parse_duration
-from guardian.core.hook_specs import HookConfigError, HookSpec, parse_hooks
 from guardian.core.labels import LOOSENABLE
 from guardian.core.limits import BY_KEY
-from guardian.core.log_rules import MAX_RULES as MAX_LOG_RULES
-from guardian.core.log_rules import LogRule, LogRuleError, PatternError
-from guardian.core.log_rules import from_config as log_rule_from_config
+from guardian.core.outbound.hook_specs import HookConfigError, HookSpec, parse_hooks
 from guardian.core.redaction import redact_patterns
-from guardian.core.resources import CONFIG_KEYS as RESOURCE_KEYS
-from guardian.core.resources import ResourceError, ResourceRule
-from guardian.core.resources import from_config as resource_rule_from_config
-from guardian.core.restart_policy import RestartPolicy
-from guardian.core.windows import CONFIG_KEYS, MaintenanceWindow, WindowError
-from guardian.core.windows import from_config as window_from_config
 
 DEFAULT_STORE_PATH = "/var/lib/guardian/guardian.db"
 MAX_WINDOWS = 100  # maintenance.windows
@@ -409,7 +409,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "label": _with(_text(256), "guardian.enable"),
         "interval": _with(_duration(timedelta(milliseconds=500), DAY), 10 * S),
         # While the event stream is open, the longest between two sweeps that list every
-        # container (service.listing); 0: every sweep does.
+        # container (service.state.listing); 0: every sweep does.
         "resync": _with(_duration(ZERO, DAY), M),
         "events": _with(_bool(), True),
         "start_grace": _with(_duration(ZERO, DAY), ZERO),
@@ -430,7 +430,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_concurrent": _with(_int(1, 1000), 2),
         "ignore_exit_codes": _with(_exit_codes(), (0,)),
         "dry_run": _with(_bool(), False),
-        # What Guardian does once decide() allows it (core.restart_policy.ACTIONS).
+        # What Guardian does once decide() allows it (core.detection.restart_policy.ACTIONS).
         "action": _with(_choice("restart", "stop", "ask", "notify"), "restart"),
         "act_after": _with(_limited("restart.act_after"), ZERO),
         # An approval (action ask) allows one restart of its incident until it expires.
@@ -477,10 +477,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "trusted_proxies": _with(_networks(), ()),
     },
     # Operator-written programs run after each verdict (docs/hooks.md); never from labels.
-    # Recurring maintenance windows (core.windows): no restart of the containers they match
-    # while one is in force. `maintenance: [...]` in the file is read as `maintenance.windows`.
+    # Recurring maintenance windows (core.detection.windows): no restart of the containers they
+    # match while one is in force. `maintenance: [...]` in the file is read as
+    # `maintenance.windows`.
     "maintenance": {"windows": _with(_windows(), ())},
-    # Resource rules (core.resources): memory or CPU above a limit for a duration opens
+    # Resource rules (core.detection.resources): memory or CPU above a limit for a duration opens
     # memory_high / cpu_high. Containers with a limit are read every `interval`, from the cgroup
     # files under `cgroup_root` (the host's tree, mounted read-only in a sidecar) or else one
     # stats call each; with no limit anywhere nothing is read.
@@ -489,8 +490,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "interval": _with(_duration(S, 5 * M), 5 * S),
         "cgroup_root": _with(_text(), "/sys/fs/cgroup"),
     },
-    # Log rules (core.log_rules): an RE2 pattern on the output of the containers they match
-    # opens a log_match incident. `logs: [...]` in the file is read as `logs.rules`.
+    # Log rules (core.detection.log_rules): an RE2 pattern on the output of the containers they
+    # match opens a log_match incident. `logs: [...]` in the file is read as `logs.rules`.
     "logs": {"rules": _with(_log_rules(), ())},
     "remediation": {
         "hooks": _with(_hooks(), ()),

@@ -20,7 +20,7 @@ from guardian.core.model import ContainerSnapshot
 # what that inspect showed: the entry cannot tell whether it is news, so it is doubtful. One
 # stamped the margin or more before the inspect was asked happened before it: what it did, the
 # inspect shows (a stream replaying from before the inspect delivers such events). The margin is
-# how far an engine stamp in Guardian's frame may be off (adapters.engine_clock: the engine's
+# how far an engine stamp in Guardian's frame may be off (adapters.engine.engine_clock: the engine's
 # Date answers bound it) and SLACK more; ORDER_MARGIN while nothing bounds it yet.
 ORDER_MARGIN = timedelta(seconds=2)
 SLACK = timedelta(milliseconds=250)
@@ -84,8 +84,8 @@ def entry_of(
     margin: timedelta = ORDER_MARGIN,
 ) -> CacheEntry:
     """The entry an inspect leaves: without what only the inspect's moment tells (the last
-    probe's output and times: a later event's time stands for them, core.checks.heard) or what
-    no decision reads (command, mounts, pid); doubtful when it is no inspect or its labels are
+    probe's output and times: a later event's time stands for them, core.detection.checks.heard) or
+    what no decision reads (command, mounts, pid); doubtful when it is no inspect or its labels are
     beyond the bounds (then it keeps none)."""
     kept = replace(
         snap,

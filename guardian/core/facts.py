@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from guardian.core.model import ContainerSnapshot, Incident, Silence
-from guardian.core.notifications import Notification
+from guardian.core.outbound.notifications import Notification
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,8 @@ class StoreRecovered:
 @dataclass(frozen=True)
 class NotificationsNotQueued:
     """The store refused the write that would have queued these notifications (a full disk):
-    they are sent directly, once, marked so (service/delivery.py), rather than lost unheard."""
+    they are sent directly, once, marked so (service/outbound/delivery.py), rather than lost
+    unheard."""
 
     notifications: tuple[Notification, ...]
 

@@ -11,20 +11,20 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
+from guardian.core.detection.log_rules import LABEL as LOG_MATCH_LABEL
+from guardian.core.detection.log_rules import LogRule, LogRuleError
+from guardian.core.detection.log_rules import from_label as log_rule_from_label
+from guardian.core.detection.resources import LABELS as RESOURCE_LABELS
+from guardian.core.detection.resources import Limit
+from guardian.core.detection.resources import from_labels as limits_from_labels
+from guardian.core.detection.restart_policy import ACTIONS, RestartPolicy
+from guardian.core.detection.windows import LABEL as MAINTENANCE_LABEL
+from guardian.core.detection.windows import MaintenanceWindow, WindowError
+from guardian.core.detection.windows import from_label as window_from_label
 from guardian.core.durations import format_duration
 from guardian.core.limits import from_label
-from guardian.core.log_rules import LABEL as LOG_MATCH_LABEL
-from guardian.core.log_rules import LogRule, LogRuleError
-from guardian.core.log_rules import from_label as log_rule_from_label
-from guardian.core.orchestrators import owner
-from guardian.core.receivers import RECEIVER_NAME, RECEIVER_NAME_ALLOWED
-from guardian.core.resources import LABELS as RESOURCE_LABELS
-from guardian.core.resources import Limit
-from guardian.core.resources import from_labels as limits_from_labels
-from guardian.core.restart_policy import ACTIONS, RestartPolicy
-from guardian.core.windows import LABEL as MAINTENANCE_LABEL
-from guardian.core.windows import MaintenanceWindow, WindowError
-from guardian.core.windows import from_label as window_from_label
+from guardian.core.outbound.receivers import RECEIVER_NAME, RECEIVER_NAME_ALLOWED
+from guardian.core.relations.orchestrators import owner
 
 ALL = "all"
 ENABLE = "guardian.enable"
@@ -39,8 +39,8 @@ AUTOHEAL = "autoheal"
 AUTOHEAL_STOP_TIMEOUT = "autoheal.stop.timeout"
 ACTION = "guardian.action"
 ACT_AFTER = "guardian.act_after"
-MAINTENANCE = MAINTENANCE_LABEL  # core.windows: "0 2 * * * 1h [tz]"
-LOGS_MATCH = LOG_MATCH_LABEL  # core.log_rules: an RE2 pattern on the container's output
+MAINTENANCE = MAINTENANCE_LABEL  # core.detection.windows: "0 2 * * * 1h [tz]"
+LOGS_MATCH = LOG_MATCH_LABEL  # core.detection.log_rules: an RE2 pattern on the container's output
 
 # The keys whose labels may ask for more than the operator configured, when the operator lists
 # them in labels.allow_loosen: a label's own name without the "guardian." prefix.
@@ -62,11 +62,11 @@ class ContainerRules:
     notify: bool = True
     receivers: tuple[str, ...] = ()  # guardian.notify=<receiver names>: who hears of it
     warnings: tuple[str, ...] = ()
-    orchestrator: str = ""  # who else owns it (core.orchestrators); "": nobody
+    orchestrator: str = ""  # who else owns it (core.relations.orchestrators); "": nobody
     # guardian.maintenance: the container's own window on a calendar (it only holds it back).
     maintenance: tuple[MaintenanceWindow, ...] = ()
     # guardian.memory.* / guardian.cpu.* and the operator's resources.rules that match its
-    # name (core.resources): each only adds detection; decide() still decides.
+    # name (core.detection.resources): each only adds detection; decide() still decides.
     resources: tuple[Limit, ...] = ()
     # guardian.logs.match and the operator's logs.rules that apply: patterns on its output.
     log_rules: tuple[LogRule, ...] = ()

@@ -20,11 +20,14 @@ class ProblemType(StrEnum):
     OOM_KILLED = "oom_killed"
     CRASH_LOOP = "crash_loop"  # Docker's restart policy keeps restarting it; Guardian never does
     PROBE_FAILED = "probe_failed"  # a Guardian-run HTTP/TCP probe failed failure_threshold times
-    LOG_MATCH = "log_match"  # its output matched a log rule (core.log_rules) since its last start
+    LOG_MATCH = (
+        "log_match"  # its output matched a log rule (core.detection.log_rules) since its last start
+    )
     # It joined a namespace (`container:<id>`) of a container that no longer exists: a restart
     # cannot fix it, so Guardian reports it and names the command that recreates it.
     ORPHANED_NAMESPACE = "orphaned_namespace"
-    # A resource rule (core.resources) held for its whole `for`: memory or CPU above its limit.
+    # A resource rule (core.detection.resources) held for its whole `for`: memory or CPU above its
+    # limit.
     MEMORY_HIGH = "memory_high"
     CPU_HIGH = "cpu_high"
     # Host-level problems: their incidents use HOST_SUBJECT as the container.
@@ -84,8 +87,8 @@ class ContainerSnapshot:
     # After that: the oldest failing probe still kept, a lower bound on when it turned.
     unhealthy_by: datetime | None = None
     # Namespaces joined from another container, (kind, leader) as HostConfig says
-    # `container:<leader>` (core.namespaces.raw_modes): the list call tells the network one
-    # only, an inspect all three (network, pid, ipc).
+    # `container:<leader>` (core.relations.namespaces.raw_modes): the list call tells the network
+    # one only, an inspect all three (network, pid, ipc).
     namespaces: tuple[tuple[str, str], ...] = ()
     # From an inspect only: the evidence that a container is a Guardian (adapters.instance).
     # pid: its first process on the engine's host, 0 when not running; mounts: (source, dest).
@@ -314,7 +317,7 @@ class ActionKind(StrEnum):
     DECISION = "decision"  # a restart held back or given up on, with the reason
     STOP = "stop"  # a stop request (guardian.action=stop), with its outcome
     APPROVAL = "approval"  # a person approved or denied a restart (guardian.action=ask)
-    HOOK = "hook"  # an operator's hook run after a verdict (core.hooks), with its output
+    HOOK = "hook"  # an operator's hook run after a verdict (core.outbound.hooks), with its output
 
 
 @dataclass(frozen=True)

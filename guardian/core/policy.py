@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.model import Approval, Decision, ProblemType, Reason, Silence, Verdict
-from guardian.core.restart_policy import RestartPolicy
 from guardian.core.stamps import ahead, no_later_than
 from guardian.core.storm import StormHold
 
@@ -33,7 +33,8 @@ class Target:
     is_self: bool = False
     # Descriptions of this container's dependencies that are unhealthy now, e.g. "db (incident 4)".
     unhealthy_dependencies: tuple[str, ...] = ()
-    # Who else owns it, e.g. "Docker Swarm (service web)" (core.orchestrators); "": nobody.
+    # Who else owns it, e.g. "Docker Swarm (service web)" (core.relations.orchestrators); "":
+    # nobody.
     orchestrator: str = ""
     # Since when its problem lasts, for restart.act_after (Incident.began, which never moves
     # later); None: unknown, no patience applies.

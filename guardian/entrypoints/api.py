@@ -34,7 +34,7 @@ from guardian.readside.views import (
     silence_view,
     timeline_view,
 )
-from guardian.service.healer import Healer
+from guardian.service.healing.healer import Healer
 from guardian.service.operator import BadRequest, NotFound, Operator, Refused
 
 log = logging.getLogger("guardian.api")

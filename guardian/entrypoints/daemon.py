@@ -34,7 +34,7 @@ from guardian.runtime.restart_threads import MAX_RESTART_THREADS, RestartThreads
 from guardian.runtime.scheduling import SteadyScheduler
 from guardian.runtime.wakeup import Wakeup, WakingEvent
 from guardian.runtime.watchdog import STARTING, SupervisorLink, SweepLiveness, stall_limit
-from guardian.service.clock_steps import StepWatch
+from guardian.service.watchers.clock_steps import StepWatch
 
 log = logging.getLogger("guardian.daemon")
 

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from guardian.bootstrap import App
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
-from guardian.service.engine_memory import EVENTS_THROUGH
+from guardian.service.state.engine_memory import EVENTS_THROUGH
 
 log = logging.getLogger("guardian.daemon")
 

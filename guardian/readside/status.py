@@ -14,8 +14,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from guardian.core.detection.windows import MaintenanceWindow
 from guardian.core.model import ContainerSnapshot, Decision, Incident, IncidentState, Silence
-from guardian.core.windows import MaintenanceWindow
 from guardian.ports import Record
 from guardian.readside.changes import Changes, Since
 from guardian.readside.queries import Judgements, Records
@@ -32,7 +32,7 @@ class ContainerStatus:
     held_back: str | None  # the reason decide() holds a restart back
     silence: Silence | None
     decision: Decision | None = None  # what decide() said (attempts used of max_attempts)
-    # The maintenance windows that hold it (core.windows): the operator's and its label's.
+    # The maintenance windows that hold it (core.detection.windows): the operator's and its label's.
     maintenance: tuple[MaintenanceWindow, ...] = ()
 
     @property

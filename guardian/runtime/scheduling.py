@@ -4,8 +4,8 @@ of the wall clock.
 APScheduler 3 keeps run times on the wall clock: after a step back of an hour the interval jobs
 (sweep, verify, probes) would wait that hour, and after a step forward a job would run once per
 missed interval. Its own waits are monotonic (threading), so each turn looks for a step
-(service.clock_steps.StepWatch) and moves every job's run time, and its interval's grid, by it.
-"""
+(service.watchers.clock_steps.StepWatch) and moves every job's run time, and its interval's grid, by
+it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from guardian.service.clock_steps import StepWatch
+from guardian.service.watchers.clock_steps import StepWatch
 
 # A turn at least this often even with nothing due, so a step is followed within it.
 MAX_WAIT = 60.0

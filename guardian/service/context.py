@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from guardian.core.cache_entry import order_margin
-from guardian.core.hooks import ActionVerdict
 from guardian.core.model import ContainerSnapshot
+from guardian.core.outbound.hooks import ActionVerdict
 from guardian.ports import Clock, Engine, EngineUnavailable, Facts, Metrics, Store
 from guardian.service.facts import FactStream
 from guardian.service.pipeline import Pipeline
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
-from guardian.service.state import LoopState
+from guardian.service.state.state import LoopState
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class LoopContext:
 
     def inspect_kept(self, container_id: str) -> ContainerSnapshot | None:
         """The loop's own inspect (the healer's, the verifier's): on Docker its answer fills the
-        container cache (service.container_cache: its rules say whether the entry is fresh).
+        container cache (service.state.container_cache: its rules say whether the entry is fresh).
         A read for people (status, the API, the page) asks the engine directly instead."""
         if not self.on_docker():
             return self.engine.inspect(container_id)
@@ -65,7 +65,7 @@ class LoopContext:
             ended(container, outcome)
 
     def verdict_reached(self, verdict: ActionVerdict) -> None:
-        """An action's verdict (core.hooks.HOOK_VERDICTS), told to whoever follows verdicts: the
-        operator's hooks, which never hold the caller up."""
+        """An action's verdict (core.outbound.hooks.HOOK_VERDICTS), told to whoever follows
+        verdicts: the operator's hooks, which never hold the caller up."""
         for reached in self.pipeline.verdicts:
             reached(verdict)

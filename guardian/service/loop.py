@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from guardian.service.state import LoopState
+from guardian.service.state.state import LoopState
 
 
 class Loop:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from guardian.core import incidents, notifications
+from guardian.core import incidents
 from guardian.core.facts import (
     ApprovalGiven,
     IncidentChangedByPerson,
@@ -29,10 +29,11 @@ from guardian.core.model import (
     Silence,
     Transition,
 )
+from guardian.core.outbound import notifications
 from guardian.logs import kv
 from guardian.ports import Clock, Facts, Store
 from guardian.service.facts import FactStream
-from guardian.service.recorder import log_transition
+from guardian.service.healing.recorder import log_transition
 
 log = logging.getLogger("guardian.operations")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.assessment import Assessment
-from guardian.core.hooks import ActionVerdict
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
+from guardian.core.outbound.hooks import ActionVerdict
 from guardian.core.storm import StormHold
 from guardian.ports import EngineEvent
 

@@ -9,14 +9,14 @@ import logging
 import threading
 from dataclasses import replace
 
+from guardian.core.detection.log_rules import rules_for as log_rules_for
+from guardian.core.detection.resources import limits_for
+from guardian.core.detection.windows import windows_for
 from guardian.core.labels import ContainerRules, rules_for
-from guardian.core.log_rules import rules_for as log_rules_for
 from guardian.core.model import ContainerSnapshot
-from guardian.core.resources import limits_for
-from guardian.core.windows import windows_for
 from guardian.logs import kv
 from guardian.service.settings import HealerSettings
-from guardian.service.state import NotificationRouting
+from guardian.service.state.state import NotificationRouting
 
 log = logging.getLogger("guardian.labels")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from guardian.core.checks import CheckSettings
+from guardian.core.detection.checks import CheckSettings
+from guardian.core.detection.log_rules import LogRule
+from guardian.core.detection.resources import ResourceRule
+from guardian.core.detection.restart_policy import RestartPolicy
+from guardian.core.detection.windows import MaintenanceWindow
 from guardian.core.labels import watched
-from guardian.core.log_rules import LogRule
-from guardian.core.resources import ResourceRule
-from guardian.core.restart_policy import RestartPolicy
-from guardian.core.windows import MaintenanceWindow
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,9 @@ class HealerSettings:
     scope: str = ""  # watch.scope label selector; empty: the whole host
     labels_may_loosen: tuple[str, ...] = ()  # labels.allow_loosen (core.labels.LOOSENABLE)
     approval_ttl: timedelta = timedelta(hours=1)  # restart.approval_ttl (guardian.action=ask)
-    maintenance: tuple[MaintenanceWindow, ...] = ()  # maintenance.windows (core.windows)
-    resources: tuple[ResourceRule, ...] = ()  # resources.rules (core.resources)
-    log_rules: tuple[LogRule, ...] = ()  # logs.rules (core.log_rules)
+    maintenance: tuple[MaintenanceWindow, ...] = ()  # maintenance.windows (core.detection.windows)
+    resources: tuple[ResourceRule, ...] = ()  # resources.rules (core.detection.resources)
+    log_rules: tuple[LogRule, ...] = ()  # logs.rules (core.detection.log_rules)
     # watch.resync: the longest between two whole lists while a stream is open (service.
     # listing); 0: every sweep lists every container.
     resync: timedelta = timedelta(0)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from guardian.core.notifications import from_dict
+from guardian.core.outbound.notifications import from_dict
 from tests.faults.exposure import SECRET_SOURCES, Exposure
 from tests.receiver import FakeReceiver, Recorded
 

@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from guardian.core import durations, log_rules, resources, windows
-from guardian.core.crontab import Cron
+from guardian.core import durations
+from guardian.core.detection import log_rules, resources, windows
+from guardian.core.detection.crontab import Cron
 from guardian.core.incidents import InvalidTransition, by_person, record_recovery, transition
 from guardian.core.model import Incident, IncidentState, ProblemType
 from guardian.entrypoints.daemon import Daemon

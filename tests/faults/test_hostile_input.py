@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.config import SCHEMA, ConfigError, Settings, load_settings
 from guardian.core import labels as L
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import rules_for
-from guardian.core.restart_policy import RestartPolicy
 from guardian.entrypoints.cli import main
 from guardian.logs import FIELDS, LogfmtFormatter
 from tests.app import make_app

@@ -12,7 +12,7 @@ import pytest
 
 from guardian.adapters.notify.apprise_text import render
 from guardian.adapters.notify.slack_blocks import message
-from guardian.core.notifications import Kind, Notification, to_dict
+from guardian.core.outbound.notifications import Kind, Notification, to_dict
 from tests.faults.notify_check import (
     APPRISE_CHANNEL,
     APPRISE_PATH,

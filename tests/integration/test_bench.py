@@ -14,7 +14,7 @@ import docker
 
 from bench.__main__ import main
 from bench.engine import BENCH_LABEL
-from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.engine.docker_engine import DockerEngine
 
 
 def test_the_benchmark_runs_end_to_end_on_a_tiny_fleet(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from guardian.adapters.clock import monotonic
-from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.engine.docker_engine import DockerEngine
 from guardian.core.model import Outcome
 from guardian.ports import EngineUnavailable
 from tests.helpers import wait_until
@@ -38,7 +38,7 @@ def test_one_list_request_sees_state_and_health(containers, tmp_path: Path):
         assert snaps[out].state == "exited" and not snaps[out].inspected
         full = engine.inspect(snaps[out].id)
         assert full is not None and full.exit_code == 4 and full.inspected
-        # Listed again, an unchanged container is the same snapshot (service/quiet.py).
+        # Listed again, an unchanged container is the same snapshot (service/state/quiet.py).
         again = {s.name: s for s in engine.list_containers("guardian.enable", SCOPE)}
         assert all(again[name] is snaps[name] for name in (sick, fine, out))
         engine.close()
@@ -47,7 +47,7 @@ def test_one_list_request_sees_state_and_health(containers, tmp_path: Path):
 
 
 def test_a_list_by_id_is_one_request_for_exactly_those_ids(containers, tmp_path):
-    """A sweep between two whole lists asks by id (service/listing.py). The engine's id filter
+    """A sweep between two whole lists asks by id (service/state/listing.py). The engine's id filter
     matches a pattern too (a prefix of an id matches it): only the exact ids come back, one
     removed since comes back as nothing, and an unchanged one as the same snapshot."""
     web, db, other = containers.run("web"), containers.run("db"), containers.run("other")

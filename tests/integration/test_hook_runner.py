@@ -12,7 +12,7 @@ import pytest
 
 from guardian.adapters import hook_runner
 from guardian.adapters.hook_runner import SubprocessHookRunner
-from guardian.core.hooks import OUTPUT_LIMIT, HookEnd
+from guardian.core.outbound.hooks import OUTPUT_LIMIT, HookEnd
 from tests.helpers import wait_until
 from tests.integration.hook_helpers import group_gone, read_pid
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import docker.errors
 
-from guardian.adapters.docker_engine import DockerEngine
+from guardian.adapters.engine.docker_engine import DockerEngine
 from tests.helpers import wait_until
 from tests.integration.conftest import REPO, RUN_ID
 from tests.integration.see_more import HEALTH, WATCH, actions, incidents, watched

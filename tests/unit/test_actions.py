@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import rules_for
 from guardian.core.model import ActionKind, IncidentState
-from guardian.core.restart_policy import RestartPolicy
 from guardian.service.operator import Refused
 from tests.app import TestApp, make_app
 

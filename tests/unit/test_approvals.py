@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from guardian.service.state import Approvals
+from guardian.service.state.state import Approvals
 from tests.app import make_app
 
 

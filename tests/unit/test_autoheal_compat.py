@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from guardian.config import ConfigError, load_settings
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import opted_in, rules_for
-from guardian.core.restart_policy import RestartPolicy
 
 AUTOHEAL = {
     "AUTOHEAL_CONTAINER_LABEL": "all",

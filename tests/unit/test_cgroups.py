@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from guardian.adapters.cgroups import CgroupReader
-from guardian.adapters.engine_payloads import stats_usage
-from guardian.core.usage import Usage
+from guardian.adapters.engine.engine_payloads import stats_usage
+from guardian.core.detection.usage import Usage
 
 CID = "ab" * 32
 MiB = 1024 * 1024

@@ -6,7 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.core.checks import CheckSettings, evaluate, heard, needs_inspect, probe_before
+from guardian.core.detection.checks import (
+    CheckSettings,
+    evaluate,
+    heard,
+    needs_inspect,
+    probe_before,
+)
 from guardian.core.model import ContainerSnapshot, ProblemType
 from tests.fakes import T0
 

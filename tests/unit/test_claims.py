@@ -14,7 +14,7 @@ import pytest
 
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import ActionOutcome, Outcome
-from guardian.service.state import LoopState
+from guardian.service.state.state import LoopState
 from tests.app import make_app
 
 Call = Callable[[], None]

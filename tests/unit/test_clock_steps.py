@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.core.model import Outcome, ProblemType
 from guardian.runtime.scheduling import SteadyScheduler
-from guardian.service.clock_steps import StepWatch
+from guardian.service.watchers.clock_steps import StepWatch
 from tests.app import TestApp, make_app
 from tests.fakes import FakeClock
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from guardian.config import SCHEMA, ConfigError, load_settings
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.durations import format_duration, parse_duration
 from guardian.core.labels import in_scope, rules_for
-from guardian.core.restart_policy import RestartPolicy
 
 REPO = Path(__file__).resolve().parents[2]
 

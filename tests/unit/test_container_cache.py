@@ -27,7 +27,7 @@ from guardian.core.cache_entry import (
 from guardian.core.model import ActionOutcome, ContainerSnapshot
 from guardian.entrypoints.event_listener import EventListener
 from guardian.ports import EngineEvent, EngineUnavailable
-from guardian.service.container_cache import CUT, DURING, LISTED_OTHERWISE, UNCOVERED
+from guardian.service.state.container_cache import CUT, DURING, LISTED_OTHERWISE, UNCOVERED
 from tests.app import TestApp, make_app, make_world
 from tests.fakes import T0
 
@@ -300,7 +300,7 @@ def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp)
     for _ in range(3):
         c.clock.advance(10)
         c.healer.sweep()
-    # One request each: with the stream open and nothing heard, a ping (service/listing.py).
+    # One request each: with the stream open and nothing heard, a ping (service/state/listing.py).
     assert (c.engine.list_calls - lists, c.engine.pings - pings) == (0, 3)
     c.clock.advance(60)  # watch.resync: the whole list again
     c.healer.sweep()

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.adapters.engine_payloads import parse_event
-from guardian.core.checks import CheckSettings, evaluate
+from guardian.adapters.engine.engine_payloads import parse_event
+from guardian.core.detection.checks import CheckSettings, evaluate
+from guardian.core.detection.probes import ProbeSpec, parse_probe
 from guardian.core.model import ProblemType
-from guardian.core.probes import ProbeSpec, parse_probe
 from guardian.ports import EngineEvent
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine

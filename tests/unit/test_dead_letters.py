@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from guardian.adapters.sqlite.outbox import SqliteOutbox
-from guardian.core import incidents, notifications
-from guardian.core.delivery import DELIVERED, Next, Result, RowState, Status
+from guardian.core import incidents
 from guardian.core.model import HealthCheckResult, ProblemType
+from guardian.core.outbound import notifications
+from guardian.core.outbound.delivery import DELIVERED, Next, Result, RowState, Status
 from guardian.entrypoints.http_server import Routes
 from guardian.entrypoints.page.mount import mount_page
 from guardian.readside.page import MAX_DEAD_LETTERS, PageReader

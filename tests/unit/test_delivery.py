@@ -1,4 +1,4 @@
-"""The delivery taxonomy and batching rules of core.delivery, table-driven."""
+"""The delivery taxonomy and batching rules of core.outbound.delivery, table-driven."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.core.delivery import (
+from guardian.core.outbound.delivery import (
     Pending,
     Result,
     RetryPolicy,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from guardian.core.dependencies import names
 from guardian.core.model import ActionKind, ActionOutcome, Outcome
+from guardian.core.relations.dependencies import names
 from tests.app import make_app
 
 ON = {"guardian.enable": "true"}

@@ -9,7 +9,7 @@ import logging
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guardian.core.dependencies import DEPENDS_ON, DependencyGraph
+from guardian.core.relations.dependencies import DEPENDS_ON, DependencyGraph
 from tests.app import make_app
 
 ON = {"guardian.enable": "true"}

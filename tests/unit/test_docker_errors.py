@@ -14,9 +14,9 @@ import pytest
 import requests
 import urllib3.exceptions
 
-from guardian.adapters.docker_engine import classify
-from guardian.adapters.engine_errors import permission_denied, socket_denied
-from guardian.adapters.engine_payloads import health_from_status, parse_time
+from guardian.adapters.engine.docker_engine import classify
+from guardian.adapters.engine.engine_errors import permission_denied, socket_denied
+from guardian.adapters.engine.engine_payloads import health_from_status, parse_time
 from guardian.core.model import Outcome
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from guardian.config import SCHEMA
 from guardian.core.labels import AUTOHEAL
-from guardian.core.orchestrators import ORCHESTRATORS
+from guardian.core.relations.orchestrators import ORCHESTRATORS
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

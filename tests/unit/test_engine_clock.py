@@ -8,7 +8,7 @@ from email.utils import format_datetime
 import pytest
 
 from guardian.adapters.clock import SystemClock
-from guardian.adapters.engine_clock import EngineClock
+from guardian.adapters.engine.engine_clock import EngineClock
 from guardian.core.model import ContainerSnapshot
 from tests.fakes import FakeClock
 

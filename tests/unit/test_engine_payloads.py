@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from guardian.adapters.engine_payloads import (
+from guardian.adapters.engine.engine_payloads import (
     ListedSnapshots,
     identify,
     parse_event,

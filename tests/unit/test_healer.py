@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from guardian.core.checks import CheckSettings, evaluate
+from guardian.core.detection.checks import CheckSettings, evaluate
 from guardian.core.incidents import record_detection
 from guardian.core.model import (
     ActionKind,

@@ -12,9 +12,9 @@ from guardian.adapters.heartbeat import failure_url
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.bootstrap import build_heartbeat
 from guardian.config import ConfigError, load_settings
-from guardian.core.delivery import DELIVERED, Result, Status
+from guardian.core.outbound.delivery import DELIVERED, Result, Status
 from guardian.core.redaction import Redactor
-from guardian.service.heartbeat import Heartbeat
+from guardian.service.outbound.heartbeat import Heartbeat
 from tests.notify import Ticks
 from tests.samples import S
 

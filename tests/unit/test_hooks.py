@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from guardian.config import ConfigError
-from guardian.core.hook_specs import HOOK_VERDICTS, HookSpec
-from guardian.core.hooks import (
+from guardian.core.model import ActionKind, ActionOutcome, Outcome, RemediationAction
+from guardian.core.outbound.hook_specs import HOOK_VERDICTS, HookSpec
+from guardian.core.outbound.hooks import (
     OUTPUT_LIMIT,
     ActionVerdict,
     HookEnd,
@@ -22,10 +23,9 @@ from guardian.core.hooks import (
     hook_environment,
     hooks_for,
 )
-from guardian.core.model import ActionKind, ActionOutcome, Outcome, RemediationAction
 from guardian.entrypoints.cli.status import effective_config
 from guardian.readside.views import action_view, timeline_view
-from guardian.service.hooks import Hooks
+from guardian.service.outbound.hooks import Hooks
 from tests.app import TestApp, make_app, settings_for
 from tests.fakes import FakeHookRunner
 from tests.helpers import wait_until

@@ -6,8 +6,8 @@ import logging
 
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.core import incidents
-from guardian.core.delivery import Next, RowState
 from guardian.core.model import HOST_SUBJECT, IncidentState, ProblemType
+from guardian.core.outbound.delivery import Next, RowState
 from guardian.core.storm import StormSettings, counts, storm_size
 from tests.app import make_app
 

@@ -13,11 +13,11 @@ import pytest
 from guardian.adapters.probe_runner import run_probe
 from guardian.config import SCHEMA
 from guardian.core import labels as L
+from guardian.core.detection.probes import ProbeSpec, parse_probe, probe_host
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.limits import LIMITS
 from guardian.core.model import ContainerSnapshot
-from guardian.core.probes import ProbeSpec, parse_probe, probe_host
-from guardian.core.restart_policy import RestartPolicy
-from guardian.service.prober import Prober
+from guardian.service.watchers.prober import Prober
 from tests.fakes import FakeClock
 from tests.helpers import wait_until
 
@@ -270,7 +270,7 @@ def test_a_target_that_trickles_bytes_gets_no_more_than_the_timeout(trickler):
 
 
 def test_a_containers_addresses_are_every_network_and_the_loopback_on_the_host_network():
-    from guardian.adapters.engine_payloads import addresses
+    from guardian.adapters.engine.engine_payloads import addresses
 
     two = {
         "Networks": {

@@ -1,5 +1,5 @@
-"""Between two whole lists (service/listing.py, issue 44): while the event stream stays open, a
-sweep asks the engine only for the containers heard of and those not settled, and each way that
+"""Between two whole lists (service/state/listing.py, issue 44): while the event stream stays open,
+a sweep asks the engine only for the containers heard of and those not settled, and each way that
 could miss a change lists every container again: no stream, a cut or new stream, Podman, a
 reload, a clock step, an outage, too many heard of, `watch.resync`. Over the fake engine, which
 records the ids each list call asked for."""
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from guardian.ports import EngineEvent
-from guardian.service.listing import MAX_IDS
+from guardian.service.state.listing import MAX_IDS
 from tests.app import TestApp, make_app
 
 
@@ -205,7 +205,7 @@ def test_an_idle_sweep_reads_no_probe_or_limit_label_again_and_a_changed_contain
     """The probes' and resource rules' followers skip the very list they followed last (the page's:
     the same snapshots); after a reload, or a container the engine tells changed, they follow
     the list anew."""
-    import guardian.service.prober as prober_module
+    import guardian.service.watchers.prober as prober_module
 
     limit = {"guardian.enable": "true", "guardian.memory.max": "256MiB"}
     s.engine.add("leak", labels=limit, health=None)

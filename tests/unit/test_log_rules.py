@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from guardian.adapters.log_stream import (
+from guardian.adapters.engine.log_stream import (
     Dechunker,
     Demultiplexer,
     FollowedLogs,
@@ -21,11 +21,17 @@ from guardian.adapters.log_stream import (
 )
 from guardian.adapters.re2_patterns import Re2Patterns
 from guardian.config import ConfigError, load_settings
-from guardian.core import log_rules
+from guardian.core.detection import log_rules
+from guardian.core.detection.log_rules import (
+    MAX_LINE,
+    MAX_QUOTE,
+    LogRule,
+    LogRuleError,
+    PatternError,
+)
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import rules_for
-from guardian.core.log_rules import MAX_LINE, MAX_QUOTE, LogRule, LogRuleError, PatternError
-from guardian.core.restart_policy import RestartPolicy
-from guardian.service.log_scan import LineScanner
+from guardian.service.watchers.log_scan import LineScanner
 
 RE2 = Re2Patterns()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from guardian.config import ConfigError
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import rules_for
-from guardian.core.restart_policy import RestartPolicy
-from guardian.service.clock_steps import StepWatch
+from guardian.service.watchers.clock_steps import StepWatch
 from tests.app import make_app, settings_for
 from tests.fakes import T0
 
@@ -162,7 +162,7 @@ def test_t0_is_inside_the_window_the_tests_use():
     from guardian.config import load_settings
 
     assert load_settings(None, env={})["maintenance.windows"] == ()  # built-in: no window
-    from guardian.core.windows import from_config
+    from guardian.core.detection.windows import from_config
 
     window = from_config(NOON_WINDOW, "w")
     assert window.active_at(T0) == (T0 - timedelta(minutes=30), T0 + timedelta(minutes=30))

@@ -1,5 +1,5 @@
-"""Maintenance windows on a calendar (core.windows): parsing and its one-line errors, crontab
-semantics held against APScheduler's CronTrigger, both DST nights, clock steps, overlaps."""
+"""Maintenance windows on a calendar (core.detection.windows): parsing and its one-line errors,
+crontab semantics held against APScheduler's CronTrigger, both DST nights, clock steps, overlaps."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
-from guardian.core.windows import (
+from guardian.core.detection.windows import (
     LABEL,
     MaintenanceWindow,
     WindowError,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from guardian.adapters.engine_payloads import inspect_snapshot
+from guardian.adapters.engine.engine_payloads import inspect_snapshot
 from guardian.adapters.prometheus import NOTIFICATION_OUTCOMES, PrometheusMetrics
 from guardian.core.model import RemediationAction
 from tests.app import make_app

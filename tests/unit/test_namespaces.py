@@ -11,10 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.adapters.engine_payloads import inspect_snapshot, summary_snapshot
-from guardian.core.dependencies import DEPENDS_ON, DependencyGraph
+from guardian.adapters.engine.engine_payloads import inspect_snapshot, summary_snapshot
 from guardian.core.model import ProblemType
-from guardian.core.namespaces import MAX_REF, raw_modes, recreate_step, shared
+from guardian.core.relations.dependencies import DEPENDS_ON, DependencyGraph
+from guardian.core.relations.namespaces import MAX_REF, raw_modes, recreate_step, shared
 from guardian.ports import EngineEvent
 from guardian.readside.views import timeline_view
 from tests.app import TestApp, make_app

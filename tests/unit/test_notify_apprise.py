@@ -27,9 +27,9 @@ from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_delivery
 from guardian.config import ConfigError, load_settings
-from guardian.core import notifications
-from guardian.core.delivery import Status
 from guardian.core.model import Incident, IncidentState, Outcome, ProblemType
+from guardian.core.outbound import notifications
+from guardian.core.outbound.delivery import Status
 from guardian.core.redaction import Redactor
 from tests.fakes import T0, FakeClock
 from tests.receiver import HANG, Answer, FakeReceiver, free_port
@@ -197,7 +197,7 @@ LEAK_PROBE = """
 import logging, sys
 from datetime import timedelta
 from guardian.adapters.notify.apprise import apprise_channels
-from guardian.core.notifications import Kind, Notification
+from guardian.core.outbound.notifications import Kind, Notification
 from guardian.core.redaction import Redactor
 from guardian.logs import setup_logging
 from tests.fakes import T0

@@ -15,9 +15,9 @@ from guardian.adapters.notify.slack_webhook import SlackWebhookNotifier
 from guardian.adapters.notify.webhook import WebhookNotifier, idempotency_key
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
-from guardian.core import notifications
-from guardian.core.delivery import Status
 from guardian.core.model import Outcome
+from guardian.core.outbound import notifications
+from guardian.core.outbound.delivery import Status
 from tests.fakes import T0
 from tests.receiver import HANG, Answer, FakeReceiver, free_port
 from tests.samples import INCIDENT, S, opened

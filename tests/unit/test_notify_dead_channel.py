@@ -8,10 +8,11 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
-from guardian.core import incidents, notifications
-from guardian.core.delivery import Result, Status
+from guardian.core import incidents
 from guardian.core.model import HealthCheckResult, ProblemType
-from guardian.service.delivery import DeliveryWorker, WorkerSettings
+from guardian.core.outbound import notifications
+from guardian.core.outbound.delivery import Result, Status
+from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
 from tests.fakes import FakeClock, FakeNotifier
 from tests.samples import S
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from guardian.adapters.notify.email import EmailNotifier
-from guardian.core.delivery import Status
+from guardian.core.outbound.delivery import Status
 from tests.helpers import require_tool
 from tests.receiver import free_port
 from tests.samples import S, opened

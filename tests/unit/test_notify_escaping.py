@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from guardian.adapters.notify import discord, slack_blocks
 from guardian.adapters.notify.email import compose, header
 from guardian.adapters.notify.webhook import WebhookNotifier, document
-from guardian.core.notifications import Kind, Notification, to_dict
+from guardian.core.outbound.notifications import Kind, Notification, to_dict
 from tests.fakes import T0
 from tests.messages import slack_mrkdwn, unescaped
 from tests.receiver import FakeReceiver

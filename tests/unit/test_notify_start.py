@@ -10,9 +10,9 @@ from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_channel_check, build_delivery
 from guardian.config import load_settings
-from guardian.core.delivery import Result, Status
+from guardian.core.outbound.delivery import Result, Status
 from guardian.core.redaction import Redactor
-from guardian.service.channel_check import ChannelCheck
+from guardian.service.outbound.channel_check import ChannelCheck
 from tests.fakes import FakeClock, FakeNotifier
 from tests.helpers import wait_until
 from tests.receiver import receiver

@@ -10,11 +10,12 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
-from guardian.core import incidents, notifications
-from guardian.core.delivery import Result, RetryPolicy, Status
+from guardian.core import incidents
 from guardian.core.facts import IncidentWritten, NotificationsNotQueued
 from guardian.core.model import Decision, HealthCheckResult, ProblemType, Reason, Verdict
-from guardian.service.delivery import DIRECT_MAX, DeliveryWorker, WorkerSettings
+from guardian.core.outbound import notifications
+from guardian.core.outbound.delivery import Result, RetryPolicy, Status
+from guardian.service.outbound.delivery import DIRECT_MAX, DeliveryWorker, WorkerSettings
 from tests.fakes import FakeClock, FakeNotifier
 
 S = timedelta(seconds=1)

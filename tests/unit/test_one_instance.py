@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from guardian.adapters.engine_payloads import MAX_ARGS, MAX_MOUNTS, MAX_PATH, inspect_snapshot
+from guardian.adapters.engine.engine_payloads import (
+    MAX_ARGS,
+    MAX_MOUNTS,
+    MAX_PATH,
+    inspect_snapshot,
+)
 from guardian.adapters.host_lock import HostLock, engine_key, lock_address
 from guardian.adapters.instance import (
     CLAIMS_SHOWN,

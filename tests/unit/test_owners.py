@@ -10,7 +10,7 @@ import pytest
 
 from guardian.config import ConfigError, load_settings
 from guardian.core.model import ActionKind, IncidentState, Outcome, Reason
-from guardian.core.orchestrators import ORCHESTRATORS
+from guardian.core.relations.orchestrators import ORCHESTRATORS
 from tests.app import TestApp, make_app, make_world
 
 SWARM_TASK = {

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from guardian.adapters.engine_payloads import inspect_snapshot
+from guardian.adapters.engine.engine_payloads import inspect_snapshot
 from guardian.adapters.sqlite.schema import MIGRATIONS
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import ActionKind, IncidentState, Reason
 from guardian.ports import EngineEvent
-from guardian.service.clock_steps import StepWatch
-from guardian.service.healer import Healer
+from guardian.service.healing.healer import Healer
+from guardian.service.watchers.clock_steps import StepWatch
 from tests.app import TestApp, make_app
 from tests.fakes import T0
 

@@ -1,5 +1,5 @@
-"""Quiet containers (service/quiet.py, issue 44): an idle sweep judges again only what changed,
-and each way a row kept from the last sweep could be stale is judged again: a listing that
+"""Quiet containers (service/state/quiet.py, issue 44): an idle sweep judges again only what
+changed, and each way a row kept from the last sweep could be stale is judged again: a listing that
 changed without an event, an event, a recheck, a reload, a clock step, an outage, a healthy
 streak's reset falling due, a namespace whose leader may change. Over the fake engine (which,
 as DockerEngine's list does, hands the same snapshot for an unchanged container)."""
@@ -15,7 +15,7 @@ import pytest
 
 from guardian.core.model import IncidentState
 from guardian.ports import EngineEvent
-from guardian.service.quiet import MAX_ROWS, HeardRechecks
+from guardian.service.state.quiet import MAX_ROWS, HeardRechecks
 from tests.app import TestApp, make_app
 
 

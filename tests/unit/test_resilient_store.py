@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite.store import SqliteStore
-from guardian.core import notifications
 from guardian.core.model import Outcome, RemediationAction
+from guardian.core.outbound import notifications
 from guardian.ports import StoreError
 from tests.fakes import T0
 

@@ -1,5 +1,6 @@
-"""Resource rules parsed strictly (core.resources), and one sample judged against them
-(core.usage): a breach lasts while every sample is above, measured on monotonic seconds."""
+"""Resource rules parsed strictly (core.detection.resources), and one sample judged against them
+(core.detection.usage): a breach lasts while every sample is above, measured on monotonic
+seconds."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from guardian.core.labels import rules_for
-from guardian.core.resources import (
+from guardian.core.detection.resources import (
     CPU,
     MEMORY,
     Limit,
@@ -20,8 +20,9 @@ from guardian.core.resources import (
     parse_percent,
     parse_size,
 )
-from guardian.core.restart_policy import RestartPolicy
-from guardian.core.usage import Sampled, Usage, breached, detail, figure, observe
+from guardian.core.detection.restart_policy import RestartPolicy
+from guardian.core.detection.usage import Sampled, Usage, breached, detail, figure, observe
+from guardian.core.labels import rules_for
 
 MiB = 1024 * 1024
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from guardian.config import ConfigError, load_settings, reloadable
+from guardian.core.detection.usage import Usage
 from guardian.core.model import ProblemType
-from guardian.core.usage import Usage
 from guardian.entrypoints.daemon import Daemon
 from guardian.entrypoints.reloader import rebuild
 from tests.app import TestApp, make_app, settings_for

@@ -12,7 +12,7 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned, prune
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.config import ConfigError, load_settings
-from guardian.core import incidents, notifications
+from guardian.core import incidents
 from guardian.core.model import (
     HOST_SUBJECT,
     HealthCheckResult,
@@ -22,6 +22,7 @@ from guardian.core.model import (
     RemediationAction,
     Silence,
 )
+from guardian.core.outbound import notifications
 from guardian.entrypoints.daemon import Daemon
 from guardian.logs import FIELDS
 from tests.app import make_app

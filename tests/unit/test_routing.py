@@ -1,4 +1,4 @@
-"""Receivers and routes: who hears what (core.routing, a table), the config that names them
+"""Receivers and routes: who hears what (core.outbound.routing, a table), the config that names them
 (one-line errors naming the receiver and key), the flat keys mapped to receivers with a note,
 the guardian.notify label, `config show`, and delivery through the worker."""
 
@@ -17,14 +17,14 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_delivery
 from guardian.config import ConfigError, load_settings
-from guardian.core.delivery import Result, Status
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import rules_for
-from guardian.core.notifications import Kind, Notification
-from guardian.core.receivers import ROUTED_KINDS
-from guardian.core.restart_policy import RestartPolicy
-from guardian.core.routing import Route, Routing, route_of, severity
+from guardian.core.outbound.delivery import Result, Status
+from guardian.core.outbound.notifications import Kind, Notification
+from guardian.core.outbound.receivers import ROUTED_KINDS
+from guardian.core.outbound.routing import Route, Routing, route_of, severity
 from guardian.entrypoints.cli.status import effective_config
-from guardian.service.delivery import DeliveryWorker, WorkerSettings
+from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
 from tests.fakes import T0, FakeClock, FakeNotifier
 from tests.samples import S
 

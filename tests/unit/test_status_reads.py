@@ -11,7 +11,7 @@ from guardian.core.model import ProblemType
 from guardian.entrypoints.api import Api
 from guardian.entrypoints.http_server import Request, Routes
 from guardian.readside.status import container_status
-from guardian.service.state import LoopState
+from guardian.service.state.state import LoopState
 from tests.app import TestApp, make_app
 
 TOKEN = "s3cret-token"

@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 
 from guardian.core.model import HOST_SUBJECT, IncidentState, ProblemType
-from guardian.core.notifications import from_dict
+from guardian.core.outbound.notifications import from_dict
 from tests.app import make_app
 from tests.fakes import T0
 

@@ -8,7 +8,7 @@ import threading
 from datetime import timedelta
 
 from guardian.core.verification import PendingVerify
-from guardian.service.state import LoopState
+from guardian.service.state.state import LoopState
 from tests.fakes import T0, FakeClock
 
 CYCLES = 2000

@@ -18,11 +18,12 @@ from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_operator
-from guardian.core import incidents, notifications
-from guardian.core.delivery import Result, RetryPolicy, Status
+from guardian.core import incidents
 from guardian.core.model import Decision, HealthCheckResult, ProblemType, Reason, Verdict
+from guardian.core.outbound import notifications
+from guardian.core.outbound.delivery import Result, RetryPolicy, Status
 from guardian.entrypoints.daemon import Daemon
-from guardian.service.delivery import DeliveryWorker, WorkerSettings
+from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
 from tests.app import make_app
 from tests.fakes import FakeClock, FakeEngine, FakeNotifier
 from tests.helpers import run_in_main_thread, wait_until

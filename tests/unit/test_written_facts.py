@@ -16,7 +16,7 @@ from guardian.core.facts import AttemptWritten, Fact, IncidentWritten, StoreReco
 from guardian.core.model import HealthCheckResult, Outcome, ProblemType, RemediationAction
 from guardian.ports import StoreError
 from guardian.service.facts import FactStream
-from guardian.service.written import PublishingStore
+from guardian.service.healing.written import PublishingStore
 from tests.fakes import T0
 
 

@@ -21,8 +21,8 @@ import requests
 
 from guardian.adapters.notify.transport import Reply, classify, post
 from guardian.adapters.sqlite.outbox import SqliteOutbox
-from guardian.core.delivery import DELIVERED, Result
-from guardian.core.notifications import Kind, Notification
+from guardian.core.outbound.delivery import DELIVERED, Result
+from guardian.core.outbound.notifications import Kind, Notification
 from guardian.logs import kv
 from guardian.ports import Clock
 

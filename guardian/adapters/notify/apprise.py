@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from guardian.adapters.notify.apprise_text import MAX_BATCH, render
-from guardian.core.delivery import DELIVERED, Result, Status
-from guardian.core.notifications import Notification
+from guardian.core.outbound.delivery import DELIVERED, Result, Status
+from guardian.core.outbound.notifications import Notification
 from guardian.core.redaction import Redactor
 
 MAX_TARGETS = 20

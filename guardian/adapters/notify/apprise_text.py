@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from guardian.core.notifications import Kind, Notification
+from guardian.core.outbound.notifications import Kind, Notification
 
 MAX_BATCH = 20  # notifications in one message: ~3,000 characters, under Telegram's 4,096
 TITLE_MAX = 250

@@ -14,8 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from guardian.adapters.notify.transport import JsonWebhook, Reply, classify
-from guardian.core.delivery import Result, Status
-from guardian.core.notifications import Kind, Notification
+from guardian.core.outbound.delivery import Result, Status
+from guardian.core.outbound.notifications import Kind, Notification
 from guardian.core.redaction import strip_controls
 
 _COLOR = {

@@ -15,8 +15,8 @@ from datetime import timedelta
 from email import policy
 from email.message import EmailMessage
 
-from guardian.core.delivery import DELIVERED, Result, Status
-from guardian.core.notifications import Notification
+from guardian.core.outbound.delivery import DELIVERED, Result, Status
+from guardian.core.outbound.notifications import Notification
 from guardian.core.redaction import strip_controls
 
 SUBJECT_MAX = 200

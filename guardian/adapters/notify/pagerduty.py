@@ -11,8 +11,8 @@ from datetime import timedelta
 import requests
 
 from guardian.adapters.notify.transport import Reply, classify, post
-from guardian.core.delivery import DELIVERED, Result
-from guardian.core.notifications import NOTICES, Kind, Notification
+from guardian.core.outbound.delivery import DELIVERED, Result
+from guardian.core.outbound.notifications import NOTICES, Kind, Notification
 
 # A test resolves an incident that never was: the routing key is checked, nobody is paged.
 _ACTION = {Kind.ACKNOWLEDGED: "acknowledge", Kind.RESOLVED: "resolve", Kind.TEST: "resolve"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from guardian.core.notifications import Kind, Notification
+from guardian.core.outbound.notifications import Kind, Notification
 from guardian.core.redaction import strip_controls
 
 _EMOJI = {

@@ -17,8 +17,8 @@ import requests
 from guardian.adapters.notify.slack_blocks import message
 from guardian.adapters.notify.transport import Reply, classify, post
 from guardian.adapters.sqlite.outbox import SqliteOutbox
-from guardian.core.delivery import DELIVERED, Result, Status
-from guardian.core.notifications import Kind, Notification
+from guardian.core.outbound.delivery import DELIVERED, Result, Status
+from guardian.core.outbound.notifications import Kind, Notification
 
 # Web API errors worth a retry; every other error (channel_not_found, is_archived,
 # invalid_auth, not_in_channel, ...) is permanent.

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from guardian.adapters.notify.slack_blocks import MAX_BLOCKS, message
 from guardian.adapters.notify.transport import JsonWebhook, Reply, classify
-from guardian.core.delivery import Result
-from guardian.core.notifications import Notification
+from guardian.core.outbound.delivery import Result
+from guardian.core.outbound.notifications import Notification
 
 
 class SlackWebhookNotifier(JsonWebhook):

@@ -14,7 +14,7 @@ from typing import Any
 import requests
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
-from guardian.core.delivery import DELIVERED, Result, Status
+from guardian.core.outbound.delivery import DELIVERED, Result, Status
 
 
 @dataclass(frozen=True)

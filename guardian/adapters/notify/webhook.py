@@ -19,8 +19,8 @@ from datetime import timedelta
 import requests
 
 from guardian.adapters.notify.transport import Reply, classify, post
-from guardian.core.delivery import Result
-from guardian.core.notifications import Notification, to_dict
+from guardian.core.outbound.delivery import Result
+from guardian.core.outbound.notifications import Notification, to_dict
 
 SCHEMA_VERSION = 1
 

@@ -21,7 +21,7 @@ from guardian.adapters.sqlite.schema import (
 )
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import OPEN_STATES, Approval, Incident, IncidentState, Silence
-from guardian.core.notifications import Notification
+from guardian.core.outbound.notifications import Notification
 
 
 class OperatorQueries:

@@ -17,9 +17,9 @@ from typing import Any
 
 from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.schema import from_text, incident_row, to_text
-from guardian.core.delivery import Next, Pending, RowState
 from guardian.core.model import HOST_SUBJECT, Incident
-from guardian.core.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
+from guardian.core.outbound.delivery import Next, Pending, RowState
+from guardian.core.outbound.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
 from guardian.ports import QueuedDelivery
 
 

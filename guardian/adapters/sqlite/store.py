@@ -32,7 +32,7 @@ from guardian.core.model import (
     RemediationAction,
     Transition,
 )
-from guardian.core.notifications import Notification, with_incident
+from guardian.core.outbound.notifications import Notification, with_incident
 
 
 class SqliteStore(OperatorQueries):

@@ -73,7 +73,7 @@ TEST_COLUMNS = ("channel", "delivered", "status", "error", "seconds")
 @one_line_errors
 def cmd_notify_test(args: argparse.Namespace) -> int:
     from guardian.bootstrap import build_channel_check  # adapters load only for this command
-    from guardian.service.channel_check import UnknownChannel
+    from guardian.service.outbound.channel_check import UnknownChannel
 
     check = build_channel_check(settings_for(args))
     if not check.channels:

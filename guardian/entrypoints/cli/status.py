@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from guardian.core.detection.log_rules import LogRule
 from guardian.core.durations import format_duration
-from guardian.core.hook_specs import HookSpec
-from guardian.core.log_rules import LogRule
+from guardian.core.outbound.hook_specs import HookSpec
 from guardian.core.redaction import redact_patterns, scrub_url
 from guardian.entrypoints.cli.tables import (
     EXIT_OK,

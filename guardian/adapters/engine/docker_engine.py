@@ -1,0 +1,486 @@
+"""DockerEngine: the Engine port over the Docker SDK's low-level API, for Docker and for
+Podman's Docker-compatible service (told apart by /version once per connection).
+
+One list request per sweep on Docker, four on Podman (the SDK's high-level `containers.list()`
+would inspect every container), one inspect per candidate, and every SDK error translated here
+into EngineUnavailable or a typed ActionOutcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Collection, Generator, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+import docker
+import docker.errors
+import requests
+
+from guardian.adapters.clock import SystemClock
+from guardian.adapters.engine.engine_clock import EngineClock, http_date
+from guardian.adapters.engine.engine_errors import causes, permission_denied, socket_denied
+from guardian.adapters.engine.engine_payloads import (
+    CACHE_EVENTS,
+    EVENT_FILTER,
+    ListedSnapshots,
+    identify,
+    inspect_snapshot,
+    parse_event,
+    stats_usage,
+)
+from guardian.adapters.engine.log_stream import (
+    EndedLogs,
+    FollowedLogs,
+    StampedLogs,
+    raw_reader,
+    shut_down,
+)
+from guardian.core.detection.usage import Usage
+from guardian.core.labels import ALL
+from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
+from guardian.core.redaction import redact_patterns, scrub_url
+from guardian.ports import (
+    Clock,
+    EngineEvent,
+    EngineHistory,
+    EngineIdentity,
+    EngineUnavailable,
+    LogStream,
+)
+
+MAX_LOG_BYTES = 64 * 1024
+# The most events one history() reads: Docker keeps 256, Podman's journal may keep many more.
+MAX_HISTORY = 5000
+# Podman's list leaves the health out of Status ("Up 5 minutes"); its health filter works.
+HEALTH_STATES = ("unhealthy", "starting", "healthy")
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """True when a connection error happened before the request reached the engine."""
+    return any(
+        isinstance(e, FileNotFoundError | ConnectionRefusedError)
+        or type(e).__name__ in ("NewConnectionError", "ConnectTimeoutError", "ConnectTimeout")
+        for e in causes(exc)
+    )
+
+
+def classify(exc: BaseException) -> ActionOutcome:
+    """Translate an SDK/transport error from a state-changing call into a typed outcome."""
+    if isinstance(exc, docker.errors.NotFound):
+        return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists (404)")
+    if isinstance(exc, docker.errors.APIError):
+        code = exc.status_code or 0
+        explanation = str(exc.explanation or "")[:200]
+        if code == 403:
+            return ActionOutcome(
+                Outcome.POLICY_DENIED, f"engine refused the restart (403) {explanation}"
+            )
+        if code >= 500 or code == 409:
+            return ActionOutcome(
+                Outcome.TRANSIENT_FAILURE, f"engine error {code}: {explanation}", True
+            )
+        return ActionOutcome(Outcome.PERMANENT_FAILURE, f"engine error {code}: {explanation}")
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return ActionOutcome(
+            Outcome.TRANSIENT_FAILURE, "engine unreachable (connect timeout)", True
+        )
+    if isinstance(exc, requests.exceptions.Timeout):
+        return ActionOutcome(Outcome.UNKNOWN, "timed out after the request was sent")
+    if isinstance(
+        exc, requests.exceptions.ConnectionError | docker.errors.DockerException | OSError
+    ):
+        if _not_sent(exc):
+            return ActionOutcome(
+                Outcome.TRANSIENT_FAILURE, "engine unreachable (connection refused)", True
+            )
+        return ActionOutcome(Outcome.UNKNOWN, "connection lost after the request was sent")
+    raise exc
+
+
+class DockerEngine:
+    """The Engine port for a Docker (or Docker-API compatible) engine at `url`. Its stamps come
+    back in Guardian's frame (`clock`'s), whatever the engine's clock says (EngineClock)."""
+
+    def __init__(self, url: str, timeout: timedelta, clock: Clock | None = None) -> None:
+        self.url = url
+        self.engine_clock = EngineClock(clock or SystemClock())
+        self.shown_url = scrub_url(url)  # the URL in messages: no userinfo or query values
+        self.timeout = timeout
+        self._api: docker.APIClient | None = None
+        self._identity: EngineIdentity | None = None  # of the engine behind this connection
+        self._stream: Any = None
+        self._listed = ListedSnapshots()  # an unchanged container listed again: the same snapshot
+        self._lock = threading.Lock()
+
+    @property
+    def subscribed(self) -> bool:
+        """Whether an events() iteration holds an open stream."""
+        return self._stream is not None
+
+    @property
+    def reads_proxy_env(self) -> bool:
+        """Whether each request looks up the HTTP proxy variables (never for a Unix socket)."""
+        return bool(self._client().trust_env)
+
+    def _client(self) -> docker.APIClient:
+        with self._lock:
+            if self._api is None:
+                api = None
+                try:
+                    # "auto" asks the engine for its API version: works from 20.10 to today's.
+                    api = docker.APIClient(
+                        base_url=self.url, version="auto", timeout=self.timeout.total_seconds()
+                    )
+                    api.hooks["response"].append(self._saw_response)
+                    if self.url.startswith("unix://"):
+                        # No HTTP proxy applies to a Unix socket, so requests need not look up
+                        # proxy variables on every call (bench/RESULTS.md).
+                        api.trust_env = False
+                    # Docker or Podman: asked once per connection, not once per sweep.
+                    self._identity = identify(api.version())
+                except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+                    if api is not None:
+                        api.close()
+                    raise EngineUnavailable(self._reason(exc)) from None
+                self._api = api
+            return self._api
+
+    def _saw_response(self, response: requests.Response, *_args: Any, **_kwargs: Any) -> None:
+        """Every response carries the engine's time (EngineClock)."""
+        self.engine_clock.saw_date(response.headers.get("Date"), response.elapsed.total_seconds())
+
+    def _reason(self, exc: BaseException) -> str:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if permission_denied(exc) and self.url.startswith("unix://"):
+            return f"docker engine at {self.url} unreachable: {socket_denied(self.url[7:])}"
+        if self.url.startswith("unix://") and not os.path.exists(self.url[7:]):
+            return (
+                f"docker engine at {self.url} unreachable: no socket at {self.url[7:]} (is the"
+                " engine running here? To use another, set docker.url or DOCKER_HOST, e.g."
+                " unix:///run/docker.sock, unix:///run/podman/podman.sock or tcp://127.0.0.1:2375)"
+            )
+        if _not_sent(exc):
+            text = "connection refused or socket missing"
+        return redact_patterns(f"docker engine at {self.shown_url} unreachable: {text[:200]}")
+
+    def _drop(self) -> None:
+        with self._lock:
+            if self._api is not None:
+                self._api.close()
+            self._api = None
+            self._identity = None  # a new connection may reach another engine
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a read-only call; transport failures become EngineUnavailable."""
+        try:
+            return fn(self._client(), *args, **kwargs)
+        except docker.errors.APIError:
+            raise
+        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+            self._drop()
+            raise EngineUnavailable(self._reason(exc)) from None
+
+    def ping(self) -> None:
+        self._call(lambda api: api.ping())
+
+    def identity(self) -> EngineIdentity:
+        self._call(lambda api: None)  # connects, and so identifies, when not connected yet
+        known = self._identity
+        if known is None:  # dropped by another thread in between
+            raise EngineUnavailable(f"docker engine at {self.shown_url} went away")
+        return known
+
+    def list_containers(
+        self,
+        label: str,
+        scope: str = "",
+        names: Collection[str] = (),
+        ids: Collection[str] = (),
+    ) -> list[ContainerSnapshot]:
+        # Docker and Podman AND label filters, so the engine does the selecting.
+        selectors = [s for s in (None if label == ALL else label, scope) if s]
+        filters: dict[str, Any] = {"label": selectors} if selectors else {}
+        # The engine's name and id filters match a pattern (web matches web-2): exact below.
+        if names:
+            filters["name"] = sorted(names)
+        if ids:
+            filters["id"] = sorted(ids)
+        items = self._list(filters)
+        snaps = self._listed.snapshots(items, complete=not names and not ids, ids=ids)
+        if names:
+            snaps = [s for s in snaps if s.name in names]
+        if ids:
+            snaps = [s for s in snaps if s.id in ids]
+        if self.identity().kind == "podman":
+            # One filtered list per health state: the same endpoint (and socket-proxy rule) as
+            # the list itself, so an unhealthy container is a candidate as on Docker.
+            health = {
+                item["Id"]: state
+                for state in HEALTH_STATES
+                for item in self._list({**filters, "health": [state]})
+            }
+            # As Docker's list does: a health only for a running container (a paused or exited
+            # one's is stale).
+            snaps = [
+                replace(s, health=health.get(s.id))
+                if s.health is None and s.state == "running"
+                else s
+                for s in snaps
+            ]
+        return snaps
+
+    def stamp_uncertainty(self) -> timedelta | None:
+        return self.engine_clock.uncertainty
+
+    def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
+        listed = snap.as_listed()
+        identity = self._identity
+        if identity is not None and identity.kind == "podman":
+            # Podman's list carries no HostConfig: it names no joined namespace.
+            return replace(listed, namespaces=())
+        return listed
+
+    def _list(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            items = self._call(lambda api: api.containers(all=True, filters=filters))
+        except docker.errors.APIError as exc:
+            raise EngineUnavailable(
+                f"docker engine refused to list containers: {exc.explanation}"
+            ) from None
+        return list(items)
+
+    def inspect(self, container_id: str) -> ContainerSnapshot | None:
+        try:
+            data = self._call(lambda api: api.inspect_container(container_id))
+            return self.engine_clock.snapshot(inspect_snapshot(data))
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise EngineUnavailable(
+                f"docker engine refused to inspect: {exc.explanation}"
+            ) from None
+
+    def logs(self, container_id: str, tail: int) -> str:
+        """The last `tail` lines of the container's output; "" when it has none or is gone."""
+        try:
+            raw = self._call(
+                lambda api: api.logs(container_id, stdout=True, stderr=True, tail=tail)
+            )
+        except docker.errors.APIError:
+            return ""  # removed, or a logging driver that cannot be read back
+        return bytes(raw)[-MAX_LOG_BYTES:].decode("utf-8", errors="replace")
+
+    def stats(self, container_id: str) -> Usage | None:
+        """One stats reading (`one_shot`: no second sample for a CPU figure Guardian works out
+        itself, where the engine's API is 1.41 or later); None when gone or not running."""
+
+        def ask(api: Any) -> Any:
+            try:
+                return api.stats(container_id, stream=False, one_shot=True)
+            except docker.errors.InvalidVersion:  # an API before 1.41: the engine samples twice
+                return api.stats(container_id, stream=False)
+
+        try:
+            raw = self._call(ask)
+        except docker.errors.APIError:
+            return None  # removed meanwhile, or an engine that keeps no stats for it
+        return stats_usage(raw)
+
+    def follow_logs(self, container_id: str, since: datetime, tail: int) -> LogStream:
+        """The container's output from `since` (engine.follow_logs in log_stream.py's reader);
+        errors translated here: a gone container's stream has ended, a cut one raises
+        EngineUnavailable."""
+        try:
+            data = self._call(lambda api: api.inspect_container(container_id))
+        except docker.errors.NotFound:
+            return EndedLogs()
+        except docker.errors.APIError as exc:
+            raise EngineUnavailable(
+                f"docker engine refused to inspect: {exc.explanation}"
+            ) from None
+        multiplexed = not (data.get("Config") or {}).get("Tty")
+        params = {
+            "follow": 1,
+            "stdout": 1,
+            "stderr": 1,
+            "tail": max(0, tail),
+            # Each message's time, taken off by the reader (log_stream.Demultiplexer): how far
+            # behind a follower is. A TTY's output is not framed: no time is asked of it.
+            "timestamps": int(multiplexed),
+            "since": f"{self.engine_clock.theirs(since).timestamp():.6f}",
+        }
+
+        def get(api: docker.APIClient) -> requests.Response:
+            path = f"/containers/{quote(container_id, safe='')}/logs"
+            url = f"{api.base_url}/v{api.api_version}{path}"
+            # No read timeout: the stream waits for output as long as the container runs.
+            return api.get(url, params=params, stream=True, timeout=None)  # type: ignore[no-any-return]
+
+        response = self._call(get)
+        if response.status_code == 404:
+            response.close()
+            return EndedLogs()
+        if response.status_code != 200:
+            text = response.text[:200] if not response.raw.closed else ""
+            response.close()
+            raise EngineUnavailable(
+                f"docker engine refused the logs of {container_id[:12]}: "
+                f"{response.status_code} {redact_patterns(text)}".strip()
+            )
+        read1, chunked = raw_reader(response)
+
+        def translated(limit: int) -> bytes:
+            try:
+                return read1(limit)
+            except (requests.RequestException, docker.errors.DockerException, OSError, ValueError):
+                if stream.closed:
+                    return b""  # close() shut the socket under the read
+                raise EngineUnavailable(
+                    f"docker engine at {self.shown_url} cut the logs of {container_id[:12]}"
+                ) from None
+
+        stream = FollowedLogs(
+            translated,
+            lambda: shut_down(response),
+            response.close,
+            chunked=chunked,
+            multiplexed=multiplexed,
+            stamped=multiplexed,
+        )
+        return StampedLogs(stream, self.engine_clock)
+
+    def restart(
+        self,
+        container_id: str,
+        stop_timeout: timedelta,
+        previous_started_at: datetime | None = None,
+    ) -> ActionOutcome:
+        seconds = int(stop_timeout.total_seconds())
+        done = ActionOutcome(Outcome.RESTARTED, "restart request completed")
+        result = self._act(lambda api: api.restart(container_id, timeout=seconds), done)
+        if result.outcome is Outcome.UNKNOWN:
+            result = self._settle_unknown(container_id, previous_started_at, result)
+        return result
+
+    def stop(self, container_id: str, stop_timeout: timedelta) -> ActionOutcome:
+        seconds = int(stop_timeout.total_seconds())
+        done = ActionOutcome(Outcome.STOPPED, "stop request completed")
+        result = self._act(lambda api: api.stop(container_id, timeout=seconds), done)
+        if result.outcome is Outcome.UNKNOWN:
+            # Sent, no answer: the container's state tells whether it stopped.
+            try:
+                snap = self.inspect(container_id)
+            except EngineUnavailable:
+                return result
+            if snap is None:
+                return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists")
+            if snap.state != "running":
+                return ActionOutcome(Outcome.STOPPED, f"{result.detail}; it is {snap.state}")
+        return result
+
+    def _act(self, call: Any, done: ActionOutcome) -> ActionOutcome:
+        """One request that changes a container: `done` when it returns, else its failure
+        classified (a transient one drops the connection; an unknown one is the caller's to
+        settle by evidence)."""
+        try:
+            api = self._client()
+        except EngineUnavailable as exc:
+            return ActionOutcome(Outcome.TRANSIENT_FAILURE, str(exc), True)
+        try:
+            call(api)
+            return done
+        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+            result = classify(exc)
+        if result.outcome is Outcome.TRANSIENT_FAILURE:
+            self._drop()
+        return result
+
+    def _settle_unknown(
+        self, container_id: str, previous: datetime | None, result: ActionOutcome
+    ) -> ActionOutcome:
+        """A timeout after sending: learn from State.StartedAt whether it restarted."""
+        try:
+            snap = self.inspect(container_id)
+        except EngineUnavailable:
+            return result
+        if snap is None:
+            return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists")
+        if previous is not None and snap.started_at is not None and snap.started_at > previous:
+            return ActionOutcome(
+                Outcome.RESTARTED, f"{result.detail}; State.StartedAt shows it restarted"
+            )
+        return ActionOutcome(Outcome.UNKNOWN, f"{result.detail}; State.StartedAt unchanged")
+
+    def events(self, since: datetime | None) -> Iterator[EngineEvent]:
+        names = EVENT_FILTER if self.identity().kind == "podman" else EVENT_FILTER + CACHE_EVENTS
+        filters = {"type": ["container"], "event": list(names)}
+        kwargs: dict[str, Any] = {"filters": filters, "decode": True}
+        if since is not None:
+            kwargs["since"] = self.engine_clock.theirs(since).timestamp()
+        stream = self._call(lambda api: api.events(**kwargs))
+        self._stream = stream
+        for raw in self._read(stream):
+            event = parse_event(raw)
+            if event is not None:
+                yield replace(event, at=self.engine_clock.ours(event.at))
+
+    def _read(self, stream: Any) -> Generator[dict[str, Any], None, None]:
+        """The raw events of `stream`, closed when done; a transport failure raises
+        EngineUnavailable."""
+        try:
+            yield from stream
+        except (requests.RequestException, docker.errors.DockerException, OSError) as exc:
+            raise EngineUnavailable(self._reason(exc)) from None
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    def history(self, since: datetime, until: datetime) -> EngineHistory:
+        # An `until` in the engine's future keeps the stream open until then (for ever, to a
+        # Guardian whose clock runs ahead and has not learnt the skew yet): the engine's own
+        # Date, whole seconds and so never ahead of it, bounds it.
+        end = self.engine_clock.theirs(until)
+        ping = self._call(lambda api: api.get(f"{api.base_url}/_ping", timeout=10))
+        engine_now = http_date(ping.headers.get("Date"))
+        if engine_now is not None:
+            end = min(end, engine_now)
+        kwargs: dict[str, Any] = {
+            "filters": {"type": ["container"]},
+            "decode": True,
+            "since": min(self.engine_clock.theirs(since), end).timestamp(),
+            "until": end.timestamp(),
+        }
+        events: list[EngineEvent] = []
+        oldest: datetime | None = None
+        stream = self._call(lambda api: api.events(**kwargs))
+        raws = self._read(stream)
+        try:
+            for count, raw in enumerate(raws):
+                if count >= MAX_HISTORY:
+                    break
+                ns = raw.get("timeNano") or int(raw.get("time", 0)) * 1_000_000_000
+                at = self.engine_clock.ours(datetime.fromtimestamp(ns / 1e9, UTC))
+                oldest = at if oldest is None else min(oldest, at)
+                event = parse_event(raw)
+                if event is not None:
+                    events.append(replace(event, at=at))
+        finally:
+            raws.close()  # closes the stream, also after MAX_HISTORY
+        return EngineHistory(tuple(events), oldest)
+
+    def close(self) -> None:
+        self.stop_events()
+        self._drop()
+
+    def stop_events(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            # Unblocks a listener waiting on the stream; closing a dead stream may fail any way.
+            with contextlib.suppress(Exception):
+                stream.close()

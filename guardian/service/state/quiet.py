@@ -1,0 +1,140 @@
+"""QuietRows: the containers a sweep need not judge again (DESIGN 18), so that an idle sweep's
+cost grows with what changes, not with the containers.
+
+A watched container is quiet when the last sweep judged it from its listing alone (no inspect
+wanted) running and healthy, or running without a healthcheck, with no problem, no skip, no
+decision, no open incident and no namespace it shares (its leader may change under it): then
+its judgement depends on nothing but that listing and what the loop hears of it. The next sweep
+takes the row as it was while:
+- the list shows the container as before (the adapter hands the same snapshot for an unchanged
+  listing; equal ones count too),
+- nothing was heard of it since: no engine event, no reaction (an event, a probe's, a resource
+  rule's verdict), no recheck asked (a log rule's match, a decision's time),
+- the settings are the same (a reload), the wall clock did not step, the engine stayed
+  reachable,
+- its healthy streak's reset check is made or not yet due, and no incident of its name opened.
+Anything else, and it is judged as every container is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+
+from guardian.core.assessment import Assessment
+from guardian.core.model import ContainerSnapshot
+from guardian.ports import Rechecks
+
+QUIET_HEALTH = (None, "healthy")
+MAX_ROWS = 10_000  # beyond, further containers are judged at every sweep
+MAX_NEWS = 100  # containers heard of between two sweeps; beyond, the next one lists them all
+
+
+@dataclass(frozen=True)
+class QuietRow:
+    row: Assessment
+    until: datetime  # when its healthy streak's reset check is due (HealthyStreaks.quiet_until)
+
+
+class QuietRows:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[str, QuietRow] = {}
+        # Container ids heard of while a sweep runs (None: none runs; beyond MAX_ROWS of them,
+        # the sweep keeps no row).
+        self._heard: set[str] | None = None
+        self._flooded = False
+        self._settings: object = None
+        # Container ids heard of since a sweep last asked for them (service/state/listing.py); None:
+        # more than MAX_NEWS, or every container is to be judged again.
+        self._news: set[str] | None = None
+
+    def begin(self, settings: object) -> dict[str, QuietRow]:
+        """A sweep begins under `settings`: the rows it may take (none after a reload)."""
+        with self._lock:
+            if settings is not self._settings:
+                self._rows.clear()
+                self._settings = settings
+            self._heard, self._flooded = set(), False
+            return dict(self._rows)
+
+    def heard(self, container_id: str) -> None:
+        """Something was heard of the container (an event, a reaction): judge it again."""
+        with self._lock:
+            self._rows.pop(container_id, None)
+            if self._news is not None:
+                self._news.add(container_id)
+                if len(self._news) > MAX_NEWS:
+                    self._news = None
+            if self._heard is not None and not self._flooded:
+                self._heard.add(container_id)
+                if len(self._heard) > MAX_ROWS:
+                    self._flooded, self._heard = True, set()
+
+    def clear(self) -> None:
+        """Judge every container again (the clock stepped, the engine was out of reach)."""
+        with self._lock:
+            self._rows.clear()
+            self._settings = None
+            self._news = None
+
+    def news(self) -> set[str] | None:
+        """The containers heard of since the last call (None: too many to name, or all of
+        them); from now on, what is heard is news for the next call."""
+        with self._lock:
+            news, self._news = self._news, set()
+            return news
+
+    def holding(self, now: datetime) -> set[str]:
+        """The ids of the rows a sweep at `now` may still take (their reset check not due)."""
+        with self._lock:
+            return {cid for cid, row in self._rows.items() if now < row.until}
+
+    def keep(self, rows: dict[str, QuietRow]) -> None:
+        """The sweep's quiet rows (those taken and those newly judged quiet), except any heard
+        of while it ran."""
+        with self._lock:
+            heard, flooded = self._heard or set(), self._flooded
+            self._heard, self._flooded = None, False
+            if flooded:
+                self._rows = {}
+                return
+            kept = (item for item in rows.items() if item[0] not in heard)
+            self._rows = dict(itertools.islice(kept, MAX_ROWS))
+
+
+def taken(kept: QuietRow, snap: ContainerSnapshot, now: datetime, open_names: set[str]) -> bool:
+    """Whether the sweep takes `kept` for `snap` as it was."""
+    last = kept.row.snapshot
+    if last is not snap and last != snap:
+        return False
+    return now < kept.until and snap.name not in open_names
+
+
+def is_quiet(a: Assessment) -> bool:
+    """Whether a sweep's judgement of a container holds until something is heard of it."""
+    snap, result = a.snapshot, a.result
+    return (
+        not snap.inspected
+        and snap.state == "running"
+        and snap.health in QUIET_HEALTH
+        and not snap.namespaces
+        and result.problem is None
+        and result.skipped is None
+        and a.decision is None
+    )
+
+
+class HeardRechecks:
+    """Rechecks that are news of their container: a sweep before the recheck runs judges it
+    (commands and tests have no scheduler and wait for a sweep)."""
+
+    def __init__(self, quiet: QuietRows, rechecks: Rechecks) -> None:
+        self.quiet = quiet
+        self.rechecks = rechecks
+
+    def recheck(self, container_id: str, at: datetime) -> None:
+        self.quiet.heard(container_id)
+        self.rechecks.recheck(container_id, at)

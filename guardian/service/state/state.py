@@ -1,0 +1,273 @@
+"""LoopState: the healing loop's mutable state, owned here and nowhere else, in parts by what
+each guards, each with its own invariant: restart claims and verifications (one lock shared by
+the two), approvals awaited, notification routing, healthy streaks, person stops, engine liveness,
+the engine's record of starts, the containers as the engine's events keep them, the containers
+a sweep need not judge again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from datetime import UTC, datetime, timedelta
+
+from guardian.service.state.claims import Claims
+from guardian.service.state.container_cache import ContainerCache
+from guardian.service.state.engine_memory import EngineMemory
+from guardian.service.state.epochs import RestartEpochs
+from guardian.service.state.maintenance import MaintenanceHolds
+from guardian.service.state.quiet import QuietRows
+from guardian.service.state.verifications import Verifications
+
+
+class Approvals:
+    """The containers whose restart awaits a person's approval (guardian.action=ask).
+
+    Invariant: a container awaits at most one approval, for the container (its id) seen last;
+    it leaves when a decision no longer waits for one, its problem ends or it is gone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._awaited: dict[str, str] = {}  # name -> container id
+
+    def awaiting(self, container: str, container_id: str | None) -> None:
+        """`container`'s restart waits for a person's approval (None: no longer)."""
+        with self._lock:
+            if container_id is None:
+                self._awaited.pop(container, None)
+            else:
+                self._awaited[container] = container_id
+
+    def awaited(self) -> dict[str, str]:
+        """The containers whose restart awaits approval: name -> id."""
+        with self._lock:
+            return dict(self._awaited)
+
+    def keep_only(self, present: set[str]) -> None:
+        with self._lock:
+            self._awaited = {k: v for k, v in self._awaited.items() if k in present}
+
+
+class NotificationRouting:
+    """What each container's guardian.notify label said when the loop last observed it.
+
+    Invariant: a container is muted, or routed to the receivers its label names, or neither
+    (the operator's routes); an empty list of receivers is never kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._muted: set[str] = set()
+        self._receivers: dict[str, tuple[str, ...]] = {}
+
+    def update(self, container: str, muted: bool, receivers: tuple[str, ...]) -> None:
+        """`container`'s label mutes it (or not) and names these receivers (() none)."""
+        with self._lock:
+            if muted:
+                self._muted.add(container)
+            else:
+                self._muted.discard(container)
+            if receivers:
+                self._receivers[container] = receivers
+            else:
+                self._receivers.pop(container, None)
+
+    def muted(self, container: str) -> bool:
+        with self._lock:
+            return container in self._muted
+
+    def receivers_of(self, container: str) -> tuple[str, ...]:
+        with self._lock:
+            return self._receivers.get(container, ())
+
+
+class HealthyStreaks:
+    """Since when each container has been seen healthy (the attempt counter resets after
+    reset_after).
+
+    Invariant: a streak begins at the first healthy look after a problem and ends at the next
+    problem; its start moves only with a step of the wall clock; the store is asked about a
+    reset at most once per streak and start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: dict[str, datetime] = {}
+        self._reset_checked: dict[str, datetime] = {}  # streaks already reset or checked
+
+    def seen_healthy(self, container: str, now: datetime) -> datetime:
+        """`container` was seen healthy at `now`: returns when its healthy streak began (now,
+        when this starts one)."""
+        with self._lock:
+            return self._since.setdefault(container, now)
+
+    def ended(self, container: str) -> None:
+        with self._lock:
+            self._since.pop(container, None)
+
+    def first_reset_check(self, container: str, since: datetime) -> bool:
+        """True once per healthy streak: reset marks only move forward, so a streak that was
+        checked (or reset) needs no second look at the store."""
+        with self._lock:
+            if self._reset_checked.get(container) == since:
+                return False
+            self._reset_checked[container] = since
+            return True
+
+    def quiet_until(self, container: str, reset_after: timedelta) -> datetime | None:
+        """Until when another healthy look at `container` changes nothing (service/state/quiet.py):
+        until its streak's reset check is due, for ever once it was made; None: no streak."""
+        with self._lock:
+            since = self._since.get(container)
+            if since is None:
+                return None
+            if self._reset_checked.get(container) != since:
+                with contextlib.suppress(OverflowError):
+                    return since + reset_after
+            return datetime.max.replace(tzinfo=UTC)
+
+    def keep_only(self, present: set[str]) -> None:
+        with self._lock:
+            self._since = {k: v for k, v in self._since.items() if k in present}
+            self._reset_checked = {k: v for k, v in self._reset_checked.items() if k in present}
+
+    def move_stamps(self, step: timedelta) -> None:
+        """The wall clock stepped by `step`: a streak keeps its length (DESIGN 12)."""
+        with self._lock:
+            self._since = {k: at + step for k, at in self._since.items()}
+            self._reset_checked = {k: at + step for k, at in self._reset_checked.items()}
+
+
+class PersonStops:
+    """Containers a person stopped (`docker stop`/`kill` that no restart of Guardian's made).
+
+    Invariant: held from the person's stop until the container starts again or is removed;
+    never undone by Guardian meanwhile."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: set[str] = set()
+
+    def stopped(self, container_id: str) -> None:
+        with self._lock:
+            self._ids.add(container_id)
+
+    def forget(self, container_id: str) -> None:
+        """The container started again (or is gone): no longer held as stopped by a person."""
+        with self._lock:
+            self._ids.discard(container_id)
+
+    def holds(self, container_id: str) -> bool:
+        with self._lock:
+            return container_id in self._ids
+
+
+class EngineLiveness:
+    """What the last sweep saw of the engine: whether it answered, and how many containers it
+    watched. Invariant: each value is the latest answer; `up` is None until the first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._up: bool | None = None
+        self._watched = 0
+
+    def answered(self, up: bool) -> bool | None:
+        """Record whether the engine answered; returns what was known before."""
+        with self._lock:
+            before, self._up = self._up, up
+            return before
+
+    @property
+    def up(self) -> bool | None:
+        with self._lock:
+            return self._up
+
+    def swept(self, watched: int) -> None:
+        with self._lock:
+            self._watched = watched
+
+    @property
+    def watched(self) -> int:
+        with self._lock:
+            return self._watched
+
+
+class LoopState:
+    """The parts, and the questions about restarts that span claims and verifications.
+
+    `lock` is the restart lock, shared by `claims` and `verifications`: decide() reads both and
+    claims under one hold of it, and a claim becomes a verification in one step. Every other
+    part has a lock of its own, as none changes together with another."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.epochs = RestartEpochs()
+        self.verifications = Verifications(self.lock, self.epochs)
+        self.claims = Claims(self.lock, self.epochs, self.verifications)
+        self.approvals = Approvals()
+        self.routing = NotificationRouting()
+        self.streaks = HealthyStreaks()
+        self.person_stops = PersonStops()
+        self.engine = EngineLiveness()
+        self.remembered = EngineMemory()  # the engine's record of starts (DESIGN 16)
+        self.maintenance = MaintenanceHolds()  # windows in force, held to their end
+        self.cache = ContainerCache()  # the containers as the events keep them (DESIGN 18)
+        self.quiet = QuietRows()  # the containers a sweep need not judge again
+
+    # -- restarts: claims and verifications together -----------------------------------------
+
+    def restart_underway(self, container: str) -> bool:
+        """A restart of `container` is running or awaits its verification."""
+        with self.lock:
+            return self.claims.running(container) or self.verifications.verifying(container)
+
+    def underway_names(self) -> list[str]:
+        """The containers whose restart runs or awaits its verification."""
+        with self.lock:
+            return [*self.claims.names(), *(p.container for p in self.verifications.pending())]
+
+    def caused_by_restart(self, container_id: str, container: str) -> bool:
+        """Whether an engine event about this container may come from a restart Guardian made
+        (its call runs, or it awaits its verification)."""
+        with self.lock:
+            return self.claims.running(container) or any(
+                p.container_id == container_id for p in self.verifications.pending()
+            )
+
+    def epoch_of(self, container: str) -> int:
+        """Read before reading `container`'s incidents or history from the store;
+        `no_restart_since(name, epoch)` afterwards says whether what was read is still true."""
+        with self.lock:
+            return self.epochs.of(container)
+
+    def no_restart_since(self, container: str, epoch: int) -> bool:
+        """No restart of `container` runs or awaits verification, and none did since `epoch`."""
+        with self.lock:
+            return self.epochs.of(container) == epoch and not self.restart_underway(container)
+
+    def claims_and_epoch(self, container: str) -> tuple[int, int]:
+        """Read before reading a decision's history from the store (outside `lock`), and again
+        under `lock` before deciding: unchanged, no restart was claimed on the host, nor did
+        one of `container` start or end meanwhile, so what was read is what decide() needs."""
+        with self.lock:
+            return self.epochs.claimed, self.epochs.of(container)
+
+    # -- every part -----------------------------------------------------------------------------
+
+    def forget_absent(self, present: set[str]) -> None:
+        """Forget what is kept about containers the engine no longer lists (a restart under
+        way keeps its epoch: it still changes)."""
+        self.approvals.keep_only(present)
+        self.streaks.keep_only(present)
+        self.maintenance.keep_only(present)
+        with self.lock:
+            self.epochs.forget_except(present | set(self.underway_names()))
+
+    def move_stamps(self, step: timedelta) -> None:
+        """The wall clock stepped by `step` (service.watchers.clock_steps): the stamps held here
+        move with it, so a verification's timeout, the next look, a slot and a healthy streak keep
+        their length (DESIGN 12); the engine presents the stamps it had shown moved alike
+        (adapters.engine.engine_clock)."""
+        with self.lock:
+            self.verifications.move_stamps(step)
+            self.claims.move_stamps(step)
+        self.streaks.move_stamps(step)
+        self.maintenance.move_stamps(step)

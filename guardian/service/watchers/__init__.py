@@ -1,0 +1,4 @@
+"""What watches beside Docker's health: probes, resource and log rules, crash loops, OOM events
+and clock steps. Each turns what it sees into a judgement the healing loop acts on; a watcher
+never imports the healing wing (no watcher restarts anything itself).
+"""
