@@ -250,10 +250,11 @@ class HostLock:
         else:
             sock.close()
             raise InstanceConflict("cannot bind a name for the engine lock")
-        sock.listen(64)
+        # A deep backlog and a thread that accepts and drops every connection, so it never
+        # fills: a Guardian starting after this one always reads this one's credentials, however
+        # many probe it and however late the dropping thread gets a turn on a loaded host.
+        sock.listen(4096)
         self._socket, self.address = sock, address
-        # Accept and drop every connection, so the backlog never fills: a Guardian starting
-        # after this one always reads this one's credentials, however many probe it.
         threading.Thread(target=_drop_connections, args=(sock,), name="lock", daemon=True).start()
 
     def _judge_others(self) -> None:
