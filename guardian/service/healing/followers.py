@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from datetime import datetime
 
-from guardian.core.model import ActionKind, Outcome, Verdict
+from guardian.core.model import ActionKind, Decision, Outcome, Verdict
 from guardian.logs import kv
 from guardian.service.context import LoopContext
 from guardian.service.healing.actions import action_row, held_back
@@ -48,39 +49,12 @@ class Followers:
         name, rules = snap.name, ctx.rules.observed(snap)
         leader_incident = next((i for i in reversed(ctx.store.open_incidents(host, root))), None)
         incident_id = leader_incident.id if leader_incident is not None else None
-        # Named in the detail: the row is also shown in the leader's incident timeline.
-        if via == RESTART_WITH_REASON:
-            reason, extra = RESTART_WITH_REASON, {"restart_with": leader}
-            detail = f"{name}, after {leader} was restarted and healthy"
-        else:
-            reason, extra = NAMESPACE_REASON, {"namespace_of": leader, "namespaces": via}
-            detail = (
-                f"{name}, after {leader} was restarted and healthy (it joined its {via} namespace)"
-            )
-        if root != leader:
-            extra["wave_of"] = root
+        reason, extra, detail = _why(name, leader, root, via)
         with self.remediator.decided(snap, rules) as (decision, claim):
             now = ctx.clock.now()
             if claim is None or not decision.restart:
-                outcome = (
-                    Outcome.RETRY_EXHAUSTED
-                    if decision.verdict is Verdict.GIVE_UP
-                    else Outcome.POLICY_DENIED
-                )
-                ctx.store.record_intent(
-                    action_row(
-                        host,
-                        incident_id,
-                        (name, snap.id),
-                        ActionKind.DECISION,
-                        now,
-                        str(decision.reason),
-                        decision,
-                        outcome=outcome,
-                        detail=f"{reason} {detail}: {held_back(decision)}",
-                        extra=extra,
-                    )
-                )
+                row = (name, snap.id)
+                self._record_held_back(row, incident_id, decision, now, f"{reason} {detail}", extra)
                 log.info(
                     "follower restart held back",
                     extra=kv(container=name, after=leader, reason=decision.reason),
@@ -102,3 +76,49 @@ class Followers:
             self.remediator.restart(
                 snap, rules, decision, claim, action, told, None, verify_incident=False, after=root
             )
+
+    def _record_held_back(
+        self,
+        container: tuple[str, str],
+        incident_id: int | None,
+        decision: Decision,
+        now: datetime,
+        said: str,
+        extra: dict[str, str],
+    ) -> None:
+        """The decision row of a follower that decide() did not let restart (under the restart lock,
+        like the decision): `said` is its reason and detail, followed by why it was held back."""
+        outcome = (
+            Outcome.RETRY_EXHAUSTED
+            if decision.verdict is Verdict.GIVE_UP
+            else Outcome.POLICY_DENIED
+        )
+        self.ctx.store.record_intent(
+            action_row(
+                self.ctx.settings.host,
+                incident_id,
+                container,
+                ActionKind.DECISION,
+                now,
+                str(decision.reason),
+                decision,
+                outcome=outcome,
+                detail=f"{said}: {held_back(decision)}",
+                extra=extra,
+            )
+        )
+
+
+def _why(name: str, leader: str, root: str, via: str) -> tuple[str, dict[str, str], str]:
+    """A follower's reason, extra fields and detail: by label (`restart_with`) or by a
+    namespace it joined (`via` names them). Named in the detail: the row is also shown in the
+    leader's incident timeline."""
+    if via == RESTART_WITH_REASON:
+        reason, extra = RESTART_WITH_REASON, {"restart_with": leader}
+        detail = f"{name}, after {leader} was restarted and healthy"
+    else:
+        reason, extra = NAMESPACE_REASON, {"namespace_of": leader, "namespaces": via}
+        detail = f"{name}, after {leader} was restarted and healthy (it joined its {via} namespace)"
+    if root != leader:
+        extra["wave_of"] = root
+    return reason, extra, detail

@@ -52,6 +52,16 @@ def slot_until(stop_timeout: timedelta, budget: timedelta, now: datetime) -> dat
     return now + budget if stop_timeout > budget else None
 
 
+def _told(result: ActionOutcome, said: str) -> ActionOutcome:
+    """The outcome as the attempt's notification tells it: with what the last probe before the
+    restart said (`said`), when a restart judged from the cache read it after the call."""
+    if not said:
+        return result
+    return replace(
+        result, detail=f"{result.detail}; the last probe before the restart said: {said}"
+    )
+
+
 def _held(claim: Claim | None) -> Claim:
     """The claim a decision that acts always comes with (`decided`)."""
     assert claim is not None, "a decision that acts is claimed under the restart lock"
@@ -290,10 +300,7 @@ class Remediator:
         kill never waits on it): the attempt's notification and the incident say it."""
         ctx, action_id = self.ctx, pending.action_id
         began = ctx.clock.monotonic()  # a duration: never the wall clock (DESIGN 12)
-        result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
-        if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
-            # One retry on identical input: the request never reached the engine.
-            result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
+        result = self._request_restart(snap, rules)
         if not ctx.state.claims.recording:
             # Guardian stopped while the engine waited out the stop timeout: the intent stays
             # without an outcome, and the next start reconciles it (Verifier.reconcile).
@@ -316,12 +323,7 @@ class Remediator:
             extra=kv(container=snap.name, outcome=result.outcome, detail=result.detail),
         )
         said = self._probe_before(snap, pending.restarted_at) if cached and verify else ""
-        told = result
-        if said:
-            told = replace(
-                result, detail=f"{result.detail}; the last probe before the restart said: {said}"
-            )
-        notes = self._attempt_notes(incident, snap.name, decision, told, done)
+        notes = self._attempt_notes(incident, snap.name, decision, _told(result, said), done)
         try:
             ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
             if said and incident is not None:
@@ -334,6 +336,16 @@ class Remediator:
             ctx.verdict_reached(
                 ActionVerdict(snap.name, snap.id, "restart", result.outcome, pending.incident_id)
             )
+        return result
+
+    def _request_restart(self, snap: ContainerSnapshot, rules: ContainerRules) -> ActionOutcome:
+        """The engine's restart, sent once more only when the first request never reached the
+        engine (an unknown outcome is never sent again: verification settles it)."""
+        ctx = self.ctx
+        result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
+        if result.outcome is Outcome.TRANSIENT_FAILURE and result.retryable:
+            # One retry on identical input: the request never reached the engine.
+            result = ctx.engine.restart(snap.id, rules.stop_timeout, snap.started_at)
         return result
 
     def _probe_before(self, snap: ContainerSnapshot, requested_at: datetime) -> str:

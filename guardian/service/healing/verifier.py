@@ -211,41 +211,50 @@ class Verifier:
                 if incident is not None and incident.state is not IncidentState.CLOSED:
                     self.recorder.gone(incident, "container gone", now)
                 continue
-            restarted = snap.started_at is not None and snap.started_at >= action.requested_at
-            if not restarted and snap.state == "running" and self._may_still_stop(action, now):
-                # A stop left this call to the engine mid stop timeout (Daemon.stop): the restart
-                # may still come, so it is verified like any other, never requested again.
-                self._resume(
-                    action_id,
-                    _own_incident(action),
-                    snap,
-                    action.requested_at,
-                    deadline=self._stop_deadline(action),
-                    previous_started_at=snap.started_at,
-                    left_to_engine=True,
-                )
-                log.warning(
-                    "reconciled unfinished action",
-                    extra=kv(
-                        container=action.container,
-                        detail="restart left to the engine at stop; verifying it",
-                    ),
-                )
-                continue
-            detail = (
-                "Guardian stopped mid-restart; State.StartedAt shows the container restarted"
-                if restarted
-                else "Guardian stopped before the restart completed; the container did not restart"
-            )
-            ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, detail, now)
-            if not restarted:
-                ctx.restart_ended(action.container, str(Outcome.INTERRUPTED))
-            log.warning(
-                "reconciled unfinished action", extra=kv(container=action.container, detail=detail)
-            )
-            if restarted:
-                self._resume(action_id, _own_incident(action), snap, action.requested_at)
+            self._settle_restart(action, snap, now)
         return count
+
+    def _settle_restart(
+        self, action: RemediationAction, snap: ContainerSnapshot, now: datetime
+    ) -> None:
+        """A restart a crash left without an outcome, its container still there: settled by
+        evidence (State.StartedAt against the request), never by a second request."""
+        ctx = self.ctx
+        action_id = action.id or 0
+        restarted = snap.started_at is not None and snap.started_at >= action.requested_at
+        if not restarted and snap.state == "running" and self._may_still_stop(action, now):
+            # A stop left this call to the engine mid stop timeout (Daemon.stop): the restart
+            # may still come, so it is verified like any other, never requested again.
+            self._resume(
+                action_id,
+                _own_incident(action),
+                snap,
+                action.requested_at,
+                deadline=self._stop_deadline(action),
+                previous_started_at=snap.started_at,
+                left_to_engine=True,
+            )
+            log.warning(
+                "reconciled unfinished action",
+                extra=kv(
+                    container=action.container,
+                    detail="restart left to the engine at stop; verifying it",
+                ),
+            )
+            return
+        detail = (
+            "Guardian stopped mid-restart; State.StartedAt shows the container restarted"
+            if restarted
+            else "Guardian stopped before the restart completed; the container did not restart"
+        )
+        ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, detail, now)
+        if not restarted:
+            ctx.restart_ended(action.container, str(Outcome.INTERRUPTED))
+        log.warning(
+            "reconciled unfinished action", extra=kv(container=action.container, detail=detail)
+        )
+        if restarted:
+            self._resume(action_id, _own_incident(action), snap, action.requested_at)
 
     def _stop_deadline(self, action: RemediationAction) -> datetime:
         """When a restart requested by `action` must have healed: its stop timeout (recorded
