@@ -1,13 +1,19 @@
 """decide(): the single point that says whether a container may be restarted now.
 
 Pure: the clock and every piece of history come in as arguments, so the function can be tested
-exhaustively. Every new guard (silences, dependencies, storms) belongs here and nowhere else.
+exhaustively. decide() is a table: `RULES`, named rules asked in order, each a small pure
+function that refuses (a Decision with its reason) or lets the request through (None); the
+container's action gives the verdict of a request that every rule let through. Every new guard
+(silences, dependencies, storms) is a row of `RULES`, at its place in the order, and lives
+nowhere else; docs/restarts.md lists the same rules in the same order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.model import Approval, Decision, ProblemType, Reason, Silence, Verdict
@@ -88,6 +94,300 @@ def counted_attempts(
     return sorted(a for a in counted if a > start)
 
 
+@dataclass(frozen=True)
+class Case:
+    """One restart request as the rules read it: decide()'s inputs, and what is derived from
+    them once, before any rule runs."""
+
+    target: Target
+    history: AttemptHistory
+    host: HostLoad
+    policy: RestartPolicy
+    now: datetime
+    silence: Silence | None
+    approval: Approval | None
+    counted: tuple[datetime, ...]  # counted_attempts(): the attempts against max_attempts
+    # The storm's hold is over, no canary runs and this container is not the last one that
+    # failed: if every rule lets it through, this restart is the storm's canary.
+    canary: bool
+
+    @property
+    def used(self) -> int:
+        """How many attempts count against max_attempts now."""
+        return len(self.counted)
+
+    def numbered(
+        self,
+        verdict: Verdict,
+        reason: Reason,
+        retry_at: datetime | None = None,
+        *,
+        detail: str = "",
+        approval: Approval | None = None,
+    ) -> Decision:
+        """A decision about the next attempt: it would be attempt `used + 1` of max_attempts."""
+        return Decision(
+            verdict,
+            reason,
+            retry_at,
+            attempt=self.used + 1,
+            max_attempts=self.policy.max_attempts,
+            detail=detail,
+            approval=approval,
+        )
+
+
+def _is_canary(target: Target, host: HostLoad, now: datetime) -> bool:
+    """Whether a restart of `target` now would be the storm's canary (see `_storm_hold`)."""
+    hold = host.storm
+    return (
+        hold is not None
+        and hold.bystander_since is None
+        and not now < hold.until
+        and hold.canary is None
+        and hold.failed != target.name
+    )
+
+
+def _self(case: Case) -> Decision | None:
+    return Decision(Verdict.DENY, Reason.SELF) if case.target.is_self else None
+
+
+def _not_opted_in(case: Case) -> Decision | None:
+    return None if case.target.opted_in else Decision(Verdict.DENY, Reason.NOT_OPTED_IN)
+
+
+def _orchestrated(case: Case) -> Decision | None:
+    # Its orchestrator replaces it already: a restart of ours would fight that replacement.
+    if not case.target.orchestrator or case.policy.act_on_orchestrated:
+        return None
+    return Decision(
+        Verdict.DENY,
+        Reason.ORCHESTRATOR_MANAGED,
+        detail=f"{case.target.orchestrator} owns it; Guardian only reports it",
+    )
+
+
+def _report_only(case: Case) -> Decision | None:
+    problem = case.target.problem
+    if problem not in REPORT_ONLY:
+        return None
+    return Decision(Verdict.DENY, Reason.REPORT_ONLY, detail=REPORT_ONLY[problem])
+
+
+def _notify_only(case: Case) -> Decision | None:
+    if case.policy.action != "notify":
+        return None
+    return Decision(
+        Verdict.DENY,
+        Reason.NOTIFY_ONLY,
+        detail="guardian.action=notify: people are told, a person acts",
+    )
+
+
+def _silenced(case: Case) -> Decision | None:
+    # A person said "hands off" until then; this also keeps give-up from escalating.
+    silence = case.silence
+    if silence is None or not silence.active(case.now):
+        return None
+    return Decision(Verdict.WAIT, Reason.SILENCED, silence.until)
+
+
+def _engine_denied(case: Case) -> Decision | None:
+    # A 403 does not change by asking again: never retried for the same problem.
+    return Decision(Verdict.DENY, Reason.ENGINE_DENIED) if case.history.engine_denied else None
+
+
+def _approval_denied(case: Case) -> Decision | None:
+    approval = case.approval
+    if approval is None or approval.approved:
+        return None
+    return Decision(Verdict.DENY, Reason.APPROVAL_DENIED, detail=f"denied by {approval.by}")
+
+
+def _in_flight(case: Case) -> Decision | None:
+    return Decision(Verdict.WAIT, Reason.IN_FLIGHT) if case.history.in_flight else None
+
+
+def _verifying(case: Case) -> Decision | None:
+    # A restart is judged by its verification, not by a second restart.
+    if not case.history.verifying:
+        return None
+    return Decision(
+        Verdict.WAIT, Reason.VERIFYING, detail="its last restart awaits the verification"
+    )
+
+
+def _storm_bystander(case: Case) -> Decision | None:
+    # Whoever can start containers can make a storm: a container that did not make it is held
+    # one cooldown at most (a stamp ahead of the clock counts as now), never a canary.
+    hold, now = case.host.storm, case.now
+    if hold is None or hold.bystander_since is None:
+        return None
+    limit = no_later_than(hold.bystander_since, now) + case.policy.cooldown
+    if not now < limit:
+        return None
+    return Decision(
+        Verdict.WAIT,
+        Reason.STORM,
+        limit,
+        detail="host-level storm it did not make: held one cooldown at most",
+    )
+
+
+def _storm_hold(case: Case) -> Decision | None:
+    # One shared cause is likelier than many sick containers: restarts wait for the host, then
+    # one container (the canary, see Case.canary) tries whether a restart heals now.
+    hold = case.host.storm
+    if hold is None or hold.bystander_since is not None:
+        return None
+    if case.now < hold.until:
+        return Decision(
+            Verdict.WAIT,
+            Reason.STORM,
+            hold.until,
+            detail="host-level storm: restarts held, then one canary restart",
+        )
+    if hold.canary is not None:
+        return Decision(
+            Verdict.WAIT,
+            Reason.STORM,
+            detail=f"host-level storm: waiting for the canary {hold.canary} to heal",
+        )
+    if hold.failed == case.target.name:
+        return Decision(
+            Verdict.WAIT,
+            Reason.STORM,
+            detail="host-level storm: its canary restart did not heal; another container "
+            "is the next canary",
+        )
+    return None
+
+
+def _dependencies(case: Case) -> Decision | None:
+    unhealthy = case.target.unhealthy_dependencies
+    if not unhealthy:
+        return None
+    return Decision(
+        Verdict.WAIT, Reason.DEPENDENCY_UNHEALTHY, detail="waiting for " + ", ".join(unhealthy)
+    )
+
+
+def _max_attempts(case: Case) -> Decision | None:
+    n, cap = case.used, case.policy.max_attempts
+    if n < cap:
+        return None
+    # The window frees a slot when the oldest attempt that keeps us at the cap expires.
+    retry_at = case.counted[n - cap] + case.policy.window
+    return Decision(Verdict.GIVE_UP, Reason.MAX_ATTEMPTS, retry_at, attempt=n, max_attempts=cap)
+
+
+def _act_after(case: Case) -> Decision | None:
+    policy, began, now = case.policy, case.target.problem_since, case.now
+    if not policy.act_after or began is None:
+        return None
+    # A stamp ahead of the clock counts as now: patience never shrinks with a step.
+    since = min(began, now)
+    if not now < since + policy.act_after:
+        return None
+    return case.numbered(
+        Verdict.WAIT,
+        Reason.ACT_AFTER,
+        since + policy.act_after,
+        detail=f"act_after: acts once the problem has lasted {policy.act_after}",
+    )
+
+
+def _cooldown(case: Case) -> Decision | None:
+    # Cooldown runs from the last attempt of any age, so a reset never allows a quick repeat;
+    # one stamped ahead of the clock was made "now" at the latest.
+    attempts, now = case.history.attempts, case.now
+    if not attempts:
+        return None
+    ready_at = no_later_than(max(attempts), now) + case.policy.cooldown_after(max(case.used, 1))
+    return case.numbered(Verdict.WAIT, Reason.COOLDOWN, ready_at) if now < ready_at else None
+
+
+def _rate_limit(case: Case) -> Decision | None:
+    now, cap = case.now, case.policy.max_per_minute
+    recent = sorted(
+        t
+        for t in (no_later_than(r, now) for r in case.host.recent_restarts)
+        if now - RATE_WINDOW < t
+    )
+    if len(recent) < cap:
+        return None
+    # A slot frees when the oldest restart that keeps the host at the cap leaves the minute.
+    return case.numbered(Verdict.WAIT, Reason.RATE_LIMITED, recent[len(recent) - cap] + RATE_WINDOW)
+
+
+def _concurrency(case: Case) -> Decision | None:
+    host = case.host
+    if host.in_flight < case.policy.max_concurrent:
+        return None
+    return case.numbered(Verdict.WAIT, Reason.CONCURRENCY, host.slot_free_at)
+
+
+def _dry_run(case: Case) -> Decision | None:
+    return case.numbered(Verdict.DENY, Reason.DRY_RUN) if case.policy.dry_run else None
+
+
+class Rule(NamedTuple):
+    name: str  # as in docs/restarts.md's table of rules
+    check: Callable[[Case], Decision | None]  # the refusal, or None to let the request through
+    refuses: str  # one line: what it refuses
+
+
+# The order is the policy: decide() asks each rule in turn and the first refusal is the
+# decision. docs/restarts.md ("The rules of decide(), in order") lists the same names in the
+# same order (tests/unit/test_policy_rules.py holds them equal).
+RULES: tuple[Rule, ...] = (
+    Rule("self", _self, "Guardian itself"),
+    Rule("not_opted_in", _not_opted_in, "a container that is not opted in"),
+    Rule("orchestrated", _orchestrated, "an orchestrator's container, unless the operator acts"),
+    Rule("report_only", _report_only, "a problem only reported (crash loop, orphaned namespace)"),
+    Rule("notify_only", _notify_only, "a container whose action is notify"),
+    Rule("silenced", _silenced, "anything while a silence or maintenance window holds it"),
+    Rule("engine_denied", _engine_denied, "a problem whose restart the engine refused (403)"),
+    Rule("approval_denied", _approval_denied, "an incident a person denied (action ask)"),
+    Rule("in_flight", _in_flight, "a second restart while its restart call runs"),
+    Rule("verifying", _verifying, "a second restart while the last one awaits its verdict"),
+    Rule("storm_bystander", _storm_bystander, "a storm's bystander, for one cooldown at most"),
+    Rule("storm_hold", _storm_hold, "a storm's container until its hold ends, one canary at once"),
+    Rule("dependencies", _dependencies, "a container while a dependency is unhealthy"),
+    Rule("max_attempts", _max_attempts, "more than max_attempts in the window: give up"),
+    Rule("act_after", _act_after, "a problem younger than act_after"),
+    Rule("cooldown", _cooldown, "a restart within the cooldown of the last attempt"),
+    Rule("rate_limit", _rate_limit, "more than the host's restarts per minute"),
+    Rule("concurrency", _concurrency, "more than the host's concurrent restarts"),
+    Rule("dry_run", _dry_run, "every action, in a dry run"),
+)
+
+
+def _act(case: Case) -> Decision:
+    """The verdict for the container's action, once every rule let the request through: a
+    restart (the storm's canary says so), a stop, or for `ask` a restart only with a usable
+    approval of a person, once."""
+    policy, approval = case.policy, case.approval
+    if policy.action == "stop":
+        return case.numbered(Verdict.STOP, Reason.ALLOWED)
+    if policy.action == "ask":
+        if approval is None or not approval.usable(case.now):
+            return case.numbered(
+                Verdict.WAIT,
+                Reason.AWAITING_APPROVAL,
+                detail="guardian.action=ask: a person approves each restart",
+            )
+        return case.numbered(
+            Verdict.RESTART,
+            Reason.STORM_CANARY if case.canary else Reason.APPROVED,
+            detail=f"approved by {approval.by}"
+            + (f": {approval.reason}" if approval.reason else ""),
+            approval=approval,
+        )
+    return case.numbered(Verdict.RESTART, Reason.STORM_CANARY if case.canary else Reason.ALLOWED)
+
+
 def decide(
     target: Target,
     history: AttemptHistory,
@@ -99,193 +399,19 @@ def decide(
 ) -> Decision:
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
-    Guards in order: never Guardian itself; never a container that is not opted in; never a
-    container an orchestrator owns unless the operator opted in to acting on those; never for a
-    problem that is only reported (a crash loop: Docker's restart policy is at it; a follower
-    whose leader is gone: no restart can help); never one whose action is `notify`; not while a
-    maintenance silence is active (wait until it ends); never again after the engine refused
-    this problem's restart (403), nor after a person denied it (action `ask`); one restart at a
-    time per container (its call running, then its verification until the verdict: a restart
-    is judged by its verification, not by a second restart); a host storm holds every restart
-    until its hold ends, then lets one canary through (the other guards still apply to it; the
-    last canary that did not heal waits for another) and holds the rest until the canary's
-    verdict, but holds a bystander (a container that did not make the storm) one cooldown at
-    most; an unhealthy dependency holds its dependents; max_attempts within the window (give
-    up); patience (act only once the problem has lasted `act_after`); cooldown since the last
-    attempt (exponential with a cap); the host budget (per minute, then concurrent); dry run.
-    Then the container's action: `restart`; `stop` (the verdict STOP, within the same guards);
-    `ask`, where only a usable approval of a person (`approval`, for the open incident) lets the
-    restart through, once.
+    The rules in `RULES` are asked in their order and the first refusal is the decision (the
+    table in docs/restarts.md lists them); a request that every rule lets through gets the
+    verdict of the container's action (`_act`): restart, stop, or for `ask` a restart only
+    with a person's usable approval.
     """
-    if target.is_self:
-        return Decision(Verdict.DENY, Reason.SELF)
-    if not target.opted_in:
-        return Decision(Verdict.DENY, Reason.NOT_OPTED_IN)
-    if target.orchestrator and not policy.act_on_orchestrated:
-        # Its orchestrator replaces it already: a restart of ours would fight that replacement.
-        return Decision(
-            Verdict.DENY,
-            Reason.ORCHESTRATOR_MANAGED,
-            detail=f"{target.orchestrator} owns it; Guardian only reports it",
-        )
-    if target.problem in REPORT_ONLY:
-        return Decision(Verdict.DENY, Reason.REPORT_ONLY, detail=REPORT_ONLY[target.problem])
-    if policy.action == "notify":
-        return Decision(
-            Verdict.DENY,
-            Reason.NOTIFY_ONLY,
-            detail="guardian.action=notify: people are told, a person acts",
-        )
-    if silence is not None and silence.active(now):
-        # A person said "hands off" until then; this also keeps give-up from escalating.
-        return Decision(Verdict.WAIT, Reason.SILENCED, silence.until)
-    if history.engine_denied:
-        # A 403 does not change by asking again: never retried for the same problem.
-        return Decision(Verdict.DENY, Reason.ENGINE_DENIED)
-    if approval is not None and not approval.approved:
-        return Decision(Verdict.DENY, Reason.APPROVAL_DENIED, detail=f"denied by {approval.by}")
-    if history.in_flight:
-        return Decision(Verdict.WAIT, Reason.IN_FLIGHT)
-    if history.verifying:
-        return Decision(
-            Verdict.WAIT, Reason.VERIFYING, detail="its last restart awaits the verification"
-        )
-    canary = False
-    hold = host.storm
-    if hold is not None and hold.bystander_since is not None:
-        # Whoever can start containers can make a storm: a container that did not make it is
-        # held one cooldown at most (a stamp ahead of the clock counts as now), never a canary.
-        limit = no_later_than(hold.bystander_since, now) + policy.cooldown
-        if now < limit:
-            return Decision(
-                Verdict.WAIT,
-                Reason.STORM,
-                limit,
-                detail="host-level storm it did not make: held one cooldown at most",
-            )
-    elif hold is not None:
-        # One shared cause is likelier than many sick containers: restarts wait for the host,
-        # then one container tries whether a restart heals now.
-        if now < hold.until:
-            return Decision(
-                Verdict.WAIT,
-                Reason.STORM,
-                hold.until,
-                detail="host-level storm: restarts held, then one canary restart",
-            )
-        if hold.canary is not None:
-            return Decision(
-                Verdict.WAIT,
-                Reason.STORM,
-                detail=f"host-level storm: waiting for the canary {hold.canary} to heal",
-            )
-        if hold.failed == target.name:
-            return Decision(
-                Verdict.WAIT,
-                Reason.STORM,
-                detail="host-level storm: its canary restart did not heal; another container "
-                "is the next canary",
-            )
-        canary = True
-    if target.unhealthy_dependencies:
-        return Decision(
-            Verdict.WAIT,
-            Reason.DEPENDENCY_UNHEALTHY,
-            detail="waiting for " + ", ".join(target.unhealthy_dependencies),
-        )
-
-    counted = counted_attempts(history, policy, now)
-    n = len(counted)
-    if n >= policy.max_attempts:
-        # The window frees a slot when the oldest attempt that keeps us at the cap expires.
-        retry_at = counted[n - policy.max_attempts] + policy.window
-        return Decision(
-            Verdict.GIVE_UP,
-            Reason.MAX_ATTEMPTS,
-            retry_at,
-            attempt=n,
-            max_attempts=policy.max_attempts,
-        )
-
-    if policy.act_after and target.problem_since is not None:
-        # A stamp ahead of the clock counts as now: patience never shrinks with a step.
-        since = min(target.problem_since, now)
-        if now < since + policy.act_after:
-            return Decision(
-                Verdict.WAIT,
-                Reason.ACT_AFTER,
-                since + policy.act_after,
-                attempt=n + 1,
-                max_attempts=policy.max_attempts,
-                detail=f"act_after: acts once the problem has lasted {policy.act_after}",
-            )
-
-    # Cooldown runs from the last attempt of any age, so a reset never allows a quick repeat;
-    # one stamped ahead of the clock was made "now" at the latest.
-    if history.attempts:
-        ready_at = no_later_than(max(history.attempts), now) + policy.cooldown_after(max(n, 1))
-        if now < ready_at:
-            return Decision(
-                Verdict.WAIT,
-                Reason.COOLDOWN,
-                ready_at,
-                attempt=n + 1,
-                max_attempts=policy.max_attempts,
-            )
-
-    recent = sorted(
-        t for t in (no_later_than(r, now) for r in host.recent_restarts) if now - RATE_WINDOW < t
-    )
-    if len(recent) >= policy.max_per_minute:
-        retry_at = recent[len(recent) - policy.max_per_minute] + RATE_WINDOW
-        return Decision(
-            Verdict.WAIT,
-            Reason.RATE_LIMITED,
-            retry_at,
-            attempt=n + 1,
-            max_attempts=policy.max_attempts,
-        )
-    if host.in_flight >= policy.max_concurrent:
-        return Decision(
-            Verdict.WAIT,
-            Reason.CONCURRENCY,
-            host.slot_free_at,
-            attempt=n + 1,
-            max_attempts=policy.max_attempts,
-        )
-
-    if policy.dry_run:
-        return Decision(
-            Verdict.DENY, Reason.DRY_RUN, attempt=n + 1, max_attempts=policy.max_attempts
-        )
-    if policy.action == "stop":
-        return Decision(
-            Verdict.STOP, Reason.ALLOWED, attempt=n + 1, max_attempts=policy.max_attempts
-        )
-    if policy.action == "ask":
-        if approval is None or not approval.usable(now):
-            return Decision(
-                Verdict.WAIT,
-                Reason.AWAITING_APPROVAL,
-                attempt=n + 1,
-                max_attempts=policy.max_attempts,
-                detail="guardian.action=ask: a person approves each restart",
-            )
-        return Decision(
-            Verdict.RESTART,
-            Reason.STORM_CANARY if canary else Reason.APPROVED,
-            attempt=n + 1,
-            max_attempts=policy.max_attempts,
-            detail=f"approved by {approval.by}"
-            + (f": {approval.reason}" if approval.reason else ""),
-            approval=approval,
-        )
-    return Decision(
-        Verdict.RESTART,
-        Reason.STORM_CANARY if canary else Reason.ALLOWED,
-        attempt=n + 1,
-        max_attempts=policy.max_attempts,
-    )
+    counted = tuple(counted_attempts(history, policy, now))
+    canary = _is_canary(target, host, now)
+    case = Case(target, history, host, policy, now, silence, approval, counted, canary)
+    for rule in RULES:
+        refusal = rule.check(case)
+        if refusal is not None:
+            return refusal
+    return _act(case)
 
 
 def reset_due(
