@@ -206,6 +206,7 @@ class HostLock:
         self.squatted = 0  # how many names they hold
         self._fd: int | None = None
         self._socket: socket.socket | None = None
+        self._dropper: threading.Thread | None = None
 
     def acquire(self) -> None:
         created = not self.store.exists()
@@ -255,7 +256,10 @@ class HostLock:
         # many probe it and however late the dropping thread gets a turn on a loaded host.
         sock.listen(4096)
         self._socket, self.address = sock, address
-        threading.Thread(target=_drop_connections, args=(sock,), name="lock", daemon=True).start()
+        self._dropper = threading.Thread(
+            target=_drop_connections, args=(sock,), name="lock", daemon=True
+        )
+        self._dropper.start()
 
     def _judge_others(self) -> None:
         """Refuse beside a holder that can reach the engine. Two Guardians starting at the same
@@ -292,6 +296,11 @@ class HostLock:
             # shutdown wakes the thread blocked in accept(); close alone would not.
             with contextlib.suppress(OSError):
                 self._socket.shutdown(socket.SHUT_RDWR)
+            if self._dropper is not None:
+                # Its accept() holds the socket until it returns: joined, the name is gone
+                # once release() returns, not a moment later.
+                self._dropper.join(timeout=1.0)
+                self._dropper = None
             self._socket.close()
             self._socket = None
         if self._fd is not None:
