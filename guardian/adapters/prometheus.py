@@ -121,6 +121,7 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 
 
 class PrometheusMetrics:
+    # Long: one flat table of the metric declarations, each series named where it is made
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.loop_now = LoopCollector()

@@ -69,31 +69,22 @@ def _socket(value: str) -> str:
     return f"unix://{v}"
 
 
-def autoheal(env: Mapping[str, str]) -> Compat:
-    """The keys docker-autoheal's variables in `env` stand for, with one log line each."""
+def _watching(env: Mapping[str, str]) -> list[Mapped]:
+    """The keys for what autoheal watches and how it reaches the engine, in the log's order."""
     out: list[Mapped] = []
-
-    def put(
-        key: str,
-        raw: str | list[dict[str, object]],
-        source: str,
-        shown: str,
-        note: str = "",
-        default: bool = False,
-    ) -> None:
-        out.append(Mapped(key, raw, source, shown, note, default))
-
     label = env.get("AUTOHEAL_CONTAINER_LABEL", "").strip()
     if label:
-        put("watch.label", label, "AUTOHEAL_CONTAINER_LABEL", label)
+        out.append(Mapped("watch.label", label, "AUTOHEAL_CONTAINER_LABEL", label))
     else:
-        put(
-            "watch.label",
-            DEFAULT_LABEL,
-            "AUTOHEAL_CONTAINER_LABEL",
-            DEFAULT_LABEL,
-            "autoheal's default",
-            default=True,
+        out.append(
+            Mapped(
+                "watch.label",
+                DEFAULT_LABEL,
+                "AUTOHEAL_CONTAINER_LABEL",
+                DEFAULT_LABEL,
+                "autoheal's default",
+                default=True,
+            )
         )
     for var, key in (
         ("AUTOHEAL_INTERVAL", "watch.interval"),
@@ -101,64 +92,85 @@ def autoheal(env: Mapping[str, str]) -> Compat:
         ("CURL_TIMEOUT", "docker.timeout"),
     ):
         if var in env:
-            put(key, _seconds(env[var]), var, _seconds(env[var]))
+            out.append(Mapped(key, _seconds(env[var]), var, _seconds(env[var])))
     if "AUTOHEAL_START_PERIOD" in env:
         value = _seconds(env["AUTOHEAL_START_PERIOD"])
-        put(
-            "watch.start_grace",
-            value,
-            "AUTOHEAL_START_PERIOD",
-            value,
-            "no judgement of a container for this long after it starts",
+        out.append(
+            Mapped(
+                "watch.start_grace",
+                value,
+                "AUTOHEAL_START_PERIOD",
+                value,
+                "no judgement of a container for this long after it starts",
+            )
         )
     if env.get("AUTOHEAL_ONLY_MONITOR_RUNNING", "").strip().lower() in _TRUE:
         every = " ".join(str(code) for code in range(256))
-        put(
-            "restart.ignore_exit_codes",
-            every,
-            "AUTOHEAL_ONLY_MONITOR_RUNNING",
-            "0..255",
-            "exited containers are left alone; running unhealthy ones are healed",
+        out.append(
+            Mapped(
+                "restart.ignore_exit_codes",
+                every,
+                "AUTOHEAL_ONLY_MONITOR_RUNNING",
+                "0..255",
+                "exited containers are left alone; running unhealthy ones are healed",
+            )
         )
     if env.get("DOCKER_SOCK", "").strip():
         url = _socket(env["DOCKER_SOCK"])
-        put("docker.url", url, "DOCKER_SOCK", url)
+        out.append(Mapped("docker.url", url, "DOCKER_SOCK", url))
+    return out
+
+
+def _telling(env: Mapping[str, str]) -> list[Mapped]:
+    """The keys for who hears of a restart and what runs after it, in the log's order."""
+    out: list[Mapped] = []
     if env.get("WEBHOOK_URL", "").strip():
         # The secret stays where it is: Guardian reads it from that variable.
-        put(
-            "notify.webhook_url_env",
-            "WEBHOOK_URL",
-            "WEBHOOK_URL",
-            "WEBHOOK_URL",
-            "the URL is read from WEBHOOK_URL",
+        out.append(
+            Mapped(
+                "notify.webhook_url_env",
+                "WEBHOOK_URL",
+                "WEBHOOK_URL",
+                "WEBHOOK_URL",
+                "the URL is read from WEBHOOK_URL",
+            )
         )
         key = env.get("WEBHOOK_JSON_KEY", "").strip() or DEFAULT_JSON_KEY
-        put("notify.webhook_json_key", key, "WEBHOOK_JSON_KEY", key)
+        out.append(Mapped("notify.webhook_json_key", key, "WEBHOOK_JSON_KEY", key))
     if env.get("APPRISE_URL", "").strip():
-        put(
-            "notify.apprise_urls_env",
-            "APPRISE_URL",
-            "APPRISE_URL",
-            "APPRISE_URL",
-            "the URLs are read from APPRISE_URL",
+        out.append(
+            Mapped(
+                "notify.apprise_urls_env",
+                "APPRISE_URL",
+                "APPRISE_URL",
+                "APPRISE_URL",
+                "the URLs are read from APPRISE_URL",
+            )
         )
     if env.get("POST_RESTART_SCRIPT", "").strip():
         script = env["POST_RESTART_SCRIPT"].strip()
         hook: dict[str, object] = {"name": "post_restart_script", "argv": [script]}
-        put(
-            "remediation.hooks",
-            [hook],
-            "POST_RESTART_SCRIPT",
-            f"[{{name: post_restart_script, argv: [{script[:80]}]}}]",
-            "run after each restart's verdict; the container's name and id come in"
-            " GUARDIAN_CONTAINER and GUARDIAN_CONTAINER_ID, not as arguments",
+        out.append(
+            Mapped(
+                "remediation.hooks",
+                [hook],
+                "POST_RESTART_SCRIPT",
+                f"[{{name: post_restart_script, argv: [{script[:80]}]}}]",
+                "run after each restart's verdict; the container's name and id come in"
+                " GUARDIAN_CONTAINER and GUARDIAN_CONTAINER_ID, not as arguments",
+            )
         )
+    return out
+
+
+def _log_lines(env: Mapping[str, str], values: list[Mapped]) -> list[str]:
+    """One line per mapping, then one per AUTOHEAL_* variable Guardian does not know."""
     lines = [
         f"compat autoheal: {m.source}="
         + ("(unset)" if m.source not in env else _quoted(m.source, env))
         + f" -> {m.key}={m.shown}"
         + (f" ({m.note})" if m.note else "")
-        for m in out
+        for m in values
     ]
     for name in sorted(env):
         if name.startswith("AUTOHEAL_") and name not in VARIABLES:
@@ -166,7 +178,13 @@ def autoheal(env: Mapping[str, str]) -> Compat:
                 f"compat autoheal: {name} is not a docker-autoheal variable Guardian knows; ignored"
                 " (Guardian's keys are listed in docs/configuration.md)"
             )
-    return Compat(tuple(out), tuple(lines))
+    return lines
+
+
+def autoheal(env: Mapping[str, str]) -> Compat:
+    """The keys docker-autoheal's variables in `env` stand for, with one log line each."""
+    out = _watching(env) + _telling(env)
+    return Compat(tuple(out), tuple(_log_lines(env, out)))
 
 
 def _quoted(name: str, env: Mapping[str, str]) -> str:

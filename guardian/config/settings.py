@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from guardian.config.autoheal import MODES as COMPAT_MODES
-from guardian.config.autoheal import Compat, autoheal
+from guardian.config.autoheal import Compat, Mapped, autoheal
 from guardian.config.autoheal import detected as autoheal_detected
 from guardian.config.receivers import (
     ReceiverError,
@@ -738,26 +738,61 @@ def _compat(given: Any, env: Mapping[str, str]) -> Compat:
     return autoheal(env) if raw.strip().lower() == "autoheal" else Compat()
 
 
-def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None) -> Settings:
-    """Build Settings from the file at `path` (None: built-in defaults) and the environment.
-
-    Raises ConfigError naming the key, the value and what is allowed.
-    """
-    env = os.environ if env is None else env
-    data = dict(_read_file(Path(path))) if path is not None else {}
-    compat = _compat(data.pop("compat", None), env)
-    if isinstance(data.get("maintenance"), list):  # the short form: the list of windows itself
-        data["maintenance"] = {"windows": data["maintenance"]}
-    if isinstance(data.get("logs"), list):  # the short form: the list of rules itself
-        data["logs"] = {"rules": data["logs"]}
-    mapped = {m.key: m for m in compat.values}
-    values: dict[str, dict[str, Any]] = {}
+def _check_sections(data: Mapping[str, Any]) -> None:
+    """Every section the file names is known and holds a mapping (or nothing)."""
     for section in data:
         if section not in SCHEMA:
             allowed = ", ".join(SCHEMA)
             raise ConfigError(f"unknown section {_shown(section)}; allowed: {allowed}")
         if data[section] is not None and not isinstance(data[section], dict):
             raise ConfigError(f"{section}: expected a mapping of keys, got {_shown(data[section])}")
+
+
+def _given(
+    section: str,
+    key: str,
+    given: Mapping[str, Any],
+    env: Mapping[str, str],
+    mapped: Mapping[str, Mapped],
+) -> tuple[Any, str] | None:
+    """(the raw value of section.key, where it came from for errors), the first found of: its
+    GUARDIAN_* variable, a compat mapping (autoheal's default only where the file is silent),
+    the file, DOCKER_HOST for docker.url; None: the key's default applies."""
+    env_name = f"GUARDIAN_{section}_{key}".upper()
+    m = mapped.get(f"{section}.{key}")
+    if env_name in env:
+        return env[env_name], f"{section}.{key} (from {env_name})"
+    if m is not None and not (m.default and key in given):
+        return m.raw, f"{section}.{key} (from {m.source})"
+    if key in given:
+        return given[key], f"{section}.{key}"
+    if (section, key) == ("docker", "url") and env.get("DOCKER_HOST"):
+        return env["DOCKER_HOST"], "docker.url (from DOCKER_HOST)"
+    return None
+
+
+def _parsed(spec: Key, raw: Any, where: str) -> Any:
+    """`raw` parsed by `spec`; a ConfigError that starts with `where` when it is refused."""
+    try:
+        return spec.parse(raw)
+    except (
+        ReceiverError,
+        HookConfigError,
+        WindowError,
+        ResourceError,
+        LogRuleError,
+    ) as exc:  # named
+        raise ConfigError(f"{where}{exc}") from None
+    except (ValueError, TypeError, OverflowError):
+        raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None
+
+
+def _values(
+    data: Mapping[str, Any], env: Mapping[str, str], mapped: Mapping[str, Mapped]
+) -> tuple[dict[str, dict[str, Any]], bool]:
+    """Every key of SCHEMA parsed, section by section in SCHEMA order, and whether store.path
+    was given rather than defaulted."""
+    values: dict[str, dict[str, Any]] = {}
     store_explicit = False
     for section, keys in SCHEMA.items():
         given = data.get(section) or {}
@@ -766,35 +801,18 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
                 raise ConfigError(_unknown_key(section, key, list(keys)))
         values[section] = {}
         for key, spec in keys.items():
-            env_name = f"GUARDIAN_{section}_{key}".upper()
-            m = mapped.get(f"{section}.{key}")
-            raw: Any
-            if env_name in env:
-                raw, where = env[env_name], f"{section}.{key} (from {env_name})"
-            elif m is not None and not (m.default and key in given):
-                raw, where = m.raw, f"{section}.{key} (from {m.source})"
-            elif key in given:
-                raw, where = given[key], f"{section}.{key}"
-            elif (section, key) == ("docker", "url") and env.get("DOCKER_HOST"):
-                raw, where = env["DOCKER_HOST"], "docker.url (from DOCKER_HOST)"
-            else:
+            found = _given(section, key, given, env, mapped)
+            if found is None:
                 values[section][key] = spec.default
                 continue
-            try:
-                values[section][key] = spec.parse(raw)
-            except (
-                ReceiverError,
-                HookConfigError,
-                WindowError,
-                ResourceError,
-                LogRuleError,
-            ) as exc:  # named
-                raise ConfigError(f"{where}{exc}") from None
-            except (ValueError, TypeError, OverflowError):
-                raise ConfigError(f"{where} = {_shown(raw)}: expected {spec.allowed}") from None
+            values[section][key] = _parsed(spec, *found)
             if (section, key) == ("store", "path"):
                 store_explicit = True
-    _check_environment(env, values)
+    return values, store_explicit
+
+
+def _check_across(values: Mapping[str, Mapping[str, Any]]) -> None:
+    """The rules between keys: unique receiver names, each cap at least its base."""
     try:
         check_names(values["notify"])
     except ReceiverError as exc:
@@ -811,6 +829,24 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
             f"storm.max_hold = {_fmt(storm['max_hold'])}: expected at least "
             f"storm.hold ({_fmt(storm['hold'])})"
         )
+
+
+def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from the file at `path` (None: built-in defaults) and the environment.
+
+    Raises ConfigError naming the key, the value and what is allowed.
+    """
+    env = os.environ if env is None else env
+    data = dict(_read_file(Path(path))) if path is not None else {}
+    compat = _compat(data.pop("compat", None), env)
+    if isinstance(data.get("maintenance"), list):  # the short form: the list of windows itself
+        data["maintenance"] = {"windows": data["maintenance"]}
+    if isinstance(data.get("logs"), list):  # the short form: the list of rules itself
+        data["logs"] = {"rules": data["logs"]}
+    _check_sections(data)
+    values, store_explicit = _values(data, env, {m.key: m for m in compat.values})
+    _check_environment(env, values)
+    _check_across(values)
     hooks = values["remediation"]
     hooks["hooks"] = _resolve_programs(hooks["hooks"], env.get("PATH", os.defpath))
     source = str(path) if path else "built-in defaults"

@@ -90,20 +90,6 @@ def receiver_names(value: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(names))
 
 
-def _action(raw: str, base: str) -> tuple[str, str | None]:
-    """The action a `guardian.action` label asks for, or the operator's with a warning: a label
-    may only ask Guardian to do less on its own than restart.action says (DESIGN 14)."""
-    value = raw.strip().lower()
-    if value not in ACTIONS:
-        return base, f"label {ACTION}={raw[:40]!r}: expected one of {', '.join(ACTIONS)}"
-    if ACTIONS.index(value) < ACTIONS.index(base):
-        return base, (
-            f"label {ACTION}={value}: does more than restart.action={base}; the operator's"
-            " value applies"
-        )
-    return value, None
-
-
 def opted_in(labels: Mapping[str, str], watch_label: str) -> bool:
     """`watch.label` names the opt-in label; the value "all" watches everything not opted out."""
     if watch_label == ALL:
@@ -124,6 +110,27 @@ def watched(labels: Mapping[str, str], watch_label: str, scope: str) -> bool:
     return in_scope(labels, scope) and opted_in(labels, watch_label)
 
 
+def _tightens(
+    key: str, asked: RestartPolicy, base: RestartPolicy, may_loosen: Collection[str]
+) -> bool:
+    """Labels only tighten (DESIGN 14), the whole rule: what a label asks for in `key` applies
+    when it asks Guardian for no more than the operator's `base` does (fewer attempts, a longer
+    cooldown, more patience, an action that does less on its own), or when `key` is one the
+    operator lets labels loosen (labels.allow_loosen, among LOOSENABLE)."""
+    match key:
+        case "max_attempts":
+            tighter = asked.max_attempts <= base.max_attempts
+        case "cooldown":
+            tighter = asked.cooldown >= base.cooldown
+        case "act_after":
+            tighter = asked.act_after >= base.act_after
+        case "action":  # ACTIONS runs from the most to the least Guardian does on its own
+            tighter = ACTIONS.index(asked.action) >= ACTIONS.index(base.action)
+        case _:
+            raise KeyError(key)
+    return tighter or (key in LOOSENABLE and key in may_loosen)
+
+
 def _loosens(label: str, raw: str, allowed: str) -> str:
     """The warning for a label that asks for more than the operator configured."""
     key = label.removeprefix("guardian.")
@@ -131,6 +138,140 @@ def _loosens(label: str, raw: str, allowed: str) -> str:
         f"label {label}={raw[:40]!r}: expected {allowed} (restart.{key}); a label may only "
         f"tighten it unless labels.allow_loosen lists {key}"
     )
+
+
+def _one(warning: str | None) -> tuple[str, ...]:
+    return (warning,) if warning else ()
+
+
+# Each override below reads one label over `policy` (the labels read so far over `base`, the
+# operator's) and returns the policy it leaves with its warnings. Bounded like the config keys
+# they override (core.limits): a bad value is a warning.
+
+
+def _max_attempts(
+    labels: Mapping[str, str], policy: RestartPolicy, base: RestartPolicy, may: Collection[str]
+) -> tuple[RestartPolicy, tuple[str, ...]]:
+    if MAX_ATTEMPTS not in labels:
+        return policy, ()
+    attempts, warning = from_label(MAX_ATTEMPTS, labels[MAX_ATTEMPTS])
+    if not isinstance(attempts, int):
+        return policy, _one(warning)
+    asked = replace(policy, max_attempts=attempts)
+    if _tightens("max_attempts", asked, base, may):
+        return asked, _one(warning)
+    most = f"at most {base.max_attempts}"
+    return policy, _one(_loosens(MAX_ATTEMPTS, labels[MAX_ATTEMPTS], most))
+
+
+def _cooldown(
+    labels: Mapping[str, str], policy: RestartPolicy, base: RestartPolicy, may: Collection[str]
+) -> tuple[RestartPolicy, tuple[str, ...]]:
+    if COOLDOWN not in labels:
+        return policy, ()
+    cooldown, warning = from_label(COOLDOWN, labels[COOLDOWN])
+    if not isinstance(cooldown, timedelta):
+        return policy, _one(warning)
+    asked = replace(policy, cooldown=cooldown, max_cooldown=max(cooldown, base.max_cooldown))
+    if _tightens("cooldown", asked, base, may):
+        return asked, _one(warning)
+    least = f"at least {format_duration(base.cooldown)}"
+    return policy, _one(_loosens(COOLDOWN, labels[COOLDOWN], least))
+
+
+def _action(
+    labels: Mapping[str, str], policy: RestartPolicy, base: RestartPolicy, may: Collection[str]
+) -> tuple[RestartPolicy, tuple[str, ...]]:
+    """A label may only ask Guardian to do less on its own than restart.action says."""
+    if ACTION not in labels:
+        return policy, ()
+    raw = labels[ACTION]
+    value = raw.strip().lower()
+    if value not in ACTIONS:
+        expected = f"expected one of {', '.join(ACTIONS)}"
+        return replace(policy, action=base.action), (f"label {ACTION}={raw[:40]!r}: {expected}",)
+    asked = replace(policy, action=value)
+    if _tightens("action", asked, base, may):
+        return asked, ()
+    return replace(policy, action=base.action), (
+        f"label {ACTION}={value}: does more than restart.action={base.action}; the operator's"
+        " value applies",
+    )
+
+
+def _act_after(
+    labels: Mapping[str, str], policy: RestartPolicy, base: RestartPolicy, may: Collection[str]
+) -> tuple[RestartPolicy, tuple[str, ...]]:
+    """A label may only ask for more patience than the operator's."""
+    if ACT_AFTER not in labels:
+        return policy, ()
+    wait, warning = from_label(ACT_AFTER, labels[ACT_AFTER])
+    if not isinstance(wait, timedelta):
+        return policy, _one(warning)
+    asked = replace(policy, act_after=wait)
+    if _tightens("act_after", asked, base, may):
+        return asked, _one(warning)
+    return policy, (
+        f"label {ACT_AFTER}={labels[ACT_AFTER][:40]!r}: shorter than"
+        " restart.act_after; the operator's value applies",
+    )
+
+
+def _stop_timeout(
+    labels: Mapping[str, str], stop_timeout: timedelta
+) -> tuple[timedelta, tuple[str, ...]]:
+    """autoheal.stop.timeout (seconds) is read as guardian.stop_timeout, bounded alike."""
+    stop_label = STOP_TIMEOUT if STOP_TIMEOUT in labels else AUTOHEAL_STOP_TIMEOUT
+    if stop_label not in labels:
+        return stop_timeout, ()
+    stop, warning = from_label(STOP_TIMEOUT, labels[stop_label])
+    if warning and stop_label != STOP_TIMEOUT:
+        warning = warning.replace(f"label {STOP_TIMEOUT}=", f"label {stop_label}=", 1)
+    return (stop if isinstance(stop, timedelta) else stop_timeout), _one(warning)
+
+
+def _notify(labels: Mapping[str, str]) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+    """guardian.notify: a flag, or the receivers that hear of this container."""
+    notify = _flag(labels.get(NOTIFY))
+    receivers: tuple[str, ...] = ()
+    if labels.get(NOTIFY) is not None and notify is None:
+        receivers = receiver_names(labels[NOTIFY]) or ()
+        if not receivers:
+            return (
+                True,
+                (),
+                (
+                    f"label {NOTIFY}={labels[NOTIFY][:40]!r}: expected true, false or up to "
+                    f"{MAX_LABEL_RECEIVERS} receiver names ({RECEIVER_NAME_ALLOWED})",
+                ),
+            )
+    return notify is not False, receivers, ()
+
+
+def _maintenance(
+    labels: Mapping[str, str],
+) -> tuple[tuple[MaintenanceWindow, ...], tuple[str, ...]]:
+    if MAINTENANCE not in labels:
+        return (), ()
+    try:  # the label holds its own container: the glob matches whatever its name
+        return (window_from_label("*", labels[MAINTENANCE]),), ()
+    except WindowError as exc:
+        return (), (str(exc),)
+
+
+def _resources(labels: Mapping[str, str]) -> tuple[tuple[Limit, ...], tuple[str, ...]]:
+    if any(label in labels for label in RESOURCE_LABELS):
+        return limits_from_labels(labels)
+    return (), ()
+
+
+def _log_rules(labels: Mapping[str, str]) -> tuple[tuple[LogRule, ...], tuple[str, ...]]:
+    if LOGS_MATCH not in labels:
+        return (), ()
+    try:  # the label adds detection for its own container; decide() still decides
+        return (log_rule_from_label(labels[LOGS_MATCH]),), ()
+    except LogRuleError as exc:
+        return (), (str(exc),)
 
 
 def rules_for(
@@ -147,79 +288,18 @@ def rules_for(
     A label may ask for fewer attempts or a longer cooldown than `base`; more attempts or a
     shorter cooldown only for the keys in `may_loosen` (the operator's labels.allow_loosen).
     Whoever starts a container writes its labels, not the operator."""
-    warnings: list[str] = []
-    policy = base
-    # Bounded like the config keys they override (core.limits): a bad value is a warning.
-    if MAX_ATTEMPTS in labels:
-        attempts, warning = from_label(MAX_ATTEMPTS, labels[MAX_ATTEMPTS])
-        if isinstance(attempts, int):
-            if attempts <= base.max_attempts or "max_attempts" in may_loosen:
-                policy = replace(policy, max_attempts=attempts)
-            else:
-                warning = _loosens(
-                    MAX_ATTEMPTS, labels[MAX_ATTEMPTS], f"at most {base.max_attempts}"
-                )
-        warnings += [warning] if warning else []
-    if COOLDOWN in labels:
-        cooldown, warning = from_label(COOLDOWN, labels[COOLDOWN])
-        if isinstance(cooldown, timedelta):
-            if cooldown >= base.cooldown or "cooldown" in may_loosen:
-                policy = replace(
-                    policy, cooldown=cooldown, max_cooldown=max(cooldown, base.max_cooldown)
-                )
-            else:
-                least = f"at least {format_duration(base.cooldown)}"
-                warning = _loosens(COOLDOWN, labels[COOLDOWN], least)
-        warnings += [warning] if warning else []
-    stop_label = STOP_TIMEOUT if STOP_TIMEOUT in labels else AUTOHEAL_STOP_TIMEOUT
-    if stop_label in labels:
-        # autoheal.stop.timeout (seconds) is read as guardian.stop_timeout, bounded alike.
-        stop, warning = from_label(STOP_TIMEOUT, labels[stop_label])
-        if isinstance(stop, timedelta):
-            stop_timeout = stop
-        if warning and stop_label != STOP_TIMEOUT:
-            warning = warning.replace(f"label {STOP_TIMEOUT}=", f"label {stop_label}=", 1)
-        warnings += [warning] if warning else []
-    if ACTION in labels:
-        action, warning = _action(labels[ACTION], base.action)
-        policy = replace(policy, action=action)
-        warnings += [warning] if warning else []
-    if ACT_AFTER in labels:
-        wait, warning = from_label(ACT_AFTER, labels[ACT_AFTER])
-        if isinstance(wait, timedelta):
-            if wait >= base.act_after:
-                policy = replace(policy, act_after=wait)
-            else:  # labels only ask for more patience than the operator's (DESIGN 14)
-                warning = (
-                    f"label {ACT_AFTER}={labels[ACT_AFTER][:40]!r}: shorter than"
-                    " restart.act_after; the operator's value applies"
-                )
-        warnings += [warning] if warning else []
-    notify = _flag(labels.get(NOTIFY))
-    receivers: tuple[str, ...] = ()
-    if labels.get(NOTIFY) is not None and notify is None:
-        receivers = receiver_names(labels[NOTIFY]) or ()
-        if not receivers:
-            warnings.append(
-                f"label {NOTIFY}={labels[NOTIFY][:40]!r}: expected true, false or up to "
-                f"{MAX_LABEL_RECEIVERS} receiver names ({RECEIVER_NAME_ALLOWED})"
-            )
-    maintenance: tuple[MaintenanceWindow, ...] = ()
-    if MAINTENANCE in labels:
-        try:  # the label holds its own container: the glob matches whatever its name
-            maintenance = (window_from_label("*", labels[MAINTENANCE]),)
-        except WindowError as exc:
-            warnings.append(str(exc))
-    resources: tuple[Limit, ...] = ()
-    if any(label in labels for label in RESOURCE_LABELS):
-        resources, resource_warnings = limits_from_labels(labels)
-        warnings.extend(resource_warnings)
-    log_rules: tuple[LogRule, ...] = ()
-    if LOGS_MATCH in labels:
-        try:  # the label adds detection for its own container; decide() still decides
-            log_rules = (log_rule_from_label(labels[LOGS_MATCH]),)
-        except LogRuleError as exc:
-            warnings.append(str(exc))
+    policy, attempts_warning = _max_attempts(labels, base, base, may_loosen)
+    policy, cooldown_warning = _cooldown(labels, policy, base, may_loosen)
+    stop_timeout, stop_warning = _stop_timeout(labels, stop_timeout)
+    policy, action_warning = _action(labels, policy, base, may_loosen)
+    policy, act_after_warning = _act_after(labels, policy, base, may_loosen)
+    notify, receivers, notify_warning = _notify(labels)
+    maintenance, maintenance_warning = _maintenance(labels)
+    resources, resource_warnings = _resources(labels)
+    log_rules, log_rules_warning = _log_rules(labels)
+    warnings = attempts_warning + cooldown_warning + stop_warning + action_warning
+    warnings += act_after_warning + notify_warning + maintenance_warning
+    warnings += resource_warnings + log_rules_warning
     is_self = _flag(labels.get(SELF)) is True or (
         bool(self_id) and bool(container_id) and container_id.startswith(self_id or "")
     )
@@ -228,9 +308,9 @@ def rules_for(
         is_self=is_self,
         policy=policy,
         stop_timeout=stop_timeout,
-        notify=notify is not False,
+        notify=notify,
         receivers=receivers,
-        warnings=tuple(warnings),
+        warnings=warnings,
         orchestrator=owner(labels),
         maintenance=maintenance,
         resources=resources,

@@ -16,7 +16,7 @@ from operator import attrgetter
 from typing import Any
 
 from guardian import __version__
-from guardian.core.model import Incident, RemediationAction, Transition, Verdict
+from guardian.core.model import Incident, RemediationAction, Silence, Transition, Verdict
 from guardian.ports import EngineUnavailable, Record
 from guardian.readside.changes import Changes
 from guardian.readside.queries import Judgements, Records
@@ -164,6 +164,19 @@ def _find(statuses: list[ContainerStatus], name: str) -> ContainerStatus | None:
 def no_dead_letters(limit: int) -> list[dict[str, Any]]:
     """The dead letters of a Guardian without an outbox."""
     return []
+
+
+def _silences(in_force: Iterable[Silence]) -> list[dict[str, Any]]:
+    """The silences in force as shown."""
+    return [
+        {
+            "container": s.container,
+            "until": _human(s.until),
+            "reason": text(s.reason),
+            "by": s.created_by,
+        }
+        for s in in_force
+    ]
 
 
 def _same(fresh: list[dict[str, Any]], kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -327,14 +340,7 @@ class PageReader:
         )
         version = min(version, at)
         open_incidents = [i for i in incidents_read if i.is_open]
-        kept = last.built_incidents if last is not None and again is not None else {}
-        built_incidents = {}
-        for incident in open_incidents[:MAX_INCIDENTS]:
-            assert incident.id is not None
-            was = kept.get(incident.id)
-            if was is None or was[0] != incident or (again is not None and incident.id in again):
-                was = (incident, self._incident(incident, with_output))
-            built_incidents[incident.id] = was
+        built_incidents = self._built_incidents(open_incidents, with_output, last, again)
         incidents = [entry for _, entry in built_incidents.values()]
         # Kept while not closed: a resolved incident reopens when its container fails again.
         not_closed = {i.id for i in incidents_read}
@@ -349,27 +355,8 @@ class PageReader:
         if last is not None and Record.DELIVERIES not in wrote:
             dead_letters = last.dead_letters
         else:
-            dead_letters = [
-                {
-                    "id": row.get("id"),
-                    "channel": row.get("channel"),
-                    "kind": row.get("kind"),
-                    "incident": row.get("incident_id"),
-                    "attempts": row.get("attempts"),
-                    "error": text(row.get("last_error")) if with_output else None,
-                    "at": row.get("finished_at"),
-                }
-                for row in self.dead_letters(MAX_DEAD_LETTERS)
-            ]
-        silences = [
-            {
-                "container": s.container,
-                "until": _human(s.until),
-                "reason": text(s.reason),
-                "by": s.created_by,
-            }
-            for s in in_force
-        ]
+            dead_letters = self._dead_letters(with_output)
+        silences = _silences(in_force)
         if last is not None:
             # A list that did not change stays the very list: the renderer keeps its HTML.
             incidents = _same(incidents, last.incidents)
@@ -387,6 +374,40 @@ class PageReader:
             built_incidents,
             built_actions,
         )
+
+    def _built_incidents(
+        self,
+        open_incidents: list[Incident],
+        with_output: bool,
+        last: _StoreParts | None,
+        again: frozenset[int] | None,
+    ) -> dict[int, tuple[Incident, dict[str, Any]]]:
+        """The shown open incidents by id, each with what was built from it: `last`'s kept
+        while unchanged and not in `again` (None: every one is built again)."""
+        kept = last.built_incidents if last is not None and again is not None else {}
+        built_incidents = {}
+        for incident in open_incidents[:MAX_INCIDENTS]:
+            assert incident.id is not None
+            was = kept.get(incident.id)
+            if was is None or was[0] != incident or (again is not None and incident.id in again):
+                was = (incident, self._incident(incident, with_output))
+            built_incidents[incident.id] = was
+        return built_incidents
+
+    def _dead_letters(self, with_output: bool) -> list[dict[str, Any]]:
+        """The outbox's newest dead letters as shown (their errors only `with_output`)."""
+        return [
+            {
+                "id": row.get("id"),
+                "channel": row.get("channel"),
+                "kind": row.get("kind"),
+                "incident": row.get("incident_id"),
+                "attempts": row.get("attempts"),
+                "error": text(row.get("last_error")) if with_output else None,
+                "at": row.get("finished_at"),
+            }
+            for row in self.dead_letters(MAX_DEAD_LETTERS)
+        ]
 
     def _actions(
         self, with_output: bool, now: datetime, last: _StoreParts | None

@@ -314,24 +314,9 @@ class DockerEngine:
             "timestamps": int(multiplexed),
             "since": f"{self.engine_clock.theirs(since).timestamp():.6f}",
         }
-
-        def get(api: docker.APIClient) -> requests.Response:
-            path = f"/containers/{quote(container_id, safe='')}/logs"
-            url = f"{api.base_url}/v{api.api_version}{path}"
-            # No read timeout: the stream waits for output as long as the container runs.
-            return api.get(url, params=params, stream=True, timeout=None)  # type: ignore[no-any-return]
-
-        response = self._call(get)
-        if response.status_code == 404:
-            response.close()
+        response = self._open_logs(container_id, params)
+        if response is None:
             return EndedLogs()
-        if response.status_code != 200:
-            text = response.text[:200] if not response.raw.closed else ""
-            response.close()
-            raise EngineUnavailable(
-                f"docker engine refused the logs of {container_id[:12]}: "
-                f"{response.status_code} {redact_patterns(text)}".strip()
-            )
         read1, chunked = raw_reader(response)
 
         def translated(limit: int) -> bytes:
@@ -353,6 +338,29 @@ class DockerEngine:
             stamped=multiplexed,
         )
         return StampedLogs(stream, self.engine_clock)
+
+    def _open_logs(self, container_id: str, params: dict[str, Any]) -> requests.Response | None:
+        """The open response of the container's logs; None when the container is gone. Raises
+        EngineUnavailable when the engine answers with anything but the stream."""
+
+        def get(api: docker.APIClient) -> requests.Response:
+            path = f"/containers/{quote(container_id, safe='')}/logs"
+            url = f"{api.base_url}/v{api.api_version}{path}"
+            # No read timeout: the stream waits for output as long as the container runs.
+            return api.get(url, params=params, stream=True, timeout=None)  # type: ignore[no-any-return]
+
+        response: requests.Response = self._call(get)
+        if response.status_code == 404:
+            response.close()
+            return None
+        if response.status_code != 200:
+            text = response.text[:200] if not response.raw.closed else ""
+            response.close()
+            raise EngineUnavailable(
+                f"docker engine refused the logs of {container_id[:12]}: "
+                f"{response.status_code} {redact_patterns(text)}".strip()
+            )
+        return response
 
     def restart(
         self,

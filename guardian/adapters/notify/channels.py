@@ -44,36 +44,11 @@ def receiver_channels(
         case "slack":
             return [SlackWebhookNotifier(secret("url") or "", timeout, pacing, name=name)]
         case "slack_bot":
-            token = secret("token") or ""
-            if not spec["channel"]:
-                raise ChannelConfigError(
-                    "notify.slack_bot_channel: required with a Slack bot token"
-                )
-            bot = SlackBotNotifier(
-                token, spec["channel"], spec["api_url"], outbox, timeout, pacing, name=name
-            )
-            return [bot]
+            return [_slack_bot(spec, secret, name, outbox, timeout, pacing)]
         case "discord":
             return [DiscordNotifier(secret("url") or "", timeout, pacing, name=name)]
         case "email":
-            password = secret("password")
-            to = [a.strip() for a in (spec["to"] or "").split(",") if a.strip()]
-            if not to or not spec["from"]:
-                raise ChannelConfigError(
-                    "notify.email_from and notify.email_to: required with email_smtp_host"
-                )
-            email = EmailNotifier(
-                spec["smtp_host"],
-                spec["smtp_port"],
-                spec["security"],
-                spec["from"],
-                to,
-                timeout,
-                spec["username"],
-                password,
-                name=name,
-            )
-            return [email]
+            return [_email(spec, secret, name, timeout)]
         case "webhook":
             url = secret("url") or ""
             key = spec["json_key"]
@@ -91,3 +66,43 @@ def receiver_channels(
                 return list(apprise_channels(secret("urls") or "", timeout, pacing, redact, prefix))
             except AppriseConfigError as exc:
                 raise ChannelConfigError(f"{where}apprise_urls: {exc}") from None
+
+
+def _slack_bot(
+    spec: Mapping[str, Any],
+    secret: Callable[[str], str | None],
+    name: str,
+    outbox: SqliteOutbox,
+    timeout: timedelta,
+    pacing: timedelta,
+) -> SlackBotNotifier:
+    """A Slack bot's channel: the token posts to the one Slack channel the receiver names."""
+    token = secret("token") or ""
+    if not spec["channel"]:
+        raise ChannelConfigError("notify.slack_bot_channel: required with a Slack bot token")
+    return SlackBotNotifier(
+        token, spec["channel"], spec["api_url"], outbox, timeout, pacing, name=name
+    )
+
+
+def _email(
+    spec: Mapping[str, Any], secret: Callable[[str], str | None], name: str, timeout: timedelta
+) -> EmailNotifier:
+    """An email channel: it needs a sender and at least one address to write to."""
+    password = secret("password")
+    to = [a.strip() for a in (spec["to"] or "").split(",") if a.strip()]
+    if not to or not spec["from"]:
+        raise ChannelConfigError(
+            "notify.email_from and notify.email_to: required with email_smtp_host"
+        )
+    return EmailNotifier(
+        spec["smtp_host"],
+        spec["smtp_port"],
+        spec["security"],
+        spec["from"],
+        to,
+        timeout,
+        spec["username"],
+        password,
+        name=name,
+    )

@@ -7,6 +7,7 @@ partial unique index makes "one open incident per (host, container, type)" a dat
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -78,61 +79,9 @@ class SqliteStore(OperatorQueries):
     ) -> Incident:
         """Write the incident, its transitions and the notifications it causes in ONE
         transaction; the notifications get the incident's id."""
-        i = change.incident
-        fields = (
-            i.host,
-            i.container,
-            i.container_id,
-            str(i.type),
-            str(i.state),
-            to_text(i.opened_at),
-            to_text(i.last_seen),
-            i.occurrences,
-            i.detail,
-            int(i.escalated),
-            i.resolved_by,
-            to_text(i.resolved_at),
-            to_text(i.closed_at),
-            i.close_reason,
-            to_text(i.problem_since),
-        )
+        fields = _incident_fields(change.incident)
         with self.db.transaction() as conn:
-            if i.id is None:
-                cur = conn.execute(
-                    "INSERT INTO incidents (host, container, container_id, type, state, opened_at,"
-                    " last_seen, occurrences, detail, escalated, resolved_by, resolved_at,"
-                    " closed_at, close_reason, problem_since)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    fields,
-                )
-                incident_id = int(cur.lastrowid or 0)
-            elif not change.transitions:
-                # A detection update (occurrences, last_seen, escalation, the problem's start)
-                # never touches the state: a person may have acknowledged or resolved the
-                # incident since it was read.
-                incident_id = i.id
-                conn.execute(
-                    "UPDATE incidents SET container_id=?, last_seen=?, occurrences=?, detail=?,"
-                    " escalated=?, problem_since=? WHERE id=?",
-                    (
-                        i.container_id,
-                        to_text(i.last_seen),
-                        i.occurrences,
-                        i.detail,
-                        int(i.escalated),
-                        to_text(i.problem_since),
-                        i.id,
-                    ),
-                )
-            else:
-                incident_id = i.id
-                conn.execute(
-                    "UPDATE incidents SET host=?, container=?, container_id=?, type=?, state=?,"
-                    " opened_at=?, last_seen=?, occurrences=?, detail=?, escalated=?,"
-                    " resolved_by=?, resolved_at=?, closed_at=?, close_reason=?, problem_since=?"
-                    " WHERE id=?",
-                    (*fields, incident_id),
-                )
+            incident_id = _write_incident(conn, change, fields)
             insert_transitions(conn, incident_id, change.transitions)
             saved = incident_row(
                 conn.execute("SELECT * FROM incidents WHERE id=?", (incident_id,)).fetchone()
@@ -306,3 +255,69 @@ class SqliteStore(OperatorQueries):
                 " ON CONFLICT(host, name) DO UPDATE SET at=excluded.at",
                 (host, mark, to_text(at)),
             )
+
+
+def _incident_fields(i: Incident) -> tuple[object, ...]:
+    """The incident's columns as written, in the order of the INSERT's column list."""
+    return (
+        i.host,
+        i.container,
+        i.container_id,
+        str(i.type),
+        str(i.state),
+        to_text(i.opened_at),
+        to_text(i.last_seen),
+        i.occurrences,
+        i.detail,
+        int(i.escalated),
+        i.resolved_by,
+        to_text(i.resolved_at),
+        to_text(i.closed_at),
+        i.close_reason,
+        to_text(i.problem_since),
+    )
+
+
+def _write_incident(
+    conn: sqlite3.Connection, change: IncidentChange, fields: tuple[object, ...]
+) -> int:
+    """Insert the incident, or update it (only its detection columns when no transition comes
+    with the change); its id."""
+    i = change.incident
+    if i.id is None:
+        cur = conn.execute(
+            "INSERT INTO incidents (host, container, container_id, type, state, opened_at,"
+            " last_seen, occurrences, detail, escalated, resolved_by, resolved_at,"
+            " closed_at, close_reason, problem_since)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            fields,
+        )
+        incident_id = int(cur.lastrowid or 0)
+    elif not change.transitions:
+        # A detection update (occurrences, last_seen, escalation, the problem's start)
+        # never touches the state: a person may have acknowledged or resolved the
+        # incident since it was read.
+        incident_id = i.id
+        conn.execute(
+            "UPDATE incidents SET container_id=?, last_seen=?, occurrences=?, detail=?,"
+            " escalated=?, problem_since=? WHERE id=?",
+            (
+                i.container_id,
+                to_text(i.last_seen),
+                i.occurrences,
+                i.detail,
+                int(i.escalated),
+                to_text(i.problem_since),
+                i.id,
+            ),
+        )
+    else:
+        incident_id = i.id
+        conn.execute(
+            "UPDATE incidents SET host=?, container=?, container_id=?, type=?, state=?,"
+            " opened_at=?, last_seen=?, occurrences=?, detail=?, escalated=?,"
+            " resolved_by=?, resolved_at=?, closed_at=?, close_reason=?, problem_since=?"
+            " WHERE id=?",
+            (*fields, incident_id),
+        )
+    return incident_id
