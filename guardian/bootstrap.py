@@ -87,7 +87,7 @@ from guardian.service.outbound.channel_check import ChannelCheck
 from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.outbound.heartbeat import Heartbeat
 from guardian.service.outbound.hooks import Hooks, HookSettings
-from guardian.service.pipeline import Pipeline
+from guardian.service.pipeline import Pipeline, watched_only
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
 from guardian.service.state.quiet import HeardRechecks
@@ -282,10 +282,10 @@ def build_loop(
         ),
         inspect_wanted=(crash_loops.still_looping, logs.matched),
         listed=(
-            crash_loops.follow,
-            prober.update,
-            resources.update,
-            logs.update,
+            watched_only(crash_loops.follow),
+            watched_only(prober.update),
+            watched_only(resources.update),
+            watched_only(logs.update),
             dependencies.follow,
             host.follow,
         ),
