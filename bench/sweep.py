@@ -136,7 +136,7 @@ def _at_size(
     finally:
         fleet.remove("sweep-exited")
         conn.close()
-        app.close()
+        app.edges.close()
         counted.close()
         proxy.stop()
 

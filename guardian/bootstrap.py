@@ -12,7 +12,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 
@@ -68,6 +68,7 @@ from guardian.ports import (
     Store,
 )
 from guardian.readside.changes import Changes
+from guardian.runtime.edges import Edges
 from guardian.runtime.restart_threads import RestartRunner
 from guardian.service.context import LoopContext
 from guardian.service.facts import FactStream
@@ -87,7 +88,7 @@ from guardian.service.outbound.channel_check import ChannelCheck
 from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.outbound.heartbeat import Heartbeat
 from guardian.service.outbound.hooks import Hooks, HookSettings
-from guardian.service.pipeline import Pipeline
+from guardian.service.pipeline import Pipeline, watched_only
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
 from guardian.service.state.quiet import HeardRechecks
@@ -103,7 +104,8 @@ log = logging.getLogger("guardian")
 
 @dataclass
 class App:
-    """A built Guardian: what the daemon and the commands drive. close() releases the edges."""
+    """A built Guardian: what the daemon and the commands drive. `edges.close()` releases what it
+    holds open (runtime.edges); `loop.follow_step` follows a step of the wall clock."""
 
     settings: Settings
     engine: Engine
@@ -118,31 +120,32 @@ class App:
     verifier: Verifier  # the healer's
     restarts: RestartRunner  # where restart calls run: here until the daemon starts its threads
     logs: LogWatch  # log rules: followers run once the daemon starts them
+    edges: Edges  # the engine, the store, systemd's socket, the lock: released in that order
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
     delivery: DeliveryWorker | None = None  # started and stopped by the daemon
     heartbeat: Heartbeat | None = None  # told of each sweep by the daemon
     prune: Callable[[datetime], Pruned] | None = None  # store retention (the daemon's daily job)
     api_token: str | None = None
-    lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until close()
+    lock: HostLock | None = None  # `guardian run`: one Guardian per engine, held until closed
     hooks: Hooks | None = None  # `guardian run` with remediation.hooks: stopped by the daemon
     changes: Changes = field(default_factory=Changes)  # what the status page's stream waits on
     facts: FactStream = field(default_factory=FactStream)  # the loop's stream of facts
     # Why the store is not keeping Guardian's record now ("": it is): /readyz and /healthz say so.
     store_degraded: Callable[[], str] = field(default=lambda: "")
 
-    def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped (service.watchers.clock_steps): every duration keeps its
-        length."""
-        self.healer.follow_step(step)
-        if self.delivery is not None:
-            self.delivery.follow_step(step)
 
-    def close(self) -> None:
-        self.engine.close()
-        self.store.close()
-        self.supervisor.close()
-        if self.lock is not None:
-            self.lock.release()
+@dataclass(frozen=True)
+class LoopParts:
+    """What the pipeline's table names: the watchers and the relations, built over the ports."""
+
+    crash_loops: CrashLoops
+    oom: OomEvents
+    prober: Prober
+    resources: ResourceWatch
+    logs: LogWatch
+    namespaces: Namespaces
+    dependencies: Dependencies
+    host: HostWatch
 
 
 def claim_instance(settings: Settings) -> HostLock:
@@ -203,6 +206,35 @@ def build_loop(
     state = LoopState()
     rechecks = HeardRechecks(state.quiet, rechecks)  # a container asked about is judged again
     rules = RuleBook(hs, state.routing)
+    namespaces = Namespaces(engine)
+    parts = LoopParts(
+        resources=resource_watch(settings, rules, engine, clock, reader),
+        logs=log_watch(rules, engine, clock, rechecks, patterns),
+        crash_loops=crash_loops_of(settings, engine),
+        oom=OomEvents(),
+        prober=prober_of(settings, clock, runner),
+        namespaces=namespaces,
+        dependencies=Dependencies(store, state.verifications, hs.host, namespaces),
+        host=host_watch(settings, store, clock, hs.host),
+    )
+    pipeline = pipeline_of(parts, hooks)
+    ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
+    recorder = Recorder(ctx)
+    remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
+    verifier = Verifier(ctx, recorder, Followers(ctx, remediator))
+    healer = Healer(ctx, recorder, remediator, verifier)
+    return healer, parts.prober, parts.resources, parts.logs
+
+
+def resource_watch(
+    settings: Settings,
+    rules: RuleBook,
+    engine: Engine,
+    clock: Clock,
+    reader: ResourceReader | None,
+) -> ResourceWatch:
+    """Resource rules, sampled from the containers' cgroups (default: under
+    resources.cgroup_root)."""
 
     def limits_of(snap: ContainerSnapshot) -> tuple[Limit, ...]:
         # Without a label or a config rule, nothing to work out (a sweep asks of every one).
@@ -210,9 +242,19 @@ def build_loop(
             return ()
         return rules.observed(snap).resources
 
-    resources = ResourceWatch(
+    return ResourceWatch(
         clock, reader or CgroupReader(settings["resources.cgroup_root"]), engine, limits_of
     )
+
+
+def log_watch(
+    rules: RuleBook,
+    engine: Engine,
+    clock: Clock,
+    rechecks: Rechecks,
+    patterns: Patterns | None,
+) -> LogWatch:
+    """Log rules, compiled by `patterns` (default: RE2)."""
 
     def log_rules_of(snap: ContainerSnapshot) -> tuple[LogRule, ...]:
         # The one "watched" predicate, under the settings in force (a reload retunes them);
@@ -222,8 +264,11 @@ def build_loop(
             return ()
         return rules.of(snap).log_rules
 
-    logs = LogWatch(engine, patterns or Re2Patterns(), log_rules_of, clock, rechecks)
-    crash_loops = CrashLoops(
+    return LogWatch(engine, patterns or Re2Patterns(), log_rules_of, clock, rechecks)
+
+
+def crash_loops_of(settings: Settings, engine: Engine) -> CrashLoops:
+    return CrashLoops(
         engine,
         CrashLoopSettings(
             settings["crash_loop.restarts"],
@@ -231,8 +276,11 @@ def build_loop(
             settings["crash_loop.log_lines"],
         ),
     )
-    oom = OomEvents()
-    prober = Prober(
+
+
+def prober_of(settings: Settings, clock: Clock, runner: ProbeRunner | None) -> Prober:
+    """The probes of `guardian.probe.*` labels, run by `runner` (default: over sockets)."""
+    return Prober(
         clock,
         runner or SocketProbeRunner(),
         ProbeSpec(
@@ -246,12 +294,13 @@ def build_loop(
         ),
         settings["probe.allow_hosts"],
     )
-    namespaces = Namespaces(engine)
-    dependencies = Dependencies(store, state.verifications, hs.host, namespaces)
-    host = HostWatch(
+
+
+def host_watch(settings: Settings, store: Store, clock: Clock, host: str) -> HostWatch:
+    return HostWatch(
         store,
         clock,
-        hs.host,
+        host,
         StormSettings(
             settings["storm.threshold"],
             settings["storm.window"],
@@ -262,61 +311,64 @@ def build_loop(
         ),
         settings["docker.timeout"],
     )
-    # The order of each row is the order things run in.
-    pipeline = Pipeline(
+
+
+def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
+    """The loop's one literal table: the order of each row is the order things run in."""
+    return Pipeline(
         judges=(
-            crash_loops.judge,
-            oom.judge,
-            prober.judge,
-            resources.judge,
-            logs.judge,
-            namespaces.judge,
+            p.crash_loops.judge,
+            p.oom.judge,
+            p.prober.judge,
+            p.resources.judge,
+            p.logs.judge,
+            p.namespaces.judge,
         ),
         looks=(
-            crash_loops.look,
-            oom.judge,
-            prober.judge,
-            resources.judge,
-            logs.judge,
-            namespaces.judge,
+            p.crash_loops.look,
+            p.oom.judge,
+            p.prober.judge,
+            p.resources.judge,
+            p.logs.judge,
+            p.namespaces.judge,
         ),
-        inspect_wanted=(crash_loops.still_looping, logs.matched),
+        inspect_wanted=(p.crash_loops.still_looping, p.logs.matched),
         listed=(
-            crash_loops.follow,
-            prober.update,
-            resources.update,
-            logs.update,
-            dependencies.follow,
-            host.follow,
+            watched_only(p.crash_loops.follow),
+            watched_only(p.prober.update),
+            watched_only(p.resources.update),
+            watched_only(p.logs.update),
+            p.dependencies.follow,
+            p.host.follow,
         ),
-        assessed=(dependencies.assessed, host.assessed),
-        act_order=dependencies.act_order,
-        detected=(dependencies.detected, host.detected),
-        recovered=(dependencies.recovered, host.recovered),
-        engine_state=(host.engine_state,),
-        ended=(host.restart_ended, resources.restart_ended),
+        assessed=(p.dependencies.assessed, p.host.assessed),
+        act_order=p.dependencies.act_order,
+        detected=(p.dependencies.detected, p.host.detected),
+        recovered=(p.dependencies.recovered, p.host.recovered),
+        engine_state=(p.host.engine_state,),
+        ended=(p.host.restart_ended, p.resources.restart_ended),
         events=(
-            oom.on_event,
-            crash_loops.on_event,
-            namespaces.on_event,
-            resources.on_event,
-            logs.on_event,
-            host.on_event,
+            p.oom.on_event,
+            p.crash_loops.on_event,
+            p.namespaces.on_event,
+            p.resources.on_event,
+            p.logs.on_event,
+            p.host.on_event,
         ),
-        storm_holds=host.storm_holds,
-        storm_canary=host.canary_claimed,
-        storm_speaks_for=host.storm_speaks_for,
-        unhealthy_dependencies=dependencies.unhealthy,
-        followers=dependencies.followers,
-        stepped=(crash_loops.follow_step, prober.follow_step, host.follow_step, logs.follow_step),
+        storm_holds=p.host.storm_holds,
+        storm_canary=p.host.canary_claimed,
+        storm_speaks_for=p.host.storm_speaks_for,
+        unhealthy_dependencies=p.dependencies.unhealthy,
+        followers=p.dependencies.followers,
+        stepped=(
+            p.crash_loops.follow_step,
+            p.prober.follow_step,
+            p.host.follow_step,
+            p.logs.follow_step,
+        ),
         verdicts=(hooks.reached,) if hooks is not None else (),
-        relapsed=(logs.relapsed,),
+        relapsed=(p.logs.relapsed,),
     )
-    ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
-    recorder = Recorder(ctx)
-    remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
-    verifier = Verifier(ctx, recorder, Followers(ctx, remediator))
-    return Healer(ctx, recorder, remediator, verifier), prober, resources, logs
 
 
 def build_status(
@@ -339,23 +391,9 @@ def build_status(
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
-    changes = Changes()
-    facts = FactStream()
-    facts.subscribe(changes.on_fact)
-    # A full disk must not stop healing: write failures are logged and counted, not fatal.
-    resilient = ResilientStore(
-        sqlite,
-        metrics,
-        clock,
-        on_recovered=lambda: facts.publish(StoreRecovered()),
-        on_unqueued=lambda ns: facts.publish(NotificationsNotQueued(tuple(ns))),
-    )
-    # The loop's own writes are published as facts once written (service/healing/written.py).
-    writes = PublishingStore(resilient, facts)
-    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
-    docker_url = Redactor()
-    docker_url.add_credentials_of(settings["docker.url"])  # masked even when quoted alone
-    install_redaction(docker_url)
+    changes, facts = changes_followed()
+    resilient, writes = stores_of(sqlite, metrics, clock, facts)
+    engine = engine_of(settings, engine, clock)
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(writes, clock, metrics, hs.host) if hooks is not None else None
     restarts = RestartRunner(metrics)
@@ -372,7 +410,6 @@ def build_status(
         rechecks=restarts,
         reader=resource_reader,
     )
-    operator = Operator(resilient, clock, hs.host, settings["restart.approval_ttl"], facts)
     return App(
         settings,
         engine,
@@ -381,18 +418,55 @@ def build_status(
         metrics,
         healer,
         prober,
-        operator,
+        Operator(resilient, clock, hs.host, settings["restart.approval_ttl"], facts),
         resources,
-        loop=Loop(healer.ctx.state, hs.host),
+        loop=Loop(healer.ctx.state, hs.host, healer.follow_step),
         verifier=healer.verifier,
         restarts=restarts,
         logs=logs,
+        edges=Edges(engine.close, resilient.close),
         prune=sqlite.prune,
         hooks=after,
         changes=changes,
         facts=facts,
         store_degraded=resilient.degraded,
     )
+
+
+def changes_followed() -> tuple[Changes, FactStream]:
+    """The loop's stream of facts, and the changes the status page's stream waits on, kept
+    from it."""
+    changes = Changes()
+    facts = FactStream()
+    facts.subscribe(changes.on_fact)
+    return changes, facts
+
+
+def stores_of(
+    sqlite: SqliteStore, metrics: Metrics, clock: Clock, facts: FactStream
+) -> tuple[ResilientStore, PublishingStore]:
+    """The store over SQLite that a full disk does not stop (write failures are logged and
+    counted, not fatal; its recovery and what it could not queue are published as facts), and
+    the one the loop writes through: its own writes published as facts once written
+    (service/healing/written.py)."""
+    resilient = ResilientStore(
+        sqlite,
+        metrics,
+        clock,
+        on_recovered=lambda: facts.publish(StoreRecovered()),
+        on_unqueued=lambda ns: facts.publish(NotificationsNotQueued(tuple(ns))),
+    )
+    return resilient, PublishingStore(resilient, facts)
+
+
+def engine_of(settings: Settings, engine: Engine | None, clock: Clock) -> Engine:
+    """The engine (default: Docker at docker.url), its URL's credentials masked in every log
+    line, even when quoted alone."""
+    engine = engine or DockerEngine(settings["docker.url"], settings["docker.timeout"], clock)
+    docker_url = Redactor()
+    docker_url.add_credentials_of(settings["docker.url"])
+    install_redaction(docker_url)
+    return engine
 
 
 def build_daemon(
@@ -440,14 +514,18 @@ def build_daemon(
         app.api_token = load_token(settings, env)
         app.heartbeat = build_heartbeat(settings, app.metrics, env)
     except ConfigError:
-        app.close()
+        app.edges.close()
         raise
+    app.loop.also_stepped(app.delivery.follow_step)
     secrets.update(app.delivery.redact)
     if app.api_token:
         secrets.add(app.api_token)
     secrets.add_credentials_of(settings["docker.url"])
     app.supervisor = supervisor or SystemdSupervisor.from_env(env)
     app.lock = lock
+    app.edges.hold(app.supervisor.close)
+    if lock is not None:
+        app.edges.hold(lock.release)
     return app
 
 

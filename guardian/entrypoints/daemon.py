@@ -21,6 +21,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from guardian.adapters.instance import CLAIMS_SHOWN, rivals_of
 from guardian.bootstrap import App
 from guardian.config import Settings
+from guardian.core.assessment import SweepReport
 from guardian.core.facts import StoreWrittenElsewhere
 from guardian.entrypoints import health
 from guardian.entrypoints.event_listener import EventListener
@@ -121,7 +122,7 @@ class Daemon:
         self.systemd = SupervisorLink(app.supervisor, liveness, monotonic)
         self.reloader = Reloader(app, reread, self.systemd, self.reschedule_sweep)
         self.scheduler = SteadyScheduler(
-            StepWatch(app.clock, app.metrics, app.follow_step),
+            StepWatch(app.clock, app.metrics, app.loop.follow_step),
             executors={"default": ThreadPoolExecutor(max_workers=job_threads(app.settings))},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,
@@ -187,37 +188,8 @@ class Daemon:
         healer = self.app.healer
         started, swept_at = self.app.clock.monotonic(), self.app.clock.now()
         try:
-            if not self._reconciled:
-                self.app.engine.ping()
-                settings = self.app.settings
-                rivals = rivals_of(
-                    self.app.engine,
-                    healer.ctx.settings.self_id,
-                    settings["watch.scope"],
-                    settings["docker.url"],
-                )
-                if rivals.proven:
-                    # One Guardian per engine: a Guardian container already watches it.
-                    log.error("refusing to run", extra=kv(reason=rivals.proven))
-                    self.refused = rivals.proven
-                    self.stopping.set()
-                    return
-                # A label is no proof (DESIGN rule 19): a warning, a line each for the first few.
-                for claim in rivals.claims[:CLAIMS_SHOWN]:
-                    log.warning(
-                        "container claims to be a Guardian by label alone; not a rival",
-                        extra=kv(container=claim.name, container_id=claim.id[:12]),
-                    )
-                if len(rivals.claims) > CLAIMS_SHOWN:
-                    log.warning(
-                        "more containers claim to be a Guardian by label alone; not rivals",
-                        extra=kv(count=len(rivals.claims) - CLAIMS_SHOWN),
-                    )
-                self.claimed = rivals.warning()
-                count = self.app.verifier.reconcile()
-                self._reconciled = True
-                if count:
-                    log.info("reconciled unfinished actions", extra=kv(count=count))
+            if not self._reconciled and not self._reconcile():
+                return
             healer.read_engine_record()  # at start-up, and after the store recovered
             report = healer.sweep()
         except EngineUnavailable as exc:
@@ -230,6 +202,47 @@ class Daemon:
         except Exception:
             log.exception("sweep failed")
             return
+        self._swept(report, started, swept_at)
+
+    def _reconcile(self) -> bool:
+        """The first sweep's look at the engine: no other Guardian watches it (False: one
+        does, and this one stops), and the actions a previous run left unfinished are
+        reconciled. Raises EngineUnavailable or StoreError: the next sweep looks again."""
+        app = self.app
+        app.engine.ping()
+        rivals = rivals_of(
+            app.engine,
+            app.healer.ctx.settings.self_id,
+            app.settings["watch.scope"],
+            app.settings["docker.url"],
+        )
+        if rivals.proven:
+            # One Guardian per engine: a Guardian container already watches it.
+            log.error("refusing to run", extra=kv(reason=rivals.proven))
+            self.refused = rivals.proven
+            self.stopping.set()
+            return False
+        # A label is no proof (DESIGN rule 19): a warning, a line each for the first few.
+        for claim in rivals.claims[:CLAIMS_SHOWN]:
+            log.warning(
+                "container claims to be a Guardian by label alone; not a rival",
+                extra=kv(container=claim.name, container_id=claim.id[:12]),
+            )
+        if len(rivals.claims) > CLAIMS_SHOWN:
+            log.warning(
+                "more containers claim to be a Guardian by label alone; not rivals",
+                extra=kv(count=len(rivals.claims) - CLAIMS_SHOWN),
+            )
+        self.claimed = rivals.warning()
+        count = app.verifier.reconcile()
+        self._reconciled = True
+        if count:
+            log.info("reconciled unfinished actions", extra=kv(count=count))
+        return True
+
+    def _swept(self, report: SweepReport, started: float, swept_at: datetime) -> None:
+        """After a sweep that ran (whether or not the engine answered it all): its duration,
+        the loop's turn, the marks a next start reads, and a look for the CLI's writes."""
         finished = self.app.clock.now()
         completed = report.engine_error is None
         self.app.metrics.sweep_finished(
@@ -240,7 +253,7 @@ class Daemon:
         if completed:
             self.first_sweep_done.set()
             handled = self.events.handled_through() if self.events is not None else None
-            healer.mark_swept(swept_at, handled)
+            self.app.healer.mark_swept(swept_at, handled)
         if self.app.delivery is not None:
             try:
                 if self.app.delivery.look_elsewhere():  # after the sweep: no timer of its own
@@ -471,7 +484,7 @@ class Daemon:
         try:
             self.http.start()
         except ListenError:
-            self.app.close()
+            self.app.edges.close()
             raise
         # Restart calls now run on restart threads (each holds one until the engine has
         # stopped and started its container), and what they ask wakes the main loop.
@@ -528,7 +541,7 @@ class Daemon:
             self._listener.join(timeout=5)
         if self.app.delivery is not None:
             self.app.delivery.stop()
-        self.app.close()
+        self.app.edges.close()
         log.info("guardian stopped")
 
     def run_forever(self) -> None:

@@ -1,2 +1,3 @@
 """Runtime machinery the daemon runs on: restart threads, the scheduler, the main loop's wake-ups,
-the systemd watchdog link, and the HTTP port's front and limits. No entry point lives here."""
+the systemd watchdog link, the HTTP port's front and limits, and the edges a built Guardian
+releases at close. No entry point lives here."""

@@ -3,6 +3,7 @@ so they need neither the loop's context nor its state's internals."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from guardian.service.state.state import LoopState
@@ -10,11 +11,25 @@ from guardian.service.state.state import LoopState
 
 class Loop:
     """A small face of the LoopState parts for the entrypoints: what is running, pending or
-    held; the event stream the container cache counts on."""
+    held; the event stream the container cache counts on; a step of the wall clock."""
 
-    def __init__(self, state: LoopState, host: str) -> None:
+    def __init__(self, state: LoopState, host: str, stepped: Callable[[timedelta], None]) -> None:
         self._state = state
         self.host = host
+        # Told of a step of the wall clock, in order: the loop's own parts (Healer.follow_step),
+        # then what keeps stamps beside it (also_stepped).
+        self._stepped = [stepped]
+
+    def also_stepped(self, follow: Callable[[timedelta], None]) -> None:
+        """`follow` keeps stamps of its own beside the loop (the delivery worker's retry times):
+        told of each step after the loop's parts. At build time only."""
+        self._stepped.append(follow)
+
+    def follow_step(self, step: timedelta) -> None:
+        """The wall clock stepped (service.watchers.clock_steps): every duration keeps its
+        length."""
+        for follow in self._stepped:
+            follow(step)
 
     def longest_stop(self) -> timedelta:
         """The longest stop timeout of the restarts running: extra time the loop may take."""

@@ -16,6 +16,7 @@ from guardian.core.model import ContainerSnapshot, HealthCheckResult
 from guardian.core.outbound.hooks import ActionVerdict
 from guardian.core.storm import StormHold
 from guardian.ports import EngineEvent
+from guardian.service.state.listing import Listed
 
 Judge = Callable[[ContainerSnapshot, HealthCheckResult], HealthCheckResult]
 
@@ -44,13 +45,24 @@ def _no_followers(_leader: str, _root: str) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+def watched_only(follow: Callable[[list[ContainerSnapshot]], None]) -> Callable[[Listed], None]:
+    """A follower of the sweep's watched containers that tells an unchanged list by itself (it
+    keeps the list object it followed last), as a row of `listed`."""
+
+    def told(seen: Listed) -> None:
+        follow(seen.watched)
+
+    return told
+
+
 @dataclass(frozen=True)
 class Pipeline:
     judges: tuple[Judge, ...] = ()  # in order, after the health check
     looks: tuple[Judge, ...] = ()  # the same judgements changing nothing (status, the API)
     # A judge that needs a listed container inspected although the list shows no problem.
     inspect_wanted: tuple[Callable[[ContainerSnapshot, datetime], bool], ...] = ()
-    listed: tuple[Callable[[list[ContainerSnapshot]], None], ...] = ()  # the sweep's containers
+    # The sweep's containers, and whether they changed since the last were told (Listed).
+    listed: tuple[Callable[[Listed], None], ...] = ()
     assessed: tuple[Callable[[list[Assessment]], None], ...] = ()  # a whole sweep, before acting
     act_order: Callable[[str], int] = _first  # a sweep acts on lower keys first (dependencies)
     detected: tuple[Callable[[HealthCheckResult], None], ...] = ()

@@ -179,7 +179,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]
     http.start()
     yield http.address
     http.stop()
-    t.app.close()
+    t.app.edges.close()
 
 
 def exchange(address: tuple[str, int], raw: bytes) -> bytes:

@@ -87,7 +87,7 @@ def test_the_scheduler_moves_its_jobs_by_the_step(clock, metrics) -> None:
 
 def follow(w: TestApp) -> StepWatch:
     """The daemon's step watch over the test's app (the scheduler looks at every turn)."""
-    return StepWatch(w.clock, w.app.metrics, w.app.follow_step)
+    return StepWatch(w.clock, w.app.metrics, w.app.loop.follow_step)
 
 
 def give_up(w: TestApp) -> None:

@@ -87,7 +87,7 @@ def test_a_store_readable_by_others_is_warned_about_once_at_start(
     path = tmp_path / "guardian.db"
     SqliteStore(path).close()
     path.chmod(0o644)
-    make_app(tmp_path / "app", sqlite=SqliteStore(path), daemon=True).app.close()
+    make_app(tmp_path / "app", sqlite=SqliteStore(path), daemon=True).app.edges.close()
     [warning] = [r for r in caplog.records if "readable by other users" in r.getMessage()]
     assert getattr(warning, FIELDS)["mode"] == "0644"
     assert mode(path) == 0o644  # the operator's choice is kept

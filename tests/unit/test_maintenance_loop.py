@@ -62,7 +62,7 @@ def test_a_clock_step_never_ends_a_window_early(tmp_path: Path, hours: int, then
     reaches 11:30 again the calendar's window holds it once more (waiting longer, never acting
     sooner: DESIGN 12)."""
     t = make_app(tmp_path, maintenance={"windows": [NOON_WINDOW]})
-    steps = StepWatch(t.clock, t.app.metrics, t.app.follow_step)
+    steps = StepWatch(t.clock, t.app.metrics, t.app.loop.follow_step)
     t.engine.add("db-main", health="unhealthy")
     t.healer.sweep()
     t.clock.step(hours=hours)

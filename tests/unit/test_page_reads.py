@@ -466,7 +466,7 @@ def test_a_sweep_names_the_containers_that_came_went_or_changed() -> None:
 def test_a_step_of_the_wall_clock_is_news_about_every_container(tmp_path: Path) -> None:
     g = fleet(tmp_path)
     version = g.app.changes.version
-    g.app.follow_step(timedelta(hours=-1))
+    g.app.loop.follow_step(timedelta(hours=-1))
     assert g.app.changes.since(version)[1] == EVERYTHING
 
 

@@ -224,7 +224,7 @@ def test_a_step_of_the_wall_clock_neither_shortens_nor_lengthens_patience(
     """The turn has rotated out of the log (only a bound is left), and the wall clock steps an
     hour 1 min into a 5 min patience: it still acts 5 min after the start it kept."""
     w = patient(tmp_path, "5m")
-    watch = StepWatch(w.clock, w.app.metrics, w.app.follow_step)
+    watch = StepWatch(w.clock, w.app.metrics, w.app.loop.follow_step)
     start = w.clock.now() - timedelta(seconds=10)
     w.engine.add("web", health="unhealthy", unhealthy_by=start, health_log_at=w.clock.now())
     w.healer.sweep()

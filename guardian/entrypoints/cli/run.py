@@ -105,7 +105,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     except EngineUnavailable as exc:
         raise CliError(str(exc)) from None
     finally:
-        app.close()
+        app.edges.close()
     rows = [_row(a) for a in report.rows]
     if args.json:
         print_json({"dry_run": not args.apply, "containers": rows})

@@ -68,7 +68,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         open_incidents = [incident_view(i) for i in app.store.open_incidents(host) if i.is_open]
         silences = [silence_view(s, now) for s in app.store.silences(host, now)]
     finally:
-        app.close()
+        app.edges.close()
     if args.json:
         doc = {
             "engine": engine,

@@ -15,14 +15,13 @@ from guardian.core.assessment import Assessment
 from guardian.core.model import (
     HOST_PROBLEMS,
     OPEN_STATES,
-    ContainerSnapshot,
     HealthCheckResult,
-    same_snapshots,
 )
 from guardian.core.relations.dependencies import DependencyGraph
 from guardian.logs import kv
 from guardian.ports import Store
 from guardian.service.healing.namespaces import Namespaces
+from guardian.service.state.listing import Listed
 from guardian.service.state.verifications import Verifications
 
 log = logging.getLogger("guardian.dependencies")
@@ -45,7 +44,6 @@ class Dependencies:
         self._graph = DependencyGraph()
         self._labels: dict[str, dict[str, str]] = {}  # the last sweep's, to rebuild the graph
         self._ids: dict[str, str] = {}  # container name -> id, from the last sweep
-        self._listed: list[ContainerSnapshot] = []  # the last sweep's containers
         # Containers seen with a problem and not yet seen healthy: covers the moment between
         # detection and the incident being written (a sweep decides for all before acting).
         self._problems: set[str] = set()
@@ -56,13 +54,13 @@ class Dependencies:
         with self._lock:
             return self._graph
 
-    def follow(self, snapshots: list[ContainerSnapshot]) -> None:
+    def follow(self, seen: Listed) -> None:
         """The containers of the last sweep make the graph (the same ones, the same graph,
         unless an inspect told of a namespace the graph does not have)."""
         ns = self.namespaces
-        if same_snapshots(self._listed, snapshots) and (ns is None or not ns.told_more()):
+        if not seen.changed and (ns is None or not ns.told_more()):
             return
-        self._listed = snapshots
+        snapshots = seen.watched
         labels = {s.name: s.labels for s in snapshots}
         shared = self.namespaces.follow(snapshots) if self.namespaces is not None else {}
         graph = DependencyGraph(labels, shared)

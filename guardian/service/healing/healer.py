@@ -38,7 +38,7 @@ from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.remediator import Remediator
 from guardian.service.healing.verifier import Verifier
 from guardian.service.state.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
-from guardian.service.state.listing import Listings
+from guardian.service.state.listing import Listed, Listings
 from guardian.service.state.quiet import QuietRow, is_quiet, taken
 from guardian.service.watchers.prober import Prober
 from guardian.service.watchers.resources import ResourceWatch
@@ -62,6 +62,9 @@ class Healer:
         self.quiet = ctx.state.quiet  # the containers a sweep need not judge again
         # What a sweep lists: all, or only what it must judge again (service/state/listing.py).
         self.listings = Listings(ctx.engine, ctx.state.cache, self.quiet, ctx.clock)
+        # The watched list the pipeline's followers were last told of: the one object Listings
+        # hands again while nothing watched changed.
+        self._followed: list[ContainerSnapshot] | None = None
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
@@ -119,9 +122,6 @@ class Healer:
         store.remember(host, RECORDED_THROUGH, swept_at)
         if events_through is not None:
             store.remember(host, EVENTS_THROUGH, events_through)
-
-    def _on_docker(self) -> bool:
-        return self.ctx.on_docker()
 
     def engine_state(self, up: bool, error: str = "") -> None:
         """Record whether the engine answered (log a change, update the gauge, host incidents)."""
@@ -211,7 +211,7 @@ class Healer:
         ctx = self.ctx
         report = SweepReport()
         try:
-            listed, watched = self.listings.read(ctx.settings, self._on_docker())
+            listed, watched = self.listings.read(ctx.settings, ctx.on_docker())
             self.engine_state(True)
         except EngineUnavailable as exc:
             self.engine_state(False, str(exc))
@@ -219,8 +219,7 @@ class Healer:
             # The store still answers: open incidents (engine_unreachable among them) are shown.
             self.recorder.refresh_gauges()
             return report
-        for follow in ctx.pipeline.listed:
-            follow(watched)
+        self._tell_listed(listed, watched)
         ctx.facts.publish(ContainersListed(tuple(watched)))
         # One query for the whole sweep instead of one per healthy container (bench/RESULTS.md).
         open_names = {i.container for i in ctx.store.open_incidents(ctx.settings.host)}
@@ -265,6 +264,16 @@ class Healer:
         self.recorder.refresh_gauges()
         return report
 
+    def _tell_listed(
+        self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]
+    ) -> None:
+        """Tell the pipeline's followers what the sweep listed, decided once for all of them:
+        changed or not since they were last told."""
+        seen = Listed(listed, watched, changed=watched is not self._followed)
+        for follow in self.ctx.pipeline.listed:
+            follow(seen)
+        self._followed = watched
+
     def _keep_quiet(
         self, rows: list[Assessment], quiet: dict[str, QuietRow], open_names: set[str]
     ) -> None:
@@ -285,7 +294,7 @@ class Healer:
         listed are forgotten, those the list shows otherwise doubted, and the watched ones
         whose entry is missing or doubtful inspected (at most RESYNC_READS; none whose restart
         is under way: the engine answers that inspect only once it has stopped the container)."""
-        if not self._on_docker():
+        if not self.ctx.on_docker():
             return
         state = self.ctx.state
         wanted = set(state.cache.resync(watched, {s.id for s in listed}))
@@ -341,7 +350,7 @@ class Healer:
     def _cached_unhealthy(self, container_id: str) -> ContainerSnapshot | None:
         """The container as the cache holds it, when its entry is fresh and it runs unhealthy
         (the event that said so kept it); else None: inspect it."""
-        if not self._on_docker():
+        if not self.ctx.on_docker():
             return None
         snap = self.ctx.state.cache.fresh(container_id)
         if snap is None or snap.state != "running" or snap.health != "unhealthy":

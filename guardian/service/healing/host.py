@@ -28,13 +28,13 @@ from guardian.core.model import (
     IncidentState,
     Outcome,
     ProblemType,
-    same_snapshots,
 )
 from guardian.core.outbound import notifications
 from guardian.core.storm import StormHold, StormSettings, counts, next_hold, storm_size
 from guardian.logs import kv
 from guardian.ports import Clock, EngineEvent, Store
 from guardian.service.healing.recorder import save_logged
+from guardian.service.state.listing import Listed
 
 log = logging.getLogger("guardian.host")
 
@@ -70,7 +70,6 @@ class HostWatch:
         self.announce = announce
         self._lock = threading.Lock()
         self._watched: set[str] = set()  # the containers the storm counts (storm.count)
-        self._listed: list[ContainerSnapshot] = []  # the last sweep's containers
         self._unhealthy: dict[str, datetime] = {}  # container -> first detection of this episode
         self._engine_down_since: datetime | None = None
         # The hold of the open storm (its incident id, length, end) and its canary in flight.
@@ -208,13 +207,12 @@ class HostWatch:
                 return True  # opened before this process and not held since: as it was
             return self._bystander(container, self.clock.now()) is None
 
-    def follow(self, snapshots: list[ContainerSnapshot]) -> None:
+    def follow(self, seen: Listed) -> None:
         """Keep the last sweep's counted containers (storm.count): a storm's size is a share of
         them."""
         with self._lock:
-            if not same_snapshots(self._listed, snapshots):  # the same ones count the same
-                self._listed = snapshots
-                self._watched = {s.name for s in snapshots if counts(s.labels, self.settings)}
+            if seen.changed:  # the same ones count the same
+                self._watched = {s.name for s in seen.watched if counts(s.labels, self.settings)}
             for gone in set(self._unhealthy) - self._watched:
                 del self._unhealthy[gone]
 

@@ -35,6 +35,18 @@ MAX_IDS = MAX_NEWS  # containers one sweep asks for by id; beyond, it lists them
 
 @dataclass(frozen=True)
 class Listed:
+    """What a sweep listed, as its followers are told: every container, the watched ones, and
+    whether the watched ones changed since the followers were last told (unchanged: the very
+    list object they were told last, so nothing that follows from the list alone is worked out
+    again)."""
+
+    listed: list[ContainerSnapshot]
+    watched: list[ContainerSnapshot]
+    changed: bool
+
+
+@dataclass(frozen=True)
+class LastList:
     """What the last sweep listed, and of its last whole list: under which settings, in which
     stream, when (monotonic seconds)."""
 
@@ -51,7 +63,7 @@ class Listings:
         self.cache = cache
         self.quiet = quiet
         self.clock = clock
-        self._last: Listed | None = None
+        self._last: LastList | None = None
 
     def read(
         self, settings: HealerSettings, on_docker: bool
@@ -82,7 +94,7 @@ class Listings:
 
     def _asks(
         self,
-        last: Listed,
+        last: LastList,
         settings: HealerSettings,
         stream: int | None,
         news: set[str] | None,
@@ -117,11 +129,17 @@ class Listings:
         whole_at: float,
     ) -> tuple[list[ContainerSnapshot], list[ContainerSnapshot]]:
         """`listed` becomes the last list; the watched ones are picked again only when it is not
-        the last list's very snapshots under the same settings."""
+        the last list's very snapshots under the same settings, and handed as the last list
+        object while they are its very snapshots under the same settings (a sweep's followers
+        take an unchanged list object for an unchanged list: Listed.changed)."""
         last = self._last
-        if last is not None and last.settings is settings and same_snapshots(last.listed, listed):
+        if last is None or last.settings is not settings:
+            watched = [c for c in listed if settings.watches(c.labels)]
+        elif same_snapshots(last.listed, listed):
             listed, watched = last.listed, last.watched
         else:
             watched = [c for c in listed if settings.watches(c.labels)]
-        self._last = Listed(settings, listed, watched, stream, whole_at)
+            if same_snapshots(last.watched, watched):
+                watched = last.watched  # only containers it does not watch changed
+        self._last = LastList(settings, listed, watched, stream, whole_at)
         return listed, watched

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from guardian.core.assessment import Assessment
 from guardian.core.model import ContainerSnapshot
@@ -30,12 +30,20 @@ from guardian.ports import Rechecks
 QUIET_HEALTH = (None, "healthy")
 MAX_ROWS = 10_000  # beyond, further containers are judged at every sweep
 MAX_NEWS = 100  # containers heard of between two sweeps; beyond, the next one lists them all
+# A row's `until` once its healthy streak's reset check was made: no check comes due again, and
+# only what is heard of the container (or a reload, a step, an outage) ends its quiet.
+FOREVER = datetime.max.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
 class QuietRow:
     row: Assessment
-    until: datetime  # when its healthy streak's reset check is due (HealthyStreaks.quiet_until)
+    # When its healthy streak's reset check is due (HealthyStreaks.quiet_until); FOREVER: made.
+    until: datetime
+
+    def holds(self, now: datetime) -> bool:
+        """Its reset check is not due at `now` (never, once made: FOREVER lies after any time)."""
+        return now < self.until
 
 
 class QuietRows:
@@ -90,7 +98,7 @@ class QuietRows:
     def holding(self, now: datetime) -> set[str]:
         """The ids of the rows a sweep at `now` may still take (their reset check not due)."""
         with self._lock:
-            return {cid for cid, row in self._rows.items() if now < row.until}
+            return {cid for cid, row in self._rows.items() if row.holds(now)}
 
     def keep(self, rows: dict[str, QuietRow]) -> None:
         """The sweep's quiet rows (those taken and those newly judged quiet), except any heard
@@ -110,7 +118,7 @@ def taken(kept: QuietRow, snap: ContainerSnapshot, now: datetime, open_names: se
     last = kept.row.snapshot
     if last is not snap and last != snap:
         return False
-    return now < kept.until and snap.name not in open_names
+    return kept.holds(now) and snap.name not in open_names
 
 
 def is_quiet(a: Assessment) -> bool:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from guardian.service.state.claims import Claims
 from guardian.service.state.container_cache import ContainerCache
 from guardian.service.state.engine_memory import EngineMemory
 from guardian.service.state.epochs import RestartEpochs
 from guardian.service.state.maintenance import MaintenanceHolds
-from guardian.service.state.quiet import QuietRows
+from guardian.service.state.quiet import FOREVER, QuietRows
 from guardian.service.state.verifications import Verifications
 
 
@@ -114,7 +114,8 @@ class HealthyStreaks:
 
     def quiet_until(self, container: str, reset_after: timedelta) -> datetime | None:
         """Until when another healthy look at `container` changes nothing (service/state/quiet.py):
-        until its streak's reset check is due, for ever once it was made; None: no streak."""
+        until its streak's reset check is due, FOREVER once it was made (or when it lies beyond
+        any date); None: no streak."""
         with self._lock:
             since = self._since.get(container)
             if since is None:
@@ -122,7 +123,7 @@ class HealthyStreaks:
             if self._reset_checked.get(container) != since:
                 with contextlib.suppress(OverflowError):
                     return since + reset_after
-            return datetime.max.replace(tzinfo=UTC)
+            return FOREVER
 
     def keep_only(self, present: set[str]) -> None:
         with self._lock:
