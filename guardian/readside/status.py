@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from guardian.core.detection.windows import MaintenanceWindow
@@ -34,6 +34,9 @@ class ContainerStatus:
     decision: Decision | None = None  # what decide() said (attempts used of max_attempts)
     # The maintenance windows that hold it (core.detection.windows): the operator's and its label's.
     maintenance: tuple[MaintenanceWindow, ...] = ()
+    # When the next of those windows starts, as seen when the decision was made: the clock
+    # alone then changes the decision (a hold begins). Not part of the answer itself.
+    window_at: datetime | None = field(default=None, compare=False)
 
     @property
     def settled(self) -> bool:
@@ -47,8 +50,14 @@ class ContainerStatus:
         restart in flight) whenever asked. A silence's end is news: the silences are read
         again then."""
         if self.decision is not None:
-            return shared_write or (self.retry_at is not None and self.retry_at <= now)
+            came = [t for t in (self.retry_at, self.window_at) if t is not None and t <= now]
+            return shared_write or bool(came)
         return not self.settled
+
+
+def _next_window(windows: Iterable[MaintenanceWindow], now: datetime) -> datetime | None:
+    starts = [t for t in (w.next_start(now) for w in windows) if t is not None]
+    return min(starts, default=None)
 
 
 def container_status(judgements: Judgements, records: Records) -> list[ContainerStatus]:
@@ -149,6 +158,9 @@ class _Read:
                 self.silences.get(name),
                 decision,
                 a.rules.maintenance,
+                _next_window(a.rules.maintenance, self.records.clock.now())
+                if decision is not None
+                else None,
             )
             if name not in self.rows:
                 self._sorted = None

@@ -166,6 +166,7 @@ def shown(d: PageData) -> tuple[Any, ...]:
 # A maintenance window ends, then the next starts: nothing but the clock says so.
 @example(steps=[("tick", 31), ("tick", 31)])
 @example(steps=[("unhealthy", "queue"), ("tick", 31), ("sweep", "")])
+@example(steps=[("unhealthy", "queue"), ("tick", 31), ("tick", 31)])
 # A healthy container's silence runs out: nothing but the clock says so.
 @example(steps=[("silence", "db"), ("tick", 50)])
 # A start grace ends: unhealthy again right after its restart, judged 20 s later.
