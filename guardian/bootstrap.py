@@ -335,8 +335,8 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
         inspect_wanted=(p.crash_loops.still_looping, p.logs.matched),
         listed=(
             watched_only(p.crash_loops.follow),
-            watched_only(p.prober.update),
-            watched_only(p.resources.update),
+            p.prober.follow,
+            p.resources.follow,
             watched_only(p.logs.update),
             p.dependencies.follow,
             p.host.follow,

@@ -46,8 +46,9 @@ def _no_followers(_leader: str, _root: str) -> tuple[tuple[str, str], ...]:
 
 
 def watched_only(follow: Callable[[list[ContainerSnapshot]], None]) -> Callable[[Listed], None]:
-    """A follower of the sweep's watched containers that tells an unchanged list by itself (it
-    keeps the list object it followed last), as a row of `listed`."""
+    """A follower of the sweep's watched containers that works on every sweep's list, changed
+    or not (the log rules' follower attaches again to a stream that ended), as a row of
+    `listed`."""
 
     def told(seen: Listed) -> None:
         follow(seen.watched)

@@ -19,6 +19,7 @@ from guardian.core.detection.probes import ProbeSpec, parse_probe, probe_host
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.logs import kv
 from guardian.ports import Clock, ProbeRunner
+from guardian.service.state.listing import Listed
 
 log = logging.getLogger("guardian.probes")
 
@@ -60,7 +61,6 @@ class Prober:
         self._lock = threading.Lock()
         self._targets: dict[str, _Target] = {}  # container name -> target
         self._warned: set[tuple[str, str]] = set()
-        self._listed: list[ContainerSnapshot] | None = None  # the last update's list
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped: every probe keeps its period and its timeout."""
@@ -74,13 +74,15 @@ class Prober:
         with self._lock:
             return bool(self._targets)
 
+    def follow(self, seen: Listed) -> None:
+        """A row of the pipeline's `listed`: the sweep's watched containers, followed again only
+        when they changed (the sweep decides that once for every follower; a reload, which may
+        change the rules, gives a changed list)."""
+        if seen.changed:
+            self.update(seen.watched)
+
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
-        """Follow the containers of the last sweep: running ones with a probe label are probed.
-        The very list of the last update (an idle sweep: service.state.listing keeps the list while
-        neither a container nor the settings changed) changes nothing: skipped."""
-        if snapshots is self._listed:
-            return
-        self._listed = snapshots
+        """Follow these containers: running ones with a probe label are probed."""
         now = self.clock.now()
         seen = set()
         for snap in snapshots:

@@ -21,6 +21,7 @@ from guardian.core.detection.usage import Sampled, Usage, breached, detail, obse
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.logs import kv
 from guardian.ports import Clock, Engine, EngineEvent, EngineUnavailable, ResourceReader
+from guardian.service.state.listing import Listed
 
 log = logging.getLogger("guardian.resources")
 
@@ -52,20 +53,20 @@ class ResourceWatch:
         self.limits_of = limits_of  # the container's limits, from its labels and resources.rules
         self._lock = threading.Lock()
         self._targets: dict[str, _Target] = {}  # container name -> target
-        self._listed: list[ContainerSnapshot] | None = None  # the last update's list
 
     def has_targets(self) -> bool:
         with self._lock:
             return bool(self._targets)
 
+    def follow(self, seen: Listed) -> None:
+        """A row of the pipeline's `listed`: the sweep's watched containers, followed again only
+        when they changed (the sweep decides that once for every follower; a reload, which may
+        change the rules, gives a changed list)."""
+        if seen.changed:
+            self.update(seen.watched)
+
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
-        """Follow the watched containers of the last sweep: running ones with a limit are read.
-        The very list of the last update (an idle sweep: service.state.listing keeps the list while
-        neither a container nor the settings, whose resources.rules a reload may change,
-        changed) changes nothing: skipped."""
-        if snapshots is self._listed:
-            return
-        self._listed = snapshots
+        """Follow these containers: running ones with a limit are read."""
         wanted: dict[str, tuple[str, tuple[Limit, ...]]] = {}
         for snap in snapshots:
             if snap.state != "running":
