@@ -195,3 +195,31 @@ def test_an_unreachable_engine_is_typed(tmp_path):
     api = docker.APIClient(base_url=f"unix://{tmp_path}/none.sock", version="1.41", timeout=2)
     failed = DockerRecreator(api).remove("0" * 64)
     assert failed is not None and failed.failure is Failure.UNREACHABLE, failed
+
+
+def test_a_port_taken_since_is_typed_and_the_new_container_left_created(containers, docker_api):
+    holder = docker_api.create_container(
+        IMAGE,
+        ["sleep", "86400"],
+        name=containers.name("holder"),
+        labels={"guardian.test.run": RUN_ID},
+        ports=[8080],
+        stop_signal="SIGKILL",
+        host_config=docker_api.create_host_config(port_bindings={8080: ("127.0.0.1",)}),
+    )["Id"]
+    containers.created.append(holder)
+    docker_api.start(holder)
+    taken = containers.inspect(holder)["NetworkSettings"]["Ports"]["8080/tcp"][0]["HostPort"]
+    name = containers.run("wants", start=False)
+    spec = build(containers.inspect(name))
+    assert isinstance(spec, RecreateSpec), spec
+    body = json.loads(spec.config)
+    body["ExposedPorts"] = {"8080/tcp": {}}
+    body["HostConfig"]["PortBindings"] = {"8080/tcp": [{"HostIp": "127.0.0.1", "HostPort": taken}]}
+    failed = DockerRecreator(docker_api).create(
+        replace(spec, name=f"{name}-2", config=json.dumps(body))
+    )
+    assert isinstance(failed, Failed), failed
+    containers.created.append(failed.container_id)
+    assert failed.failure is Failure.PORT_TAKEN and failed.reason.startswith("start: "), failed
+    assert containers.inspect(failed.container_id)["State"]["Status"] == "created"
