@@ -214,7 +214,8 @@ class Verdict(StrEnum):
     WAIT = "wait"  # not now; may retry at `retry_at`
     DENY = "deny"  # never, for as long as the inputs stay the same (policy-denied)
     GIVE_UP = "give_up"  # attempts exhausted: escalate, keep the incident open
-    STOP = "stop"  # guardian.action=stop: stop it and leave it to a person
+    STOP = "stop"  # guardian.action=stop, or the ladder's stop rung: stop it, a person acts
+    RECREATE = "recreate"  # the ladder's recreate rung: remove it, create it from its record
 
 
 class Reason(StrEnum):
@@ -240,6 +241,7 @@ class Reason(StrEnum):
     AWAITING_APPROVAL = "awaiting_approval"  # guardian.action=ask: a person approves each one
     APPROVED = "approved"  # allowed: a person approved this restart of the incident
     APPROVAL_DENIED = "approval_denied"  # a person said no to restarting this incident
+    ESCALATED = "escalated"  # allowed: restarts did not help, the ladder's next rung
 
 
 @dataclass(frozen=True)
@@ -261,7 +263,7 @@ class Decision:
     @property
     def acts(self) -> bool:
         """Guardian acts on the container now (a restart or, by its action, a stop)."""
-        return self.verdict in (Verdict.RESTART, Verdict.STOP)
+        return self.verdict in (Verdict.RESTART, Verdict.STOP, Verdict.RECREATE)
 
 
 @dataclass(frozen=True)
@@ -318,6 +320,7 @@ class ActionKind(StrEnum):
     STOP = "stop"  # a stop request (guardian.action=stop), with its outcome
     APPROVAL = "approval"  # a person approved or denied a restart (guardian.action=ask)
     HOOK = "hook"  # an operator's hook run after a verdict (core.outbound.hooks), with its output
+    RECREATE = "recreate"  # the ladder's recreate: its record stored before the removal
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,8 @@ class AttemptHistory:
     in_flight: bool = False
     verifying: bool = False
     engine_denied: bool = False  # the engine refused this problem's last restart (403)
+    # The ladder's rungs taken (restart.escalate), with their request times, any age.
+    rungs: tuple[tuple[str, datetime], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,16 @@ def counted_attempts(
     return sorted(a for a in counted if a > start)
 
 
+def taken_rungs(history: AttemptHistory, policy: RestartPolicy, now: datetime) -> tuple[str, ...]:
+    """The ladder's rungs taken inside the window and after the last reset, as the attempts
+    are counted (counted_attempts): a reset gives the ladder back with the restarts."""
+    start = now - policy.window
+    reset = history.reset_at
+    if reset is not None and not ahead(reset, now):
+        start = max(start, reset)
+    return tuple(rung for rung, at in history.rungs if no_later_than(at, now) > start)
+
+
 @dataclass(frozen=True)
 class Case:
     """One restart request as the rules read it: decide()'s inputs, and what is derived from
@@ -110,6 +122,8 @@ class Case:
     # The storm's hold is over, no canary runs and this container is not the last one that
     # failed: if every rule lets it through, this restart is the storm's canary.
     canary: bool
+    # The ladder's next rung (restart.escalate) should the restarts be spent; None: give up.
+    rung: str | None = None
 
     @property
     def used(self) -> int:
@@ -275,8 +289,8 @@ def _dependencies(case: Case) -> Decision | None:
 
 def _max_attempts(case: Case) -> Decision | None:
     n, cap = case.used, case.policy.max_attempts
-    if n < cap:
-        return None
+    if n < cap or case.rung is not None:
+        return None  # spent restarts with a rung left: the rung is the next decision
     # The window frees a slot when the oldest attempt that keeps us at the cap expires.
     retry_at = case.counted[n - cap] + case.policy.window
     return Decision(Verdict.GIVE_UP, Reason.MAX_ATTEMPTS, retry_at, attempt=n, max_attempts=cap)
@@ -301,7 +315,9 @@ def _act_after(case: Case) -> Decision | None:
 def _cooldown(case: Case) -> Decision | None:
     # Cooldown runs from the last attempt of any age, so a reset never allows a quick repeat;
     # one stamped ahead of the clock was made "now" at the latest.
-    attempts, now = case.history.attempts, case.now
+    # A rung of the ladder is an attempt too: the next waits its cooldown as well.
+    attempts = case.history.attempts + tuple(at for _, at in case.history.rungs)
+    now = case.now
     if not attempts:
         return None
     ready_at = no_later_than(max(attempts), now) + case.policy.cooldown_after(max(case.used, 1))
@@ -355,7 +371,7 @@ RULES: tuple[Rule, ...] = (
     Rule("storm_bystander", _storm_bystander, "a storm's bystander, for one cooldown at most"),
     Rule("storm_hold", _storm_hold, "a storm's container until its hold ends, one canary at once"),
     Rule("dependencies", _dependencies, "a container while a dependency is unhealthy"),
-    Rule("max_attempts", _max_attempts, "more than max_attempts in the window: give up"),
+    Rule("max_attempts", _max_attempts, "more than max_attempts and no rung left: give up"),
     Rule("act_after", _act_after, "a problem younger than act_after"),
     Rule("cooldown", _cooldown, "a restart within the cooldown of the last attempt"),
     Rule("rate_limit", _rate_limit, "more than the host's restarts per minute"),
@@ -364,11 +380,41 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def _climb(case: Case, rung: str) -> Decision:
+    """The ladder's next rung, its restarts spent: recreate or stop, Reason.ESCALATED; with a
+    person's usable approval first when the container asks (`ask`) or the operator asks for
+    this rung (restart.escalate_ask)."""
+    policy, approval = case.policy, case.approval
+    verdict = Verdict.RECREATE if rung == "recreate" else Verdict.STOP
+    place = f"rung {policy.escalate.index(rung) + 2} of {len(policy.escalate) + 1}"
+    why = f"{case.used} restarts did not help: {rung}, the ladder's {place}"
+
+    def said(
+        verdict: Verdict, reason: Reason, detail: str, used: Approval | None = None
+    ) -> Decision:
+        return Decision(
+            verdict,
+            reason,
+            attempt=case.used,
+            max_attempts=policy.max_attempts,
+            detail=detail,
+            approval=used,
+        )
+
+    if policy.action != "ask" and rung not in policy.escalate_ask:
+        return said(verdict, Reason.ESCALATED, why)
+    if approval is None or not approval.usable(case.now):
+        return said(Verdict.WAIT, Reason.AWAITING_APPROVAL, f"{why}; a person approves it first")
+    return said(verdict, Reason.APPROVED, f"{why}; approved by {approval.by}", approval)
+
+
 def _act(case: Case) -> Decision:
     """The verdict for the container's action, once every rule let the request through: a
     restart (the storm's canary says so), a stop, or for `ask` a restart only with a usable
-    approval of a person, once."""
+    approval of a person, once; the ladder's next rung once the restarts are spent."""
     policy, approval = case.policy, case.approval
+    if case.rung is not None and case.used >= policy.max_attempts:
+        return _climb(case, case.rung)
     if policy.action == "stop":
         return case.numbered(Verdict.STOP, Reason.ALLOWED)
     if policy.action == "ask":
@@ -406,7 +452,9 @@ def decide(
     """
     counted = tuple(counted_attempts(history, policy, now))
     canary = _is_canary(target, host, now)
-    case = Case(target, history, host, policy, now, silence, approval, counted, canary)
+    # The ladder follows restarts: a container whose action is stop is stopped already.
+    rung = policy.next_rung(taken_rungs(history, policy, now)) if policy.action != "stop" else None
+    case = Case(target, history, host, policy, now, silence, approval, counted, canary, rung)
     for rule in RULES:
         refusal = rule.check(case)
         if refusal is not None:

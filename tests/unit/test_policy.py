@@ -36,6 +36,9 @@ POLICY = RestartPolicy(
 )
 
 
+LADDER = replace(POLICY, escalate=("recreate", "stop"))
+
+
 def ago(seconds: float) -> datetime:
     return NOW - timedelta(seconds=seconds)
 
@@ -60,6 +63,7 @@ class Case:
     slot_free_in: float | None = None  # seconds from NOW: a long stop gives its slot up
     approval: Approval | None = None
     silence: Silence | None = None
+    rungs: tuple[tuple[str, float], ...] = ()  # the ladder's rungs taken, seconds ago
 
 
 def approval(approved: bool = True, age: float = 10, ttl: float = 3600, used: bool = False):
@@ -666,6 +670,137 @@ CASES += [
         approval=approval(),
         retry_in=59,
     ),
+    Case(
+        "ladder: restarts spent, the next rung is a recreate",
+        Verdict.RECREATE,
+        Reason.ESCALATED,
+        attempts=(1000, 2000, 3000),
+        policy=LADDER,
+        attempt=3,
+    ),
+    Case(
+        "ladder: the recreate taken did not help, the stop is next",
+        Verdict.STOP,
+        Reason.ESCALATED,
+        attempts=(1000, 2000, 3000),
+        rungs=(("recreate", 600),),
+        policy=LADDER,
+    ),
+    Case(
+        "ladder: every rung taken, give up",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(1000, 2000, 3000),
+        rungs=(("recreate", 900), ("stop", 600)),
+        policy=LADDER,
+        retry_in=600,
+    ),
+    Case(
+        "ladder: a rung waits the cooldown of the last attempt",
+        Verdict.WAIT,
+        Reason.COOLDOWN,
+        attempts=(1000, 2000, 3000),
+        rungs=(("recreate", 100),),
+        policy=LADDER,
+        retry_in=200,
+    ),
+    Case(
+        "ladder: a rung waits for the host's budget like a restart",
+        Verdict.WAIT,
+        Reason.RATE_LIMITED,
+        attempts=(1000, 2000, 3000),
+        host_recent=(10,) * 10,
+        policy=LADDER,
+        retry_in=50,
+    ),
+    Case(
+        "ladder: a storm holds a rung as it holds restarts",
+        Verdict.WAIT,
+        Reason.STORM,
+        attempts=(1000, 2000, 3000),
+        storm=StormHold(until=NOW + timedelta(seconds=30)),
+        policy=LADDER,
+        retry_in=30,
+    ),
+    Case(
+        "ladder: a silence holds a rung",
+        Verdict.WAIT,
+        Reason.SILENCED,
+        attempts=(1000, 2000, 3000),
+        silence=Silence(1, "h", "app", ago(60), NOW + timedelta(seconds=90), "upgrade", "ana"),
+        policy=LADDER,
+        retry_in=90,
+    ),
+    Case(
+        "ladder: a rung in escalate_ask waits for a person",
+        Verdict.WAIT,
+        Reason.AWAITING_APPROVAL,
+        attempts=(1000, 2000, 3000),
+        policy=replace(LADDER, escalate_ask=("recreate",)),
+    ),
+    Case(
+        "ladder: a rung in escalate_ask taken with a person's approval",
+        Verdict.RECREATE,
+        Reason.APPROVED,
+        attempts=(1000, 2000, 3000),
+        policy=replace(LADDER, escalate_ask=("recreate",)),
+        approval=approval(),
+    ),
+    Case(
+        "ladder: ask asks before every rung",
+        Verdict.WAIT,
+        Reason.AWAITING_APPROVAL,
+        attempts=(1000, 2000, 3000),
+        rungs=(("recreate", 600),),
+        policy=replace(LADDER, action="ask"),
+    ),
+    Case(
+        "ladder: a dry run takes no rung",
+        Verdict.DENY,
+        Reason.DRY_RUN,
+        attempts=(1000, 2000, 3000),
+        policy=replace(LADDER, dry_run=True),
+    ),
+    Case(
+        "ladder: restarts left come first",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        attempts=(2000, 3000),
+        policy=LADDER,
+        attempt=3,
+    ),
+    Case(
+        "ladder: rungs older than the window are given back with the restarts",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        attempts=(4000,),
+        rungs=(("recreate", 3700), ("stop", 3650)),
+        policy=LADDER,
+    ),
+    Case(
+        "ladder: a reset gives the rungs back",
+        Verdict.RESTART,
+        Reason.ALLOWED,
+        attempts=(3000, 2900, 2800),
+        rungs=(("recreate", 2500),),
+        reset=1000,
+        policy=LADDER,
+    ),
+    Case(
+        "ladder: a label that narrowed it to stop skips the recreate",
+        Verdict.STOP,
+        Reason.ESCALATED,
+        attempts=(1000, 2000, 3000),
+        policy=replace(LADDER, escalate=("stop",)),
+    ),
+    Case(
+        "ladder: a container whose action is stop has no ladder",
+        Verdict.GIVE_UP,
+        Reason.MAX_ATTEMPTS,
+        attempts=(1000, 2000, 3000),
+        policy=replace(LADDER, action="stop"),
+        retry_in=600,
+    ),
 ]
 
 
@@ -677,6 +812,7 @@ def test_decide(case: Case) -> None:
         in_flight=case.in_flight,
         verifying=case.verifying,
         engine_denied=case.engine_denied,
+        rungs=tuple((rung, ago(s)) for rung, s in case.rungs),
     )
     slot_free_at = NOW + timedelta(seconds=case.slot_free_in) if case.slot_free_in else None
     host = HostLoad(
@@ -920,3 +1056,53 @@ def test_a_storm_holds_a_bystander_one_cooldown_at_most(policy, until, since, ca
         assert limit > NOW and d.retry_at == limit
     else:
         assert limit <= NOW and d.reason is not Reason.STORM_CANARY
+
+
+def climb(policy: RestartPolicy, script: list[tuple[int, int, bool, bool]]):
+    """simulate() with the ladder: each action decide() allows (a restart or a rung), per
+    container, as (time, what) in order, and the resets."""
+    now = NOW
+    done: dict[int, list[tuple[datetime, str]]] = {}
+    resets: dict[int, list[datetime]] = {}
+    healthy_since: dict[int, datetime] = {}
+    for wait, c, healthy, _ in script:
+        now += timedelta(seconds=wait)
+        last_reset = resets[c][-1] if resets.get(c) else None
+        if healthy:
+            since = healthy_since.setdefault(c, now)
+            if reset_due(since, last_reset, policy, now):
+                resets.setdefault(c, []).append(now)
+            continue
+        healthy_since.pop(c, None)
+        mine = done.setdefault(c, [])
+        history = AttemptHistory(
+            tuple(t for t, what in mine if what == "restart"),
+            last_reset,
+            rungs=tuple((what, t) for t, what in mine if what != "restart"),
+        )
+        d = decide(Target(f"c{c}"), history, HostLoad(), policy, now)
+        if d.verdict in (Verdict.RESTART, Verdict.RECREATE, Verdict.STOP):
+            mine.append((now, str(d.verdict)))
+    return done, resets
+
+
+@settings(max_examples=400, deadline=None)
+@given(policies, steps, st.sampled_from([("recreate", "stop"), ("recreate",), ("stop",)]))
+def test_the_ladder_climbs_each_rung_once_after_the_restarts_and_waits_each_cooldown(
+    policy, script, ladder
+) -> None:
+    policy = replace(policy, escalate=ladder)
+    done, resets = climb(policy, script)
+    for c, actions in done.items():
+        for (a, _), (b, _) in itertools.pairwise(actions):
+            assert b - a >= policy.cooldown
+        for i, (at, what) in enumerate(actions):
+            # What counts at `at`: after the window's start and the last reset before it.
+            start = max([at - policy.window, *(r for r in resets.get(c, ()) if r <= at)])
+            before = [w for t, w in actions[:i] if t > start]
+            if what == "restart":
+                assert before.count("restart") < policy.max_attempts
+            else:
+                assert before.count("restart") >= policy.max_attempts  # restarts first
+                assert what not in before  # each rung once
+                assert [w for w in before if w != "restart"] == list(ladder[: ladder.index(what)])

@@ -9,6 +9,9 @@ from datetime import timedelta
 # What Guardian does once decide() allows it, from most to least it does on its own: restart;
 # stop it and leave it to a person; ask a person to approve each restart; only notify.
 ACTIONS = ("restart", "stop", "ask", "notify")
+# The escalation ladder's rungs past restarts, in the only order they may be climbed: recreate
+# the container from its own record, then stop it and page (restart.escalate).
+RUNGS = ("recreate", "stop")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,14 @@ class RestartPolicy:
     action: str = "restart"  # one of ACTIONS
     # Patience: act only once the problem has lasted this long (the incident opens at once).
     act_after: timedelta = timedelta(0)
+    # The ladder once max_attempts restarts did not help (RUNGS, in order; () gives up as
+    # ever), and the rungs a person approves before Guardian takes them.
+    escalate: tuple[str, ...] = ()
+    escalate_ask: tuple[str, ...] = ()
+
+    def next_rung(self, taken: tuple[str, ...]) -> str | None:
+        """The ladder's next rung once the restarts are spent: the first not taken yet."""
+        return next((rung for rung in self.escalate if rung not in taken), None)
 
     def cooldown_after(self, attempts: int) -> timedelta:
         """The wait after the n-th attempt: exponential with a cap, never below cooldown."""

@@ -173,8 +173,12 @@ def plan(decision: Decision | None) -> str:
             return f"not restarted: {decision.reason}{why}"
         case Verdict.GIVE_UP:
             return "attempts exhausted: a human must look at it"
+        case Verdict.STOP if decision.reason in (Reason.ESCALATED, Reason.APPROVED):
+            return f"Guardian stops it and leaves it to a person ({decision.detail})"
         case Verdict.STOP:
             return "Guardian stops it (guardian.action=stop) and leaves it to a person"
+        case Verdict.RECREATE:
+            return f"Guardian recreates it from its own record ({decision.detail})"
 
 
 def opened(incident: Incident, decision: Decision | None, now: datetime) -> Notification:
