@@ -88,7 +88,7 @@ from guardian.service.outbound.channel_check import ChannelCheck
 from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.outbound.heartbeat import Heartbeat
 from guardian.service.outbound.hooks import Hooks, HookSettings
-from guardian.service.pipeline import Pipeline, watched_only
+from guardian.service.pipeline import Pipeline, changed_only, watched_only
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
 from guardian.service.state.quiet import HeardRechecks
@@ -335,8 +335,8 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
         inspect_wanted=(p.crash_loops.still_looping, p.logs.matched),
         listed=(
             watched_only(p.crash_loops.follow),
-            p.prober.follow,
-            p.resources.follow,
+            changed_only(p.prober.update),
+            changed_only(p.resources.update),
             watched_only(p.logs.update),
             p.dependencies.follow,
             p.host.follow,

@@ -56,6 +56,20 @@ def watched_only(follow: Callable[[list[ContainerSnapshot]], None]) -> Callable[
     return told
 
 
+def changed_only(
+    follow: Callable[[list[ContainerSnapshot]], None],
+) -> Callable[[Listed], None]:
+    """A follower of the sweep's watched containers told them only when they changed (the
+    sweep decides that once for every follower; a reload, which may change the rules a
+    follower reads, gives a changed list), as a row of `listed`."""
+
+    def told(seen: Listed) -> None:
+        if seen.changed:
+            follow(seen.watched)
+
+    return told
+
+
 @dataclass(frozen=True)
 class Pipeline:
     judges: tuple[Judge, ...] = ()  # in order, after the health check

@@ -19,7 +19,6 @@ from guardian.core.detection.probes import ProbeSpec, parse_probe, probe_host
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.logs import kv
 from guardian.ports import Clock, ProbeRunner
-from guardian.service.state.listing import Listed
 
 log = logging.getLogger("guardian.probes")
 
@@ -73,13 +72,6 @@ class Prober:
     def has_targets(self) -> bool:
         with self._lock:
             return bool(self._targets)
-
-    def follow(self, seen: Listed) -> None:
-        """A row of the pipeline's `listed`: the sweep's watched containers, followed again only
-        when they changed (the sweep decides that once for every follower; a reload, which may
-        change the rules, gives a changed list)."""
-        if seen.changed:
-            self.update(seen.watched)
 
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
         """Follow these containers: running ones with a probe label are probed."""

@@ -21,7 +21,6 @@ from guardian.core.detection.usage import Sampled, Usage, breached, detail, obse
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.logs import kv
 from guardian.ports import Clock, Engine, EngineEvent, EngineUnavailable, ResourceReader
-from guardian.service.state.listing import Listed
 
 log = logging.getLogger("guardian.resources")
 
@@ -57,13 +56,6 @@ class ResourceWatch:
     def has_targets(self) -> bool:
         with self._lock:
             return bool(self._targets)
-
-    def follow(self, seen: Listed) -> None:
-        """A row of the pipeline's `listed`: the sweep's watched containers, followed again only
-        when they changed (the sweep decides that once for every follower; a reload, which may
-        change the rules, gives a changed list)."""
-        if seen.changed:
-            self.update(seen.watched)
 
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
         """Follow these containers: running ones with a limit are read."""
