@@ -204,7 +204,8 @@ class Recreator:
         """Removed, and the engine refused the create (a port taken, the image gone): the
         stored record stays, the incident says so and names what a person would run."""
         command = f"docker compose up -d --force-recreate, or docker run --name {spec.name}"
-        command += " with the options of the record Guardian stored (guardian actions)"
+        command += " with the options of the record Guardian stored with this action (its store's"
+        command += f" actions table, column record, action {action_id})"
         detail = f"recreate failed after the removal: {created.reason}; a person would run: "
         detail += command
         current = self.ctx.store.get_incident(incident.id or 0) or incident
