@@ -360,6 +360,7 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
         storm_speaks_for=p.host.storm_speaks_for,
         unhealthy_dependencies=p.dependencies.unhealthy,
         followers=p.dependencies.followers,
+        relatives=p.namespaces.relatives,
         stepped=(
             p.crash_loops.follow_step,
             p.prober.follow_step,

@@ -9,10 +9,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.usage import Usage
+from guardian.core.escalation.recreate import RecreateSpec
 from guardian.core.facts import Fact
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
@@ -108,6 +109,18 @@ class EngineIdentity:
     api_version: str
 
 
+@dataclass(frozen=True)
+class EngineStep:
+    """What a step of a recreate did (a removal, or a create from a RecreateSpec): done, with
+    the new container's id for a create; or why not, in one line for people. `sent`: the
+    request may have reached the engine (an unknown outcome: look before trying again)."""
+
+    done: bool
+    reason: str = ""
+    container_id: str = ""
+    sent: bool = True
+
+
 class Clock(Protocol):
     """Two readings: `now()` is the wall clock (aware UTC), for what people read and what the
     store keeps across restarts; it may step (NTP, a stale boot, a VM resumed). `monotonic()`
@@ -168,6 +181,16 @@ class Engine(Protocol):
     def stop(self, container_id: str, stop_timeout: timedelta) -> ActionOutcome:
         """Stop (guardian.action=stop) and classify what happened; never raises for engine
         errors. STOPPED when the engine stopped it (or it was not running)."""
+
+    def record(self, container_id: str) -> Mapping[str, Any] | None:
+        """The container's whole inspect as the engine answers it (for a recreate: its own
+        record, core.escalation.recreate); None when it is gone."""
+
+    def remove_container(self, container_id: str, stop_timeout: timedelta) -> EngineStep:
+        """Stop and remove it, keeping its named volumes; done when it is gone afterwards."""
+
+    def create_container(self, spec: RecreateSpec) -> EngineStep:
+        """Create (under the spec's name), connect and start a container from `spec`."""
 
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
         """Container events from `since` on; ends or raises EngineUnavailable when cut off."""
@@ -238,7 +261,10 @@ class Store(Protocol):
         detail: str,
         finished_at: datetime,
         notifications: Sequence[Notification] = (),
-    ) -> None: ...
+        successor: str = "",
+    ) -> None:
+        """Write an action's outcome; `successor`: a recreate's new container id (kept when
+        a later outcome, its verification's, is written without one)."""
 
     def actions(
         self,

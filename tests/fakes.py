@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from guardian.core.detection.usage import Usage
+from guardian.core.escalation.recreate import RecreateSpec
 from guardian.core.labels import in_scope
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.outbound.hooks import HookEnd, HookRun
-from guardian.ports import EngineEvent, EngineHistory, EngineIdentity, EngineUnavailable
+from guardian.ports import (
+    EngineEvent,
+    EngineHistory,
+    EngineIdentity,
+    EngineStep,
+    EngineUnavailable,
+)
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -86,6 +94,20 @@ class FakeLogStream:
         self.end()
 
 
+def fake_record(snap: ContainerSnapshot) -> dict[str, object]:
+    """A container's inspect as a Docker engine answers it, for what a recreate reads
+    (core.escalation.recreate): its name, id, image ID, labels, a network, no volumes."""
+    return {
+        "Id": snap.id,
+        "Name": "/" + snap.name,
+        "Image": "sha256:" + "a" * 64,
+        "Config": {"Image": "app:1", "Labels": dict(snap.labels), "Hostname": snap.id[:12]},
+        "HostConfig": {"NetworkMode": "bridge", "Binds": None},
+        "Mounts": [],
+        "NetworkSettings": {"Networks": {"bridge": {"Aliases": None, "IPAddress": ""}}},
+    }
+
+
 @dataclass
 class FakeEngine:
     """An engine holding containers in a dict; restarts follow a script of outcomes.
@@ -119,6 +141,14 @@ class FakeEngine:
     stats_calls: list[str] = field(default_factory=list)  # container ids, in order
     # follow_logs(): every stream handed out, with what it was asked (id, since, tail).
     follows: list[tuple[str, datetime, int, FakeLogStream]] = field(default_factory=list)
+    # The calls that change a container, in order: (restart|stop|remove|create, name).
+    steps: list[tuple[str, str]] = field(default_factory=list)
+    # record(): what a container's inspect holds beyond what fake_record makes of its snapshot
+    # (by name; e.g. "Mounts" with an anonymous volume).
+    record_extra: dict[str, dict[str, object]] = field(default_factory=dict)
+    create_refusal: str = ""  # a create the engine refuses (a port taken): its reason
+    _specs: dict[str, RecreateSpec] = field(default_factory=dict)  # name -> the last create's
+    _removed: dict[str, ContainerSnapshot] = field(default_factory=dict)  # name -> as removed
 
     def add(self, name: str, **fields: object) -> ContainerSnapshot:
         base = {
@@ -226,6 +256,8 @@ class FakeEngine:
         self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
     ) -> ActionOutcome:
         self.restarts.append(container_id)
+        if container_id in self.containers:
+            self.steps.append(("restart", self.containers[container_id].name))
         self.inspects_at_restart.append(self.inspect_calls)
         if self.restart_raises is not None:
             raise self.restart_raises
@@ -253,8 +285,58 @@ class FakeEngine:
         )
         return ActionOutcome(Outcome.RESTARTED, "restart request completed")
 
+    def record(self, container_id: str) -> Mapping[str, object] | None:
+        self._check()
+        snap = self.containers.get(container_id)
+        if snap is None:
+            return None
+        return {**fake_record(snap), **self.record_extra.get(snap.name, {})}
+
+    def remove_container(self, container_id: str, stop_timeout: timedelta) -> EngineStep:
+        if not self.reachable:
+            return EngineStep(False, "unreachable", sent=False)
+        snap = self.containers.pop(container_id, None)
+        if snap is not None:
+            self.steps.append(("remove", snap.name))
+            self._removed[snap.name] = snap
+        return EngineStep(True)
+
+    def create_container(self, spec: RecreateSpec) -> EngineStep:
+        """A new container under the spec's name: a new id, the labels of its record."""
+        if not self.reachable:
+            return EngineStep(False, "unreachable", sent=False)
+        self.steps.append(("create", spec.name))
+        if self.create_refusal:
+            return EngineStep(False, self.create_refusal)
+        if any(c.name == spec.name for c in self.containers.values()):
+            return EngineStep(False, "create: the name is taken")
+        self._specs[spec.name] = spec
+        old = self._removed.get(spec.name) or ContainerSnapshot(
+            inspected=True, id="", name=spec.name, state="created"
+        )
+        made = sum(1 for verb, name in self.steps if verb == "create" and name == spec.name)
+        labels = json.loads(spec.config).get("Labels") or {}
+        snap = replace(
+            old,
+            id=f"{spec.name}-r{made}".ljust(64, "2"),
+            labels=labels,
+            state="running",
+            health=self.after_restart_health if old.health is not None else None,
+            started_at=self.clock.now(),
+            exit_code=0,
+            restart_count=0,
+        )
+        self.containers[snap.id] = snap
+        return EngineStep(True, container_id=snap.id)
+
+    def spec_of(self, name: str) -> RecreateSpec:
+        """The spec the last create of `name` was asked with."""
+        return self._specs[name]
+
     def stop(self, container_id: str, stop_timeout: timedelta) -> ActionOutcome:
         self.stops.append(container_id)
+        if container_id in self.containers:
+            self.steps.append(("stop", self.containers[container_id].name))
         if not self.reachable:
             return ActionOutcome(Outcome.TRANSIENT_FAILURE, "unreachable", True)
         if container_id not in self.containers:

@@ -173,21 +173,26 @@ class ResilientStore:
         detail: str,
         finished_at: datetime,
         notifications: Sequence[Notification] = (),
+        successor: str = "",
     ) -> None:
         with self._lock:
             if action_id in self._unwritten:
+                held = self._unwritten[action_id]
                 self._unwritten[action_id] = replace(
-                    self._unwritten[action_id],
+                    held,
                     outcome=outcome,
                     detail=detail,
                     finished_at=finished_at,
+                    successor=successor or held.successor,
                 )
                 self._unqueued(notifications)
                 if self._flush():
                     self._recovered()
                 return
             try:
-                self.inner.record_outcome(action_id, outcome, detail, finished_at, notifications)
+                self.inner.record_outcome(
+                    action_id, outcome, detail, finished_at, notifications, successor
+                )
             except StoreError as exc:
                 self._failed("record_outcome", exc)
                 self._unqueued(notifications)

@@ -33,7 +33,7 @@ from guardian.core.detection.log_rules import from_config as log_rule_from_confi
 from guardian.core.detection.resources import CONFIG_KEYS as RESOURCE_KEYS
 from guardian.core.detection.resources import ResourceError, ResourceRule
 from guardian.core.detection.resources import from_config as resource_rule_from_config
-from guardian.core.detection.restart_policy import RestartPolicy
+from guardian.core.detection.restart_policy import RUNGS, RestartPolicy
 from guardian.core.detection.windows import CONFIG_KEYS, MaintenanceWindow, WindowError
 from guardian.core.detection.windows import from_config as window_from_config
 from guardian.core.durations import format_duration, parse_duration
@@ -435,6 +435,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "act_after": _with(_limited("restart.act_after"), ZERO),
         # An approval (action ask) allows one restart of its incident until it expires.
         "approval_ttl": _with(_duration(M, 7 * DAY), H),
+        # The ladder once max_attempts restarts did not help (core.detection.restart_policy.RUNGS):
+        # recreate from the container's own record, then stop and page. [] gives up as ever.
+        "escalate": _with(_keys_of(RUNGS), ()),
+        # The rungs a person approves first, on every container (guardian.action=ask: all).
+        "escalate_ask": _with(_keys_of(RUNGS), ()),
     },
     # Labels may only tighten the restart policy; the keys listed here may ask for more too
     # (more attempts, a shorter cooldown). Whoever starts a container writes its labels.
@@ -638,6 +643,8 @@ class Settings:
             act_on_orchestrated=self.values["watch"]["orchestrated"] == "act",
             action=r["action"],
             act_after=r["act_after"],
+            escalate=r["escalate"],
+            escalate_ask=r["escalate_ask"],
         )
 
 
@@ -822,6 +829,12 @@ def _check_across(values: Mapping[str, Mapping[str, Any]]) -> None:
         raise ConfigError(
             f"restart.max_cooldown = {_fmt(r['max_cooldown'])}: expected at least "
             f"restart.cooldown ({_fmt(r['cooldown'])})"
+        )
+    unclimbed = [rung for rung in r["escalate_ask"] if rung not in r["escalate"]]
+    if unclimbed:
+        raise ConfigError(
+            f"restart.escalate_ask = {', '.join(r['escalate_ask'])}: {', '.join(unclimbed)} is "
+            f"not a rung of restart.escalate ({', '.join(r['escalate']) or 'none'})"
         )
     storm = values["storm"]
     if storm["max_hold"] < storm["hold"]:

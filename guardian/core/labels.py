@@ -17,7 +17,7 @@ from guardian.core.detection.log_rules import from_label as log_rule_from_label
 from guardian.core.detection.resources import LABELS as RESOURCE_LABELS
 from guardian.core.detection.resources import Limit
 from guardian.core.detection.resources import from_labels as limits_from_labels
-from guardian.core.detection.restart_policy import ACTIONS, RestartPolicy
+from guardian.core.detection.restart_policy import ACTIONS, RUNGS, RestartPolicy
 from guardian.core.detection.windows import LABEL as MAINTENANCE_LABEL
 from guardian.core.detection.windows import MaintenanceWindow, WindowError
 from guardian.core.detection.windows import from_label as window_from_label
@@ -39,6 +39,7 @@ AUTOHEAL = "autoheal"
 AUTOHEAL_STOP_TIMEOUT = "autoheal.stop.timeout"
 ACTION = "guardian.action"
 ACT_AFTER = "guardian.act_after"
+ESCALATE = "guardian.escalate"  # the ladder's rungs, only those restart.escalate allows
 MAINTENANCE = MAINTENANCE_LABEL  # core.detection.windows: "0 2 * * * 1h [tz]"
 LOGS_MATCH = LOG_MATCH_LABEL  # core.detection.log_rules: an RE2 pattern on the container's output
 
@@ -126,6 +127,8 @@ def _tightens(
             tighter = asked.act_after >= base.act_after
         case "action":  # ACTIONS runs from the most to the least Guardian does on its own
             tighter = ACTIONS.index(asked.action) >= ACTIONS.index(base.action)
+        case "escalate":  # fewer rungs, each one the operator allows
+            tighter = set(asked.escalate) <= set(base.escalate)
         case _:
             raise KeyError(key)
     return tighter or (key in LOOSENABLE and key in may_loosen)
@@ -274,6 +277,34 @@ def _log_rules(labels: Mapping[str, str]) -> tuple[tuple[LogRule, ...], tuple[st
         return (), (str(exc),)
 
 
+def _escalate(
+    labels: Mapping[str, str], policy: RestartPolicy, base: RestartPolicy, may: Collection[str]
+) -> tuple[RestartPolicy, tuple[str, ...]]:
+    """A label may only shorten the ladder or leave rungs out (`none`: give up after the
+    restarts), never add a rung restart.escalate does not allow: such a rung is ignored."""
+    if ESCALATE not in labels:
+        return policy, ()
+    raw = labels[ESCALATE]
+    words = raw.replace(",", " ").lower().split()[: len(RUNGS) + 1]
+    if words == ["none"]:
+        return replace(policy, escalate=()), ()
+    unknown = [w for w in words if w not in RUNGS]
+    allowed = [r for r in RUNGS if r in words and r in base.escalate]
+    asked = replace(policy, escalate=tuple(allowed))
+    assert _tightens("escalate", asked, base, may)
+    if unknown:
+        expected = f"expected rungs among {', '.join(RUNGS)}, or none"
+        return asked, (f"label {ESCALATE}={raw[:40]!r}: {expected}",)
+    added = [r for r in RUNGS if r in words and r not in base.escalate]
+    if added:
+        given = ", ".join(base.escalate) or "none"
+        return asked, (
+            f"label {ESCALATE}={raw[:40]!r}: {', '.join(added)} ignored: restart.escalate "
+            f"allows {given}; a label may only leave rungs out",
+        )
+    return asked, ()
+
+
 def rules_for(
     labels: Mapping[str, str],
     base: RestartPolicy,
@@ -293,12 +324,13 @@ def rules_for(
     stop_timeout, stop_warning = _stop_timeout(labels, stop_timeout)
     policy, action_warning = _action(labels, policy, base, may_loosen)
     policy, act_after_warning = _act_after(labels, policy, base, may_loosen)
+    policy, escalate_warning = _escalate(labels, policy, base, may_loosen)
     notify, receivers, notify_warning = _notify(labels)
     maintenance, maintenance_warning = _maintenance(labels)
     resources, resource_warnings = _resources(labels)
     log_rules, log_rules_warning = _log_rules(labels)
     warnings = attempts_warning + cooldown_warning + stop_warning + action_warning
-    warnings += act_after_warning + notify_warning + maintenance_warning
+    warnings += act_after_warning + escalate_warning + notify_warning + maintenance_warning
     warnings += resource_warnings + log_rules_warning
     is_self = _flag(labels.get(SELF)) is True or (
         bool(self_id) and bool(container_id) and container_id.startswith(self_id or "")

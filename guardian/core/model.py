@@ -340,6 +340,10 @@ class RemediationAction:
     finished_at: datetime | None = None
     attempt: int = 0
     extra: dict[str, str] = field(default_factory=dict)
+    # A recreate's (ActionKind.RECREATE): the container's record (its inspect as JSON), written
+    # with the intent; the new container's id, written with the outcome.
+    record: str = ""
+    successor: str = ""
 
 
 def same_snapshots(last: Sequence[ContainerSnapshot], now: Sequence[ContainerSnapshot]) -> bool:

@@ -45,6 +45,10 @@ def _no_followers(_leader: str, _root: str) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+def _no_relatives(_container: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    return (), {}
+
+
 def watched_only(follow: Callable[[list[ContainerSnapshot]], None]) -> Callable[[Listed], None]:
     """A follower of the sweep's watched containers that works on every sweep's list, changed
     or not (the log rules' follower attaches again to a stream that ended), as a row of
@@ -93,6 +97,8 @@ class Pipeline:
     unhealthy_dependencies: Callable[[str], tuple[str, ...]] = _none
     # (id, why) to restart after (leader, root of the wave): restart_with, namespace followers
     followers: Callable[[str, str], tuple[tuple[str, str], ...]] = _no_followers
+    # A recreate's relatives: the names that joined its namespaces, the listed names by id.
+    relatives: Callable[[str], tuple[tuple[str, ...], dict[str, str]]] = _no_relatives
     # The wall clock stepped by this much: the stamps a part holds for durations move with it.
     stepped: tuple[Callable[[timedelta], None], ...] = ()
     verdicts: tuple[Callable[[ActionVerdict], None], ...] = ()  # an action's verdict (hooks)

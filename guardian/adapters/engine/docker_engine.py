@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Collection, Generator, Iterator
+from collections.abc import Collection, Generator, Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,7 +40,9 @@ from guardian.adapters.engine.log_stream import (
     raw_reader,
     shut_down,
 )
+from guardian.adapters.engine.recreator import DockerRecreator, Failed, Failure
 from guardian.core.detection.usage import Usage
+from guardian.core.escalation.recreate import RecreateSpec
 from guardian.core.labels import ALL
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.core.redaction import redact_patterns, scrub_url
@@ -49,6 +51,7 @@ from guardian.ports import (
     EngineEvent,
     EngineHistory,
     EngineIdentity,
+    EngineStep,
     EngineUnavailable,
     LogStream,
 )
@@ -100,6 +103,15 @@ def classify(exc: BaseException) -> ActionOutcome:
             )
         return ActionOutcome(Outcome.UNKNOWN, "connection lost after the request was sent")
     raise exc
+
+
+def _step(result: str | Failed | None) -> EngineStep:
+    """A recreator's answer as the port's EngineStep: None or a new id is done."""
+    if result is None or isinstance(result, str):
+        return EngineStep(True, container_id=result or "")
+    return EngineStep(
+        False, result.reason, result.container_id, sent=result.failure is not Failure.UNREACHABLE
+    )
 
 
 class DockerEngine:
@@ -264,6 +276,32 @@ class DockerEngine:
             raise EngineUnavailable(
                 f"docker engine refused to inspect: {exc.explanation}"
             ) from None
+
+    def record(self, container_id: str) -> Mapping[str, Any] | None:
+        try:
+            data = self._call(lambda api: api.inspect_container(container_id))
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise EngineUnavailable(
+                f"docker engine refused to inspect: {exc.explanation}"
+            ) from None
+        return data if isinstance(data, Mapping) else None
+
+    def remove_container(self, container_id: str, stop_timeout: timedelta) -> EngineStep:
+        try:
+            api = self._client()
+        except EngineUnavailable as exc:
+            return EngineStep(False, str(exc), sent=False)
+        seconds = int(stop_timeout.total_seconds())
+        return _step(DockerRecreator(api).remove(container_id, seconds))
+
+    def create_container(self, spec: RecreateSpec) -> EngineStep:
+        try:
+            api = self._client()
+        except EngineUnavailable as exc:
+            return EngineStep(False, str(exc), sent=False)
+        return _step(DockerRecreator(api).create(spec))
 
     def logs(self, container_id: str, tail: int) -> str:
         """The last `tail` lines of the container's output; "" when it has none or is gone."""

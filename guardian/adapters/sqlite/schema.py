@@ -137,6 +137,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX actions_host_kind ON actions(host, kind, requested_at);
     """,
+    # 9: the escalation ladder's recreate (DESIGN 20): the container's whole record (its
+    # inspect, as JSON) written with the intent, before the removal, so a crash between the
+    # removal and the create leaves what the next start creates it from; and the new
+    # container's id with the outcome, so the recreated container keeps its budget.
+    """
+    ALTER TABLE actions ADD COLUMN record TEXT NOT NULL DEFAULT '';
+    ALTER TABLE actions ADD COLUMN successor TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 
@@ -203,6 +211,8 @@ def action_row(row: sqlite3.Row) -> RemediationAction:
         finished_at=from_text(row["finished_at"]),
         attempt=row["attempt"],
         extra=json.loads(row["extra"]),
+        record=row["record"],
+        successor=row["successor"],
     )
 
 

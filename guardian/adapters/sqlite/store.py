@@ -140,8 +140,8 @@ class SqliteStore(OperatorQueries):
             insert_notifications(conn, notifications)
             cur = conn.execute(
                 "INSERT INTO actions (incident_id, host, container, container_id, kind,"
-                " requested_at, reason, attempt, outcome, detail, finished_at, extra)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                " requested_at, reason, attempt, outcome, detail, finished_at, extra, record,"
+                " successor) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     action.incident_id,
                     action.host,
@@ -155,6 +155,8 @@ class SqliteStore(OperatorQueries):
                     action.detail,
                     to_text(action.finished_at),
                     json.dumps(action.extra),
+                    action.record,
+                    action.successor,
                 ),
             )
             return int(cur.lastrowid or 0)
@@ -166,12 +168,14 @@ class SqliteStore(OperatorQueries):
         detail: str,
         finished_at: datetime,
         notifications: Sequence[Notification] = (),
+        successor: str = "",
     ) -> None:
         with self.db.transaction() as conn:
             insert_notifications(conn, notifications)
             conn.execute(
-                "UPDATE actions SET outcome=?, detail=?, finished_at=? WHERE id=?",
-                (str(outcome), detail, to_text(finished_at), action_id),
+                "UPDATE actions SET outcome=?, detail=?, finished_at=?,"
+                " successor=CASE WHEN ?='' THEN successor ELSE ? END WHERE id=?",
+                (str(outcome), detail, to_text(finished_at), successor, successor, action_id),
             )
 
     def actions(

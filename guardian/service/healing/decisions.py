@@ -5,10 +5,11 @@ Every restart decision, and what `guardian status` shows, is asked here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import ContainerRules
 from guardian.core.model import (
     ActionKind,
@@ -17,11 +18,57 @@ from guardian.core.model import (
     Decision,
     Outcome,
     ProblemType,
+    Reason,
+    RemediationAction,
     Silence,
 )
 from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
 from guardian.core.storm import StormHold
 from guardian.service.context import LoopContext
+
+# The reasons a STOP action carries when it was the ladder's stop rung (not guardian.action=stop).
+RUNG_REASONS = (str(Reason.ESCALATED), str(Reason.APPROVED))
+
+
+def lineage(actions: Sequence[RemediationAction], container_id: str) -> frozenset[str]:
+    """The ids `container_id` was recreated from by Guardian (its recreates' outcomes name the
+    new container), itself included: one container for its budget, so a recreated container
+    never starts the ladder again."""
+    ids = {container_id}
+    while True:
+        more = {
+            a.container_id
+            for a in actions
+            if a.kind == ActionKind.RECREATE and a.successor in ids and a.container_id not in ids
+        }
+        if not more:
+            return frozenset(ids)
+        ids |= more
+
+
+def ladder_history(
+    actions: Sequence[RemediationAction], container_id: str
+) -> tuple[tuple[datetime, ...], tuple[tuple[str, datetime], ...]]:
+    """From the actions of a name: the restarts of the containers `container_id` was recreated
+    from (its own are read as ever), and the ladder's rungs its lineage took (a recreate, done
+    or refused; a stop as a rung)."""
+    ids = lineage(actions, container_id)
+    before = tuple(
+        a.requested_at
+        for a in actions
+        if a.kind == ActionKind.RESTART and a.container_id in ids - {container_id}
+    )
+    rungs = tuple(
+        ("recreate" if a.kind == ActionKind.RECREATE else "stop", a.requested_at)
+        for a in actions
+        if a.container_id in ids
+        and (
+            a.kind == ActionKind.RECREATE
+            or (a.kind == ActionKind.STOP and a.reason in RUNG_REASONS)
+        )
+    )
+    return before, rungs
+
 
 # Times the history is read again when other containers' restarts were claimed while it was
 # read (LoopState.claims_and_epoch).
@@ -41,6 +88,13 @@ class _Read:
     dependencies: tuple[str, ...]
     approval: Approval | None = None  # guardian.action=ask: a person's answer for the incident
     problem_since: datetime | None = None  # restart.act_after: since when the problem lasts
+    rungs: tuple[tuple[str, datetime], ...] = ()  # the ladder's rungs taken (restart.escalate)
+
+
+def _asks(policy: RestartPolicy) -> bool:
+    """Whether a person's approval may be what the decision waits for: every restart's
+    (guardian.action=ask) or a rung's of the ladder (restart.escalate_ask)."""
+    return policy.action == "ask" or bool(policy.escalate_ask)
 
 
 class DecisionPoint:
@@ -102,6 +156,11 @@ class DecisionPoint:
             policy.window, policy.max_cooldown, policy.cooldown, timedelta(minutes=1)
         )
         stored = tuple(ctx.store.restart_times(host, horizon, container, snap.id))
+        rungs: tuple[tuple[str, datetime], ...] = ()
+        if policy.escalate:
+            # A container Guardian recreated keeps the budget of those it was made from.
+            before, rungs = ladder_history(ctx.store.actions(host, container, horizon), snap.id)
+            stored += tuple(at for at in before if at > horizon)
         # What the store could not remember, as the engine recorded it (DESIGN 16).
         memory = ctx.state.remembered
         unrecorded = memory.unrecorded(snap, stored, policy, rules.stop_timeout, now)
@@ -115,8 +174,9 @@ class DecisionPoint:
             storm=ctx.pipeline.storm_holds(snap),
             silence=self._silence(snap, rules, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
-            approval=ctx.store.approval_for(host, container) if policy.action == "ask" else None,
+            approval=ctx.store.approval_for(host, container) if _asks(policy) else None,
             problem_since=self._problem_since(snap, now, problem) if policy.act_after else None,
+            rungs=rungs,
         )
 
     def _silence(
@@ -149,6 +209,7 @@ class DecisionPoint:
             in_flight=state.claims.running(snap.name),
             verifying=state.verifications.verifying(snap.name),
             engine_denied=read.engine_denied,
+            rungs=read.rungs,
         )
         load = HostLoad(
             recent_restarts=read.recent_restarts,

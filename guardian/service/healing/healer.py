@@ -35,6 +35,7 @@ from guardian.logs import kv
 from guardian.ports import EngineEvent, EngineUnavailable
 from guardian.service.context import LoopContext
 from guardian.service.healing.recorder import Recorder
+from guardian.service.healing.recreator import removed_by_recreate
 from guardian.service.healing.remediator import Remediator
 from guardian.service.healing.verifier import Verifier
 from guardian.service.state.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
@@ -499,6 +500,8 @@ class Healer:
                 continue  # host-level incidents are not about a container
             gone = incident.container not in present
             if gone and not ctx.state.restart_underway(incident.container):
+                if removed_by_recreate(ctx.store.last_action(incident.id or 0)):
+                    continue  # its record is kept for a person: the incident stays open
                 self.recorder.gone(incident, "no longer listed by the engine", now)
         ctx.state.forget_absent(present)
         # A restart in flight still counts for its container, whatever the list said.

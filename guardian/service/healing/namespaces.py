@@ -110,6 +110,20 @@ class Namespaces:
         with self._lock:
             return any(j.leader in self._gone for j in self._joined(container_id))
 
+    def relatives(self, name: str) -> tuple[tuple[str, ...], dict[str, str]]:
+        """What a recreate of `name` needs to know (core.escalation.recreate.build): the names
+        of the listed containers that joined its namespaces, and the listed ones' names by id
+        (its own leaders named by name: a recreated leader gets a new id)."""
+        with self._lock:
+            joined = tuple(
+                sorted(
+                    f
+                    for f, leaders in self._edges().items()
+                    if any(leader == name for leader, _ in leaders)
+                )
+            )
+            return joined, dict(self._names)
+
     # -- inside ------------------------------------------------------------------------------
 
     def _parse(self, snap: ContainerSnapshot) -> tuple[Shared, ...]:

@@ -38,6 +38,7 @@ from guardian.service.context import LoopContext
 from guardian.service.healing.actions import STOP_TIMEOUT_KEY, action_row
 from guardian.service.healing.decisions import DecisionPoint
 from guardian.service.healing.recorder import Recorder
+from guardian.service.healing.recreator import Recreator
 from guardian.service.healing.refusals import Refusals
 from guardian.service.state.claims import Claim
 
@@ -86,6 +87,7 @@ class Remediator:
         self._calls = calls
         self._rechecks = rechecks
         self.refusals = Refusals(ctx, recorder)
+        self.recreator = Recreator(ctx, recorder, calls)
 
     @contextmanager
     def decided(
@@ -128,7 +130,9 @@ class Remediator:
                     self._restart_approved(a, incident, decision, _held(claim))
                 case Verdict.RESTART:
                     self._restart_incident(a, incident, decision, _held(claim))
-                case Verdict.STOP:
+                case Verdict.RECREATE if self._approval_used(a, incident, decision):
+                    self.recreator.recreate(a, incident, decision, _held(claim))
+                case Verdict.STOP if self._approval_used(a, incident, decision):
                     self._stop_incident(a, incident, decision, _held(claim))
                 case Verdict.GIVE_UP:
                     self.refusals.give_up(incident, decision)
@@ -144,17 +148,24 @@ class Remediator:
     ) -> None:
         """A restart a person approved: the approval is used once (compare-and-set), so two
         threads deciding on one approval never restart twice."""
+        if self._approval_used(a, incident, decision):
+            self._restart_incident(a, incident, decision, claim)
+
+    def _approval_used(self, a: Assessment, incident: Incident, decision: Decision) -> bool:
+        """Whether the decision may act: it needs no approval, or it used its approval now
+        (compare-and-set: two threads deciding on one approval never act twice)."""
         approval = decision.approval
-        assert approval is not None and approval.id is not None
+        if approval is None:
+            return True
+        assert approval.id is not None
         used = self.ctx.store.use_approval(approval.id, self.ctx.clock.now())
         self.ctx.facts.publish(ApprovalUsed())
-        if not used:
-            return
-        log.info(
-            "restart approved",
-            extra=kv(container=a.snapshot.name, incident=incident.id, by=approval.by),
-        )
-        self._restart_incident(a, incident, decision, claim)
+        if used:
+            log.info(
+                f"{decision.verdict} approved",
+                extra=kv(container=a.snapshot.name, incident=incident.id, by=approval.by),
+            )
+        return used
 
     def _stop_incident(
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
@@ -163,18 +174,23 @@ class Remediator:
         restart, so the engine's stop events are known as Guardian's own)."""
         ctx, snap, now = self.ctx, a.snapshot, self.ctx.clock.now()
         incident = self.recorder.save(incidents.start_remediation(incident, "stopping", now))
+        # The ladder's stop rung is recorded as one (its reason), so the ladder counts it taken.
+        rung = decision.reason in (Reason.ESCALATED, Reason.APPROVED)
         action = action_row(
             self.ctx.settings.host,
             incident.id,
             (snap.name, snap.id),
             ActionKind.STOP,
             now,
-            "action_stop",
+            str(decision.reason) if rung else "action_stop",
             decision,
+            detail=decision.detail if rung else "",
         )
         action_id = ctx.store.record_intent(action)
         log.warning(
-            "stopping container (guardian.action=stop)",
+            "stopping container (the ladder's stop rung)"
+            if rung
+            else "stopping container (guardian.action=stop)",
             extra=kv(container=snap.name, incident=incident.id),
         )
 
@@ -182,9 +198,14 @@ class Remediator:
             result = ctx.engine.stop(snap.id, a.rules.stop_timeout)
             claim.release()  # the engine is done with it: its events are no longer ours
             done = ctx.clock.now()
-            notes = self._attempt_notes(incident, snap.name, decision, result, done)
+            told = incident
+            if rung and result.outcome is Outcome.STOPPED and not incident.escalated:
+                # The last rung pages: escalated first, so its notification is critical.
+                told = self.recorder.save(incidents.escalate(incident))
+            said = replace(result, detail=f"{decision.detail}: {result.detail}") if rung else result
+            notes = self._attempt_notes(told, snap.name, decision, said, done)
             ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)
-            if result.outcome is Outcome.STOPPED and not incident.escalated:
+            if result.outcome is Outcome.STOPPED and not told.escalated:
                 self.recorder.save(incidents.escalate(incident))  # a person takes it from here
             ctx.restart_ended(snap.name, str(result.outcome))
 

@@ -38,6 +38,7 @@ from guardian.service.context import LoopContext
 from guardian.service.healing.actions import STOP_TIMEOUT_KEY
 from guardian.service.healing.followers import FOLLOWER_REASONS, Followers
 from guardian.service.healing.recorder import Recorder
+from guardian.service.healing.recreator import Leftovers
 
 log = logging.getLogger("guardian.verify")
 
@@ -55,6 +56,7 @@ class Verifier:
         self.ctx = ctx
         self.recorder = recorder
         self.followers = followers
+        self.leftovers = Leftovers(ctx, recorder)
 
     def awaiting(self) -> bool:
         """A restart awaits its verification: the only time the verify tick has work."""
@@ -193,6 +195,11 @@ class Verifier:
         for action in ctx.store.unfinished_actions(ctx.settings.host):
             count += 1
             action_id = action.id or 0
+            if action.kind == ActionKind.RECREATE:
+                pending = self.leftovers.settle(action)
+                if pending is not None:
+                    ctx.state.verifications.resume(pending)
+                continue
             if action.outcome is Outcome.RESTARTED:
                 # Restarted, but Guardian died before verifying: verify now, honestly.
                 snap = ctx.engine.inspect(action.container_id)

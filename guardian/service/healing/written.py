@@ -98,8 +98,9 @@ class PublishingStore:
         detail: str,
         finished_at: datetime,
         notifications: Sequence[Notification] = (),
+        successor: str = "",
     ) -> None:
-        self.inner.record_outcome(action_id, outcome, detail, finished_at, notifications)
+        self.inner.record_outcome(action_id, outcome, detail, finished_at, notifications, successor)
         # An action's outcome may be written more than once (returned, then verified).
         with self._about_lock:
             container, incident, others = self._about.get(action_id, (None, None, True))

@@ -1,0 +1,323 @@
+"""The ladder's recreate rung (restart.escalate): remove the container and create it again from
+its own record, under the same name (core.escalation.recreate). Nothing is lost (DESIGN 5,
+20): the intent and the whole record are written before the removal, the outcome with the new
+container's id after the create; a crash between the two is settled at the next start from the
+stored record (`settle`, called by Verifier.reconcile). What cannot be recreated faithfully is
+refused with the reason and the command a person would run, and the rung counts as taken so
+that the ladder moves on; the recreated container keeps its budget (decisions.py reads the
+history of its lineage).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from guardian.core import incidents
+from guardian.core.assessment import Assessment
+from guardian.core.escalation.recreate import RecreateSpec, Refusal, build
+from guardian.core.labels import ALL
+from guardian.core.model import (
+    ActionKind,
+    Decision,
+    Incident,
+    Outcome,
+    RemediationAction,
+)
+from guardian.core.outbound import notifications
+from guardian.core.outbound.hooks import ActionVerdict
+from guardian.core.verification import PendingVerify
+from guardian.logs import kv
+from guardian.ports import EngineStep, EngineUnavailable, RestartCalls
+from guardian.service.context import LoopContext
+from guardian.service.healing.actions import action_row
+from guardian.service.healing.recorder import Recorder
+from guardian.service.state.claims import Claim
+
+log = logging.getLogger("guardian.recreate")
+
+
+def spec_of(
+    record: Mapping[str, Any], relatives: tuple[tuple[str, ...], dict[str, str]]
+) -> RecreateSpec | Refusal:
+    """The spec to recreate `record`'s container with, or why not (its followers refuse it)."""
+    followers, leaders = relatives
+    return build(record, followers, leaders)
+
+
+def refused_detail(reason: str, command: str) -> str:
+    """A recreate not done, in one line: why, and what a person would run instead."""
+    return f"recreate refused: {reason}; a person would run: {command}"
+
+
+def removed_by_recreate(action: RemediationAction | None) -> bool:
+    """Whether `action` removed its container and no create followed (the engine refused it):
+    the container is gone, its record kept, and its incident waits for a person."""
+    return (
+        action is not None
+        and action.kind == ActionKind.RECREATE
+        and bool(action.record)
+        and not action.successor
+        and action.outcome is Outcome.PERMANENT_FAILURE
+    )
+
+
+class Recreator:
+    """The recreate rung from decision to verification; its claim is the restart's claim."""
+
+    def __init__(self, ctx: LoopContext, recorder: Recorder, calls: RestartCalls) -> None:
+        self.ctx = ctx
+        self.recorder = recorder
+        self._calls = calls
+
+    def recreate(self, a: Assessment, incident: Incident, decision: Decision, claim: Claim) -> None:
+        """Read the record, build the spec, then write the intent with the record and (on
+        `calls`) remove, create, record the outcome and hand the new container to
+        verification. A refusal is written as the rung taken, with its reason."""
+        ctx, snap, now = self.ctx, a.snapshot, self.ctx.clock.now()
+        try:
+            record = ctx.engine.record(snap.id)
+        except EngineUnavailable as exc:
+            log.warning("recreate postponed", extra=kv(container=snap.name, reason=str(exc)))
+            return  # nothing was done: the next decision asks again
+        if record is None:
+            self.recorder.gone(incident, "removed before its recreate", now)
+            return
+        incident = self.recorder.save(incidents.start_remediation(incident, "recreating", now))
+        action = action_row(
+            ctx.settings.host,
+            incident.id,
+            (snap.name, snap.id),
+            ActionKind.RECREATE,
+            now,
+            str(decision.reason),
+            decision,
+            detail=decision.detail,
+        )
+        built = spec_of(record, ctx.pipeline.relatives(snap.name))
+        if isinstance(built, Refusal):
+            self._refused(incident, decision, action, built)
+            return
+        text = json.dumps(record, sort_keys=True, default=str)
+        # The intent and the whole record first: nothing is removed before they are stored.
+        action_id = ctx.store.record_intent(replace(action, record=text))
+        log.warning(
+            "recreating container (restarts did not help)",
+            extra=kv(container=snap.name, incident=incident.id, detail=decision.detail),
+        )
+
+        def call() -> None:
+            self._remove_then_create(a, incident, decision, claim, action_id, built)
+
+        self._calls.run(claim.carried_by(call), claim.slot_until)
+
+    def _refused(
+        self, incident: Incident, decision: Decision, action: RemediationAction, refusal: Refusal
+    ) -> None:
+        """A recreate that would not be faithful or safe: the rung is taken (recorded with its
+        reason, so the ladder moves on), the incident and the attempt's notification say why."""
+        ctx, now = self.ctx, self.ctx.clock.now()
+        detail = refused_detail(refusal.reason, refusal.command)
+        incident = self.recorder.save(incidents.probe_said(incident, detail))
+        notes = self._notes(incident, decision, Outcome.POLICY_DENIED, detail, now)
+        done = replace(action, outcome=Outcome.POLICY_DENIED, detail=detail, finished_at=now)
+        ctx.store.record_intent(done, notes)
+        ctx.metrics.restart_ended(incident.container, str(Outcome.POLICY_DENIED))
+        log.warning(
+            "recreate refused", extra=kv(container=incident.container, reason=refusal.reason)
+        )
+
+    def _remove_then_create(
+        self,
+        a: Assessment,
+        incident: Incident,
+        decision: Decision,
+        claim: Claim,
+        action_id: int,
+        spec: RecreateSpec,
+    ) -> None:
+        """On the restart thread: remove, then create from the spec. The claim ends when the
+        engine is done, or passes to the new container's verification."""
+        ctx, snap = self.ctx, a.snapshot
+        removed = ctx.engine.remove_container(snap.id, a.rules.stop_timeout)
+        if not removed.done:
+            # Still there (or unknown): nothing lost; the next decision sees what is there.
+            claim.release()
+            self._ended(incident, decision, action_id, Outcome.TRANSIENT_FAILURE, removed)
+            return
+        created = ctx.engine.create_container(spec)
+        if not created.done:
+            claim.release()
+            self._create_refused(incident, decision, action_id, spec, created)
+            return
+        self._created(incident, decision, claim, action_id, created.container_id, snap.name)
+
+    def _created(
+        self,
+        incident: Incident,
+        decision: Decision,
+        claim: Claim,
+        action_id: int,
+        new_id: str,
+        name: str,
+    ) -> None:
+        """The new container runs: the outcome names it, the incident follows it (its id), and
+        it is verified as a restart is (healthy within verify_timeout resolves the incident)."""
+        ctx, done = self.ctx, self.ctx.clock.now()
+        incident = self.recorder.save(
+            incidents.IncidentChange(replace(incident, container_id=new_id))
+        )
+        pending = PendingVerify(
+            action_id,
+            incident.id,
+            name,
+            new_id,
+            done,
+            done + ctx.settings.verify_timeout,
+            None,
+            decision.attempt,
+            decision.max_attempts,
+        )
+        claim.hand_over(pending)
+        detail = f"recreated from its record as container {new_id[:12]}"
+        notes = self._notes(incident, decision, Outcome.RESTARTED, detail, done)
+        try:
+            ctx.store.record_outcome(
+                action_id, Outcome.RESTARTED, detail, done, notes, successor=new_id
+            )
+        finally:
+            ctx.state.verifications.outcome_written(pending)
+        log.info("container recreated", extra=kv(container=name, new_id=new_id[:12]))
+
+    def _create_refused(
+        self,
+        incident: Incident,
+        decision: Decision,
+        action_id: int,
+        spec: RecreateSpec,
+        created: EngineStep,
+    ) -> None:
+        """Removed, and the engine refused the create (a port taken, the image gone): the
+        stored record stays, the incident says so and names what a person would run."""
+        command = f"docker compose up -d --force-recreate, or docker run --name {spec.name}"
+        command += " with the options of the record Guardian stored with this action (its store's"
+        command += f" actions table, column record, action {action_id})"
+        detail = f"recreate failed after the removal: {created.reason}; a person would run: "
+        detail += command
+        current = self.ctx.store.get_incident(incident.id or 0) or incident
+        # Escalated: the container is gone until a person creates it (its record is kept).
+        incident = self.recorder.save(
+            incidents.escalate(incidents.probe_said(current, detail).incident)
+        )
+        step = EngineStep(False, detail)
+        self._ended(incident, decision, action_id, Outcome.PERMANENT_FAILURE, step)
+
+    def _ended(
+        self,
+        incident: Incident,
+        decision: Decision,
+        action_id: int,
+        outcome: Outcome,
+        step: EngineStep,
+    ) -> None:
+        ctx, done = self.ctx, self.ctx.clock.now()
+        notes = self._notes(incident, decision, outcome, step.reason, done)
+        ctx.store.record_outcome(action_id, outcome, step.reason, done, notes)
+        ctx.restart_ended(incident.container, str(outcome))
+        ctx.verdict_reached(
+            ActionVerdict(
+                incident.container, incident.container_id, "recreate", outcome, incident.id
+            )
+        )
+        log.warning("recreate failed", extra=kv(container=incident.container, reason=step.reason))
+
+    def _notes(
+        self,
+        incident: Incident,
+        decision: Decision,
+        outcome: Outcome,
+        detail: str,
+        now: datetime,
+    ) -> tuple[notifications.Notification, ...]:
+        """The rung's attempt notification: which rung and why, then what happened."""
+        said = f"{decision.detail}: {detail}" if decision.detail else detail
+        note = notifications.attempt(
+            incident, decision.attempt, decision.max_attempts, outcome, said, now
+        )
+        return self.recorder.notes(incident.container, note)
+
+
+class Leftovers:
+    """A recreate a crash left unfinished, settled once at the next start (Verifier.reconcile)
+    from the stored record and what the engine holds: never a second container."""
+
+    def __init__(self, ctx: LoopContext, recorder: Recorder) -> None:
+        self.ctx = ctx
+        self.recorder = recorder
+
+    def settle(self, action: RemediationAction) -> PendingVerify | None:
+        """Give `action` (a RECREATE without an outcome, or created and not verified) its
+        outcome; the verification to resume, if a container now carries the name."""
+        ctx, now, action_id = self.ctx, self.ctx.clock.now(), action.id or 0
+        if action.outcome is Outcome.RESTARTED and action.successor:
+            return self._verify(action, action.successor, now)
+        if ctx.engine.inspect(action.container_id) is not None:
+            detail = "Guardian stopped before the removal; the container is still there"
+            ctx.store.record_outcome(action_id, Outcome.INTERRUPTED, detail, now)
+            return None
+        there = ctx.engine.list_containers(ALL, "", names=(action.container,))
+        if there:
+            # Created before the crash (or by a person since): that one is the outcome.
+            detail = f"found as container {there[0].id[:12]} after Guardian stopped mid-recreate"
+            ctx.store.record_outcome(
+                action_id, Outcome.RESTARTED, detail, now, successor=there[0].id
+            )
+            return self._verify(action, there[0].id, now)
+        return self._create(action, now)
+
+    def _create(self, action: RemediationAction, now: datetime) -> PendingVerify | None:
+        """Removed, and never created: created now from the stored record, once."""
+        ctx, action_id = self.ctx, action.id or 0
+        try:
+            built = build(json.loads(action.record)) if action.record else None
+        except ValueError:
+            built = None
+        if not isinstance(built, RecreateSpec):
+            why = built.reason if isinstance(built, Refusal) else "no record was stored"
+            detail = f"removed, and not created again: {why}"
+            ctx.store.record_outcome(action_id, Outcome.PERMANENT_FAILURE, detail, now)
+            return None
+        created = ctx.engine.create_container(built)
+        if not created.done:
+            detail = f"removed, and the create from the stored record failed: {created.reason}"
+            ctx.store.record_outcome(action_id, Outcome.PERMANENT_FAILURE, detail, now)
+            incident = ctx.store.get_incident(action.incident_id or 0)
+            if incident is not None and incident.is_open:
+                said = incidents.probe_said(incident, detail).incident
+                self.recorder.save(incidents.escalate(said))
+            return None
+        new_id = created.container_id
+        detail = f"created from its stored record as {new_id[:12]} after Guardian stopped"
+        ctx.store.record_outcome(action_id, Outcome.RESTARTED, detail, now, successor=new_id)
+        log.warning("recreate finished at start", extra=kv(container=action.container))
+        return self._verify(action, new_id, now)
+
+    def _verify(self, action: RemediationAction, new_id: str, now: datetime) -> PendingVerify:
+        incident = self.ctx.store.get_incident(action.incident_id or 0)
+        if incident is not None and incident.is_open and incident.container_id != new_id:
+            self.recorder.save(incidents.IncidentChange(replace(incident, container_id=new_id)))
+        deadline = now + self.ctx.settings.verify_timeout
+        return PendingVerify(
+            action.id or 0,
+            action.incident_id,
+            action.container,
+            new_id,
+            now,
+            deadline,
+            None,
+            action.attempt,
+        )
