@@ -137,7 +137,7 @@ def _at_size(
         fleet.remove("sweep-exited")
         conn.close()
         app.edges.close()
-        counted.close()
+        counted.edges.close()
         proxy.stop()
 
 
