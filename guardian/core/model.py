@@ -255,6 +255,16 @@ class Decision:
     max_attempts: int = 0
     detail: str = ""  # e.g. which dependency is unhealthy
     approval: Approval | None = None  # the approval a restart (reason approved) uses
+    # The ladder's rung this decision is about (restart.escalate), "" for a restart's: its
+    # `attempt` is then the restarts used (all of them), as a give-up's is.
+    rung: str = ""
+
+    @property
+    def used(self) -> int:
+        """The attempts used before this decision: a give-up's and a rung's count them all,
+        the others name the next attempt."""
+        past = self.verdict is Verdict.GIVE_UP or bool(self.rung)
+        return self.attempt if past else max(0, self.attempt - 1)
 
     @property
     def restart(self) -> bool:

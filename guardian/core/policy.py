@@ -399,6 +399,7 @@ def _climb(case: Case, rung: str) -> Decision:
             max_attempts=policy.max_attempts,
             detail=detail,
             approval=used,
+            rung=rung,
         )
 
     if policy.action != "ask" and rung not in policy.escalate_ask:

@@ -69,13 +69,14 @@ def _attempts(c: ContainerStatus) -> str:
     d = c.decision
     if d is None or not d.max_attempts:
         return ""
-    used = d.attempt if d.verdict is Verdict.GIVE_UP else max(0, d.attempt - 1)
-    return f"{used} of {d.max_attempts}"
+    return f"{d.used} of {d.max_attempts}"
 
 
 def _next_restart(c: ContainerStatus) -> str:
     if c.restart_now:
-        return "now"
+        d = c.decision
+        # A rung of the ladder (or a stop) is what happens now, not a restart: say which.
+        return "now" if d is None or d.verdict is Verdict.RESTART else f"now: {d.verdict}"
     if c.held_back and c.retry_at is not None:
         return f"held back ({c.held_back}); next allowed {_human(c.retry_at)}"
     if c.held_back:

@@ -144,7 +144,7 @@ class _Read:
             held_back = None
             if a.result.skipped is not None:
                 held_back = f"skipped: {a.result.skipped}"
-            elif decision is not None and not decision.restart:
+            elif decision is not None and not decision.acts:
                 held_back = str(decision.reason)
             self.touched.add(name)
             row = ContainerStatus(
@@ -152,7 +152,7 @@ class _Read:
                 snap.state,
                 snap.health,
                 self.incidents.get(name, ()),
-                decision is not None and decision.restart,
+                decision is not None and decision.acts,  # a restart, or a stop or recreate
                 decision.retry_at if decision is not None else None,
                 held_back,
                 self.silences.get(name),

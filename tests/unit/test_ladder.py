@@ -18,9 +18,13 @@ from guardian.core.model import (
     IncidentState,
     Outcome,
     RemediationAction,
+    Verdict,
 )
 from guardian.core.outbound.notifications import Kind, Notification
 from guardian.core.outbound.routing import severity
+from guardian.readside.changes import Changes
+from guardian.readside.page import PageReader
+from guardian.readside.status import container_status
 from tests.app import TestApp, make_app
 from tests.fakes import T0, fake_record
 
@@ -283,3 +287,19 @@ def test_a_store_from_before_the_ladder_reads_its_actions_without_a_record(tmp_p
         )
     finally:
         store.close()
+
+
+def test_status_and_the_page_say_the_rung_guardian_takes_next(tmp_path: Path) -> None:
+    w = ladder(tmp_path)
+    w.engine.add("web", health="unhealthy", labels=LABELS)
+    while [s for s in w.engine.steps if s[0] == "restart"] != [("restart", "web")] * 2:
+        turn(w, 1)
+    w.healer.verifier.verify()
+    w.clock.advance(3)  # past the cooldown: the recreate is what decide() says now
+    [row] = [c for c in container_status(w.healer, w.app.operator) if c.name == "web"]
+    assert row.decision is not None and row.decision.verdict is Verdict.RECREATE
+    assert (row.restart_now, row.held_back) == (True, None)
+    assert "2 restarts did not help: recreate" in row.decision.detail
+    page = PageReader(w.healer, w.app.operator, Changes(), monotonic=lambda: 0.0).read(True)
+    [shown] = [r for r in page.rows if r["name"] == "web"]
+    assert (shown["next_restart"], shown["attempts"]) == ("now: recreate", "2 of 2")

@@ -164,6 +164,8 @@ def plan(decision: Decision | None) -> str:
             return (
                 f"Guardian restarts it now (attempt {decision.attempt} of {decision.max_attempts})"
             )
+        case Verdict.WAIT if decision.reason is Reason.AWAITING_APPROVAL and decision.rung:
+            return f"the ladder's {decision.rung} awaits a person's approval ({decision.detail})"
         case Verdict.WAIT if decision.reason is Reason.AWAITING_APPROVAL:
             return "a restart awaits a person's approval (guardian incidents approve)"
         case Verdict.WAIT:
@@ -188,7 +190,9 @@ def opened(incident: Incident, decision: Decision | None, now: datetime) -> Noti
         incident,
         Kind.OPENED,
         now,
-        attempt=decision.attempt - 1 if decision and decision.attempt else 0,
+        attempt=(decision.used if decision.rung else max(decision.attempt - 1, 0))
+        if decision
+        else 0,
         max_attempts=decision.max_attempts if decision else 0,
         detail=untrusted(incident.detail, DETAIL_MAX),
         next_step=orphan or plan(decision),
