@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import docker
 import docker.errors
@@ -21,6 +23,7 @@ from tests.helpers import wait_until
 from tests.integration.conftest import PREFIX
 from tests.integration.notify_helpers import WATCH, notifying
 from tests.integration.see_more import rows
+from tests.proxy import DockerProxy
 from tests.receiver import receiver
 
 SECRET = "gdtSecretLadder0123456789"
@@ -167,3 +170,108 @@ def test_a_recreate_cut_between_remove_and_create_is_created_at_the_next_start_o
     finally:
         with contextlib.suppress(docker.errors.APIError):
             api.remove_container(name, force=True)
+
+
+def test_kill_9_after_the_remove_and_before_the_create_is_created_at_the_next_start_once(
+    containers, guardian, tmp_path
+) -> None:
+    """A real kill -9 in the window: Guardian talks to the engine through a proxy that holds
+    the recreate's create request, so the removal is done and the engine has no create yet
+    when Guardian is killed; the held request is then dropped, never forwarded. The next
+    start creates the container from the stored record, once, with its labels and named
+    volume, and the store holds the one recreate with its outcome naming the new container."""
+    api: docker.APIClient = containers.api
+    vol = f"{PREFIX}kill9-vol"
+    api.create_volume(vol, labels={"guardian.test": "ladder"})
+    name = containers.run(
+        "kill9",
+        health_cmd="false",
+        labels={WATCH: "true", "com.example.team": "web"},
+        binds={vol: {"bind": "/data", "mode": "rw"}},
+    )
+    api.exec_start(api.exec_create(name, ["sh", "-c", "echo kept > /data/marker"]))
+    before = containers.inspect(name)
+    arrived, release = threading.Event(), threading.Event()
+
+    def creates_of_the_name() -> list[str]:
+        return [
+            t
+            for m, t in list(proxy.targets)
+            if m == "POST"
+            and t.partition("?")[0] == "/containers/create"
+            and parse_qs(urlsplit(t).query).get("name") == [name]
+        ]
+
+    def hold_the_first_create(method: str, path: str) -> int | None:
+        # The proxy appends a request's target before it asks the rule, and Guardian sends one
+        # create at a time: one create of the name so far means this request is the first.
+        if method != "POST" or path != "/containers/create" or len(creates_of_the_name()) != 1:
+            return None
+        arrived.set()
+        release.wait(60)  # until the test lets it go, Guardian killed meanwhile
+        return 503  # answered to a closed connection, never forwarded: the engine never sees it
+
+    proxy = DockerProxy(tmp_path / "kill9.sock", rule=hold_the_first_create).start()
+    events = containers.events
+    try:
+        g = guardian(
+            docker={"url": proxy.url},
+            watch={"label": WATCH},
+            restart={
+                "max_attempts": 1,
+                "cooldown": "1s",
+                "verify_timeout": "3s",
+                "escalate": ["recreate"],
+            },
+            storm={"threshold": "100%"},
+        )
+        created = events.first(name, "create", 30)  # the first create is the test's
+        destroyed = wait_until(
+            lambda: _after(events.of(name), "destroy", created), 90, 0.2, "the recreate's removal"
+        )
+        assert arrived.wait(30), "the recreate's create never reached the proxy"
+        g.kill9()  # the removal done, the create held: the window issue 55 names
+        release.set()
+        assert not api.containers(all=True, filters={"name": f"^/{name}$"})
+        [intent] = rows(g.store_path, "SELECT * FROM actions WHERE kind='recreate'")
+        assert intent["outcome"] is None and json.loads(intent["record"])["Id"] == before["Id"]
+        g.start()
+        recreated = wait_until(
+            lambda: _after(events.of(name), "create", destroyed), 30, 0.2, "created at the start"
+        )
+        db = g.store_path
+        # The new container is verified (never healthy) and the ladder is spent: a give-up, its
+        # next try an hour away. Nothing may be created after the one create at the start.
+        wait_until(
+            lambda: rows(db, "SELECT * FROM actions WHERE outcome='retry_exhausted'"),
+            30,
+            0.2,
+            "the give-up after the recreated container's verification",
+        )
+        g.stop()
+        # A barrier on the engine's one ordered stream: once the marker's create is recorded,
+        # every earlier event of the name is too.
+        mark = containers.run("kill9-mark", enable=False, start=False)
+        events.first(mark, "create", 30)
+        after = containers.inspect(name)
+        assert [a for a, t in events.of(name) if a == "create" and t > destroyed] == ["create"]
+        assert after["Id"] != before["Id"] and recreated > destroyed
+        assert after["Config"]["Labels"] == before["Config"]["Labels"]
+        assert [(m["Type"], m["Name"]) for m in after["Mounts"] if m["Type"] == "volume"] == [
+            ("volume", vol)
+        ]
+        kept = api.exec_start(api.exec_create(name, ["cat", "/data/marker"]))
+        assert kept == b"kept\n"
+        assert len(creates_of_the_name()) == 2  # the held one, dropped, and the one forwarded
+        assert "container recreated" not in g.full_log()  # the killed run never created it
+        assert len(g.lines("recreate finished at start")) == 1
+        [action] = rows(db, "SELECT * FROM actions WHERE kind='recreate'")
+        assert action["id"] == intent["id"] and action["successor"] == after["Id"]
+        assert action["outcome"] == "unhealthy_after_restart"  # the new container's verdict
+    finally:
+        release.set()
+        proxy.stop()
+        with contextlib.suppress(docker.errors.APIError):
+            api.remove_container(name, force=True)
+        with contextlib.suppress(docker.errors.APIError):
+            api.remove_volume(vol)
