@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Collection, Generator, Iterator, Mapping
+from collections.abc import Collection, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -267,17 +267,10 @@ class DockerEngine:
         return list(items)
 
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
-        try:
-            data = self._call(lambda api: api.inspect_container(container_id))
-            return self.engine_clock.snapshot(inspect_snapshot(data))
-        except docker.errors.NotFound:
-            return None
-        except docker.errors.APIError as exc:
-            raise EngineUnavailable(
-                f"docker engine refused to inspect: {exc.explanation}"
-            ) from None
+        data = self.record(container_id)
+        return None if data is None else self.engine_clock.snapshot(inspect_snapshot(data))
 
-    def record(self, container_id: str) -> Mapping[str, Any] | None:
+    def record(self, container_id: str) -> dict[str, Any] | None:
         try:
             data = self._call(lambda api: api.inspect_container(container_id))
         except docker.errors.NotFound:
@@ -286,7 +279,7 @@ class DockerEngine:
             raise EngineUnavailable(
                 f"docker engine refused to inspect: {exc.explanation}"
             ) from None
-        return data if isinstance(data, Mapping) else None
+        return data if isinstance(data, dict) else None
 
     def remove_container(self, container_id: str, stop_timeout: timedelta) -> EngineStep:
         try:
