@@ -230,6 +230,21 @@ def _host_names() -> Key:
     return Key(None, parse, 'a list of host names without ports (e.g. [guardian.lan]), or "*"')
 
 
+_NAME_GLOB = re.compile(r"[A-Za-z0-9_.*?\[\]!-]{1,255}")
+
+
+def _name_globs() -> Key:
+    def parse(v: Any) -> tuple[str, ...]:
+        out = []
+        for entry in _list(v):
+            if not isinstance(entry, str) or not _NAME_GLOB.fullmatch(entry.strip()):
+                raise ValueError
+            out.append(entry.strip())
+        return tuple(out)
+
+    return Key(None, parse, 'a list of container name globs (e.g. [web, "api-*"]), or empty')
+
+
 def _networks() -> Key:
     def parse(v: Any) -> tuple[str, ...]:
         out = []
@@ -583,6 +598,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "session_ttl": _with(_duration(5 * M, 30 * DAY), 12 * H),
         # true: a reverse proxy in front sets X-Forwarded-Proto (https: the cookie is Secure).
         "trust_forwarded_proto": _with(_bool(), False),
+        # The containers whose badge /badge/<name>.svg serves to anyone (fnmatch globs): a
+        # badge tells whoever reaches the port that the container exists, so none by default.
+        "badges": _with(_name_globs(), ()),
     },
     "log": {
         "level": _with(_choice("debug", "info", "warning", "error"), "info"),

@@ -8,10 +8,12 @@ from datetime import datetime
 
 from guardian.bootstrap import App
 from guardian.entrypoints.api import api_handler
+from guardian.entrypoints.badge import mount_badges
 from guardian.entrypoints.credential_limiter import CredentialLimiter
 from guardian.entrypoints.http_server import Routes, check_handler, metrics_handler
 from guardian.entrypoints.page.mount import mount_page
 from guardian.ports import EngineUnavailable
+from guardian.readside.badges import Badges
 from guardian.runtime.watchdog import SweepLiveness
 
 
@@ -52,7 +54,7 @@ Check = Callable[[], tuple[bool, str]]
 
 
 def routes(app: App, health: Check, ready: Check) -> Routes:
-    """The port's routes: the checks, the API and the status page."""
+    """The port's routes: the checks, the API, the status page and its badges."""
     out = Routes()
     out.add("/metrics", metrics_handler(app.metrics.registry))
     out.add("/healthz", check_handler(health))
@@ -69,4 +71,6 @@ def routes(app: App, health: Check, ready: Check) -> Routes:
     )
     out.mount("/api/v1", api)
     mount_page(out, app, limiter)
+    badges = Badges(app.healer, app.operator, app.changes, app.settings["page.badges"])
+    mount_badges(out, badges)
     return out

@@ -65,6 +65,16 @@ def container_status(judgements: Judgements, records: Records) -> list[Container
     return _Read(judgements, records).whole().statuses()
 
 
+def status_of(judgements: Judgements, records: Records, snap: ContainerSnapshot) -> ContainerStatus:
+    """One watched container's row of container_status(), from its listing `snap`: judged
+    alone (one look, the store's open incidents and silences), the others untouched."""
+    r = _Read(judgements, records)
+    r.listed = {snap.name: snap}
+    r.read_store()
+    r.judge((snap.name,))
+    return r.rows[snap.name]
+
+
 class _Read:
     """One answer: each watched container's listing, its judged status and the inspect that
     judging made (kept for the next read, see Statuses)."""
