@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
+from guardian.config import ConfigError, load_settings
 from guardian.core.facts import EngineEventSeen
 from guardian.entrypoints.badge import render, text_width
 from guardian.entrypoints.health import routes
 from guardian.entrypoints.http_server import wsgi_app
 from guardian.readside.badges import MAX_AGE, Badges
 from guardian.runtime.http_front import Front
-from tests.app import TestApp, make_app
+from tests.app import TestApp, make_app, settings_for
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 LISTEN = "127.0.0.1:9321"
@@ -168,6 +169,8 @@ def test_a_badge_for_another_host_name_is_misdirected(g: TestApp) -> None:
 def test_a_badge_is_read_only(g: TestApp) -> None:
     status, headers, _ = call(serve(g), "/badge/web.svg", method="POST")
     assert status == 405 and headers["Allow"] == "GET, HEAD"
+    status, headers, body = call(serve(g), "/badge/web.svg", method="HEAD")
+    assert status == 200 and body == b"" and int(headers["Content-Length"]) > 0
 
 
 def badge_of(t: TestApp, name: str) -> str | None:
@@ -194,3 +197,11 @@ def test_each_condition_has_its_word(tmp_path: Path) -> None:
         "new": "starting",
     }
     t.store.close()
+
+
+def test_page_badges_takes_name_globs_from_the_file_and_the_environment(tmp_path: Path) -> None:
+    assert load_settings(None, env={})["page.badges"] == ()
+    env = {"GUARDIAN_PAGE_BADGES": "web, api-*"}
+    assert load_settings(None, env=env)["page.badges"] == ("web", "api-*")
+    with pytest.raises(ConfigError, match=r"page.badges .*container name globs"):
+        settings_for(tmp_path, {"page": {"badges": ["web/../db"]}})
