@@ -26,7 +26,7 @@ from guardian.core.model import (
 )
 from guardian.entrypoints.api import Api
 from guardian.entrypoints.http_server import Request, Routes
-from tests.app import TestApp, make_app
+from tests.app import TestApp, make_app, make_world
 from tests.fakes import T0
 
 TOKEN = "s3cret-token"
@@ -134,6 +134,25 @@ def test_a_client_reading_two_at_a_time_sees_every_event_once_in_order_across_a_
         "actor": "guardian",
         "reason": opened["fields"]["reason"],
     }
+
+
+def test_the_loop_s_healing_is_told_as_it_was_recorded(tmp_path: Path) -> None:
+    w = make_world(tmp_path)
+    w.engine.add("app", health="unhealthy", health_output="probe failed")
+    w.healer.sweep()
+    w.clock.advance(2)
+    w.healer.verifier.verify()
+    seen, _ = read_all(api_of(w), "0", limit=3)
+    assert [(e["kind"], e["fields"].get("to") or e["fields"].get("outcome")) for e in seen] == [
+        ("incident.opened", "active"),
+        ("incident.changed", "in_progress"),
+        ("action.requested", None),
+        ("action.outcome", "restarted"),
+        ("action.outcome", "succeeded"),
+        ("incident.changed", "resolved"),
+    ]
+    assert {e["container"] for e in seen} == {"app"}
+    assert len({e["incident"] for e in seen}) == 1
 
 
 _CRASH = """
