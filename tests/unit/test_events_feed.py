@@ -7,7 +7,7 @@ import json
 import sqlite3
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +219,9 @@ def test_since_takes_an_rfc3339_time(tmp_path: Path) -> None:
     assert status == 200 and [e["cursor"] for e in doc["events"]] == [3, 4]
     assert get(api, since=at.replace("+", " "))[1] == doc  # a `+` the client left unencoded
     assert get(api, since=(T0 + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ"))[1] == doc
+    two_hours_east = timezone(timedelta(hours=2))
+    east = (T0 + timedelta(minutes=2)).astimezone(two_hours_east).isoformat()
+    assert east.endswith("+02:00") and get(api, since=east)[1] == doc  # the same moment
     status, doc = get(api, since=(T0 + timedelta(days=1)).isoformat())
     assert (status, doc) == (200, {"events": [], "next": 4})  # nothing since: the newest
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.outbox import insert_notifications
@@ -243,9 +243,9 @@ class OperatorQueries:
     def event_cursor_at(self, host: str, at: datetime) -> int:
         """The cursor after which the events of `host` recorded at or after `at` come; the
         newest cursor when there are none."""
-        rows = self.db.query(
-            "SELECT MIN(seq) FROM events WHERE at>=? AND host=?", (to_text(at), host)
-        )
+        # The store writes UTC times, compared as text: a time with another offset is moved.
+        utc = to_text(at.astimezone(UTC))
+        rows = self.db.query("SELECT MIN(seq) FROM events WHERE at>=? AND host=?", (utc, host))
         first = rows[0][0]
         return int(first) - 1 if first is not None else self.event_horizon().newest
 
