@@ -21,10 +21,12 @@ from guardian.core.model import (
     Approval,
     ContainerSnapshot,
     Decision,
+    EventHorizon,
     Incident,
     IncidentState,
     Outcome,
     ProblemType,
+    RecordedEvent,
     RemediationAction,
     Silence,
     Transition,
@@ -347,6 +349,16 @@ class Store(Protocol):
         """Compare-and-set: False when the approval was used already."""
 
     def unused_approvals(self, host: str, now: datetime) -> list[Approval]: ...
+
+    def events_after(self, host: str, cursor: int, limit: int) -> list[RecordedEvent]:
+        """The events feed: the first `limit` events of `host` recorded after `cursor`."""
+        ...
+
+    def event_cursor_at(self, host: str, at: datetime) -> int:
+        """The cursor after which the events recorded at or after `at` come."""
+        ...
+
+    def event_horizon(self) -> EventHorizon: ...
 
     def close(self) -> None: ...
 

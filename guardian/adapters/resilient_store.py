@@ -21,10 +21,12 @@ from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionKind,
     Approval,
+    EventHorizon,
     Incident,
     IncidentState,
     Outcome,
     ProblemType,
+    RecordedEvent,
     RemediationAction,
     Silence,
     Transition,
@@ -354,6 +356,15 @@ class ResilientStore:
 
     def unused_approvals(self, host: str, now: datetime) -> list[Approval]:
         return self.inner.unused_approvals(host, now)
+
+    def events_after(self, host: str, cursor: int, limit: int) -> list[RecordedEvent]:
+        return self.inner.events_after(host, cursor, limit)
+
+    def event_cursor_at(self, host: str, at: datetime) -> int:
+        return self.inner.event_cursor_at(host, at)
+
+    def event_horizon(self) -> EventHorizon:
+        return self.inner.event_horizon()
 
     def close(self) -> None:
         self._flush()

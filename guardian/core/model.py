@@ -6,7 +6,7 @@ Everything here is a frozen value: the core computes new values instead of mutat
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -361,3 +361,40 @@ def same_snapshots(last: Sequence[ContainerSnapshot], now: Sequence[ContainerSna
     same object for an unchanged container): what follows from a list alone need not be worked
     out again."""
     return len(last) == len(now) and all(map(operator.is_, last, now))
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """One thing the store recorded, as the events feed tells it (GET /api/v1/events).
+
+    `cursor` orders the writes: it only grows, and an outcome written onto its action later is
+    an event of its own with a later cursor. `kind`: incident.opened, incident.changed,
+    action.requested, action.outcome, approval.given, approval.denied, approval.used,
+    silence.set, silence.lifted. `fields`: what the write said, as the store kept it.
+    """
+
+    cursor: int
+    kind: str
+    at: datetime
+    container: str
+    incident_id: int | None
+    fields: Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class EventHorizon:
+    """How far the events feed reaches: retention forgot the events up to cursor `forgotten`
+    (0: none), those recorded before `cutoff`; `newest`: the last cursor handed out."""
+
+    forgotten: int = 0
+    cutoff: datetime | None = None
+    newest: int = 0
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """An answer of the events feed: the events after the cursor asked, oldest first, and the
+    cursor to ask next (the one asked when there are none)."""
+
+    events: tuple[RecordedEvent, ...]
+    next: int

@@ -15,7 +15,7 @@ import hmac
 import json
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from guardian.core.durations import parse_duration
@@ -30,16 +30,19 @@ from guardian.readside.views import (
     action_view,
     approval_view,
     container_view,
+    event_view,
     incident_view,
     silence_view,
     timeline_view,
 )
 from guardian.service.healing.healer import Healer
-from guardian.service.operator import BadRequest, NotFound, Operator, Refused
+from guardian.service.operator import BadRequest, Gone, NotFound, Operator, Refused
 
 log = logging.getLogger("guardian.api")
 
 PREFIX = "/api/v1"
+EVENTS_LIMIT = 100  # events per answer unless the client asks for fewer or more
+EVENTS_MAX = 1000
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -92,6 +95,35 @@ def _duration(name: str, text: str) -> timedelta:
         return parse_duration(text)
     except ValueError as exc:
         raise _Refused(_error(400, f"{name} {text!r}: {exc}")) from None
+
+
+def _since(text: str | None) -> int | datetime | None:
+    """The events feed's `since`: a cursor (a number) or an RFC 3339 time."""
+    if text is None:
+        return None
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return int(text)
+    # A `+` left unencoded in a query string arrives as a space: the offset meant it.
+    try:
+        at = datetime.fromisoformat(text.replace(" ", "+"))
+    except ValueError:
+        at = None
+    if at is None or at.tzinfo is None:
+        raise _Refused(
+            _error(400, "since: expected a cursor (a number) or an RFC 3339 time with its offset")
+        )
+    return at
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return EVENTS_LIMIT
+    if (
+        not (text.isascii() and text.isdigit() and len(text) <= 4)
+        or not 1 <= int(text) <= EVENTS_MAX
+    ):
+        raise _Refused(_error(400, f"limit: expected a number from 1 to {EVENTS_MAX}"))
+    return int(text)
 
 
 class Api:
@@ -179,6 +211,8 @@ class Api:
                 return lambda r: self.answer(r, incident_id, verb == "approve")
             case ("GET", ["actions"]):
                 return self.list_actions
+            case ("GET", ["events"]):
+                return self.list_events
             case ("GET", ["containers"]):
                 return lambda r: _json(
                     200,
@@ -243,6 +277,15 @@ class Api:
         since = self.op.clock.now() - _duration("since", since_text) if since_text else None
         actions = self.op.store.actions(self.op.host, _query(request, "container"), since)
         return _json(200, {"actions": [action_view(a) for a in actions]})
+
+    def list_events(self, request: Request) -> Response:
+        limit = _limit(_query(request, "limit"))
+        since = _since(_query(request, "since"))
+        try:
+            page = self.op.events(since, limit)
+        except Gone as gone:
+            return _json(410, {"error": str(gone), "oldest": gone.oldest})
+        return _json(200, {"events": [event_view(e) for e in page.events], "next": page.next})
 
     def list_silences(self, request: Request) -> Response:
         now = self.op.clock.now()

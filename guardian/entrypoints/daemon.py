@@ -342,6 +342,7 @@ class Daemon:
                 extra=kv(
                     incidents=pruned.incidents,
                     silences=pruned.silences,
+                    events=pruned.events,
                     ended_before=before.isoformat(timespec="seconds"),
                 ),
             )

@@ -10,7 +10,14 @@ from datetime import datetime
 from typing import Protocol
 
 from guardian.core.assessment import Assessment
-from guardian.core.model import ContainerSnapshot, Incident, RemediationAction, Silence, Transition
+from guardian.core.model import (
+    ContainerSnapshot,
+    EventPage,
+    Incident,
+    RemediationAction,
+    Silence,
+    Transition,
+)
 from guardian.ports import Clock
 
 
@@ -58,3 +65,8 @@ class Records(Protocol):
     ) -> list[Transition | RemediationAction]: ...
 
     def awaiting_approval(self, incident: Incident) -> bool: ...
+
+    def events(self, since: int | datetime | None, limit: int) -> EventPage:
+        """The events feed: at most `limit` events recorded after cursor `since` (a time: at or
+        after it; None: from the oldest held)."""
+        ...

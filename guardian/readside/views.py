@@ -14,6 +14,7 @@ from guardian.core.model import (
     ActionKind,
     Approval,
     Incident,
+    RecordedEvent,
     RemediationAction,
     Silence,
     Transition,
@@ -64,6 +65,19 @@ def action_view(a: RemediationAction) -> dict[str, Any]:
         "outcome": str(a.outcome) if a.outcome is not None else None,
         "finished_at": when(a.finished_at),
         "detail": text(a.detail),
+    }
+
+
+def event_view(e: RecordedEvent) -> dict[str, Any]:
+    """An event of the feed: its free text (reasons, details) shown as every other view shows
+    it; the times in its fields as the store keeps them (RFC 3339)."""
+    return {
+        "cursor": e.cursor,
+        "kind": e.kind,
+        "at": when(e.at),
+        "container": e.container,
+        "incident": e.incident_id,
+        "fields": {k: text(v) if isinstance(v, str) else v for k, v in e.fields.items()},
     }
 
 

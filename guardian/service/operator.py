@@ -22,6 +22,7 @@ from guardian.core.facts import (
 from guardian.core.model import (
     ActionKind,
     Approval,
+    EventPage,
     Incident,
     IncidentState,
     Reason,
@@ -61,6 +62,18 @@ class BadRequest(Exception):
 class Refused(Exception):
     """An answer that cannot be given now (not awaiting approval, already approved or used);
     the message is one line for people (the API answers 409)."""
+
+
+class Gone(Exception):
+    """The events asked for are older than the store holds (retention forgot them); `oldest`:
+    the cursor to ask from instead (the API answers 410)."""
+
+    def __init__(self, oldest: int) -> None:
+        super().__init__(
+            "the events after this cursor are no longer held (store.retention); ask from"
+            f" {oldest}, the oldest cursor held"
+        )
+        self.oldest = oldest
 
 
 def on_acknowledged(store: Store, incident: Incident, actor: str, now: datetime) -> None:
@@ -192,6 +205,29 @@ class Operator:
 
     def recent_actions(self, since: datetime, limit: int) -> list[RemediationAction]:
         return self.store.actions(self.host, None, since, limit=limit)
+
+    def events(self, since: int | datetime | None, limit: int) -> EventPage:
+        """The events recorded after cursor `since` (or at and after a time; None: from the
+        oldest held), at most `limit`. Raises Gone when retention forgot events after it, and
+        BadRequest for a cursor never handed out."""
+        horizon = self.store.event_horizon()
+        if since is None:
+            after = horizon.forgotten
+        elif isinstance(since, datetime):
+            after = self.store.event_cursor_at(self.host, since)
+        elif since > horizon.newest:
+            raise BadRequest(f"since {since}: no such cursor (the newest is {horizon.newest})")
+        else:
+            after = since
+        events = tuple(self.store.events_after(self.host, after, limit))
+        # Read after the events: a prune that ran meanwhile is seen, never a gap behind it.
+        horizon = self.store.event_horizon()
+        if isinstance(since, datetime):
+            if horizon.cutoff is not None and since < horizon.cutoff:
+                raise Gone(horizon.forgotten)
+        elif since is not None and since < horizon.forgotten:
+            raise Gone(horizon.forgotten)
+        return EventPage(events, events[-1].cursor if events else after)
 
     def awaiting_approval(self, incident: Incident) -> bool:
         """Whether a person's answer may be given now for this open incident: Guardian held its

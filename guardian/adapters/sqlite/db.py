@@ -91,7 +91,7 @@ class Database:
             )
         for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
             with self.transaction() as conn:
-                for statement in filter(str.strip, script.split(";")):
+                for statement in _statements(script):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {number}")
 
@@ -168,3 +168,16 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration, each whole: a trigger's body holds semicolons of its own."""
+    statements: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip().strip(";").strip():
+                statements.append(pending)
+            pending = ""
+    return statements

@@ -8,19 +8,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.outbox import insert_notifications
 from guardian.adapters.sqlite.schema import (
     approval_row,
+    event_row,
+    from_text,
     incident_row,
     insert_transitions,
     silence_row,
     to_text,
 )
 from guardian.core.incidents import IncidentChange
-from guardian.core.model import OPEN_STATES, Approval, Incident, IncidentState, Silence
+from guardian.core.model import (
+    OPEN_STATES,
+    Approval,
+    EventHorizon,
+    Incident,
+    IncidentState,
+    RecordedEvent,
+    Silence,
+)
 from guardian.core.outbound.notifications import Notification
 
 
@@ -219,3 +229,31 @@ class OperatorQueries:
             (host, to_text(now)),
         )
         return [approval_row(r) for r in rows]
+
+    # -- the events feed (schema migration 10: triggers write it with each write) -----------
+
+    def events_after(self, host: str, cursor: int, limit: int) -> list[RecordedEvent]:
+        """The first `limit` events of `host` recorded after `cursor`, oldest first."""
+        rows = self.db.query(
+            "SELECT * FROM events WHERE seq>? AND host=? ORDER BY seq LIMIT ?",
+            (cursor, host, limit),
+        )
+        return [event_row(r) for r in rows]
+
+    def event_cursor_at(self, host: str, at: datetime) -> int:
+        """The cursor after which the events of `host` recorded at or after `at` come; the
+        newest cursor when there are none."""
+        # The store writes UTC times, compared as text: a time with another offset is moved.
+        utc = to_text(at.astimezone(UTC))
+        rows = self.db.query("SELECT MIN(seq) FROM events WHERE at>=? AND host=?", (utc, host))
+        first = rows[0][0]
+        return int(first) - 1 if first is not None else self.event_horizon().newest
+
+    def event_horizon(self) -> EventHorizon:
+        forgotten = self.db.query("SELECT through, cutoff FROM events_forgotten")
+        newest = self.db.query("SELECT seq FROM sqlite_sequence WHERE name='events'")
+        return EventHorizon(
+            forgotten[0]["through"] if forgotten else 0,
+            from_text(forgotten[0]["cutoff"]) if forgotten else None,
+            newest[0]["seq"] if newest else 0,
+        )

@@ -6,6 +6,9 @@ their delivery rows, and channel references (Slack threads, firing alerts). Sile
 or ran out before the cut-off go too, and actions of no incident requested before it. Open
 incidents are never deleted, whatever their age, nor anything of theirs. Each batch of
 incidents is one transaction: a crash mid-way leaves whole incidents behind, never part of one.
+The events feed forgets the events before the first one recorded since the cut-off (of open
+incidents too: the feed tells what happened, the incident stays) and keeps the cursor up to
+which it forgot, so a client asking from before it learns it missed some (410).
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ _DEPENDENTS = (
 class Pruned:
     incidents: int = 0
     silences: int = 0
+    events: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.incidents or self.silences)
+        return bool(self.incidents or self.silences or self.events)
 
 
 def prune(db: Database, before: datetime, batch: int = BATCH) -> Pruned:
@@ -57,7 +61,26 @@ def prune(db: Database, before: datetime, batch: int = BATCH) -> Pruned:
         silences = conn.execute(
             "DELETE FROM silences WHERE COALESCE(ended_at, until) < ?", (cutoff,)
         ).rowcount
-    return Pruned(incidents, silences)
+        events = _forget_events(conn, cutoff)
+    return Pruned(incidents, silences, events)
+
+
+def _forget_events(conn: sqlite3.Connection, cutoff: str | None) -> int:
+    """Forget a prefix of the events feed, so a cursor never skips an event still held: those
+    before the first recorded at or after the cut-off (all, when none is)."""
+    first = conn.execute("SELECT MIN(seq) FROM events WHERE at>=?", (cutoff,)).fetchone()[0]
+    if first is None:
+        through = conn.execute("SELECT MAX(seq) FROM events").fetchone()[0] or 0
+    else:
+        through = int(first) - 1
+    forgotten = conn.execute("DELETE FROM events WHERE seq<=?", (through,)).rowcount
+    if forgotten:
+        conn.execute(
+            "INSERT INTO events_forgotten (one, through, cutoff) VALUES (1,?,?)"
+            " ON CONFLICT(one) DO UPDATE SET through=excluded.through, cutoff=excluded.cutoff",
+            (through, cutoff),
+        )
+    return int(forgotten)
 
 
 def _prune_batch(conn: sqlite3.Connection, cutoff: str | None, batch: int) -> int:

@@ -17,10 +17,128 @@ from guardian.core.model import (
     IncidentState,
     Outcome,
     ProblemType,
+    RecordedEvent,
     RemediationAction,
     Silence,
     Transition,
 )
+
+# The events feed's table, the cursor up to which retention forgot them (`through`, with the
+# cut-off it used), and the time index the cursor of a time is found by.
+_EVENTS_TABLE = """
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL, kind TEXT NOT NULL, at TEXT NOT NULL,
+        container TEXT NOT NULL, incident_id INTEGER, fields TEXT NOT NULL
+    );
+    CREATE INDEX events_at ON events(at);
+    CREATE TABLE events_forgotten (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        through INTEGER NOT NULL, cutoff TEXT NOT NULL
+    );
+"""
+
+# Each kind of event: its source table, the columns host, kind, at, container, incident_id,
+# fields of the row `{n}`, and the condition on the row. A trigger reads NEW, the backfill each
+# row held, so an event told at once and one the migration told read the same. A person's
+# answer is an approval event, not also the action row that shows it in the timeline. No
+# event can fail its write: every column it fills has a value whatever the row holds. These
+# build migration 10: never edit them, append a new migration.
+_KINDS: dict[str, tuple[str, str, str]] = {
+    "transition": (
+        "transitions",
+        """COALESCE((SELECT host FROM incidents WHERE id = {n}.incident_id), ''),
+        CASE WHEN {n}.from_state IS NULL THEN 'incident.opened' ELSE 'incident.changed' END,
+        {n}.at, COALESCE((SELECT container FROM incidents WHERE id = {n}.incident_id), ''),
+        {n}.incident_id,
+        json_object('type', (SELECT type FROM incidents WHERE id = {n}.incident_id),
+                    'from', {n}.from_state, 'to', {n}.to_state,
+                    'actor', {n}.actor, 'reason', {n}.reason)""",
+        "1",
+    ),
+    "requested": (
+        "actions",
+        """{n}.host, 'action.requested', {n}.requested_at, {n}.container, {n}.incident_id,
+        json_object('action', {n}.id, 'kind', {n}.kind, 'attempt', {n}.attempt,
+                    'reason', {n}.reason)""",
+        "{n}.kind != 'approval'",
+    ),
+    "outcome": (
+        "actions",
+        """{n}.host, 'action.outcome', COALESCE({n}.finished_at, {n}.requested_at),
+        {n}.container, {n}.incident_id,
+        json_object('action', {n}.id, 'kind', {n}.kind, 'attempt', {n}.attempt,
+                    'outcome', {n}.outcome, 'detail', {n}.detail)""",
+        "{n}.outcome IS NOT NULL AND {n}.kind != 'approval'",
+    ),
+    "answered": (
+        "approvals",
+        """{n}.host, CASE WHEN {n}.approved THEN 'approval.given' ELSE 'approval.denied' END,
+        {n}.created_at, {n}.container, {n}.incident_id,
+        json_object('approval', {n}.id, 'by', {n}.by, 'reason', {n}.reason,
+                    'expires_at', {n}.expires_at)""",
+        "1",
+    ),
+    "used": (
+        "approvals",
+        """{n}.host, 'approval.used', {n}.used_at, {n}.container, {n}.incident_id,
+        json_object('approval', {n}.id)""",
+        "{n}.used_at IS NOT NULL",
+    ),
+    "lifted": (
+        "silences",
+        """{n}.host, 'silence.lifted', {n}.ended_at, {n}.container, NULL,
+        json_object('silence', {n}.id, 'until', {n}.until, 'by', {n}.ended_by)""",
+        "{n}.ended_at IS NOT NULL",
+    ),
+    "set": (
+        "silences",
+        """{n}.host, 'silence.set', {n}.created_at, {n}.container, NULL,
+        json_object('silence', {n}.id, 'until', {n}.until, 'reason', {n}.reason,
+                    'by', {n}.created_by)""",
+        "1",
+    ),
+}
+# One trigger per write, its kinds in the order they happened (one trigger, not two, for the
+# two kinds of an action written whole: SQLite does not promise an order between triggers).
+_TRIGGERS = (
+    ("transition", "AFTER INSERT ON transitions", ("transition",)),
+    ("action", "AFTER INSERT ON actions", ("requested", "outcome")),
+    ("outcome", "AFTER UPDATE OF outcome, finished_at ON actions", ("outcome",)),
+    ("answer", "AFTER INSERT ON approvals", ("answered",)),
+    ("use", "AFTER UPDATE OF used_at ON approvals", ("used",)),
+    ("silence", "AFTER INSERT ON silences", ("set",)),
+    ("lift", "AFTER UPDATE OF ended_at ON silences", ("lifted",)),
+)
+_INTO = "INSERT INTO events (host, kind, at, container, incident_id, fields)"
+
+
+def _triggers() -> str:
+    def insert(kind: str) -> str:
+        _, columns, condition = _KINDS[kind]
+        return f"{_INTO} SELECT {columns.format(n='NEW')} WHERE {condition.format(n='NEW')};"
+
+    return "".join(
+        f"CREATE TRIGGER events_{name} {when} BEGIN {' '.join(map(insert, kinds))} END;"
+        for name, when, kinds in _TRIGGERS
+    )
+
+
+def _backfill() -> str:
+    """What the store held before migration 10, told in the order of its times (and, at one
+    time, in the order of the kinds above: a request before its outcome, a silence replaced
+    before its successor)."""
+    held = " UNION ALL ".join(
+        f"SELECT {columns.format(n='s')}, {rank}, s.id FROM {table} s"
+        f" WHERE {condition.format(n='s')}"
+        for rank, (table, columns, condition) in enumerate(_KINDS.values())
+    )
+    return (
+        f"WITH held(host, kind, at, container, incident_id, fields, rank, source) AS ({held})"
+        f" {_INTO} SELECT host, kind, at, container, incident_id, fields FROM held"
+        " ORDER BY at, rank, source;"
+    )
+
 
 # Each entry moves the schema one version up; never edit a released entry, append a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -145,6 +263,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE actions ADD COLUMN record TEXT NOT NULL DEFAULT '';
     ALTER TABLE actions ADD COLUMN successor TEXT NOT NULL DEFAULT '';
     """,
+    # 10: the events feed (GET /api/v1/events): one row per thing recorded, its `seq` the
+    # cursor. Triggers write it in the transaction of the write they tell of, so a crash keeps
+    # both or neither, and an outcome that updates its action's row is a new row here. What
+    # was held before is told first, in the order of its times.
+    _EVENTS_TABLE + _backfill() + _triggers(),
 )
 
 
@@ -242,4 +365,15 @@ def approval_row(row: sqlite3.Row) -> Approval:
         created_at=datetime.fromisoformat(row["created_at"]),
         expires_at=datetime.fromisoformat(row["expires_at"]),
         used_at=from_text(row["used_at"]),
+    )
+
+
+def event_row(row: sqlite3.Row) -> RecordedEvent:
+    return RecordedEvent(
+        cursor=row["seq"],
+        kind=row["kind"],
+        at=datetime.fromisoformat(row["at"]),
+        container=row["container"],
+        incident_id=row["incident_id"],
+        fields=json.loads(row["fields"]),
     )
