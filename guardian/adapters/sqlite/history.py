@@ -42,13 +42,21 @@ def read_history(
         ended = None if row["state"] in _OPEN else from_text(row["ended"])
         start = datetime.fromisoformat(row["start"])
         spans[row["container"]].append(Span(shade, start, ended, row["id"]))
+    silenced: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
     for row in db.query(
         "SELECT container, created_at, COALESCE(ended_at, until) AS ended FROM silences"
-        f" WHERE host=? AND until>=? AND (ended_at IS NULL OR ended_at>=?){among} ORDER BY id",
+        f" WHERE host=? AND until>=? AND (ended_at IS NULL OR ended_at>=?){among}"
+        " ORDER BY created_at",
         (host, cut, cut, *names),
     ):
-        start, ended = (datetime.fromisoformat(row[k]) for k in ("created_at", "ended"))
-        spans[row["container"]].append(Span(Shade.MAINTENANCE, start, ended))
+        start, ended = _at(row["created_at"]), _at(row["ended"])
+        held = silenced[row["container"]]
+        if held and start <= held[-1][1]:  # a silence set again: one span
+            held[-1] = (held[-1][0], max(held[-1][1], ended))
+        else:
+            held.append((start, ended))
+    for name, held in silenced.items():
+        spans[name].extend(Span(Shade.MAINTENANCE, start, ended) for start, ended in held)
     marks: dict[str, list[Mark]] = defaultdict(list)
     for row in db.query(
         "SELECT container, kind, requested_at, outcome FROM actions WHERE host=? AND kind IN"
