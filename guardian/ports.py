@@ -15,6 +15,7 @@ from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.usage import Usage
 from guardian.core.escalation.recreate import RecreateSpec
 from guardian.core.facts import Fact
+from guardian.core.history import History
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionOutcome,
@@ -297,6 +298,12 @@ class Store(Protocol):
     def last_reset(self, host: str, container: str) -> datetime | None: ...
 
     def record_reset(self, host: str, container: str, at: datetime) -> None: ...
+
+    def history(
+        self, host: str, since: datetime, containers: Collection[str] | None = None
+    ) -> History:
+        """What happened to `containers` (None: every one) since `since`: problem spans,
+        silences, restarts, stops and recreates, and Guardian's runs (see core.history)."""
 
     def remembered(self, host: str, mark: str) -> datetime | None:
         """The time last kept under `mark` (None: never): how far the store's record reaches

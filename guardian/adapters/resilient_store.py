@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from guardian.adapters.run_stamps import RunStamps
+from guardian.core.history import History
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionKind,
@@ -235,6 +236,11 @@ class ResilientStore:
 
     def remembered(self, host: str, mark: str) -> datetime | None:
         return self.inner.remembered(host, mark)
+
+    def history(
+        self, host: str, since: datetime, containers: Collection[str] | None = None
+    ) -> History:
+        return self.inner.history(host, since, containers)
 
     def move_problem_starts(self, host: str, step: timedelta) -> None:
         try:

@@ -250,6 +250,7 @@ class Daemon:
         )
         # An unreachable engine is no stall: the loop turned, and will heal once it answers.
         self.engine_error, self.last_turn_at = report.engine_error, finished
+        self.app.healer.mark_running(swept_at)
         if completed:
             self.first_sweep_done.set()
             handled = self.events.handled_through() if self.events is not None else None

@@ -16,11 +16,22 @@ from operator import attrgetter
 from typing import Any
 
 from guardian import __version__
+from guardian.core.history import ContainerHistory, Shade
 from guardian.core.model import Incident, RemediationAction, Silence, Transition, Verdict
 from guardian.ports import EngineUnavailable, Record
 from guardian.readside.changes import Changes
+from guardian.readside.condition import LIVE, condition
 from guardian.readside.queries import Judgements, Records
 from guardian.readside.status import ContainerStatus, Statuses
+from guardian.readside.strip import (
+    Strip,
+    coverage,
+    first_slot,
+    next_slide,
+    strip,
+    strip_view,
+    window_spans,
+)
 from guardian.readside.views import (
     action_view,
     incident_view,
@@ -40,6 +51,9 @@ MAX_ROWS_IN_PLACE = 32  # changed rows brought up to date one by one; beyond, al
 MAX_WINDOWS_SHOWN = 3  # a container's maintenance windows in its row; `guardian status` lists all
 ACTIONS_SINCE = timedelta(days=1)
 SHOWN_HEALTH = ("healthy", "unhealthy", "starting")
+NO_HISTORY = ContainerHistory()
+STRIP_KINDS = frozenset((Record.INCIDENTS, Record.ACTIONS, Record.SILENCES))
+Base = tuple[Shade, ...]  # a strip's slots before a container's own history (strip.coverage)
 
 
 @dataclass
@@ -98,14 +112,20 @@ def _windows(c: ContainerStatus, now: datetime) -> tuple[list[dict[str, Any]], d
     return views, min(map(datetime.fromisoformat, times), default=None)
 
 
-def _row(c: ContainerStatus, windows: list[dict[str, Any]]) -> dict[str, Any]:
+def _row(
+    c: ContainerStatus,
+    windows: list[dict[str, Any]],
+    condition: tuple[str, str],
+    strip: dict[str, Any],
+) -> dict[str, Any]:
     unresolved = [i for i in c.incidents if i.is_open]
     first = unresolved[0] if unresolved else None
     return {
         "name": c.name,
         "state": shown_state(c),
-        "engine_state": c.state,
-        "health": c.health or "no health check",
+        "condition": condition[1],
+        "shade": condition[0],
+        "strip": strip,
         "incident": first.id if first is not None else "",
         "incident_text": (
             f"#{first.id} {first.type}, {first.state}" + (", escalated" if first.escalated else "")
@@ -122,19 +142,34 @@ def _row(c: ContainerStatus, windows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-# A container's status, its row, and when the clock alone changes the row (a window's start or
-# end; None: never).
-_Kept = tuple[ContainerStatus, dict[str, Any], datetime | None]
+# A container's status, its row, when the clock alone changes the row (a window's start or
+# end, the condition's duration, the strip's slide), the strip's history and base, the strip.
+_Kept = tuple[ContainerStatus, dict[str, Any], datetime | None, ContainerHistory, Base, Strip]
 
 
-def _kept_row(last: _Kept | None, c: ContainerStatus, now: datetime) -> _Kept:
-    """`c` and its row at `now`: the very row of `last` when `c` is its status and the clock
-    did not move it, or when it shows the same."""
-    if last is not None and last[0] is c and (last[2] is None or now < last[2]):
+def _kept_row(
+    last: _Kept | None, c: ContainerStatus, now: datetime, history: ContainerHistory, base: Base
+) -> _Kept:
+    """`c` and its row at `now`: the very row of `last` when `c` is its status, its history
+    and base are the same and the clock did not move it, or when it shows the same."""
+    if (
+        last is not None
+        and last[0] is c
+        and (last[2] is None or now < last[2])
+        and last[4] is base
+        and last[3] == history
+    ):
         return last
     windows, due = _windows(c, now) if c.maintenance else ([], None)
-    row = _row(c, windows)
-    return (c, last[1] if last is not None and last[1] == row else row, due)
+    shade, text, changes = condition(c, windows, now)
+    spans = window_spans(c.maintenance, now) if c.maintenance else ()
+    drawn = strip(base, history, now, LIVE.get(shade, Shade.HEALTHY), spans)
+    # An unchanged strip keeps its view (the most of a row to make).
+    view = last[1]["strip"] if last is not None and last[5] == drawn else strip_view(drawn)
+    row = _row(c, windows, (shade, text), view)
+    due = min(t for t in (due, changes, next_slide(now)) if t is not None)
+    kept = last[1] if last is not None and last[1] == row else row
+    return (c, kept, due, history, base, drawn)
 
 
 def _tally(c: ContainerStatus, row: dict[str, Any]) -> tuple[int, ...]:
@@ -153,7 +188,7 @@ def _passed(kept: _Kept, now: datetime) -> bool:
 
 
 def _first_due(rows: Iterable[_Kept]) -> datetime | None:
-    return min((due for _, _, due in rows if due is not None), default=None)
+    return min((kept[2] for kept in rows if kept[2] is not None), default=None)
 
 
 def _find(statuses: list[ContainerStatus], name: str) -> ContainerStatus | None:
@@ -238,6 +273,12 @@ class PageReader:
         # and an open incident's are read on from the last one read.
         self._transitions: dict[Transition, dict[str, Any]] = {}
         self._read_transitions: dict[int, tuple[Transition, ...]] = {}
+        # The strips' history by container as of a version of Changes, read whole from the
+        # first slot of `_strip_from` on, and the slots before a container's own (coverage).
+        self._history: dict[str, ContainerHistory] = {}
+        self._history_version = 0
+        self._strip_from: datetime | None = None
+        self._base: Base = ()
 
     def read(self, with_output: bool) -> PageData:
         """Everything the page shows. `with_output` False: nothing a container printed (health
@@ -247,8 +288,13 @@ class PageReader:
         records, now = self.records, self.records.clock.now()
         data = PageData(records.host, now, __version__, self._uptime(), None)
         with self._lock:  # the rows follow the statuses' reads one after the other
+            moved = self._history_changed(now)
             try:
-                self._rows_of(*self.statuses.read_changed(), now)
+                statuses, changed = self.statuses.read_changed()
+                more = None
+                if moved is not None and changed is not None:  # a row it has not: read whole
+                    more = changed | frozenset(n for n in moved if n in self._rows)
+                self._rows_of(statuses, more, now)
             except EngineUnavailable as exc:
                 self._rows_of([], None, now)
                 data.engine_error = str(exc)
@@ -287,17 +333,44 @@ class PageReader:
                 return
         rows, tally = {}, {}
         for c in statuses:
-            rows[c.name] = kept = _kept_row(self._rows.get(c.name), c, now)
+            history = self._history.get(c.name, NO_HISTORY)
+            rows[c.name] = kept = _kept_row(self._rows.get(c.name), c, now, history, self._base)
             tally[c.name] = _tally(c, kept[1])
         self._rows, self._tally = rows, tally
         self._due = _first_due(rows.values())
-        self._ordered = [row for _, row, _ in rows.values()]
+        self._ordered = [kept[1] for kept in rows.values()]
         self._position = {c.name: n for n, c in enumerate(statuses)}
         self._counts = [sum(counts) for counts in zip(*tally.values(), strict=True)] or [0] * 4
 
+    def _history_changed(self, now: datetime) -> frozenset[str] | None:
+        """Brings the strips' history up to date, and returns the containers whose history
+        changed (None: any). Read whole (one read for every container) at first, when the
+        strip slides to a new slot, and after a change that names nothing; else only the
+        containers a write of incidents, actions or silences named."""
+        version, since = self.changes.since(self._history_version)
+        self._history_version, start = version, first_slot(now)
+        if start != self._strip_from or since.store is None:
+            read = self.records.history(start)
+            self._history, self._strip_from = read.containers, start
+            base = coverage(read.runs, now)
+            self._base = self._base if base == self._base else base  # rows compare it by id
+            return None
+        names = since.store if since.wrote & STRIP_KINDS else frozenset()
+        if not names:
+            return names
+        read = self.records.history(start, names)
+        moved = set()
+        for name in names:
+            new = read.containers.get(name, NO_HISTORY)
+            if self._history.get(name, NO_HISTORY) != new:
+                self._history[name] = new
+                moved.add(name)
+        return frozenset(moved)
+
     def _update(self, name: str, c: ContainerStatus, now: datetime) -> None:
         last = self._rows[name]
-        self._rows[name] = kept = _kept_row(last, c, now)
+        history = self._history.get(name, NO_HISTORY)
+        self._rows[name] = kept = _kept_row(last, c, now, history, self._base)
         if kept is last:
             return
         if kept[2] is not None and (self._due is None or kept[2] < self._due):

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Protocol
 
 from guardian.core.assessment import Assessment
+from guardian.core.history import History
 from guardian.core.model import (
     ContainerSnapshot,
     EventPage,
@@ -58,6 +59,10 @@ class Records(Protocol):
 
     def recent_actions(self, since: datetime, limit: int) -> list[RemediationAction]:
         """The newest `limit` actions requested since `since`, oldest first."""
+        ...
+
+    def history(self, since: datetime, containers: Collection[str] | None = None) -> History:
+        """What happened to `containers` (None: every one) since `since`, for the strip."""
         ...
 
     def timeline(

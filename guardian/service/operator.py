@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -19,6 +19,7 @@ from guardian.core.facts import (
     SilenceLifted,
     SilenceSet,
 )
+from guardian.core.history import History
 from guardian.core.model import (
     ActionKind,
     Approval,
@@ -228,6 +229,9 @@ class Operator:
         elif since is not None and since < horizon.forgotten:
             raise Gone(horizon.forgotten)
         return EventPage(events, events[-1].cursor if events else after)
+
+    def history(self, since: datetime, containers: Collection[str] | None = None) -> History:
+        return self.store.history(self.host, since, containers)
 
     def awaiting_approval(self, incident: Incident) -> bool:
         """Whether a person's answer may be given now for this open incident: Guardian held its

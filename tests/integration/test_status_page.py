@@ -137,6 +137,92 @@ def test_sign_in_then_a_broken_container_shows_live_and_heals_without_reload(
     browser.assert_only_guardian(page, url)
 
 
+def strip_of(page: Any, name: str) -> dict[str, Any]:
+    """The strip of `name`'s row: its slots' shades and fills, its marks' names, tab stops."""
+    return page.evaluate(
+        """name => {
+            for (const tr of document.querySelectorAll('tr[data-container]')) {
+                if (tr.dataset.container !== name) { continue; }
+                const svg = tr.querySelector('svg.strip');
+                const named = sel => Array.from(svg.querySelectorAll(sel)).map(e => ({
+                    cls: e.getAttribute('class'),
+                    fill: getComputedStyle(e).fill,
+                    title: e.querySelector('title').textContent,
+                    tab: e.tabIndex,
+                    role: e.getAttribute('role'),
+                }));
+                return {slots: named('rect.slot'), marks: named('rect.mark'),
+                        bad: getComputedStyle(document.documentElement).getPropertyValue('--bad')};
+            }
+            return null;
+        }""",
+        name,
+    )
+
+
+def rgb(hex_colour: str) -> str:
+    h = hex_colour.strip().lstrip("#")
+    return "rgb({}, {}, {})".format(*(int(h[i : i + 2], 16) for i in (0, 2, 4)))
+
+
+def test_a_restart_reaches_the_strip_of_the_open_page_and_a_healthy_twin_shows_none(
+    browser, containers, guardian, engine_events
+):
+    sick = containers.run("page-strip", health_cmd=HEALTH, **OPT_IN)
+    twin = containers.run("page-twin", health_cmd=HEALTH, **OPT_IN)
+    containers.wait_health(sick, "healthy")
+    containers.wait_health(twin, "healthy")
+    g = guardian(env={"GUARDIAN_API_TOKEN": TOKEN}, watch={**WATCH, "interval": "30s"})
+    url = g.http_url
+    page = browser.page(url)
+    sign_in(page, url)
+    wait_row(page, sick, "r.state === 'healthy'", 10)
+    page.wait_for_function("document.getElementById('live').textContent === 'live'")
+    page.evaluate("window.notReloaded = true")
+    assert not strip_of(page, sick)["marks"]
+
+    broken_at = containers.make_unhealthy(sick)
+    restarted = event_time(engine_events, sick, "restart", broken_at - 1)
+    page.wait_for_function(
+        """name => Array.from(document.querySelectorAll('tr[data-container]')).some(
+            tr => tr.dataset.container === name && tr.querySelector('rect.mark-restart'))""",
+        arg=sick,
+        timeout=10_000,
+        polling=50,
+    )
+    shown = time.time()
+    assert shown - restarted <= 2.0, f"restart mark shown {shown - restarted:.2f}s after it"
+    assert page.evaluate("window.notReloaded") is True
+
+    # Its outcome follows (the restart's verdict written).
+    page.wait_for_function(
+        """name => Array.from(document.querySelectorAll('tr[data-container]')).some(
+            tr => tr.dataset.container === name && Array.from(
+                tr.querySelectorAll('rect.mark-restart title')
+            ).some(t => !t.textContent.endsWith('pending')))""",
+        arg=sick,
+        timeout=20_000,
+    )
+    strip = strip_of(page, sick)
+    unhealthy = [s for s in strip["slots"] if "slot-unhealthy" in s["cls"]]
+    assert unhealthy and unhealthy[0]["fill"] == rgb(strip["bad"])
+    [mark] = strip["marks"]
+    assert mark["tab"] == 0 and mark["role"] == "img"
+    # Its name gives the restart's time (Guardian asks just before the engine's restart).
+    when, _outcome = mark["title"].rsplit(": ", 1)
+    said = datetime.strptime(when, "restart at %d %b %H:%M:%S UTC")
+    engine = datetime.fromtimestamp(restarted, tz=ZoneInfo("UTC"))
+    asked = engine.replace(day=said.day, hour=said.hour, minute=said.minute, second=said.second)
+    assert -1 <= (engine - asked.replace(microsecond=0)).total_seconds() <= 10, mark["title"]
+    assert page.get_by_role("img", name=mark["title"]).count() == 1  # its accessible name
+
+    calm = strip_of(page, twin)
+    assert not calm["marks"] and not [s for s in calm["slots"] if "slot-unhealthy" in s["cls"]]
+    browser.assert_accessible(page)
+    browser.assert_accessible(page, dark=True)
+    browser.assert_only_guardian(page, url)
+
+
 def test_acknowledge_and_silence_from_the_page_reach_the_store_and_cross_site_posts_fail(
     browser, containers, guardian
 ):

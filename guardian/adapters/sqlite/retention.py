@@ -19,6 +19,7 @@ from datetime import datetime
 
 from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.schema import to_text
+from guardian.core.history import RUN_MARK
 from guardian.core.model import HOST_SUBJECT
 
 BATCH = 500  # incidents per transaction: short write locks while the daemon runs
@@ -57,6 +58,10 @@ def prune(db: Database, before: datetime, batch: int = BATCH) -> Pruned:
     with db.transaction() as conn:
         conn.execute(
             "DELETE FROM actions WHERE incident_id IS NULL AND requested_at < ?", (cutoff,)
+        )
+        conn.execute(  # Guardian's runs (core.history): kept as long as what they explain
+            "DELETE FROM marks WHERE name>=? AND name<? AND at<?",
+            (RUN_MARK, RUN_MARK[:-1] + ";", cutoff),
         )
         silences = conn.execute(
             "DELETE FROM silences WHERE COALESCE(ended_at, until) < ?", (cutoff,)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from guardian.adapters.sqlite.db import Database, where
+from guardian.adapters.sqlite.history import read_history
 from guardian.adapters.sqlite.operator import OperatorQueries
 from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
 from guardian.adapters.sqlite.retention import Pruned, prune
@@ -23,6 +24,7 @@ from guardian.adapters.sqlite.schema import (
     insert_transitions,
     to_text,
 )
+from guardian.core.history import History
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionKind,
@@ -247,6 +249,11 @@ class SqliteStore(OperatorQueries):
                 " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
                 (host, container, to_text(at)),
             )
+
+    def history(
+        self, host: str, since: datetime, containers: Collection[str] | None = None
+    ) -> History:
+        return read_history(self.db, host, since, containers)
 
     def remembered(self, host: str, mark: str) -> datetime | None:
         rows = self.db.query("SELECT at FROM marks WHERE host=? AND name=?", (host, mark))

@@ -78,6 +78,7 @@ class Renderer:
         # and a timeline entry's by what it shows, so a growing timeline renders only the new.
         self._articles: dict[bool, dict[int, tuple[dict[str, Any], Markup]]] = {}
         self._entries: dict[tuple[Any, ...], Markup] = {}
+        self._strips: dict[int, tuple[dict[str, Any], Markup]] = {}  # a strip's HTML, by view
 
     def page(self, name: str, **context: Any) -> bytes:
         return self.env.get_template(name).render(**context).encode()
@@ -141,6 +142,17 @@ class Renderer:
         self._last[signed] = (d, out)
         return out
 
+    def _row(self, row: dict[str, Any]) -> str:
+        """A row's HTML; its strip's the last one made for the very same strip view (the
+        reader keeps a strip's view while the strip is unchanged)."""
+        view = row["strip"]
+        kept = self._strips.get(id(view))
+        if kept is None or kept[0] is not view:
+            if len(self._strips) >= MAX_KEPT_ENTRIES:
+                self._strips.clear()
+            kept = self._strips[id(view)] = (view, Markup(self._parts.strip(row)))
+        return str(self._parts.row(row, kept[1]))
+
     def _rows_parts(self, rows: list[dict[str, Any]]) -> _Rows:
         """The rows' HTML. The reader hands over the very row it handed last time for a
         container whose row did not change (PageReader): its HTML is the last one, found by
@@ -153,14 +165,14 @@ class Renderer:
             if all(rows[i]["name"] == last.rows[i]["name"] for i in changed):
                 html, by_name = list(last.html), dict(last.by_name)
                 for i in changed:
-                    row = html[i] = str(self._parts.row(rows[i]))
+                    row = html[i] = self._row(rows[i])
                     by_name[f"row:{rows[i]['name']}"] = row
                 self._rows = _Rows(list(rows), html, by_name, last.order, "\n".join(html))
                 return self._rows
         kept = {}
         if last is not None:
             kept = {id(r): h for r, h in zip(last.rows, last.html, strict=True)}
-        html = [kept.get(id(r)) or str(self._parts.row(r)) for r in rows]
+        html = [kept.get(id(r)) or self._row(r) for r in rows]
         by_name = {f"row:{r['name']}": h for r, h in zip(rows, html, strict=True)}
         order = "\n".join(r["name"] for r in rows)
         self._rows = _Rows(list(rows), html, by_name, order, "\n".join(html))

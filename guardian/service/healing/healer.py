@@ -23,6 +23,7 @@ from guardian.core.facts import (
     EngineReachability,
     InspectAsked,
 )
+from guardian.core.history import RUN_MARK
 from guardian.core.model import (
     HOST_PROBLEMS,
     ContainerSnapshot,
@@ -66,6 +67,15 @@ class Healer:
         # The watched list the pipeline's followers were last told of: the one object Listings
         # hands again while nothing watched changed.
         self._followed: list[ContainerSnapshot] | None = None
+        self._run_mark: str | None = None  # this run's, named at its first sweep
+
+    def mark_running(self, at: datetime) -> None:
+        """Guardian ran through `at` (after each sweep, whether or not the engine answered):
+        this run's mark, named for its first sweep, so the page tells the hours Guardian was
+        not running from those it watched (core.history)."""
+        if self._run_mark is None:
+            self._run_mark = RUN_MARK + at.isoformat(timespec="microseconds")
+        self.ctx.store.remember(self.ctx.settings.host, self._run_mark, at)
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: the loop's state and parts move their stamps, and

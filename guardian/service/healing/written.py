@@ -9,7 +9,7 @@ the incident a fact carries for reading it, so a later write's fact must not com
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +20,7 @@ from guardian.core.facts import (
     ProblemStartsMoved,
     ResetWritten,
 )
+from guardian.core.history import History
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     ActionKind,
@@ -169,6 +170,11 @@ class PublishingStore:
 
     def remembered(self, host: str, mark: str) -> datetime | None:
         return self.inner.remembered(host, mark)
+
+    def history(
+        self, host: str, since: datetime, containers: Collection[str] | None = None
+    ) -> History:
+        return self.inner.history(host, since, containers)
 
     def remember(self, host: str, mark: str, at: datetime) -> None:
         self.inner.remember(host, mark, at)
