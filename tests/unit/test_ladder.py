@@ -22,6 +22,7 @@ from guardian.core.model import (
 )
 from guardian.core.outbound.notifications import Kind, Notification
 from guardian.core.outbound.routing import severity
+from guardian.ports import StoreError
 from guardian.readside.changes import Changes
 from guardian.readside.page import PageReader
 from guardian.readside.status import container_status
@@ -303,3 +304,39 @@ def test_status_and_the_page_say_the_rung_guardian_takes_next(tmp_path: Path) ->
     page = PageReader(w.healer, w.app.operator, Changes(), monotonic=lambda: 0.0).read(True)
     [shown] = [r for r in page.rows if r["name"] == "web"]
     assert (shown["next_restart"], shown["attempts"]) == ("now: recreate", "2 of 2")
+
+
+class _FullDisk(SqliteStore):
+    """A real store whose action writes fail while `full` is set, as on a full disk."""
+
+    full = False
+
+    def record_intent(self, action: RemediationAction, notifications=()) -> int:  # type: ignore[no-untyped-def]
+        if self.full:
+            raise StoreError(f"store {self.path}: database or disk is full")
+        return super().record_intent(action, notifications)
+
+
+def test_a_recreate_whose_record_the_store_did_not_keep_removes_nothing(tmp_path: Path) -> None:
+    """DESIGN 20: the record is stored before the removal, or nothing is removed."""
+    store = _FullDisk(tmp_path / "full.db")
+    w = make_app(
+        tmp_path,
+        sqlite=store,
+        restart={
+            "cooldown": "2s",
+            "max_attempts": 2,
+            "window": "1h",
+            "stop_timeout": "1s",
+            "verify_timeout": "30s",
+            "escalate": ["recreate"],
+        },
+    )
+    w.engine.after_restart_health = "unhealthy"
+    w.engine.add("web", health="unhealthy", labels=LABELS)
+    while [s for s in w.engine.steps if s[0] == "restart"] != [("restart", "web")] * 2:
+        turn(w, 1)
+    store.full = True
+    turn(w, 10)
+    assert ("remove", "web") not in w.engine.steps  # the container is still there, once
+    assert [c.name for c in w.engine.containers.values()] == ["web"]

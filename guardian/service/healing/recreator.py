@@ -105,6 +105,12 @@ class Recreator:
         text = json.dumps(record, sort_keys=True, default=str)
         # The intent and the whole record first: nothing is removed before they are stored.
         action_id = ctx.store.record_intent(replace(action, record=text))
+        if action_id < 0:
+            # Held in memory only (the store refused the write: a full disk): a crash after
+            # the removal would lose the container, so nothing is removed (DESIGN 20).
+            kept = EngineStep(False, "the store did not keep its record: nothing was removed")
+            self._ended(incident, decision, action_id, Outcome.TRANSIENT_FAILURE, kept)
+            return
         log.warning(
             "recreating container (restarts did not help)",
             extra=kv(container=snap.name, incident=incident.id, detail=decision.detail),
