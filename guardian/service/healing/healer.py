@@ -50,6 +50,9 @@ log = logging.getLogger("guardian.healer")
 # Containers a sweep inspects at most for the cache's resync (their entry missing, doubtful or
 # unlike the list): the first sweeps after a start or a cut stream read a large host in parts.
 RESYNC_READS = 256
+# Seconds between two writes of the marks a sweep leaves (this run's, how far the store's
+# record and the events handled reach): an idle sweep at the 10 s default writes none.
+MARKS_EVERY = 60.0
 
 
 class Healer:
@@ -68,14 +71,20 @@ class Healer:
         # hands again while nothing watched changed.
         self._followed: list[ContainerSnapshot] | None = None
         self._run_mark: str | None = None  # this run's, named at its first sweep
+        self._run_marked = 0.0  # monotonic: when it was last written
+        self._swept_marked: float | None = None  # monotonic: when mark_swept last wrote
 
     def mark_running(self, at: datetime) -> None:
         """Guardian ran through `at` (after each sweep, whether or not the engine answered):
         this run's mark, named for its first sweep, so the page tells the hours Guardian was
         not running from those it watched (core.history)."""
+        mono = self.ctx.clock.monotonic()
         if self._run_mark is None:
             self._run_mark = RUN_MARK + at.isoformat(timespec="microseconds")
+        elif mono - self._run_marked < MARKS_EVERY:
+            return  # a strip's slot is 30 minutes: a write a minute tells it
         self.ctx.store.remember(self.ctx.settings.host, self._run_mark, at)
+        self._run_marked = mono
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
@@ -129,6 +138,12 @@ class Healer:
         """After a sweep: the store's record reaches `swept_at` (a mark the resilient store
         writes only once it holds every attempt), the engine's events were handled through
         `events_through` (replayed from there at the next start)."""
+        mono = self.ctx.clock.monotonic()
+        if self._swept_marked is not None and mono - self._swept_marked < MARKS_EVERY:
+            # A minute older at the next start only widens what it reads back (the engine's
+            # record, its events), never narrows it; an idle sweep writes nothing.
+            return
+        self._swept_marked = mono
         store, host = self.ctx.store, self.ctx.settings.host
         store.remember(host, RECORDED_THROUGH, swept_at)
         if events_through is not None:
