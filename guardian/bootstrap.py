@@ -91,6 +91,7 @@ from guardian.service.outbound.hooks import Hooks, HookSettings
 from guardian.service.pipeline import Pipeline, changed_only, watched_only
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
+from guardian.service.state.maintenance import MaintenanceLog
 from guardian.service.state.quiet import HeardRechecks
 from guardian.service.state.state import LoopState
 from guardian.service.watchers.crash_loops import CrashLoops, CrashLoopSettings
@@ -518,6 +519,7 @@ def build_daemon(
         app.edges.close()
         raise
     app.loop.also_stepped(app.delivery.follow_step)
+    record_maintenance(app, sqlite)  # the daemon's alone (`guardian check` sweeps too)
     secrets.update(app.delivery.redact)
     if app.api_token:
         secrets.add(app.api_token)
@@ -528,6 +530,16 @@ def build_daemon(
     if lock is not None:
         app.edges.hold(lock.release)
     return app
+
+
+def record_maintenance(app: App, store: SqliteStore) -> None:
+    """Each sweep's listing brings the store's runs of maintenance windows up to date (the
+    events feed's maintenance.started and .ended)."""
+    rules, ctx = app.healer.ctx.rules, app.healer.ctx
+    windows = MaintenanceLog(
+        store, lambda snap: rules.of(snap).maintenance, ctx.settings.host, app.clock
+    )
+    app.facts.subscribe(windows.on_fact)
 
 
 def hooks_builder(

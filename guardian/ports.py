@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.usage import Usage
+from guardian.core.detection.windows import MaintenancePeriod
 from guardian.core.escalation.recreate import RecreateSpec
 from guardian.core.facts import Fact
 from guardian.core.history import History
@@ -368,6 +369,23 @@ class Store(Protocol):
     def event_horizon(self) -> EventHorizon: ...
 
     def close(self) -> None: ...
+
+
+class MaintenanceRecords(Protocol):
+    """The runs of maintenance windows the store holds (the events feed tells each start and
+    end). Raise StoreError when the store cannot be read or written."""
+
+    def open_periods(self, host: str) -> list[MaintenancePeriod]:
+        """The runs whose end is not written, oldest first."""
+        ...
+
+    def start_period(self, host: str, period: MaintenancePeriod) -> MaintenancePeriod:
+        """Write a run's start (once: the same run written again stays as it was); with its id."""
+        ...
+
+    def end_period(self, period_id: int, at: datetime) -> None:
+        """Write a run's end at `at` (once)."""
+        ...
 
 
 class Notifier(Protocol):

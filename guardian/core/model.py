@@ -370,7 +370,8 @@ class RecordedEvent:
     `cursor` orders the writes: it only grows, and an outcome written onto its action later is
     an event of its own with a later cursor. `kind`: incident.opened, incident.changed,
     action.requested, action.outcome, approval.given, approval.denied, approval.used,
-    silence.set, silence.lifted. `fields`: what the write said, as the store kept it.
+    silence.set, silence.lifted, maintenance.started, maintenance.ended. `fields`: what the
+    write said, as the store kept it.
     """
 
     cursor: int

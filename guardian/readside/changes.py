@@ -72,6 +72,8 @@ class Since:
     # store (lifted: its ended_at set); None where a write about silences did not tell (read
     # the silences in force again).
     silences_written: Mapping[str, Silence] | None = field(default_factory=dict)
+    # Of those, the containers more than one write was about (the one written is the latest).
+    silences_rewritten: frozenset[str] = frozenset()
 
     @property
     def everything(self) -> bool:
@@ -204,6 +206,7 @@ class Changes:
         shared = False
         written: dict[str, dict[int, Incident] | None] = {}
         silences: dict[str, Silence] | None = {}
+        rewritten: set[str] = set()
         for c in reversed(self._log):  # newest first
             if c.version <= version:
                 break
@@ -228,7 +231,8 @@ class Changes:
             if Record.SILENCES in c.wrote and silences is not None:
                 silence = c.written if isinstance(c.written, Silence) else None
                 if silence is not None and c.store == {silence.container}:
-                    silences.setdefault(silence.container, silence)
+                    if silences.setdefault(silence.container, silence) is not silence:
+                        rewritten.add(silence.container)
                 else:
                     silences = None
         observed = {
@@ -245,6 +249,7 @@ class Changes:
             observed,
             written,
             silences,
+            frozenset(rewritten),
         )
 
     def wait(self, after: int, timeout: float) -> int:

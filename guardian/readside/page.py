@@ -19,18 +19,18 @@ from guardian import __version__
 from guardian.core.history import ContainerHistory, Shade
 from guardian.core.model import Incident, RemediationAction, Silence, Transition, Verdict
 from guardian.ports import EngineUnavailable, Record
-from guardian.readside.changes import Changes
+from guardian.readside.changes import Changes, Since
 from guardian.readside.condition import LIVE, condition
 from guardian.readside.queries import Judgements, Records
 from guardian.readside.status import ContainerStatus, Statuses
 from guardian.readside.strip import (
-    Strip,
+    StripViews,
     coverage,
     first_slot,
     next_slide,
     strip,
-    strip_view,
     window_spans,
+    with_silence,
 )
 from guardian.readside.views import (
     action_view,
@@ -143,15 +143,21 @@ def _row(
 
 
 # A container's status, its row, when the clock alone changes the row (a window's start or
-# end, the condition's duration, the strip's slide), the strip's history and base, the strip.
-_Kept = tuple[ContainerStatus, dict[str, Any], datetime | None, ContainerHistory, Base, Strip]
+# end, the condition's duration, the strip's slide), the strip's history and base.
+_Kept = tuple[ContainerStatus, dict[str, Any], datetime | None, ContainerHistory, Base]
 
 
 def _kept_row(
-    last: _Kept | None, c: ContainerStatus, now: datetime, history: ContainerHistory, base: Base
+    last: _Kept | None,
+    c: ContainerStatus,
+    now: datetime,
+    history: ContainerHistory,
+    base: Base,
+    views: StripViews,
 ) -> _Kept:
     """`c` and its row at `now`: the very row of `last` when `c` is its status, its history
-    and base are the same and the clock did not move it, or when it shows the same."""
+    and base are the same and the clock did not move it, or when it shows the same. Its
+    strip's view is the one `views` made for a strip that shows the same."""
     if (
         last is not None
         and last[0] is c
@@ -163,13 +169,11 @@ def _kept_row(
     windows, due = _windows(c, now) if c.maintenance else ([], None)
     shade, text, changes = condition(c, windows, now)
     spans = window_spans(c.maintenance, now) if c.maintenance else ()
-    drawn = strip(base, history, now, LIVE.get(shade, Shade.HEALTHY), spans)
-    # An unchanged strip keeps its view (the most of a row to make).
-    view = last[1]["strip"] if last is not None and last[5] == drawn else strip_view(drawn)
+    view = views.view(strip(base, history, now, LIVE.get(shade, Shade.HEALTHY), spans))
     row = _row(c, windows, (shade, text), view)
     due = min(t for t in (due, changes, next_slide(now)) if t is not None)
     kept = last[1] if last is not None and last[1] == row else row
-    return (c, kept, due, history, base, drawn)
+    return (c, kept, due, history, base)
 
 
 def _tally(c: ContainerStatus, row: dict[str, Any]) -> tuple[int, ...]:
@@ -279,6 +283,7 @@ class PageReader:
         self._history_version = 0
         self._strip_from: datetime | None = None
         self._base: Base = ()
+        self._strip_views = StripViews()
 
     def read(self, with_output: bool) -> PageData:
         """Everything the page shows. `with_output` False: nothing a container printed (health
@@ -334,7 +339,9 @@ class PageReader:
         rows, tally = {}, {}
         for c in statuses:
             history = self._history.get(c.name, NO_HISTORY)
-            rows[c.name] = kept = _kept_row(self._rows.get(c.name), c, now, history, self._base)
+            rows[c.name] = kept = _kept_row(
+                self._rows.get(c.name), c, now, history, self._base, self._strip_views
+            )
             tally[c.name] = _tally(c, kept[1])
         self._rows, self._tally = rows, tally
         self._due = _first_due(rows.values())
@@ -358,19 +365,38 @@ class PageReader:
         names = since.store if since.wrote & STRIP_KINDS else frozenset()
         if not names:
             return names
-        read = self.records.history(start, names)
+        fresh = self._silenced(since, names)
+        unknown = names - fresh.keys()
+        if unknown:
+            fresh |= self.records.history(start, unknown).containers
         moved = set()
         for name in names:
-            new = read.containers.get(name, NO_HISTORY)
+            new = fresh.get(name, NO_HISTORY)
             if self._history.get(name, NO_HISTORY) != new:
                 self._history[name] = new
                 moved.add(name)
         return frozenset(moved)
 
+    def _silenced(self, since: Since, names: frozenset[str]) -> dict[str, ContainerHistory]:
+        """The histories of `names` that follow from the silences written alone (when nothing
+        else of the strip's was written), without a read: a silence set or lifted costs the
+        page no query."""
+        written = since.silences_written
+        if since.wrote & STRIP_KINDS != {Record.SILENCES} or written is None:
+            return {}
+        out = {}
+        for name in names - since.silences_rewritten:
+            silence = written.get(name)
+            if silence is not None:
+                new = with_silence(self._history.get(name, NO_HISTORY), silence)
+                if new is not None:
+                    out[name] = new
+        return out
+
     def _update(self, name: str, c: ContainerStatus, now: datetime) -> None:
         last = self._rows[name]
         history = self._history.get(name, NO_HISTORY)
-        self._rows[name] = kept = _kept_row(last, c, now, history, self._base)
+        self._rows[name] = kept = _kept_row(last, c, now, history, self._base, self._strip_views)
         if kept is last:
             return
         if kept[2] is not None and (self._due is None or kept[2] < self._due):

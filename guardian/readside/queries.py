@@ -62,7 +62,8 @@ class Records(Protocol):
         ...
 
     def history(self, since: datetime, containers: Collection[str] | None = None) -> History:
-        """What happened to `containers` (None: every one) since `since`, for the strip."""
+        """What happened to `containers` (None: every one) since `since`, for the strip;
+        Guardian's runs only with every container."""
         ...
 
     def timeline(

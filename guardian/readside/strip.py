@@ -9,7 +9,7 @@ on a phone, and a row stays small (neighbouring slots of one shade are drawn as 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -17,12 +17,14 @@ from typing import Any
 
 from guardian.core.detection.windows import MaintenanceWindow
 from guardian.core.history import ContainerHistory, Mark, Shade, Span
+from guardian.core.model import Silence
 
 SLOTS = 48
 SLOT = timedelta(minutes=30)
 DAY = SLOTS * SLOT
 WIDTH = 480  # the SVG's own units: 10 per slot
 MAX_MARKS = 48  # the newest drawn; the rest counted (`guardian actions` lists them)
+MAX_VIEWS = 1024  # strip views kept by what they show (StripViews)
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _TINY = timedelta(microseconds=1)
 
@@ -131,6 +133,30 @@ def strip(
     )
 
 
+def with_silence(history: ContainerHistory, s: Silence) -> ContainerHistory | None:
+    """`history` (as the store's history read gives it: the problems' spans, then the silences'
+    as merged spans, oldest first) after the one write of `s`: set, or lifted; None when it
+    does not follow from `history` alone (the store is read again). A container has one
+    silence in force at most: a silence set ends the one in force then (it touches it)."""
+    held = [p for p in history.spans if p.shade is Shade.MAINTENANCE and p.incident is None]
+    problems = [
+        p for p in history.spans if not (p.shade is Shade.MAINTENANCE and p.incident is None)
+    ]
+    last = held[-1] if held else None
+    reaches = last is not None and last.start <= s.created_at and last.end is not None
+    if s.ended_at is not None:  # lifted: the last span was the silence in force
+        if last is None or not reaches or last.end != s.until:
+            return None
+        held[-1] = Span(Shade.MAINTENANCE, last.start, s.ended_at)
+    elif last is not None and last.end is not None and last.end >= s.created_at:
+        if not reaches:
+            return None
+        held[-1] = Span(Shade.MAINTENANCE, last.start, s.until)  # the one in force ends now
+    else:
+        held.append(Span(Shade.MAINTENANCE, s.created_at, s.until))
+    return ContainerHistory((*problems, *held), history.marks)
+
+
 @lru_cache(maxsize=1024)  # a day's slot boundaries, and some
 def _clock(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%d %b %H:%M")
@@ -172,3 +198,27 @@ def strip_view(s: Strip) -> dict[str, Any]:
             "label": f"incident #{s.open_incident} open since {_clock(s.open_since)} UTC",
         }
     return {"runs": runs, "marks": marks, "more": s.marks_more, "open": bar}
+
+
+def shown(s: Strip) -> Hashable:
+    """What strip_view draws of `s`: two strips with the same are drawn the same (the time of
+    the read, `now`, is not drawn: it moves on every read)."""
+    return (s.start, bytes(s.slots), s.marks, s.marks_more, s.open_since, s.open_incident)
+
+
+class StripViews:
+    """Strip views by what they show: a strip drawn as before (a container back to the shades
+    it had, or a healthy one like many others) is the very view of then, which the renderer
+    has the HTML of. Bounded: when MAX_VIEWS are kept, they are dropped and made again."""
+
+    def __init__(self) -> None:
+        self._views: dict[Hashable, dict[str, Any]] = {}
+
+    def view(self, s: Strip) -> dict[str, Any]:
+        key = shown(s)
+        made = self._views.get(key)
+        if made is None:
+            if len(self._views) >= MAX_VIEWS:
+                self._views.clear()
+            made = self._views[key] = strip_view(s)
+        return made

@@ -147,3 +147,53 @@ def test_the_condition_is_one_phrase_for_the_row(tmp_path: Path) -> None:
     assert rows["job"]["condition"] == "stopped; held back (skipped: exit_code_ignored)"
     assert rows["web"]["condition"].startswith("unhealthy for 3 min; held back")
     assert rows["api"]["condition"] == "restarting"  # its restart is being verified
+
+
+def test_a_silence_set_replaced_or_lifted_draws_the_strip_a_whole_read_draws(
+    tmp_path: Path,
+) -> None:
+    """The page brings a strip up to date from the silence written, without a read of the
+    store; whatever the sequence, the strips are those of a page that reads everything."""
+    g = make_app(tmp_path)
+    for name in ("web", "db"):
+        g.engine.add(name, health="healthy", labels={"guardian.enable": "true"})
+    reader = PageReader(g.healer, g.app.operator, g.app.changes)
+    reader.read(True)
+    op = g.app.operator
+    steps = [
+        lambda: op.silence("web", timedelta(hours=1), "deploy", "ops"),
+        dict(minutes=40),
+        lambda: op.silence("web", timedelta(minutes=10), "again", "ops"),  # replaces, shorter
+        dict(minutes=5),
+        lambda: op.unsilence("web", "ops"),
+        dict(hours=2),
+        lambda: op.silence("web", timedelta(hours=3), "later", "ops"),
+        dict(minutes=1),
+        lambda: op.unsilence("web", "ops"),
+        lambda: op.silence("web", timedelta(hours=1), "same moment", "ops"),
+        dict(minutes=50),
+    ]
+    statements: list[str] = []
+    g.store.db.trace(statements.append)
+    for step in steps:
+        statements.clear()
+        if isinstance(step, dict):  # the clock moves (the strip may slide: a whole read)
+            g.clock.advance(**step)
+        else:
+            step()
+        shown = [r["strip"] for r in reader.read(True).rows]
+        wrote = not isinstance(step, dict)
+        assert not (wrote and [s for s in statements if "FROM actions" in s])  # no history read
+        whole = PageReader(g.healer, g.app.operator, Changes()).read(True)
+        assert shown == [r["strip"] for r in whole.rows]
+    g.store.db.trace(None)
+    # Two writes between reads: the page reads the container's history again.
+    op.silence("db", timedelta(hours=1), "one", "ops")
+    g.clock.advance(minutes=45)
+    op.unsilence("db", "ops")
+    g.clock.advance(minutes=45)
+    op.silence("db", timedelta(hours=1), "two", "ops")
+    shown = [r["strip"] for r in reader.read(True).rows]
+    whole = PageReader(g.healer, g.app.operator, Changes()).read(True)
+    assert shown == [r["strip"] for r in whole.rows]
+    assert all("'maintenance'" in str(strip) for strip in shown)

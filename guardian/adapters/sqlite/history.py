@@ -27,7 +27,8 @@ def _among(containers: Collection[str] | None) -> tuple[str, tuple[str, ...]]:
 def read_history(
     db: Database, host: str, since: datetime, containers: Collection[str] | None = None
 ) -> History:
-    """What happened to `containers` (None: every one) of `host` since `since`."""
+    """What happened to `containers` (None: every one) of `host` since `since`; Guardian's
+    runs only with every container (a read of some is to bring theirs up to date)."""
     among, names = _among(containers)
     cut = to_text(since)
     spans: dict[str, list[Span]] = defaultdict(list)
@@ -65,9 +66,13 @@ def read_history(
     ):
         at = datetime.fromisoformat(row["requested_at"])
         marks[row["container"]].append(Mark(row["kind"], at, row["outcome"]))
-    runs = db.query(
-        "SELECT name, at FROM marks WHERE host=? AND name>=? AND name<? AND at>=?",
-        (host, RUN_MARK, RUN_MARK[:-1] + ";", cut),
+    runs = (
+        db.query(
+            "SELECT name, at FROM marks WHERE host=? AND name>=? AND name<? AND at>=?",
+            (host, RUN_MARK, RUN_MARK[:-1] + ";", cut),
+        )
+        if containers is None
+        else ()  # the runs are the host's, read with every container
     )
     first = len(RUN_MARK)
     return History(

@@ -3,8 +3,9 @@
 An incident closed (or, for a host-level incident, resolved) before the cut-off is deleted with
 everything that hangs off it: its transitions, remediation actions, queued notifications and
 their delivery rows, and channel references (Slack threads, firing alerts). Silences that ended
-or ran out before the cut-off go too, and actions of no incident requested before it. Open
-incidents are never deleted, whatever their age, nor anything of theirs. Each batch of
+or ran out before the cut-off go too, maintenance windows' runs that ended before it, and
+actions of no incident requested before it. Open incidents are never deleted, whatever their
+age, nor anything of theirs. Each batch of
 incidents is one transaction: a crash mid-way leaves whole incidents behind, never part of one.
 The events feed forgets the events before the first one recorded since the cut-off (of open
 incidents too: the feed tells what happened, the incident stays) and keeps the cursor up to
@@ -66,6 +67,7 @@ def prune(db: Database, before: datetime, batch: int = BATCH) -> Pruned:
         silences = conn.execute(
             "DELETE FROM silences WHERE COALESCE(ended_at, until) < ?", (cutoff,)
         ).rowcount
+        conn.execute("DELETE FROM maintenance WHERE ended_at < ?", (cutoff,))
         events = _forget_events(conn, cutoff)
     return Pruned(incidents, silences, events)
 

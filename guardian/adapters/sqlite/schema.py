@@ -268,6 +268,33 @@ MIGRATIONS: tuple[str, ...] = (
     # both or neither, and an outcome that updates its action's row is a new row here. What
     # was held before is told first, in the order of its times.
     _EVENTS_TABLE + _backfill() + _triggers(),
+    # 11: maintenance windows' runs (the events feed's maintenance.started and .ended): one
+    # row per run of a window, written when Guardian first sees it in force (one row however
+    # often a restart sees it again), its end when Guardian sees it over. No backfill: the
+    # store held no windows before.
+    """
+    CREATE TABLE maintenance (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL, name TEXT NOT NULL, containers TEXT NOT NULL,
+        schedule TEXT NOT NULL, started_at TEXT NOT NULL, until TEXT NOT NULL, ended_at TEXT
+    );
+    CREATE UNIQUE INDEX maintenance_run ON maintenance(host, name, containers, schedule,
+        started_at);
+    CREATE INDEX maintenance_open ON maintenance(host) WHERE ended_at IS NULL;
+    CREATE TRIGGER events_maintenance AFTER INSERT ON maintenance BEGIN
+        INSERT INTO events (host, kind, at, container, incident_id, fields)
+        SELECT NEW.host, 'maintenance.started', NEW.started_at, '', NULL,
+        json_object('maintenance', NEW.id, 'window', NEW.name, 'containers', NEW.containers,
+                    'schedule', NEW.schedule, 'until', NEW.until);
+    END;
+    CREATE TRIGGER events_maintenance_end AFTER UPDATE OF ended_at ON maintenance
+        WHEN OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL BEGIN
+        INSERT INTO events (host, kind, at, container, incident_id, fields)
+        SELECT NEW.host, 'maintenance.ended', NEW.ended_at, '', NULL,
+        json_object('maintenance', NEW.id, 'window', NEW.name, 'containers', NEW.containers,
+                    'schedule', NEW.schedule, 'started_at', NEW.started_at);
+    END;
+    """,
 )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.history import read_history
+from guardian.adapters.sqlite.maintenance import end_period, open_periods, start_period
 from guardian.adapters.sqlite.operator import OperatorQueries
 from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
 from guardian.adapters.sqlite.retention import Pruned, prune
@@ -24,6 +25,7 @@ from guardian.adapters.sqlite.schema import (
     insert_transitions,
     to_text,
 )
+from guardian.core.detection.windows import MaintenancePeriod
 from guardian.core.history import History
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
@@ -51,6 +53,17 @@ class SqliteStore(OperatorQueries):
 
     def close(self) -> None:
         self.db.close()
+
+    # ports.MaintenanceRecords: the runs of maintenance windows (adapters/sqlite/maintenance).
+
+    def open_periods(self, host: str) -> list[MaintenancePeriod]:
+        return open_periods(self.db, host)
+
+    def start_period(self, host: str, period: MaintenancePeriod) -> MaintenancePeriod:
+        return start_period(self.db, host, period)
+
+    def end_period(self, period_id: int, at: datetime) -> None:
+        end_period(self.db, period_id, at)
 
     def withdraw_unsent(self, host: str) -> int:
         with self.db.transaction() as conn:

@@ -230,3 +230,42 @@ def in_force(
         if span is not None and (best is None or span[1] > best[1]):
             best = (window, span[1])
     return best
+
+
+MAX_NAME = 200  # a period's name, its glob and its schedule as the store keeps them
+
+
+@dataclass(frozen=True)
+class MaintenancePeriod:
+    """One run of a window, from `started_at` (its start on the calendar) to `until`: what the
+    store records of maintenance (the events feed's maintenance.started and .ended). `name`
+    is where the window was written (`maintenance[0]`, `label guardian.maintenance`), with
+    `containers` (its glob) and `schedule` (cron, duration, zone) naming it; `id` is the
+    store's, once written."""
+
+    name: str
+    containers: str
+    schedule: str
+    started_at: datetime
+    until: datetime
+    id: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, datetime]:
+        """The same run of the same window, whoever saw it (one start per run)."""
+        return (self.name, self.containers, self.schedule, self.started_at)
+
+
+def periods_in_force(
+    windows: Iterable[MaintenanceWindow], now: datetime
+) -> dict[tuple[str, str, str, datetime], MaintenancePeriod]:
+    """The runs of `windows` in force at `now`, by key; the texts cut to MAX_NAME."""
+    out = {}
+    for w in windows:
+        span = w.active_at(now)
+        if span is not None:
+            period = MaintenancePeriod(
+                w.origin[:MAX_NAME], w.containers[:MAX_NAME], w.describe()[:MAX_NAME], *span
+            )
+            out[period.key] = period
+    return out

@@ -78,7 +78,9 @@ class Renderer:
         # and a timeline entry's by what it shows, so a growing timeline renders only the new.
         self._articles: dict[bool, dict[int, tuple[dict[str, Any], Markup]]] = {}
         self._entries: dict[tuple[Any, ...], Markup] = {}
-        self._strips: dict[int, tuple[dict[str, Any], Markup]] = {}  # a strip's HTML, by view
+        # A strip's HTML by its row's container and its view (StripViews shares a view among
+        # containers and keeps it for a strip that comes back; the HTML names the container).
+        self._strips: dict[tuple[str, int], tuple[dict[str, Any], Markup]] = {}
 
     def page(self, name: str, **context: Any) -> bytes:
         return self.env.get_template(name).render(**context).encode()
@@ -143,14 +145,15 @@ class Renderer:
         return out
 
     def _row(self, row: dict[str, Any]) -> str:
-        """A row's HTML; its strip's the last one made for the very same strip view (the
-        reader keeps a strip's view while the strip is unchanged)."""
+        """A row's HTML; its strip's the one made for the very same strip view of the same
+        container (the reader hands the same view for a strip that shows the same)."""
         view = row["strip"]
-        kept = self._strips.get(id(view))
+        key = (row["name"], id(view))
+        kept = self._strips.get(key)
         if kept is None or kept[0] is not view:
             if len(self._strips) >= MAX_KEPT_ENTRIES:
                 self._strips.clear()
-            kept = self._strips[id(view)] = (view, Markup(self._parts.strip(row)))
+            kept = self._strips[key] = (view, Markup(self._parts.strip(row)))
         return str(self._parts.row(row, kept[1]))
 
     def _rows_parts(self, rows: list[dict[str, Any]]) -> _Rows:

@@ -1,17 +1,33 @@
 """Maintenance windows in force (core.detection.windows), held to their end: a container seen in a
 window is not restarted until the window's end, as its real length places it (DESIGN 12: a clock
-step moves the end with it, so a step back does not end the window early, nor a step forward)."""
+step moves the end with it, so a step back does not end the window early, nor a step forward).
+And the windows' runs as the store records them (MaintenanceLog: the events feed's
+maintenance.started and maintenance.ended)."""
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
-from guardian.core.detection.windows import MaintenanceWindow, in_force
-from guardian.core.model import Silence
+from guardian.core.detection.windows import (
+    LABEL,
+    MaintenancePeriod,
+    MaintenanceWindow,
+    in_force,
+    periods_in_force,
+)
+from guardian.core.facts import ContainersListed, Fact
+from guardian.core.model import ContainerSnapshot, Silence
+from guardian.logs import kv
+from guardian.ports import Clock, MaintenanceRecords, StoreError
+
+log = logging.getLogger("guardian.maintenance")
 
 CALENDAR = "calendar"  # Silence.created_by of a window's hold
+LABEL_ORIGIN = f"label {LABEL}"  # a window's origin when a container's label wrote it
 
 
 class MaintenanceHolds:
@@ -53,3 +69,67 @@ class MaintenanceHolds:
         """Forget the holds of containers no longer listed."""
         with self._lock:
             self._held = {k: v for k, v in self._held.items() if k in present}
+
+
+class MaintenanceLog:
+    """Writes each run of a maintenance window to the store when a sweep first sees it in force
+    (ContainersListed: the windows of the watched containers, the operator's and their labels'),
+    and its end when a sweep sees it over: at its end on the calendar, or now if it ended
+    early (its container no longer watched, the window no longer configured). The runs not
+    ended are read from the store at the first sweep, so a restart inside a window writes no
+    second start, and a window that ended while Guardian was down is ended then, at its end.
+    A write that fails (a full disk) is tried again at the next sweep."""
+
+    def __init__(
+        self,
+        store: MaintenanceRecords,
+        windows_of: Callable[[ContainerSnapshot], Iterable[MaintenanceWindow]],
+        host: str,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.windows_of = windows_of
+        self.host = host
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._open: dict[tuple[str, str, str, datetime], MaintenancePeriod] | None = None
+
+    def on_fact(self, fact: Fact) -> None:
+        if isinstance(fact, ContainersListed):
+            windows = {w for snap in fact.containers for w in self._windows(snap)}
+            self.observe(windows, self.clock.now())
+
+    def _windows(self, snap: ContainerSnapshot) -> Iterable[MaintenanceWindow]:
+        """The container's windows; its label's named by the container (a label's window is
+        read as any container's: `*`), so each container's label window is a run of its own."""
+        for w in self.windows_of(snap):
+            yield replace(w, containers=snap.name) if w.origin == LABEL_ORIGIN else w
+
+    def observe(self, windows: Iterable[MaintenanceWindow], now: datetime) -> None:
+        """Bring the store's runs up to date with `windows` at `now`."""
+        seen = periods_in_force(windows, now)
+        with self._lock:
+            try:
+                if self._open is None:
+                    self._open = {p.key: p for p in self.store.open_periods(self.host)}
+                for key, period in list(self._open.items()):
+                    if key not in seen:
+                        assert period.id is not None
+                        self.store.end_period(period.id, min(now, period.until))
+                        del self._open[key]
+                        log.info("maintenance ended", extra=_fields(period))
+                for key, period in seen.items():
+                    if key not in self._open:
+                        self._open[key] = self.store.start_period(self.host, period)
+                        log.info("maintenance started", extra=_fields(period))
+            except StoreError as exc:
+                log.warning("maintenance not recorded", extra=kv(reason=str(exc)))
+
+
+def _fields(period: MaintenancePeriod) -> dict[str, object]:
+    return kv(
+        window=period.name,
+        containers=period.containers,
+        started_at=period.started_at.isoformat(),
+        until=period.until.isoformat(),
+    )
