@@ -1062,27 +1062,27 @@ def climb(policy: RestartPolicy, script: list[tuple[int, int, bool, bool]]):
     """simulate() with the ladder: each action decide() allows (a restart or a rung), per
     container, as (time, what) in order, and the resets."""
     now = NOW
-    done: dict[int, list[tuple[datetime, str]]] = {}
-    resets: dict[int, list[datetime]] = {}
+    done: dict[int, list[tuple[datetime, str, int]]] = {}
+    resets: dict[int, list[tuple[datetime, int]]] = {}  # (time, step): steps may share a time
     healthy_since: dict[int, datetime] = {}
-    for wait, c, healthy, _ in script:
+    for step, (wait, c, healthy, _) in enumerate(script):
         now += timedelta(seconds=wait)
-        last_reset = resets[c][-1] if resets.get(c) else None
+        last_reset = resets[c][-1][0] if resets.get(c) else None
         if healthy:
             since = healthy_since.setdefault(c, now)
             if reset_due(since, last_reset, policy, now):
-                resets.setdefault(c, []).append(now)
+                resets.setdefault(c, []).append((now, step))
             continue
         healthy_since.pop(c, None)
         mine = done.setdefault(c, [])
         history = AttemptHistory(
-            tuple(t for t, what in mine if what == "restart"),
+            tuple(t for t, what, _ in mine if what == "restart"),
             last_reset,
-            rungs=tuple((what, t) for t, what in mine if what != "restart"),
+            rungs=tuple((what, t) for t, what, _ in mine if what != "restart"),
         )
         d = decide(Target(f"c{c}"), history, HostLoad(), policy, now)
         if d.verdict in (Verdict.RESTART, Verdict.RECREATE, Verdict.STOP):
-            mine.append((now, str(d.verdict)))
+            mine.append((now, str(d.verdict), step))
     return done, resets
 
 
@@ -1094,15 +1094,17 @@ def test_the_ladder_climbs_each_rung_once_after_the_restarts_and_waits_each_cool
     policy = replace(policy, escalate=ladder)
     done, resets = climb(policy, script)
     for c, actions in done.items():
-        for (a, _), (b, _) in itertools.pairwise(actions):
+        for (a, _, _), (b, _, _) in itertools.pairwise(actions):
             assert b - a >= policy.cooldown
-        for i, (at, what) in enumerate(actions):
+        for i, (at, what, step) in enumerate(actions):
             # What counts at `at`: after the window's start and the last reset before it.
-            start = max([at - policy.window, *(r for r in resets.get(c, ()) if r <= at)])
-            before = [w for t, w in actions[:i] if t > start]
+            start = max([at - policy.window, *(r for r, s in resets.get(c, ()) if s < step)])
+            before = [w for t, w, _ in actions[:i] if t > start]
             if what == "restart":
                 assert before.count("restart") < policy.max_attempts
             else:
                 assert before.count("restart") >= policy.max_attempts  # restarts first
                 assert what not in before  # each rung once
-                assert [w for w in before if w != "restart"] == list(ladder[: ladder.index(what)])
+                # The rung above the highest still counted: it only climbs, and skips none.
+                highest = max((ladder.index(w) for w in before if w != "restart"), default=-1)
+                assert ladder.index(what) == highest + 1

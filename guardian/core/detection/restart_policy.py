@@ -39,8 +39,10 @@ class RestartPolicy:
     escalate_ask: tuple[str, ...] = ()
 
     def next_rung(self, taken: tuple[str, ...]) -> str | None:
-        """The ladder's next rung once the restarts are spent: the first not taken yet."""
-        return next((rung for rung in self.escalate if rung not in taken), None)
+        """The ladder's next rung once the restarts are spent: the one above the highest taken
+        (a lower rung that left the window before a higher one is not climbed again)."""
+        highest = max((self.escalate.index(r) for r in taken if r in self.escalate), default=-1)
+        return self.escalate[highest + 1] if highest + 1 < len(self.escalate) else None
 
     def cooldown_after(self, attempts: int) -> timedelta:
         """The wait after the n-th attempt: exponential with a cap, never below cooldown."""
