@@ -87,9 +87,9 @@ def engine(url: str | None) -> Iterator[str]:
         private.stop()
 
 
-def populate(url: str, size: int, scoped: bool) -> Fleets:
+def populate(fleet: Fleet, size: int, scoped: bool) -> Fleets:
     """`size` watched containers with a health check, and OTHERS that are not watched."""
-    fleet = Fleet(url)
+    url = fleet.url
     interval = max(HEALTH_INTERVAL, size / MAX_CHECKS_PER_SECOND)
     fleet.create(size, "watched", health=True, health_interval=interval, workers=8)
     api = docker.APIClient(base_url=url, version="auto", timeout=120)
@@ -170,9 +170,10 @@ def window(pids: tuple[int, int, int], size: int, seconds: float) -> Run:
 
 def measure(url: str, size: int, scoped: bool, windows: list[tuple[float, float]]) -> list[Run]:
     """One run of the three over `size` containers: a Run for each (start, length) window."""
-    fleets = populate(url, size, scoped)
-    tmp = Path(tempfile.mkdtemp(prefix=f"gbench-{fleets.fleet.run_id}-outside-"))
-    try:
+    fleet = Fleet(url)
+    tmp = Path(tempfile.mkdtemp(prefix=f"gbench-{fleet.run_id}-outside-"))
+    try:  # an interrupted set-up removes what it made too (a private engine's stop leaves them)
+        fleets = populate(fleet, size, scoped)
         with three(tmp, fleets) as pids:
             began, out = time.monotonic(), []
             for start, length in windows:
@@ -180,8 +181,8 @@ def measure(url: str, size: int, scoped: bool, windows: list[tuple[float, float]
                 out.append(window(pids, size, length))
             return out
     finally:
-        fleets.fleet.remove()
-        fleets.fleet.close()
+        fleet.remove()
+        fleet.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
