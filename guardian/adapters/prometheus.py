@@ -121,7 +121,6 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 
 
 class PrometheusMetrics:
-    # Long: one flat table of the metric declarations, each series named where it is made
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.loop_now = LoopCollector()
@@ -174,8 +173,13 @@ class PrometheusMetrics:
             ["direction"],
             registry=registry,
         )
-        for direction in ("forward", "back"):
-            self.clock_steps.labels(direction=direction)
+        self._declare_outbound(registry)
+        self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
+        self.engine_identified(None)
+        self._series_from_start()
+
+    def _declare_outbound(self, registry: CollectorRegistry) -> None:
+        """What Guardian sends out: notifications, heartbeat pings, remediation hooks."""
         self.notifications_total = Counter(
             "guardian_notifications",
             "Notification deliveries by channel and outcome.",
@@ -200,10 +204,12 @@ class PrometheusMetrics:
             ["outcome"],
             registry=registry,
         )
-        self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
-        self.engine_identified(None)
-        # Series that alerts take increase() of exist from the start: a counter series that is
-        # born at 1 shows no increase, and the first incident or restart would go unseen.
+
+    def _series_from_start(self) -> None:
+        """Series that alerts take increase() of exist from the start: a counter series that is
+        born at 1 shows no increase, and the first incident or restart would go unseen."""
+        for direction in ("forward", "back"):
+            self.clock_steps.labels(direction=direction)
         for kind in ProblemType:
             self.incidents_total.labels(type=str(kind))
         self.decisions_total.labels(decision=str(Verdict.RESTART), reason=str(Reason.ALLOWED))
