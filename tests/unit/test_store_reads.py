@@ -97,6 +97,32 @@ def test_the_silences_in_force_are_found_by_an_index_however_many_were_lifted(
     store.close()
 
 
+def test_a_containers_silence_is_found_among_its_open_ones_however_often_it_was_toggled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script that silences and lifts one container over and over leaves a lifted silence
+    per toggle, each ending later than now: setting, lifting or reading the one in force finds
+    it among the container's silences not lifted, and what a set or a lift answers is the row
+    as the store reads it back."""
+    store = SqliteStore(tmp_path / "g.db")
+    for n in range(300):
+        at = T0 + timedelta(seconds=n)
+        store.add_silence(Silence(None, "h", "web", at, at + timedelta(hours=1), "deploy", "ci"))
+        store.end_silence("h", "web", "ci", at + timedelta(milliseconds=500))
+    now = T0 + timedelta(seconds=400)
+    made = store.add_silence(Silence(None, "h", "web", now, now + timedelta(hours=1), "r", "me"))
+
+    assert store.active_silence("h", "web", now) == made
+    assert "USING INDEX silences_open" in plans(
+        store, lambda: store.active_silence("h", "web", now), monkeypatch
+    )
+    lifted = store.end_silence("h", "web", "you", now + timedelta(seconds=1))
+    assert lifted is not None and lifted.ended_by == "you"
+    assert lifted == store.silences("h", now, include_ended=True)[-1]
+    assert store.end_silence("h", "web", "you", now + timedelta(seconds=2)) is None
+    store.close()
+
+
 def test_the_newest_dead_letters_are_found_by_an_index_among_every_delivery(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from guardian.adapters.sqlite.db import Database, where
@@ -32,6 +33,12 @@ from guardian.core.model import (
     Silence,
 )
 from guardian.core.outbound.notifications import Notification
+
+# A container's silence in force at a time: the one that ends last (by silences_open).
+_ACTIVE_SILENCE = (
+    "SELECT * FROM silences WHERE host=? AND container=? AND ended_at IS NULL"
+    " AND created_at<=? AND until>? ORDER BY until DESC LIMIT 1"
+)
 
 
 class OperatorQueries:
@@ -115,27 +122,25 @@ class OperatorQueries:
                     silence.created_by,
                 ),
             )
-            silence_id = int(cur.lastrowid or 0)
-        return silence_row(self.db.query("SELECT * FROM silences WHERE id=?", (silence_id,))[0])
+        # The row as written (a time's text reads back as the very datetime): no read after.
+        return replace(silence, id=int(cur.lastrowid or 0))
 
     def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
         """Lift the silence of `container` in force at `at`; None when there is none."""
-        current = self.active_silence(host, container, at)
-        if current is None:
-            return None
         with self.db.transaction() as conn:
+            rows = conn.execute(_ACTIVE_SILENCE, (host, container, to_text(at), to_text(at)))
+            row = rows.fetchone()
+            if row is None:
+                return None
+            current = silence_row(row)
             conn.execute(
                 "UPDATE silences SET ended_at=?, ended_by=? WHERE id=?",
                 (to_text(at), by, current.id),
             )
-        return silence_row(self.db.query("SELECT * FROM silences WHERE id=?", (current.id,))[0])
+        return replace(current, ended_at=at, ended_by=by)
 
     def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
-        rows = self.db.query(
-            "SELECT * FROM silences WHERE host=? AND container=? AND ended_at IS NULL"
-            " AND created_at<=? AND until>? ORDER BY until DESC LIMIT 1",
-            (host, container, to_text(now), to_text(now)),
-        )
+        rows = self.db.query(_ACTIVE_SILENCE, (host, container, to_text(now), to_text(now)))
         return silence_row(rows[0]) if rows else None
 
     def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:

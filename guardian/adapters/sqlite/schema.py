@@ -295,6 +295,12 @@ MIGRATIONS: tuple[str, ...] = (
                     'schedule', NEW.schedule, 'started_at', NEW.started_at);
     END;
     """,
+    # 12: a container's silence in force found among its silences not lifted only: by
+    # silences_container, setting or lifting one read every silence of the container that
+    # ends later (each of the last hour's, for one toggled by a script).
+    """
+    CREATE INDEX silences_open ON silences(host, container, until) WHERE ended_at IS NULL;
+    """,
 )
 
 
