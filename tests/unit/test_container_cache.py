@@ -27,6 +27,7 @@ from guardian.core.cache_entry import (
 from guardian.core.model import ActionOutcome, ContainerSnapshot
 from guardian.entrypoints.event_listener import EventListener
 from guardian.ports import EngineEvent, EngineUnavailable
+from guardian.service.healing.healer import RESYNC_READS
 from guardian.service.state.container_cache import CUT, DURING, LISTED_OTHERWISE, UNCOVERED
 from tests.app import TestApp, make_app, make_world
 from tests.fakes import T0
@@ -286,14 +287,14 @@ def test_a_probe_that_ended_after_the_restart_was_asked_is_not_told(
 
 
 def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp) -> None:
-    for i in range(1000):
+    for i in range(1100):
         c.engine.add(f"ok{i}")
     warm(c)
-    assert c.engine.inspect_calls == 256  # a sweep's resync reads at most 256 of them
+    assert c.engine.inspect_calls == RESYNC_READS == 1024  # a sweep's resync reads at most these
     for _ in range(3):
         c.healer.sweep()
         c.clock.advance(10)
-    assert c.engine.inspect_calls == 1000  # each container read once, over four sweeps
+    assert c.engine.inspect_calls == 1100  # each container read once, over two sweeps
     c.clock.advance(60)
     c.healer.sweep()  # a whole list (watch.resync)
     lists, inspects, pings = c.engine.list_calls, c.engine.inspect_calls, c.engine.pings
@@ -320,8 +321,37 @@ def test_the_sweep_reads_again_what_the_list_shows_otherwise(c: TestApp) -> None
     assert c.engine.inspect_calls - inspects == 1
     assert c.healer.ctx.state.cache.doubt_of(cid) == ""  # read again: fresh
     paused = c.engine.as_listed(c.engine.set("app", state="paused"))
-    c.healer.ctx.state.cache.resync([paused], {cid})
+    c.healer.ctx.state.cache.resync([paused], [paused])
     assert c.healer.ctx.state.cache.doubt_of(cid) == LISTED_OTHERWISE
+
+
+def test_an_idle_sweeps_very_list_wants_nothing_until_the_cache_changes(c: TestApp) -> None:
+    """The same lists given again with no write to the cache since want no inspect (an idle
+    sweep's, not walked again); any write since (an event, a cut stream, a new stream) has them
+    walked as before."""
+    for name in ("a", "b"):
+        c.engine.add(name)
+    warm(c)
+    cache = c.healer.ctx.state.cache
+    listed = [c.engine.as_listed(s) for s in c.engine.containers.values()]
+    assert cache.resync(listed, listed) == []
+    assert cache.resync(listed, listed) == []
+    a = c.engine.id_of("a")
+    cache.saw(event(c, "pause", "a"))
+    assert cache.resync(listed, listed) == [a]
+    assert cache.resync(listed, listed) == [a]  # still wanted: nothing read it meanwhile
+    c.healer.sweep()  # reads it again (fresh), and the next walk wants nothing
+    assert cache.doubt_of(a) == ""
+    assert cache.resync(listed, listed) == []
+    cache.lost()
+    cache.opening(None, c.clock.now())
+    assert sorted(cache.resync(listed, listed)) == sorted([a, c.engine.id_of("b")])
+    c.healer.sweep()
+    assert cache.resync(listed, listed) == [] and len(cache) == 2
+    # Another list, though of the same watched list: the container it no longer shows is
+    # forgotten.
+    only_a = [s for s in listed if s.id == a]
+    assert cache.resync(only_a, only_a) == [] and len(cache) == 1
 
 
 def test_a_container_an_inspect_cannot_cache_is_not_read_again_at_every_sweep(

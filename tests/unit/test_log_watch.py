@@ -217,3 +217,24 @@ def test_a_reload_follows_the_new_rules(world: TestApp, tmp_path: Path) -> None:
     assert t.app.logs.followed() == ["db-1"]
     assert t.engine.log_stream("db-1") is not None
     assert [s.closed for c, _, _, s in t.engine.follows if c == t.engine.id_of("api-1")] == [True]
+
+
+def test_a_reload_that_gives_ruleless_containers_a_rule_follows_them(
+    world: TestApp, tmp_path: Path
+) -> None:
+    """Sweeps of the same containers, none with a rule, do not work the rules out again; a
+    reload that gives them one does, at the next sweep."""
+    t = world
+    t.engine.add("web-1", health=None)
+    for _ in range(3):
+        t.clock.advance(10)
+        t.healer.sweep()
+    assert t.app.logs.followed() == []
+    rebuild(
+        t.app,
+        settings_for(
+            tmp_path / "new", {"logs": {"rules": [{"containers": "web-*", "match": "x"}]}}
+        ),
+    )
+    t.healer.sweep()
+    assert t.app.logs.followed() == ["web-1"]

@@ -48,8 +48,10 @@ from guardian.service.watchers.resources import ResourceWatch
 log = logging.getLogger("guardian.healer")
 
 # Containers a sweep inspects at most for the cache's resync (their entry missing, doubtful or
-# unlike the list): the first sweeps after a start or a cut stream read a large host in parts.
-RESYNC_READS = 256
+# unlike the list): the first sweep after a start or a cut stream fills the cache of a host of
+# 1,000 containers whole (about a second of inspects on a Unix socket), so their events are
+# acted on from the cache within the first minute; a larger host is read in parts.
+RESYNC_READS = 1024
 # Seconds between two writes of the marks a sweep leaves (this run's, how far the store's
 # record and the events handled reach): an idle sweep at the 10 s default writes none.
 MARKS_EVERY = 60.0
@@ -323,7 +325,9 @@ class Healer:
         if not self.ctx.on_docker():
             return
         state = self.ctx.state
-        wanted = set(state.cache.resync(watched, {s.id for s in listed}))
+        wanted = set(state.cache.resync(watched, listed))
+        if not wanted:
+            return
         reads = [s for s in watched if s.id in wanted and not state.restart_underway(s.name)]
         for snap in reads[:RESYNC_READS]:
             try:

@@ -221,8 +221,13 @@ class HostWatch:
         for row in rows:
             if row.result.problem is not None:
                 self._detected(row.snapshot.name, row.result.observed_at, check=False)
-            elif row.result.skipped is None:
-                self.recovered(row.snapshot.name, check=False)
+        with self._lock:
+            # A healthy look ends its container's count; with none counted (an idle host) there
+            # is nothing to end, and the rows are not walked again.
+            if self._unhealthy:
+                for row in rows:
+                    if row.result.problem is None and row.result.skipped is None:
+                        self._unhealthy.pop(row.snapshot.name, None)
         self._check(self.clock.now())
 
     def detected(self, result: HealthCheckResult) -> None:

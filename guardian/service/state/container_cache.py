@@ -14,7 +14,7 @@ entry cannot follow: doubtful, and the loop inspects as it always did.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -58,6 +58,11 @@ class ContainerCache:
         self._following: datetime | None = None  # when the loop began to follow events
         self._open = False
         self._streams = 0  # streams opened or cut so far: the same number, the same stream
+        # Writes to the entries or to what the stream covers so far: the same number, the same
+        # cache; and the lists of the last resync that wanted no inspect, with the number then.
+        self._writes = 0
+        self._resynced: tuple[Sequence[ContainerSnapshot], Sequence[ContainerSnapshot], int] | None
+        self._resynced = None
 
     # -- the event stream -----------------------------------------------------------------------
 
@@ -66,6 +71,7 @@ class ContainerCache:
         opens, as it replays from then (opening())."""
         with self._lock:
             self._following = self._covered = now
+            self._writes += 1
 
     def opening(self, since: datetime | None, now: datetime) -> datetime:
         """A stream opens that the engine replays from `since` (None: from when the loop began
@@ -75,6 +81,7 @@ class ContainerCache:
             start = since if since is not None else (self._following or now) - ORDER_MARGIN
             self._covered = start + ORDER_MARGIN
             self._open = True
+            self._writes += 1
             self._streams += 1
             for cid, entry in self._entries.items():
                 if entry.asked_at < self._covered:
@@ -87,6 +94,7 @@ class ContainerCache:
         with self._lock:
             self._open = False
             self._covered = None
+            self._writes += 1
             self._streams += 1
             self._doubt_all(CUT)
 
@@ -100,6 +108,7 @@ class ContainerCache:
             entry = self._entries.get(cid)
             if entry is None:
                 return
+            self._writes += 1
             after = applied(entry, event.action, event.container_name, event.at, event.attributes)
             if after is None:
                 del self._entries[cid]
@@ -112,6 +121,7 @@ class ContainerCache:
 
     def _doubt_all(self, why: str) -> None:
         self._entries = {cid: e.doubted(why) for cid, e in self._entries.items()}
+        self._writes += 1
 
     def stream(self) -> int | None:
         """Which stream is open (the same number: no cut or new stream since); None: none."""
@@ -137,6 +147,7 @@ class ContainerCache:
         against events within `margin` (core.cache_entry.order_margin)."""
         cid = ask.container_id
         with self._lock:
+            self._writes += 1
             touched = self._release(ask)
             if snap is None or snap.id != cid:
                 self._entries.pop(cid, None)
@@ -183,25 +194,44 @@ class ContainerCache:
             entry = self._entries.get(container_id)
             return None if entry is None else entry.doubt
 
-    def resync(self, watched: Iterable[ContainerSnapshot], present: Collection[str]) -> list[str]:
-        """A sweep's list: forget the containers not `present` (ids), doubt the entries the
-        list shows otherwise, and return the ids of the `watched` whose entry is missing or
-        doubtful, to inspect (none while no stream covers what an inspect would fill; none an
-        inspect could not make fresh: labels beyond the bounds, no room for another entry)."""
+    def resync(
+        self, watched: Sequence[ContainerSnapshot], listed: Sequence[ContainerSnapshot]
+    ) -> list[str]:
+        """A sweep's list (`listed`, of which `watched`): forget the containers not listed,
+        doubt the entries the list shows otherwise, and return the ids of the `watched` whose
+        entry is missing or doubtful, to inspect (none while no stream covers what an inspect
+        would fill; none an inspect could not make fresh: labels beyond the bounds, no room for
+        another entry). The very lists of the last resync that wanted none, with no write to
+        the cache since, want none again, without a walk over them (an idle sweep's)."""
         with self._lock:
+            last = self._resynced
+            unchanged = last is not None and last[0] is watched and last[1] is listed
+            if unchanged and last is not None and last[2] == self._writes:
+                return []
+            wanted = self._resync(watched, listed)
+            self._resynced = (watched, listed, self._writes) if not wanted else None
+            return wanted
+
+    def _resync(
+        self, watched: Sequence[ContainerSnapshot], listed: Sequence[ContainerSnapshot]
+    ) -> list[str]:
+        present = {s.id for s in listed}
+        if len(present) < len(self._entries) or any(k not in present for k in self._entries):
             self._entries = {k: e for k, e in self._entries.items() if k in present}
-            room = len(self._entries) < MAX_ENTRIES
-            wanted = []
-            for listed in watched:
-                entry = self._entries.get(listed.id)
-                if entry is not None and entry.fresh and not same_listing(entry.snapshot, listed):
-                    entry = self._entries[listed.id] = entry.doubted(LISTED_OTHERWISE)
-                if entry is None:
-                    if room:
-                        wanted.append(listed.id)
-                elif not entry.fresh and entry.worth_reading:
-                    wanted.append(listed.id)
-            return wanted if self._covered is not None else []
+            self._writes += 1
+        room = len(self._entries) < MAX_ENTRIES
+        wanted = []
+        for snap in watched:
+            entry = self._entries.get(snap.id)
+            if entry is not None and entry.fresh and not same_listing(entry.snapshot, snap):
+                entry = self._entries[snap.id] = entry.doubted(LISTED_OTHERWISE)
+                self._writes += 1
+            if entry is None:
+                if room:
+                    wanted.append(snap.id)
+            elif not entry.fresh and entry.worth_reading:
+                wanted.append(snap.id)
+        return wanted if self._covered is not None else []
 
     def __len__(self) -> int:
         with self._lock:

@@ -77,11 +77,10 @@ class Listings:
         last = self._last
         if last is None or (ids := self._asks(last, settings, stream, news, mono, now)) is None:
             return self._whole(settings, stream, mono)
-        if ids:
-            found = self.engine.list_containers(settings.watch_label, settings.scope, ids=ids)
-        else:
+        if not ids:
             self.engine.ping()
-            found = []
+            return last.listed, last.watched  # nothing asked: the last list, the very objects
+        found = self.engine.list_containers(settings.watch_label, settings.scope, ids=ids)
         got = {c.id: c for c in found}
         listed = []
         for c in last.listed:

@@ -70,6 +70,9 @@ class LogWatch:
         self._matches: dict[str, LogMatch] = {}  # by container id
         self._compiled: dict[str, LogPattern | str] = {}  # pattern -> compiled, or why not
         self._warned: set[tuple[str, str]] = set()
+        # The last list update() was given when none of its containers had a rule: the very
+        # list again, with nothing followed or matched since, has none either.
+        self._ruleless: list[ContainerSnapshot] | None = None
 
     # -- the daemon ----------------------------------------------------------------------
 
@@ -99,6 +102,10 @@ class LogWatch:
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
         """Follow the running containers of the last sweep that have a rule; stop following
         the others; attach again to a running one whose stream ended."""
+        if snapshots is self._ruleless:
+            with self._lock:
+                if not self._followers and not self._matches:
+                    return  # an idle sweep's list, walked once
         wanted: dict[str, tuple[ContainerSnapshot, Compiled]] = {}
         for snap in snapshots:
             if snap.state != "running":
@@ -128,6 +135,7 @@ class LogWatch:
                 new = self._attach(cid, snap.name, compiled, since)
                 if new is not None:
                     starts.append(new)
+        self._ruleless = None if wanted else snapshots
         for f in stale:
             _end(f)
         for f in starts:
