@@ -89,11 +89,13 @@ class Dependencies:
 
     def assessed(self, rows: list[Assessment]) -> None:
         """A whole sweep at once: every problem counts before any container is acted on."""
+        problems = [row.snapshot.name for row in rows if row.result.problem is not None]
         with self._lock:
+            self._problems.update(problems)
+            if len(self._problems) == len(problems):
+                return  # none counted but this sweep's own: no healthy look ends one
             for row in rows:
-                if row.result.problem is not None:
-                    self._problems.add(row.snapshot.name)
-                elif row.result.skipped is None:
+                if row.result.problem is None and row.result.skipped is None:
                     self._problems.discard(row.snapshot.name)
 
     def act_order(self, container: str) -> int:
