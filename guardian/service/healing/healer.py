@@ -308,7 +308,7 @@ class Healer:
         """Keep the rows a next sweep may take as they are: those taken, and those judged quiet
         now whose incidents are all closed (a healthy look closes none it did not see)."""
         streaks, reset_after = self.ctx.state.streaks, self.ctx.settings.policy.reset_after
-        for a in rows:
+        for a in rows if len(quiet) < len(rows) else ():  # every row taken: none to judge
             cid, name = a.snapshot.id, a.snapshot.name
             if cid in quiet or name in open_names or not is_quiet(a):
                 continue

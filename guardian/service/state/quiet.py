@@ -108,9 +108,11 @@ class QuietRows:
             self._heard, self._flooded = None, False
             if flooded:
                 self._rows = {}
-                return
-            kept = (item for item in rows.items() if item[0] not in heard)
-            self._rows = dict(itertools.islice(kept, MAX_ROWS))
+            elif not heard and len(rows) <= MAX_ROWS:
+                self._rows = dict(rows)
+            else:
+                kept = (item for item in rows.items() if item[0] not in heard)
+                self._rows = dict(itertools.islice(kept, MAX_ROWS))
 
 
 def taken(kept: QuietRow, snap: ContainerSnapshot, now: datetime, open_names: set[str]) -> bool:
