@@ -1,34 +1,53 @@
-"""The idle sweep's ping on a Unix socket (adapters/engine/light_ping.py): one kept connection
-while the engine answers 200, a failure for anything else, never a wait beyond the timeout."""
+"""The engine's connections on a Unix socket (adapters/engine/light_http.py): kept while whole
+answers come back, one per request in flight, never one given back after a close, a failure for
+a broken or oversized answer, never a wait beyond the timeout."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from guardian.adapters.engine.light_ping import LightPing, PingFailed
+from guardian.adapters.engine.light_http import AnswerTooLarge, LightHttp, PingFailed
 
 DATE = "Sun, 06 Dec 2026 05:00:00 GMT"
 
 
-class FakeEngine:
-    """A Unix socket answering each request with `answer` (None: never answers); counts the
-    connections it accepted and the requests it read."""
+class Cut(bytes):
+    """An answer after which the fake engine closes the connection."""
 
-    def __init__(self, path: Path, answer: bytes | None) -> None:
+
+Reply = bytes | None | Callable[[str], bytes | None]
+
+
+class FakeEngine:
+    """A Unix socket answering each request with `answer` (None: never answers; a function: of
+    the request's path); records which connection (numbered from 1) carried which path."""
+
+    def __init__(self, path: Path, answer: Reply) -> None:
         self.answer = answer
+        self.log: list[tuple[int, str]] = []
         self.connections = 0
-        self.requests = 0
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(path))
         self.server.listen(8)
         self.open: list[socket.socket] = []
+        self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def requests(self) -> int:
+        return len(self.log)
+
+    def carried(self, fragment: str) -> set[int]:
+        """The connections that carried a request whose path holds `fragment`."""
+        with self._lock:
+            return {n for n, path in self.log if fragment in path}
 
     def _accept(self) -> None:
         while True:
@@ -36,11 +55,13 @@ class FakeEngine:
                 conn, _ = self.server.accept()
             except OSError:
                 return
-            self.connections += 1
-            self.open.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            with self._lock:
+                self.connections += 1
+                self.open.append(conn)
+                number = self.connections
+            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, number: int) -> None:
         data = b""
         while True:
             try:
@@ -51,10 +72,24 @@ class FakeEngine:
                 return
             data += chunk
             while b"\r\n\r\n" in data:
-                _, _, data = data.partition(b"\r\n\r\n")
-                self.requests += 1
-                if self.answer is not None:
-                    conn.sendall(self.answer)
+                head, _, data = data.partition(b"\r\n\r\n")
+                path = head.split(b" ")[1].decode()
+                with self._lock:
+                    self.log.append((number, path))
+                reply = self.answer(path) if callable(self.answer) else self.answer
+                if reply is not None:
+                    conn.sendall(reply)
+                if isinstance(reply, Cut):
+                    conn.close()
+                    return
+
+    def hang_up(self) -> None:
+        """Closes every connection from the engine's side (an engine restarted, say)."""
+        with self._lock:
+            for conn in self.open:
+                with contextlib.suppress(OSError):  # closed already
+                    conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
 
     def close(self) -> None:
         self.server.close()
@@ -62,11 +97,26 @@ class FakeEngine:
             conn.close()
 
 
+def answer(
+    status: str = "200 OK", body: bytes = b"OK", extra: str = "", date: str | None = DATE
+) -> bytes:
+    """An HTTP/1.1 answer with a Content-Length."""
+    dated = f"Date: {date}\r\n" if date else ""
+    head = f"HTTP/1.1 {status}\r\n{dated}Content-Length: {len(body)}\r\n{extra}\r\n"
+    return head.encode() + body
+
+
+def chunked(body: bytes, size: int = 7, date: str | None = DATE) -> bytes:
+    """An HTTP/1.1 answer in chunks of `size` bytes."""
+    dated = f"Date: {date}\r\n" if date else ""
+    parts = [body[i : i + size] for i in range(0, len(body), size)]
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts)
+    head = f"HTTP/1.1 200 OK\r\n{dated}Transfer-Encoding: chunked\r\n\r\n"
+    return head.encode() + chunks + b"0\r\n\r\n"
+
+
 def ok(extra: str = "") -> bytes:
-    return (
-        f"HTTP/1.1 200 OK\r\nDate: {DATE}\r\nContent-Length: 2\r\n{extra}"
-        "Content-Type: text/plain\r\n\r\nOK"
-    ).encode()
+    return answer(extra=extra + "Content-Type: text/plain\r\n")
 
 
 @pytest.fixture
@@ -77,7 +127,7 @@ def sock(tmp_path: Path) -> Iterator[Path]:
 def test_pings_share_one_connection_and_each_hears_the_engines_date(sock: Path) -> None:
     engine = FakeEngine(sock, ok())
     dates: list[str | None] = []
-    ping = LightPing(str(sock), 2.0, lambda date, elapsed: dates.append(date))
+    ping = LightHttp(str(sock), 2.0, lambda date, elapsed: dates.append(date))
     try:
         for _ in range(5):
             ping.ping()
@@ -90,7 +140,7 @@ def test_pings_share_one_connection_and_each_hears_the_engines_date(sock: Path) 
 
 def test_an_answer_that_closes_is_not_kept(sock: Path) -> None:
     engine = FakeEngine(sock, ok("Connection: close\r\n"))
-    ping = LightPing(str(sock), 2.0, lambda *_: None)
+    ping = LightHttp(str(sock), 2.0, lambda *_: None)
     try:
         ping.ping()
         ping.ping()
@@ -100,15 +150,26 @@ def test_an_answer_that_closes_is_not_kept(sock: Path) -> None:
         engine.close()
 
 
-def test_anything_but_200_fails_and_the_next_ping_connects_again(sock: Path) -> None:
-    engine = FakeEngine(sock, b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
-    ping = LightPing(str(sock), 2.0, lambda *_: None)
+def test_anything_but_200_fails_the_ping_and_the_next_one_is_answered(sock: Path) -> None:
+    engine = FakeEngine(sock, answer("500 Internal Server Error", b""))
+    ping = LightHttp(str(sock), 2.0, lambda *_: None)
     try:
         with pytest.raises(PingFailed, match="500"):
             ping.ping()
         engine.answer = ok()
         ping.ping()
-        assert engine.connections == 2
+        assert engine.requests == 2
+    finally:
+        ping.close()
+        engine.close()
+
+
+def test_a_ping_longer_than_an_engines_fails(sock: Path) -> None:
+    engine = FakeEngine(sock, answer(body=b"O" * 2000))
+    ping = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        with pytest.raises(AnswerTooLarge):
+            ping.ping()
     finally:
         ping.close()
         engine.close()
@@ -116,7 +177,7 @@ def test_anything_but_200_fails_and_the_next_ping_connects_again(sock: Path) -> 
 
 def test_an_engine_that_never_answers_fails_within_the_timeout(sock: Path) -> None:
     engine = FakeEngine(sock, None)
-    ping = LightPing(str(sock), 0.3, lambda *_: None)
+    ping = LightHttp(str(sock), 0.3, lambda *_: None)
     try:
         with pytest.raises(TimeoutError):
             ping.ping()
@@ -127,7 +188,7 @@ def test_an_engine_that_never_answers_fails_within_the_timeout(sock: Path) -> No
 
 def test_a_broken_answer_or_no_socket_fails(sock: Path) -> None:
     engine = FakeEngine(sock, b"garbage\r\n\r\n")
-    ping = LightPing(str(sock), 1.0, lambda *_: None)
+    ping = LightHttp(str(sock), 1.0, lambda *_: None)
     try:
         with pytest.raises(http.client.HTTPException):
             ping.ping()
@@ -135,4 +196,135 @@ def test_a_broken_answer_or_no_socket_fails(sock: Path) -> None:
         ping.close()
         engine.close()
     with pytest.raises(OSError):
-        LightPing(str(sock.with_name("none.sock")), 1.0, lambda *_: None).ping()
+        LightHttp(str(sock.with_name("none.sock")), 1.0, lambda *_: None).ping()
+
+
+def test_a_get_reads_an_answer_with_a_length_or_in_chunks_on_one_connection(sock: Path) -> None:
+    body = b'{"Id": "abc", "Name": "/web"}'
+    engine = FakeEngine(sock, answer(body=body))
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        assert light.get("/x", 1024) == (200, body)
+        engine.answer = chunked(body)
+        assert light.get("/x", 1024) == (200, body)
+        engine.answer = answer("404 Not Found", b'{"message": "no such container"}')
+        assert light.get("/x", 1024).status == 404
+        assert light.get("/x", 1024).status == 404
+        assert (engine.connections, engine.requests) == (1, 4)
+    finally:
+        light.close()
+        engine.close()
+
+
+def test_an_answer_beyond_the_bound_is_refused_whether_announced_or_chunked(sock: Path) -> None:
+    engine = FakeEngine(sock, answer(body=b"x" * 101))
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        with pytest.raises(AnswerTooLarge, match="more than 100 bytes"):
+            light.get("/x", 100)
+        engine.answer = chunked(b"x" * 101, size=10)
+        with pytest.raises(AnswerTooLarge, match="more than 100 bytes"):
+            light.get("/x", 100)
+        engine.answer = chunked(b"x" * 100, size=10)
+        assert light.get("/x", 100).body == b"x" * 100
+        assert engine.connections == 3  # a refused answer's connection is not kept
+    finally:
+        light.close()
+        engine.close()
+
+
+def test_an_answer_cut_mid_body_fails_and_the_next_get_connects_again(sock: Path) -> None:
+    body = b'{"Id": "abc"}'
+    whole = answer(body=body)
+    engine = FakeEngine(sock, Cut(whole[:-5]))
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        with pytest.raises(http.client.IncompleteRead):
+            light.get("/x", 1024)
+        engine.answer = Cut(chunked(body)[:-12])
+        with pytest.raises(http.client.IncompleteRead):
+            light.get("/x", 1024)
+        engine.answer = whole
+        assert light.get("/x", 1024).body == body
+        assert engine.connections == 3
+    finally:
+        light.close()
+        engine.close()
+
+
+def test_a_connection_the_engine_closed_while_idle_is_not_used_again(sock: Path) -> None:
+    engine = FakeEngine(sock, ok())
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        light.ping()
+        engine.hang_up()
+        light.ping()
+        assert engine.connections == 2
+    finally:
+        light.close()
+        engine.close()
+
+
+def pings_at_once(light: LightHttp, engine: FakeEngine, count: int) -> None:
+    """`count` pings from as many threads, none answered before all of them arrived."""
+    together = threading.Barrier(count, timeout=5)
+
+    def held(path: str) -> bytes:
+        together.wait()
+        return ok()
+
+    engine.answer = held
+    failures: list[BaseException] = []
+
+    def ping() -> None:
+        try:
+            light.ping()
+        except (OSError, http.client.HTTPException, PingFailed) as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=ping) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert failures == []
+
+
+def test_requests_in_flight_at_once_each_have_a_connection_and_a_few_are_kept(
+    sock: Path,
+) -> None:
+    engine = FakeEngine(sock, ok())
+    light = LightHttp(str(sock), 2.0, lambda *_: None, keep=4)
+    try:
+        pings_at_once(light, engine, 6)
+        assert engine.connections == 6
+        pings_at_once(light, engine, 5)
+        assert engine.connections == 7  # the four kept, and one more
+    finally:
+        light.close()
+        engine.close()
+
+
+def test_a_connection_in_use_at_a_close_is_not_kept_after_it(sock: Path) -> None:
+    asked, release = threading.Event(), threading.Event()
+
+    def held(path: str) -> bytes:
+        asked.set()
+        release.wait(5)
+        return ok()
+
+    engine = FakeEngine(sock, held)
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    thread = threading.Thread(target=light.ping)
+    try:
+        thread.start()
+        assert asked.wait(5)
+        light.close()
+        release.set()
+        thread.join(5)
+        light.ping()
+        assert engine.connections == 2
+    finally:
+        release.set()
+        light.close()
+        engine.close()

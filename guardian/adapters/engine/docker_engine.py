@@ -34,7 +34,7 @@ from guardian.adapters.engine.engine_payloads import (
     parse_event,
     stats_usage,
 )
-from guardian.adapters.engine.light_ping import LightPing, PingFailed
+from guardian.adapters.engine.light_http import AnswerTooLarge, LightHttp, PingFailed
 from guardian.adapters.engine.log_stream import (
     EndedLogs,
     FollowedLogs,
@@ -129,9 +129,9 @@ class DockerEngine:
         self._identity: EngineIdentity | None = None  # of the engine behind this connection
         self._stream: Any = None
         self._listed = ListedSnapshots()  # an unchanged container listed again: the same snapshot
-        # An idle sweep's ping, a fifth of the SDK's CPU (light_ping.py); Unix sockets only.
-        self._light_ping = (
-            LightPing(url[len("unix://") :], timeout.total_seconds(), self.engine_clock.saw_date)
+        # The idle sweep's ping, a fraction of the SDK's CPU (light_http.py); Unix sockets only.
+        self._light = (
+            LightHttp(url[len("unix://") :], timeout.total_seconds(), self.engine_clock.saw_date)
             if url.startswith("unix://")
             else None
         )
@@ -189,8 +189,8 @@ class DockerEngine:
         return redact_patterns(f"docker engine at {self.shown_url} unreachable: {text[:200]}")
 
     def _drop(self) -> None:
-        if self._light_ping is not None:
-            self._light_ping.close()
+        if self._light is not None:
+            self._light.close()
         with self._lock:
             if self._api is not None:
                 self._api.close()
@@ -208,13 +208,13 @@ class DockerEngine:
             raise EngineUnavailable(self._reason(exc)) from None
 
     def ping(self) -> None:
-        light = self._light_ping
+        light = self._light
         if light is None or self._api is None:
             self._call(lambda api: api.ping())  # connects (and identifies) when not connected
             return
         try:
             light.ping()
-        except (OSError, http.client.HTTPException, PingFailed) as exc:
+        except (OSError, http.client.HTTPException, PingFailed, AnswerTooLarge) as exc:
             self._drop()
             raise EngineUnavailable(self._reason(exc)) from None
 
