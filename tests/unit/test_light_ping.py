@@ -1,19 +1,27 @@
 """The engine's connections on a Unix socket (adapters/engine/light_http.py): kept while whole
 answers come back, one per request in flight, never one given back after a close, a failure for
-a broken or oversized answer, never a wait beyond the timeout."""
+a broken or oversized answer, never a wait beyond the timeout. Then DockerEngine.record through
+them: the SDK's inspect, its answers and its failures (the SDK still connects and negotiates the
+API version with the fake engine)."""
 
 from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from guardian.adapters.engine.docker_engine import DockerEngine
 from guardian.adapters.engine.light_http import AnswerTooLarge, LightHttp, PingFailed
+from guardian.ports import EngineUnavailable
+from tests.fakes import FakeClock
 
 DATE = "Sun, 06 Dec 2026 05:00:00 GMT"
 
@@ -328,3 +336,174 @@ def test_a_connection_in_use_at_a_close_is_not_kept_after_it(sock: Path) -> None
         release.set()
         light.close()
         engine.close()
+
+
+# -- DockerEngine.record on a Unix socket -------------------------------------------------------
+
+API = "1.43"  # what the fake engine offers, so not the SDK's default
+VERSION = json.dumps({"ApiVersion": API, "Version": "27.0.0", "Components": []}).encode()
+RECORD = {"Id": "abc123", "Name": "/web", "State": {"Status": "running"}}
+INSPECT = f"/v{API}/containers/"
+
+
+def engine_with(inspect: bytes | Callable[[str], bytes | None]) -> Callable[[str], bytes | None]:
+    """The fake engine's answers: its version undated (only the inspects bring the engine's
+    clock), a ping, and `inspect` for /containers/<id>/json."""
+
+    def answers(path: str) -> bytes | None:
+        if path.startswith(INSPECT):
+            return inspect(path) if callable(inspect) else inspect
+        if path.endswith("/version"):
+            return answer(body=VERSION, date=None)
+        return answer(date=None)
+
+    return answers
+
+
+def record(body: Any = RECORD) -> bytes:
+    return answer(body=json.dumps(body).encode())
+
+
+@pytest.fixture
+def fake(sock: Path) -> Iterator[FakeEngine]:
+    engine = FakeEngine(sock, engine_with(record()))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def docker(sock: Path, fake: FakeEngine) -> Iterator[DockerEngine]:
+    engine = DockerEngine(f"unix://{sock}", timedelta(seconds=2), FakeClock())
+    yield engine
+    engine.close()
+
+
+def test_an_inspect_returns_the_engines_record_at_the_negotiated_api_version(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    assert docker.record("abc123") == RECORD
+    assert docker.record("we b") == RECORD
+    inspects = [path for _, path in fake.log if "/containers/" in path]
+    assert inspects == [f"{INSPECT}abc123/json", f"{INSPECT}we%20b/json"]
+
+
+def test_an_inspect_of_a_gone_container_is_none(fake: FakeEngine, docker: DockerEngine) -> None:
+    fake.answer = engine_with(answer("404 Not Found", b'{"message": "No such container: x"}'))
+    assert docker.record("x") is None
+    assert docker.inspect("x") is None
+
+
+def test_a_record_that_is_not_an_object_is_none(fake: FakeEngine, docker: DockerEngine) -> None:
+    fake.answer = engine_with(record([1, 2]))
+    assert docker.record("abc123") is None
+
+
+def test_a_refused_inspect_names_the_engines_message_bounded(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    fake.answer = engine_with(answer("500 Internal Server Error", b'{"message": "boom"}'))
+    with pytest.raises(EngineUnavailable, match=r"^docker engine refused to inspect: boom$"):
+        docker.record("abc123")
+    long = json.dumps({"message": "x" * 5000}).encode()
+    fake.answer = engine_with(answer("500 Internal Server Error", long))
+    with pytest.raises(EngineUnavailable) as refused:
+        docker.record("abc123")
+    assert len(str(refused.value)) < 300
+    fake.answer = engine_with(answer("403 Forbidden", b"denied by the proxy\n"))
+    with pytest.raises(EngineUnavailable, match=r"inspect: denied by the proxy$"):
+        docker.record("abc123")
+
+
+def test_sequential_inspects_share_one_kept_connection(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    for _ in range(3):
+        assert docker.record("abc123") == RECORD
+    assert len(fake.carried("/containers/")) == 1
+    assert fake.carried("/containers/").isdisjoint(fake.carried("/version"))  # not the SDK's
+
+
+def test_two_inspects_at_once_use_two_connections(fake: FakeEngine, docker: DockerEngine) -> None:
+    together = threading.Barrier(2, timeout=5)
+
+    def held(path: str) -> bytes:
+        together.wait()  # the first answer waits for the second request
+        return record()
+
+    docker.identity()  # connected before the threads start
+    fake.answer = engine_with(held)
+    results: list[Any] = []
+
+    def inspect() -> None:
+        try:
+            results.append(docker.record("abc123"))
+        except EngineUnavailable as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=inspect) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert results == [RECORD, RECORD]
+    assert len(fake.carried("/containers/")) == 2
+
+
+def test_an_answer_cut_mid_body_is_unavailable_and_the_next_inspect_connects_again(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    fake.answer = engine_with(Cut(record()[:-4]))
+    with pytest.raises(EngineUnavailable, match="unreachable"):
+        docker.record("abc123")
+    fake.answer = engine_with(record())
+    assert docker.record("abc123") == RECORD
+    assert len(fake.carried("/containers/")) == 2
+
+
+def test_an_answer_in_chunks_is_read_whole(fake: FakeEngine, docker: DockerEngine) -> None:
+    big = {**RECORD, "Config": {"Env": [f"V{i}=x" for i in range(2000)]}}
+    fake.answer = engine_with(chunked(json.dumps(big).encode(), size=1000))
+    assert docker.record("abc123") == big
+
+
+def test_an_answer_that_is_not_json_is_unavailable(fake: FakeEngine, docker: DockerEngine) -> None:
+    fake.answer = engine_with(answer(body=b"{not json"))
+    with pytest.raises(EngineUnavailable, match="unreachable"):
+        docker.record("abc123")
+    fake.answer = engine_with(answer(body=b"[" * 100_000))
+    with pytest.raises(EngineUnavailable, match="unreachable"):
+        docker.record("abc123")
+
+
+def test_an_answer_announcing_more_than_the_bound_is_refused_unread(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    huge = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n{"
+    fake.answer = engine_with(huge)
+    refused = "with 1000000000 bytes, more than 67108864 bytes: refused"
+    with pytest.raises(EngineUnavailable, match=refused):
+        docker.record("abc123")
+    fake.answer = engine_with(record())
+    assert docker.record("abc123") == RECORD
+
+
+def test_the_engines_date_on_an_inspect_reaches_the_engine_clock(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    docker.identity()
+    assert docker.engine_clock.uncertainty is None  # the fake's version carries no Date
+    docker.record("abc123")
+    assert docker.engine_clock.uncertainty is not None
+    assert docker.engine_clock.skew > timedelta(days=300)  # DATE, against FakeClock's T0
+    assert DATE.startswith("Sun, 06 Dec 2026")
+
+
+def test_an_engine_gone_between_inspects_is_unavailable_with_the_reason(
+    sock: Path, fake: FakeEngine, docker: DockerEngine
+) -> None:
+    docker.record("abc123")
+    fake.hang_up()
+    fake.close()
+    sock.unlink()
+    with pytest.raises(EngineUnavailable, match="no socket at"):
+        docker.record("abc123")
