@@ -1,34 +1,61 @@
-"""The idle sweep's ping on a Unix socket (adapters/engine/light_ping.py): one kept connection
-while the engine answers 200, a failure for anything else, never a wait beyond the timeout."""
+"""The engine's connections on a Unix socket (adapters/engine/light_http.py): kept while whole
+answers come back, one per request in flight, never one given back after a close, a failure for
+a broken or oversized answer, never a wait beyond the timeout. Then DockerEngine.record through
+them: the SDK's inspect, its answers and its failures (the SDK still connects and negotiates the
+API version with the fake engine)."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from guardian.adapters.engine.light_ping import LightPing, PingFailed
+from guardian.adapters.engine.docker_engine import DockerEngine
+from guardian.adapters.engine.light_http import AnswerTooLarge, LightHttp, PingFailed
+from guardian.ports import EngineUnavailable
+from tests.fakes import FakeClock
 
 DATE = "Sun, 06 Dec 2026 05:00:00 GMT"
 
 
-class FakeEngine:
-    """A Unix socket answering each request with `answer` (None: never answers); counts the
-    connections it accepted and the requests it read."""
+class Cut(bytes):
+    """An answer after which the fake engine closes the connection."""
 
-    def __init__(self, path: Path, answer: bytes | None) -> None:
+
+Reply = bytes | None | Callable[[str], bytes | None]
+
+
+class FakeEngine:
+    """A Unix socket answering each request with `answer` (None: never answers; a function: of
+    the request's path); records which connection (numbered from 1) carried which path."""
+
+    def __init__(self, path: Path, answer: Reply) -> None:
         self.answer = answer
+        self.log: list[tuple[int, str]] = []
         self.connections = 0
-        self.requests = 0
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(path))
         self.server.listen(8)
         self.open: list[socket.socket] = []
+        self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def requests(self) -> int:
+        return len(self.log)
+
+    def carried(self, fragment: str) -> set[int]:
+        """The connections that carried a request whose path holds `fragment`."""
+        with self._lock:
+            return {n for n, path in self.log if fragment in path}
 
     def _accept(self) -> None:
         while True:
@@ -36,11 +63,13 @@ class FakeEngine:
                 conn, _ = self.server.accept()
             except OSError:
                 return
-            self.connections += 1
-            self.open.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            with self._lock:
+                self.connections += 1
+                self.open.append(conn)
+                number = self.connections
+            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, number: int) -> None:
         data = b""
         while True:
             try:
@@ -51,10 +80,24 @@ class FakeEngine:
                 return
             data += chunk
             while b"\r\n\r\n" in data:
-                _, _, data = data.partition(b"\r\n\r\n")
-                self.requests += 1
-                if self.answer is not None:
-                    conn.sendall(self.answer)
+                head, _, data = data.partition(b"\r\n\r\n")
+                path = head.split(b" ")[1].decode()
+                with self._lock:
+                    self.log.append((number, path))
+                reply = self.answer(path) if callable(self.answer) else self.answer
+                if reply is not None:
+                    conn.sendall(reply)
+                if isinstance(reply, Cut):
+                    conn.close()
+                    return
+
+    def hang_up(self) -> None:
+        """Closes every connection from the engine's side (an engine restarted, say)."""
+        with self._lock:
+            for conn in self.open:
+                with contextlib.suppress(OSError):  # closed already
+                    conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
 
     def close(self) -> None:
         self.server.close()
@@ -62,11 +105,26 @@ class FakeEngine:
             conn.close()
 
 
+def answer(
+    status: str = "200 OK", body: bytes = b"OK", extra: str = "", date: str | None = DATE
+) -> bytes:
+    """An HTTP/1.1 answer with a Content-Length."""
+    dated = f"Date: {date}\r\n" if date else ""
+    head = f"HTTP/1.1 {status}\r\n{dated}Content-Length: {len(body)}\r\n{extra}\r\n"
+    return head.encode() + body
+
+
+def chunked(body: bytes, size: int = 7, date: str | None = DATE) -> bytes:
+    """An HTTP/1.1 answer in chunks of `size` bytes."""
+    dated = f"Date: {date}\r\n" if date else ""
+    parts = [body[i : i + size] for i in range(0, len(body), size)]
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts)
+    head = f"HTTP/1.1 200 OK\r\n{dated}Transfer-Encoding: chunked\r\n\r\n"
+    return head.encode() + chunks + b"0\r\n\r\n"
+
+
 def ok(extra: str = "") -> bytes:
-    return (
-        f"HTTP/1.1 200 OK\r\nDate: {DATE}\r\nContent-Length: 2\r\n{extra}"
-        "Content-Type: text/plain\r\n\r\nOK"
-    ).encode()
+    return answer(extra=extra + "Content-Type: text/plain\r\n")
 
 
 @pytest.fixture
@@ -77,7 +135,7 @@ def sock(tmp_path: Path) -> Iterator[Path]:
 def test_pings_share_one_connection_and_each_hears_the_engines_date(sock: Path) -> None:
     engine = FakeEngine(sock, ok())
     dates: list[str | None] = []
-    ping = LightPing(str(sock), 2.0, lambda date, elapsed: dates.append(date))
+    ping = LightHttp(str(sock), 2.0, lambda date, elapsed: dates.append(date))
     try:
         for _ in range(5):
             ping.ping()
@@ -90,7 +148,7 @@ def test_pings_share_one_connection_and_each_hears_the_engines_date(sock: Path) 
 
 def test_an_answer_that_closes_is_not_kept(sock: Path) -> None:
     engine = FakeEngine(sock, ok("Connection: close\r\n"))
-    ping = LightPing(str(sock), 2.0, lambda *_: None)
+    ping = LightHttp(str(sock), 2.0, lambda *_: None)
     try:
         ping.ping()
         ping.ping()
@@ -100,15 +158,26 @@ def test_an_answer_that_closes_is_not_kept(sock: Path) -> None:
         engine.close()
 
 
-def test_anything_but_200_fails_and_the_next_ping_connects_again(sock: Path) -> None:
-    engine = FakeEngine(sock, b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
-    ping = LightPing(str(sock), 2.0, lambda *_: None)
+def test_anything_but_200_fails_the_ping_and_the_next_one_is_answered(sock: Path) -> None:
+    engine = FakeEngine(sock, answer("500 Internal Server Error", b""))
+    ping = LightHttp(str(sock), 2.0, lambda *_: None)
     try:
         with pytest.raises(PingFailed, match="500"):
             ping.ping()
         engine.answer = ok()
         ping.ping()
-        assert engine.connections == 2
+        assert engine.requests == 2
+    finally:
+        ping.close()
+        engine.close()
+
+
+def test_a_ping_longer_than_an_engines_fails(sock: Path) -> None:
+    engine = FakeEngine(sock, answer(body=b"O" * 2000))
+    ping = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        with pytest.raises(AnswerTooLarge):
+            ping.ping()
     finally:
         ping.close()
         engine.close()
@@ -116,7 +185,7 @@ def test_anything_but_200_fails_and_the_next_ping_connects_again(sock: Path) -> 
 
 def test_an_engine_that_never_answers_fails_within_the_timeout(sock: Path) -> None:
     engine = FakeEngine(sock, None)
-    ping = LightPing(str(sock), 0.3, lambda *_: None)
+    ping = LightHttp(str(sock), 0.3, lambda *_: None)
     try:
         with pytest.raises(TimeoutError):
             ping.ping()
@@ -127,7 +196,7 @@ def test_an_engine_that_never_answers_fails_within_the_timeout(sock: Path) -> No
 
 def test_a_broken_answer_or_no_socket_fails(sock: Path) -> None:
     engine = FakeEngine(sock, b"garbage\r\n\r\n")
-    ping = LightPing(str(sock), 1.0, lambda *_: None)
+    ping = LightHttp(str(sock), 1.0, lambda *_: None)
     try:
         with pytest.raises(http.client.HTTPException):
             ping.ping()
@@ -135,4 +204,306 @@ def test_a_broken_answer_or_no_socket_fails(sock: Path) -> None:
         ping.close()
         engine.close()
     with pytest.raises(OSError):
-        LightPing(str(sock.with_name("none.sock")), 1.0, lambda *_: None).ping()
+        LightHttp(str(sock.with_name("none.sock")), 1.0, lambda *_: None).ping()
+
+
+def test_a_get_reads_an_answer_with_a_length_or_in_chunks_on_one_connection(sock: Path) -> None:
+    body = b'{"Id": "abc", "Name": "/web"}'
+    engine = FakeEngine(sock, answer(body=body))
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        assert light.get("/x", 1024) == (200, body)
+        engine.answer = chunked(body)
+        assert light.get("/x", 1024) == (200, body)
+        engine.answer = answer("404 Not Found", b'{"message": "no such container"}')
+        assert light.get("/x", 1024).status == 404
+        assert light.get("/x", 1024).status == 404
+        assert (engine.connections, engine.requests) == (1, 4)
+    finally:
+        light.close()
+        engine.close()
+
+
+def test_an_answer_beyond_the_bound_is_refused_whether_announced_or_chunked(sock: Path) -> None:
+    engine = FakeEngine(sock, answer(body=b"x" * 101))
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        with pytest.raises(AnswerTooLarge, match="more than 100 bytes"):
+            light.get("/x", 100)
+        engine.answer = chunked(b"x" * 101, size=10)
+        with pytest.raises(AnswerTooLarge, match="more than 100 bytes"):
+            light.get("/x", 100)
+        engine.answer = chunked(b"x" * 100, size=10)
+        assert light.get("/x", 100).body == b"x" * 100
+        assert engine.connections == 3  # a refused answer's connection is not kept
+    finally:
+        light.close()
+        engine.close()
+
+
+def test_an_answer_cut_mid_body_fails_and_the_next_get_connects_again(sock: Path) -> None:
+    body = b'{"Id": "abc"}'
+    whole = answer(body=body)
+    engine = FakeEngine(sock, Cut(whole[:-5]))
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        with pytest.raises(http.client.IncompleteRead):
+            light.get("/x", 1024)
+        engine.answer = Cut(chunked(body)[:-12])
+        with pytest.raises(http.client.IncompleteRead):
+            light.get("/x", 1024)
+        engine.answer = whole
+        assert light.get("/x", 1024).body == body
+        assert engine.connections == 3
+    finally:
+        light.close()
+        engine.close()
+
+
+def test_a_connection_the_engine_closed_while_idle_is_not_used_again(sock: Path) -> None:
+    engine = FakeEngine(sock, ok())
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    try:
+        light.ping()
+        engine.hang_up()
+        light.ping()
+        assert engine.connections == 2
+    finally:
+        light.close()
+        engine.close()
+
+
+def pings_at_once(light: LightHttp, engine: FakeEngine, count: int) -> None:
+    """`count` pings from as many threads, none answered before all of them arrived."""
+    together = threading.Barrier(count, timeout=5)
+
+    def held(path: str) -> bytes:
+        together.wait()
+        return ok()
+
+    engine.answer = held
+    failures: list[BaseException] = []
+
+    def ping() -> None:
+        try:
+            light.ping()
+        except (OSError, http.client.HTTPException, PingFailed) as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=ping) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert failures == []
+
+
+def test_requests_in_flight_at_once_each_have_a_connection_and_a_few_are_kept(
+    sock: Path,
+) -> None:
+    engine = FakeEngine(sock, ok())
+    light = LightHttp(str(sock), 2.0, lambda *_: None, keep=4)
+    try:
+        pings_at_once(light, engine, 6)
+        assert engine.connections == 6
+        pings_at_once(light, engine, 5)
+        assert engine.connections == 7  # the four kept, and one more
+    finally:
+        light.close()
+        engine.close()
+
+
+def test_a_connection_in_use_at_a_close_is_not_kept_after_it(sock: Path) -> None:
+    asked, release = threading.Event(), threading.Event()
+
+    def held(path: str) -> bytes:
+        asked.set()
+        release.wait(5)
+        return ok()
+
+    engine = FakeEngine(sock, held)
+    light = LightHttp(str(sock), 2.0, lambda *_: None)
+    thread = threading.Thread(target=light.ping)
+    try:
+        thread.start()
+        assert asked.wait(5)
+        light.close()
+        release.set()
+        thread.join(5)
+        light.ping()
+        assert engine.connections == 2
+    finally:
+        release.set()
+        light.close()
+        engine.close()
+
+
+# -- DockerEngine.record on a Unix socket -------------------------------------------------------
+
+API = "1.43"  # what the fake engine offers, so not the SDK's default
+VERSION = json.dumps({"ApiVersion": API, "Version": "27.0.0", "Components": []}).encode()
+RECORD = {"Id": "abc123", "Name": "/web", "State": {"Status": "running"}}
+INSPECT = f"/v{API}/containers/"
+
+
+def engine_with(inspect: bytes | Callable[[str], bytes | None]) -> Callable[[str], bytes | None]:
+    """The fake engine's answers: its version undated (only the inspects bring the engine's
+    clock), a ping, and `inspect` for /containers/<id>/json."""
+
+    def answers(path: str) -> bytes | None:
+        if path.startswith(INSPECT):
+            return inspect(path) if callable(inspect) else inspect
+        if path.endswith("/version"):
+            return answer(body=VERSION, date=None)
+        return answer(date=None)
+
+    return answers
+
+
+def record(body: Any = RECORD) -> bytes:
+    return answer(body=json.dumps(body).encode())
+
+
+@pytest.fixture
+def fake(sock: Path) -> Iterator[FakeEngine]:
+    engine = FakeEngine(sock, engine_with(record()))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def docker(sock: Path, fake: FakeEngine) -> Iterator[DockerEngine]:
+    engine = DockerEngine(f"unix://{sock}", timedelta(seconds=2), FakeClock())
+    yield engine
+    engine.close()
+
+
+def test_an_inspect_returns_the_engines_record_at_the_negotiated_api_version(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    assert docker.record("abc123") == RECORD
+    assert docker.record("we b") == RECORD
+    inspects = [path for _, path in fake.log if "/containers/" in path]
+    assert inspects == [f"{INSPECT}abc123/json", f"{INSPECT}we%20b/json"]
+
+
+def test_an_inspect_of_a_gone_container_is_none(fake: FakeEngine, docker: DockerEngine) -> None:
+    fake.answer = engine_with(answer("404 Not Found", b'{"message": "No such container: x"}'))
+    assert docker.record("x") is None
+    assert docker.inspect("x") is None
+
+
+def test_a_record_that_is_not_an_object_is_none(fake: FakeEngine, docker: DockerEngine) -> None:
+    fake.answer = engine_with(record([1, 2]))
+    assert docker.record("abc123") is None
+
+
+def test_a_refused_inspect_names_the_engines_message_bounded(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    fake.answer = engine_with(answer("500 Internal Server Error", b'{"message": "boom"}'))
+    with pytest.raises(EngineUnavailable, match=r"^docker engine refused to inspect: boom$"):
+        docker.record("abc123")
+    long = json.dumps({"message": "x" * 5000}).encode()
+    fake.answer = engine_with(answer("500 Internal Server Error", long))
+    with pytest.raises(EngineUnavailable) as refused:
+        docker.record("abc123")
+    assert len(str(refused.value)) < 300
+    fake.answer = engine_with(answer("403 Forbidden", b"denied by the proxy\n"))
+    with pytest.raises(EngineUnavailable, match=r"inspect: denied by the proxy$"):
+        docker.record("abc123")
+
+
+def test_sequential_inspects_share_one_kept_connection(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    for _ in range(3):
+        assert docker.record("abc123") == RECORD
+    assert len(fake.carried("/containers/")) == 1
+    assert fake.carried("/containers/").isdisjoint(fake.carried("/version"))  # not the SDK's
+
+
+def test_two_inspects_at_once_use_two_connections(fake: FakeEngine, docker: DockerEngine) -> None:
+    together = threading.Barrier(2, timeout=5)
+
+    def held(path: str) -> bytes:
+        together.wait()  # the first answer waits for the second request
+        return record()
+
+    docker.identity()  # connected before the threads start
+    fake.answer = engine_with(held)
+    results: list[Any] = []
+
+    def inspect() -> None:
+        try:
+            results.append(docker.record("abc123"))
+        except EngineUnavailable as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=inspect) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert results == [RECORD, RECORD]
+    assert len(fake.carried("/containers/")) == 2
+
+
+def test_an_answer_cut_mid_body_is_unavailable_and_the_next_inspect_connects_again(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    fake.answer = engine_with(Cut(record()[:-4]))
+    with pytest.raises(EngineUnavailable, match="unreachable"):
+        docker.record("abc123")
+    fake.answer = engine_with(record())
+    assert docker.record("abc123") == RECORD
+    assert len(fake.carried("/containers/")) == 2
+
+
+def test_an_answer_in_chunks_is_read_whole(fake: FakeEngine, docker: DockerEngine) -> None:
+    big = {**RECORD, "Config": {"Env": [f"V{i}=x" for i in range(2000)]}}
+    fake.answer = engine_with(chunked(json.dumps(big).encode(), size=1000))
+    assert docker.record("abc123") == big
+
+
+def test_an_answer_that_is_not_json_is_unavailable(fake: FakeEngine, docker: DockerEngine) -> None:
+    fake.answer = engine_with(answer(body=b"{not json"))
+    with pytest.raises(EngineUnavailable, match="unreachable"):
+        docker.record("abc123")
+    fake.answer = engine_with(answer(body=b"[" * 100_000))
+    with pytest.raises(EngineUnavailable, match="unreachable"):
+        docker.record("abc123")
+
+
+def test_an_answer_announcing_more_than_the_bound_is_refused_unread(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    huge = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n{"
+    fake.answer = engine_with(huge)
+    refused = "with 1000000000 bytes, more than 67108864 bytes: refused"
+    with pytest.raises(EngineUnavailable, match=refused):
+        docker.record("abc123")
+    fake.answer = engine_with(record())
+    assert docker.record("abc123") == RECORD
+
+
+def test_the_engines_date_on_an_inspect_reaches_the_engine_clock(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    docker.identity()
+    assert docker.engine_clock.uncertainty is None  # the fake's version carries no Date
+    docker.record("abc123")
+    assert docker.engine_clock.uncertainty is not None
+    assert docker.engine_clock.skew > timedelta(days=300)  # DATE, against FakeClock's T0
+    assert DATE.startswith("Sun, 06 Dec 2026")
+
+
+def test_an_engine_gone_between_inspects_is_unavailable_with_the_reason(
+    sock: Path, fake: FakeEngine, docker: DockerEngine
+) -> None:
+    docker.record("abc123")
+    fake.hang_up()
+    fake.close()
+    sock.unlink()
+    with pytest.raises(EngineUnavailable, match="no socket at"):
+        docker.record("abc123")

@@ -34,7 +34,7 @@ from guardian.adapters.engine.engine_payloads import (
     parse_event,
     stats_usage,
 )
-from guardian.adapters.engine.light_ping import LightPing, PingFailed
+from guardian.adapters.engine.light_http import AnswerTooLarge, LightHttp, PingFailed
 from guardian.adapters.engine.log_stream import (
     EndedLogs,
     FollowedLogs,
@@ -63,6 +63,10 @@ MAX_LOG_BYTES = 64 * 1024
 MAX_HISTORY = 5000
 # Podman's list leaves the health out of Status ("Up 5 minutes"); its health filter works.
 HEALTH_STATES = ("unhealthy", "starting", "healthy")
+# The largest inspect read (light_http.py): a container's record is kilobytes, tens with many
+# labels, mounts and variables; far more is an engine or a proxy gone wrong, not held.
+MAX_RECORD = 64 * 1024 * 1024
+MAX_EXPLANATION = 200  # characters of an engine's refusal repeated in Guardian's messages
 
 
 def _not_sent(exc: BaseException) -> bool:
@@ -129,9 +133,10 @@ class DockerEngine:
         self._identity: EngineIdentity | None = None  # of the engine behind this connection
         self._stream: Any = None
         self._listed = ListedSnapshots()  # an unchanged container listed again: the same snapshot
-        # An idle sweep's ping, a fifth of the SDK's CPU (light_ping.py); Unix sockets only.
-        self._light_ping = (
-            LightPing(url[len("unix://") :], timeout.total_seconds(), self.engine_clock.saw_date)
+        # The idle sweep's ping and the inspects, a fraction of the SDK's CPU (light_http.py);
+        # Unix sockets only.
+        self._light = (
+            LightHttp(url[len("unix://") :], timeout.total_seconds(), self.engine_clock.saw_date)
             if url.startswith("unix://")
             else None
         )
@@ -189,8 +194,8 @@ class DockerEngine:
         return redact_patterns(f"docker engine at {self.shown_url} unreachable: {text[:200]}")
 
     def _drop(self) -> None:
-        if self._light_ping is not None:
-            self._light_ping.close()
+        if self._light is not None:
+            self._light.close()
         with self._lock:
             if self._api is not None:
                 self._api.close()
@@ -208,13 +213,13 @@ class DockerEngine:
             raise EngineUnavailable(self._reason(exc)) from None
 
     def ping(self) -> None:
-        light = self._light_ping
+        light = self._light
         if light is None or self._api is None:
             self._call(lambda api: api.ping())  # connects (and identifies) when not connected
             return
         try:
             light.ping()
-        except (OSError, http.client.HTTPException, PingFailed) as exc:
+        except (OSError, http.client.HTTPException, PingFailed, AnswerTooLarge) as exc:
             self._drop()
             raise EngineUnavailable(self._reason(exc)) from None
 
@@ -289,6 +294,8 @@ class DockerEngine:
         return None if data is None else self.engine_clock.snapshot(inspect_snapshot(data))
 
     def record(self, container_id: str) -> dict[str, Any] | None:
+        if self._light is not None:
+            return self._light_record(self._light, container_id)
         try:
             data = self._call(lambda api: api.inspect_container(container_id))
         except docker.errors.NotFound:
@@ -297,6 +304,29 @@ class DockerEngine:
             raise EngineUnavailable(
                 f"docker engine refused to inspect: {exc.explanation}"
             ) from None
+        return data if isinstance(data, dict) else None
+
+    def _light_record(self, light: LightHttp, container_id: str) -> dict[str, Any] | None:
+        """record() through a kept connection, with the SDK's answers and failures: the SDK's
+        inspect URL (quoted as its _url() does) at the API version it negotiated."""
+        quoted = quote(container_id, safe="/:")
+        path = f"/v{self._client().api_version}/containers/{quoted}/json"
+        try:
+            answer = light.get(path, MAX_RECORD)
+            data = answer.json() if answer.status == 200 else None
+        except AnswerTooLarge as exc:
+            raise EngineUnavailable(
+                f"docker engine at {self.shown_url} answered an inspect of {container_id[:12]}"
+                f" with {exc}: refused"
+            ) from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            self._drop()
+            raise EngineUnavailable(self._reason(exc)) from None
+        if answer.status == 404:
+            return None
+        if answer.status != 200:
+            explanation = answer.explanation(MAX_EXPLANATION)
+            raise EngineUnavailable(f"docker engine refused to inspect: {explanation}")
         return data if isinstance(data, dict) else None
 
     def remove_container(self, container_id: str, stop_timeout: timedelta) -> EngineStep:
