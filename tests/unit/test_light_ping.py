@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
@@ -507,3 +508,67 @@ def test_an_engine_gone_between_inspects_is_unavailable_with_the_reason(
     sock.unlink()
     with pytest.raises(EngineUnavailable, match="no socket at"):
         docker.record("abc123")
+
+
+# -- DockerEngine's list on a Unix socket -------------------------------------------------------
+
+LIST = f"/v{API}/containers/json?"
+
+
+def listed(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "Id": f"{name}-id",
+        "Names": [f"/{name}"],
+        "Labels": labels,
+        "State": "running",
+        "Status": "Up 5 minutes (healthy)",
+        "HostConfig": {"NetworkMode": "bridge"},
+        "NetworkSettings": {"Networks": {}},
+    }
+
+
+def lists(body: bytes) -> Callable[[str], bytes | None]:
+    """The fake engine answering `body` to a list of containers."""
+    inspects = engine_with(record())
+
+    def answers(path: str) -> bytes | None:
+        return body if path.startswith(LIST) else inspects(path)
+
+    return answers
+
+
+def test_a_list_is_read_on_a_kept_connection_with_the_sdks_query(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    items = [listed("web", {"guardian.enable": "true"}), listed("db", {"guardian.enable": "true"})]
+    fake.answer = lists(answer(body=json.dumps(items).encode()))
+    snaps = docker.list_containers("guardian.enable=true")
+    assert [(s.name, s.health, s.state) for s in snaps] == [
+        ("web", "healthy", "running"),
+        ("db", "healthy", "running"),
+    ]
+    assert docker.list_containers("guardian.enable=true", ids=["db-id"])[0].name == "db"
+    [whole, by_id] = [path for _, path in fake.log if path.startswith(LIST)]
+    filters = {"label": ["guardian.enable=true"]}
+    assert whole == LIST + urlencode(
+        {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0, "filters": json.dumps(filters)}
+    )
+    assert json.loads(parse_qs(urlsplit(by_id).query)["filters"][0]) == {
+        **filters,
+        "id": ["db-id"],
+    }
+    assert len({n for n, path in fake.log if path.startswith(LIST)}) == 1  # one connection
+
+
+def test_a_refused_or_strange_list_is_unavailable_and_items_without_an_id_are_left_out(
+    fake: FakeEngine, docker: DockerEngine
+) -> None:
+    fake.answer = lists(answer("500 Internal Server Error", b'{"message": "boom"}'))
+    with pytest.raises(EngineUnavailable, match="refused to list containers: boom"):
+        docker.list_containers("guardian.enable=true")
+    fake.answer = lists(answer(body=b'{"not": "a list"}'))
+    with pytest.raises(EngineUnavailable, match="not a list"):
+        docker.list_containers("guardian.enable=true")
+    odd = [listed("web", {}), {"Names": ["/no-id"]}, "text"]
+    fake.answer = lists(answer(body=json.dumps(odd).encode()))
+    assert [s.name for s in docker.list_containers("guardian.enable=true")] == ["web"]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import threading
 from collections.abc import Collection, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import docker
 import docker.errors
@@ -66,6 +67,9 @@ HEALTH_STATES = ("unhealthy", "starting", "healthy")
 # The largest inspect read (light_http.py): a container's record is kilobytes, tens with many
 # labels, mounts and variables; far more is an engine or a proxy gone wrong, not held.
 MAX_RECORD = 64 * 1024 * 1024
+# The largest list read: about a kilobyte a container, ten with many labels; the SDK's list
+# read without a bound (an engine or a proxy gone wrong grew memory without end).
+MAX_LIST = 256 * 1024 * 1024
 MAX_EXPLANATION = 200  # characters of an engine's refusal repeated in Guardian's messages
 
 
@@ -281,6 +285,8 @@ class DockerEngine:
         return listed
 
     def _list(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        if self._light is not None:
+            return self._light_list(self._light, filters)
         try:
             items = self._call(lambda api: api.containers(all=True, filters=filters))
         except docker.errors.APIError as exc:
@@ -328,6 +334,37 @@ class DockerEngine:
             explanation = answer.explanation(MAX_EXPLANATION)
             raise EngineUnavailable(f"docker engine refused to inspect: {explanation}")
         return data if isinstance(data, dict) else None
+
+    def _light_list(self, light: LightHttp, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        """_list() through a kept connection, with the SDK's answers and failures: the query
+        its containers(all=True, filters=...) sends, at the API version it negotiated. A whole
+        list of 1,000 containers is about a megabyte of JSON each `watch.resync`."""
+        query = urlencode(
+            {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0, "filters": json.dumps(filters)}
+            if filters
+            else {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0}
+        )
+        path = f"/v{self._client().api_version}/containers/json?{query}"
+        try:
+            answer = light.get(path, MAX_LIST)
+            items = answer.json() if answer.status == 200 else None
+        except AnswerTooLarge as exc:
+            raise EngineUnavailable(
+                f"docker engine at {self.shown_url} answered a list of containers with {exc}:"
+                " refused"
+            ) from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            self._drop()
+            raise EngineUnavailable(self._reason(exc)) from None
+        if answer.status != 200:
+            explanation = answer.explanation(MAX_EXPLANATION)
+            raise EngineUnavailable(f"docker engine refused to list containers: {explanation}")
+        if not isinstance(items, list):
+            raise EngineUnavailable(
+                f"docker engine at {self.shown_url} answered a list of containers that is not a"
+                " list"
+            )
+        return [item for item in items if isinstance(item, dict) and "Id" in item]
 
     def remove_container(self, container_id: str, stop_timeout: timedelta) -> EngineStep:
         try:
