@@ -537,7 +537,11 @@ def record_maintenance(app: App, store: SqliteStore) -> None:
     events feed's maintenance.started and .ended)."""
     rules, ctx = app.healer.ctx.rules, app.healer.ctx
     windows = MaintenanceLog(
-        store, lambda snap: rules.of(snap).maintenance, ctx.settings.host, app.clock
+        store,
+        lambda snap: rules.of(snap).maintenance,
+        ctx.settings.host,
+        app.clock,
+        tuning=lambda: rules.settings,
     )
     app.facts.subscribe(windows.on_fact)
 

@@ -10,8 +10,9 @@ from typing import Any
 
 from guardian.core.detection.crontab import Cron
 from guardian.core.detection.windows import MAX_NAME, MaintenanceWindow, periods_in_force
+from guardian.entrypoints.reloader import rebuild
 from guardian.service.state.maintenance import MaintenanceLog
-from tests.app import TestApp, make_app
+from tests.app import TestApp, make_app, settings_for
 from tests.fakes import T0
 
 # T0 is 12:00 UTC: a window from 11:30 for an hour holds until 12:30.
@@ -133,3 +134,16 @@ def test_a_store_that_fails_is_tried_again_at_the_next_sweep_and_texts_are_bound
     [period] = store.started
     assert len(period.name) == MAX_NAME and len(period.containers) == MAX_NAME
     assert list(periods_in_force([window], T0)) == [period.key]
+
+
+def test_a_reload_that_adds_a_window_over_the_same_containers_starts_it(tmp_path: Path) -> None:
+    """Sweeps of the very same containers take their windows as the last sweep found them; a
+    reload that gives them a window in force has it started at the next sweep."""
+    t = make_app(tmp_path, daemon=True)
+    t.engine.add("db-main", health="healthy")
+    for _ in range(3):
+        t.healer.sweep()
+    assert maintenance_events(t) == []
+    rebuild(t.app, settings_for(tmp_path / "new", {"maintenance": {"windows": [NOON_WINDOW]}}))
+    t.healer.sweep()
+    assert [k for k, _, _ in maintenance_events(t)] == ["maintenance.started"]

@@ -20,7 +20,7 @@ from guardian.core.detection.windows import (
     periods_in_force,
 )
 from guardian.core.facts import ContainersListed, Fact
-from guardian.core.model import ContainerSnapshot, Silence
+from guardian.core.model import ContainerSnapshot, Silence, same_snapshots
 from guardian.logs import kv
 from guardian.ports import Clock, MaintenanceRecords, StoreError
 
@@ -86,18 +86,32 @@ class MaintenanceLog:
         windows_of: Callable[[ContainerSnapshot], Iterable[MaintenanceWindow]],
         host: str,
         clock: Clock,
+        tuning: Callable[[], object] = lambda: None,
     ) -> None:
         self.store = store
         self.windows_of = windows_of
         self.host = host
         self.clock = clock
+        # What windows_of reads besides the snapshot (the settings in force): the windows of
+        # the very snapshots under the very same settings are the last sweep's, not looked up
+        # again container by container.
+        self.tuning = tuning
         self._lock = threading.Lock()
         self._open: dict[tuple[str, str, str, datetime], MaintenancePeriod] | None = None
+        self._seen: tuple[tuple[ContainerSnapshot, ...], object, set[MaintenanceWindow]] | None
+        self._seen = None
 
     def on_fact(self, fact: Fact) -> None:
         if isinstance(fact, ContainersListed):
-            windows = {w for snap in fact.containers for w in self._windows(snap)}
-            self.observe(windows, self.clock.now())
+            self.observe(self._windows_of_all(fact.containers), self.clock.now())
+
+    def _windows_of_all(self, listed: tuple[ContainerSnapshot, ...]) -> set[MaintenanceWindow]:
+        tuning, seen = self.tuning(), self._seen
+        if seen is not None and seen[1] is tuning and same_snapshots(seen[0], listed):
+            return seen[2]
+        windows = {w for snap in listed for w in self._windows(snap)}
+        self._seen = (listed, tuning, windows)
+        return windows
 
     def _windows(self, snap: ContainerSnapshot) -> Iterable[MaintenanceWindow]:
         """The container's windows; its label's named by the container (a label's window is
