@@ -566,6 +566,9 @@ def test_a_refused_or_strange_list_is_unavailable_and_items_without_an_id_are_le
     fake.answer = lists(answer("500 Internal Server Error", b'{"message": "boom"}'))
     with pytest.raises(EngineUnavailable, match="refused to list containers: boom"):
         docker.list_containers("guardian.enable=true")
+    fake.answer = lists(answer("404 Not Found", b'{"message": "page not found"}'))
+    with pytest.raises(EngineUnavailable, match="refused to list containers: page not found"):
+        docker.list_containers("guardian.enable=true")
     fake.answer = lists(answer(body=b'{"not": "a list"}'))
     with pytest.raises(EngineUnavailable, match="not a list"):
         docker.list_containers("guardian.enable=true")

@@ -312,27 +312,40 @@ class DockerEngine:
             ) from None
         return data if isinstance(data, dict) else None
 
+    def _light_get(
+        self, light: LightHttp, path: str, limit: int, what: str, doing: str, gone: bool = False
+    ) -> Any:
+        """The body as JSON of `GET path` through a kept connection (`gone`: None for a 404), with
+        the SDK's failures: transport errors and a body that is not JSON drop the connection
+        (EngineUnavailable with the reason); a body beyond `limit` is refused, the engine's
+        fault (`what`: "an inspect of <id>"). Any other refusal raises
+        EngineUnavailable as the SDK's path does ("docker engine refused `doing`: <the engine's
+        message>")."""
+        try:
+            answer = light.get(path, limit)
+            data = answer.json() if answer.status == 200 else None
+        except AnswerTooLarge as exc:
+            raise EngineUnavailable(
+                f"docker engine at {self.shown_url} answered {what} with {exc}: refused"
+            ) from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            self._drop()
+            raise EngineUnavailable(self._reason(exc)) from None
+        if answer.status == 404 and gone:
+            return None  # the container is gone
+        if answer.status != 200:
+            explanation = answer.explanation(MAX_EXPLANATION)
+            raise EngineUnavailable(f"docker engine refused {doing}: {explanation}")
+        return data
+
     def _light_record(self, light: LightHttp, container_id: str) -> dict[str, Any] | None:
         """record() through a kept connection, with the SDK's answers and failures: the SDK's
         inspect URL (quoted as its _url() does) at the API version it negotiated."""
         quoted = quote(container_id, safe="/:")
         path = f"/v{self._client().api_version}/containers/{quoted}/json"
-        try:
-            answer = light.get(path, MAX_RECORD)
-            data = answer.json() if answer.status == 200 else None
-        except AnswerTooLarge as exc:
-            raise EngineUnavailable(
-                f"docker engine at {self.shown_url} answered an inspect of {container_id[:12]}"
-                f" with {exc}: refused"
-            ) from None
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            self._drop()
-            raise EngineUnavailable(self._reason(exc)) from None
-        if answer.status == 404:
-            return None
-        if answer.status != 200:
-            explanation = answer.explanation(MAX_EXPLANATION)
-            raise EngineUnavailable(f"docker engine refused to inspect: {explanation}")
+        data = self._light_get(
+            light, path, MAX_RECORD, f"an inspect of {container_id[:12]}", "to inspect", gone=True
+        )
         return data if isinstance(data, dict) else None
 
     def _light_list(self, light: LightHttp, filters: dict[str, Any]) -> list[dict[str, Any]]:
@@ -345,20 +358,7 @@ class DockerEngine:
             else {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0}
         )
         path = f"/v{self._client().api_version}/containers/json?{query}"
-        try:
-            answer = light.get(path, MAX_LIST)
-            items = answer.json() if answer.status == 200 else None
-        except AnswerTooLarge as exc:
-            raise EngineUnavailable(
-                f"docker engine at {self.shown_url} answered a list of containers with {exc}:"
-                " refused"
-            ) from None
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            self._drop()
-            raise EngineUnavailable(self._reason(exc)) from None
-        if answer.status != 200:
-            explanation = answer.explanation(MAX_EXPLANATION)
-            raise EngineUnavailable(f"docker engine refused to list containers: {explanation}")
+        items = self._light_get(light, path, MAX_LIST, "a list of containers", "to list containers")
         if not isinstance(items, list):
             raise EngineUnavailable(
                 f"docker engine at {self.shown_url} answered a list of containers that is not a"
