@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from guardian.core.model import IncidentState
+from guardian.core import incidents
+from guardian.core.model import HealthCheckResult, IncidentState, ProblemType
 from guardian.ports import EngineEvent
 from guardian.service.state.quiet import MAX_ROWS, HeardRechecks
 from tests.app import TestApp, make_app
@@ -225,3 +226,29 @@ def test_a_flood_of_events_during_a_sweep_keeps_no_row(w: TestApp) -> None:
         quiet.heard(f"{i:064x}")
     quiet.keep(rows)
     assert quiet.begin(w.healer.ctx.settings) == {}  # all judged again
+
+
+def test_an_idle_sweep_takes_the_last_sweeps_rows_whole_until_anything_could_change_them(
+    w: TestApp, judged: Counter[str]
+) -> None:
+    """A sweep that kept every row quiet leaves them whole: the next sweep of the same list
+    takes the very rows at once; an incident opened under one of their names (a write of
+    another process, which no event tells) has that container judged at the next sweep."""
+    made_quiet(w, judged, "web", "db")
+    first = w.healer.sweep().rows
+    again = w.healer.sweep().rows
+    assert [id(a) for a in again] == [id(a) for a in first] and judged == Counter()
+    result = HealthCheckResult("id", "db", w.clock.now(), ProblemType.UNHEALTHY, "from the CLI")
+    w.store.save_incident(incidents.record_detection(None, "h", result, w.clock.now()))
+    w.healer.sweep()
+    assert judged == Counter({"db": 1})
+
+
+def test_a_reset_check_falling_due_ends_the_whole(w: TestApp, judged: Counter[str]) -> None:
+    """The rows taken whole hold only until the soonest healthy streak's reset check."""
+    w.engine.add("app")
+    w.healer.sweep()
+    sweeps(w, 3, every=60)
+    assert judged["app"] == 1
+    sweeps(w, 1, every=500)  # 680 s healthy: past reset_after (600 s)
+    assert judged["app"] == 2 and w.store.last_reset("h", "app") is not None

@@ -251,10 +251,48 @@ class Healer:
         ctx.facts.publish(ContainersListed(tuple(watched)))
         # One query for the whole sweep instead of one per healthy container (bench/RESULTS.md).
         open_names = {i.container for i in ctx.store.open_incidents(ctx.settings.host)}
-        # A quiet container's row is taken as the last sweep left it (service/state/quiet.py); only
-        # a sweep that acts keeps them.
-        rows = self.quiet.begin(ctx.settings) if apply else {}
+        quiet = self._judge(watched, open_names, apply, report)
+        if apply:
+            # Judge the whole host before acting on any container: a storm holds every restart.
+            for assessed in ctx.pipeline.assessed:
+                assessed(report.rows)
+            # Dependencies first, so a held-back dependent can name the dependency's incident.
+            judged = [r for r in report.rows if quiet is not None and r.snapshot.id not in quiet]
+            for assessment in sorted(
+                judged, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
+            ):
+                self.apply(assessment, open_names)
+            if report.engine_error is None and quiet is not None:
+                self._keep_quiet(report.rows, quiet, open_names, watched)
+        if apply and report.engine_error is None:
+            self._forget_vanished({s.name for s in watched})
+        if report.engine_error is None:
+            ctx.rules.keep_only({s.id for s in listed})
+            self._resync(listed, watched)
+        unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
+        ctx.state.engine.swept(len(watched))
+        ctx.metrics.swept(len(watched), unhealthy)
+        self.recorder.refresh_gauges()
+        return report
+
+    def _judge(
+        self,
+        watched: list[ContainerSnapshot],
+        open_names: set[str],
+        apply: bool,
+        report: SweepReport,
+    ) -> dict[str, QuietRow] | None:
+        """Each watched container's row in `report`: a quiet one's taken as the last sweep left
+        it (service/state/quiet.py; only a sweep that acts keeps them), any other judged. The
+        rows taken; None when the last sweep's whole was taken at once (nothing to keep anew)."""
+        ctx = self.ctx
         now = ctx.clock.now()
+        if apply:
+            again = self.quiet.again(watched, ctx.settings, now, open_names)
+            if again is not None:
+                report.rows.extend(again)
+                return None
+        rows = self.quiet.begin(ctx.settings) if apply else {}
         quiet: dict[str, QuietRow] = {}
         for snap in watched:
             kept = rows.get(snap.id)
@@ -269,28 +307,7 @@ class Healer:
                 report.engine_error = str(exc)
                 break
             report.rows.append(assessment)
-        if apply:
-            # Judge the whole host before acting on any container: a storm holds every restart.
-            for assessed in ctx.pipeline.assessed:
-                assessed(report.rows)
-            # Dependencies first, so a held-back dependent can name the dependency's incident.
-            judged = [row for row in report.rows if row.snapshot.id not in quiet]
-            for assessment in sorted(
-                judged, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
-            ):
-                self.apply(assessment, open_names)
-            if report.engine_error is None:
-                self._keep_quiet(report.rows, quiet, open_names)
-        if apply and report.engine_error is None:
-            self._forget_vanished({s.name for s in watched})
-        if report.engine_error is None:
-            ctx.rules.keep_only({s.id for s in listed})
-            self._resync(listed, watched)
-        unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
-        ctx.state.engine.swept(len(watched))
-        ctx.metrics.swept(len(watched), unhealthy)
-        self.recorder.refresh_gauges()
-        return report
+        return quiet
 
     def _tell_listed(
         self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]
@@ -303,10 +320,15 @@ class Healer:
         self._followed = watched
 
     def _keep_quiet(
-        self, rows: list[Assessment], quiet: dict[str, QuietRow], open_names: set[str]
+        self,
+        rows: list[Assessment],
+        quiet: dict[str, QuietRow],
+        open_names: set[str],
+        watched: list[ContainerSnapshot],
     ) -> None:
         """Keep the rows a next sweep may take as they are: those taken, and those judged quiet
-        now whose incidents are all closed (a healthy look closes none it did not see)."""
+        now whose incidents are all closed (a healthy look closes none it did not see); all of
+        them, of `watched`, as one whole when every row is quiet."""
         streaks, reset_after = self.ctx.state.streaks, self.ctx.settings.policy.reset_after
         for a in rows if len(quiet) < len(rows) else ():  # every row taken: none to judge
             cid, name = a.snapshot.id, a.snapshot.name
@@ -315,7 +337,7 @@ class Healer:
             until = streaks.quiet_until(name, reset_after)
             if until is not None:
                 quiet[cid] = QuietRow(a, until)
-        self.quiet.keep(quiet)
+        self.quiet.keep(quiet, watched, rows)
 
     def _resync(self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]) -> None:
         """The sweep as the cache's resync (Docker only): entries of containers no longer

@@ -14,12 +14,18 @@ takes the row as it was while:
   reachable,
 - its healthy streak's reset check is made or not yet due, and no incident of its name opened.
 Anything else, and it is judged as every container is.
+
+A sweep that kept every row quiet leaves them as one whole (Whole): the next sweep of the very
+same list, with nothing heard, kept or cleared since, under the same settings, before any row's
+reset check is due and with no incident open of their names, takes them all at once, without
+a walk over the containers (an idle host's sweep).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -33,6 +39,18 @@ MAX_NEWS = 100  # containers heard of between two sweeps; beyond, the next one l
 # A row's `until` once its healthy streak's reset check was made: no check comes due again, and
 # only what is heard of the container (or a reload, a step, an outage) ends its quiet.
 FOREVER = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Whole:
+    """Every row of a sweep's watched list, kept quiet: the list (the very object), its rows
+    in its order, the soonest reset check among them, their names, the rows' version."""
+
+    watched: Sequence[ContainerSnapshot]
+    rows: tuple[Assessment, ...]
+    soonest: datetime
+    names: frozenset[str]
+    version: int
 
 
 @dataclass(frozen=True)
@@ -58,6 +76,11 @@ class QuietRows:
         # Container ids heard of since a sweep last asked for them (service/state/listing.py); None:
         # more than MAX_NEWS, or every container is to be judged again.
         self._news: set[str] | None = None
+        # Every write to the rows or what ends them (heard, cleared, kept, a new settings): the
+        # same number, the same rows; and the last sweep's whole, when it kept every row.
+        self._version = 0
+        self._whole: Whole | None = None
+        self._holding: tuple[int, frozenset[str], datetime] | None = None
 
     def begin(self, settings: object) -> dict[str, QuietRow]:
         """A sweep begins under `settings`: the rows it may take (none after a reload)."""
@@ -65,13 +88,16 @@ class QuietRows:
             if settings is not self._settings:
                 self._rows.clear()
                 self._settings = settings
+                self._version += 1
             self._heard, self._flooded = set(), False
+            self._whole = None  # a sweep judging row by row: kept whole again only by keep()
             return dict(self._rows)
 
     def heard(self, container_id: str) -> None:
         """Something was heard of the container (an event, a reaction): judge it again."""
         with self._lock:
             self._rows.pop(container_id, None)
+            self._version += 1
             if self._news is not None:
                 self._news.add(container_id)
                 if len(self._news) > MAX_NEWS:
@@ -87,6 +113,7 @@ class QuietRows:
             self._rows.clear()
             self._settings = None
             self._news = None
+            self._version += 1
 
     def news(self) -> set[str] | None:
         """The containers heard of since the last call (None: too many to name, or all of
@@ -95,17 +122,61 @@ class QuietRows:
             news, self._news = self._news, set()
             return news
 
-    def holding(self, now: datetime) -> set[str]:
-        """The ids of the rows a sweep at `now` may still take (their reset check not due)."""
+    def holding(self, now: datetime) -> frozenset[str]:
+        """The ids of the rows a sweep at `now` may still take (their reset check not due): the
+        very set of the last call while no row changed and none of them came due since."""
         with self._lock:
-            return {cid for cid, row in self._rows.items() if row.holds(now)}
+            last = self._holding
+            if last is not None and last[0] == self._version and now < last[2]:
+                return last[1]
+            held = frozenset(cid for cid, row in self._rows.items() if row.holds(now))
+            soonest = min((self._rows[cid].until for cid in held), default=FOREVER)
+            self._holding = (self._version, held, soonest)
+            return held
 
-    def keep(self, rows: dict[str, QuietRow]) -> None:
+    def again(
+        self,
+        watched: Sequence[ContainerSnapshot],
+        settings: object,
+        now: datetime,
+        open_names: set[str],
+    ) -> tuple[Assessment, ...] | None:
+        """Every row of `watched` as the last sweep kept them, when it kept them all and none
+        can have changed since (Whole); else None (the sweep judges row by row)."""
+        with self._lock:
+            whole = self._whole
+            if (
+                whole is None
+                or whole.watched is not watched
+                or whole.version != self._version
+                or settings is not self._settings
+                or not now < whole.soonest
+                or not whole.names.isdisjoint(open_names)
+            ):
+                return None
+            return whole.rows
+
+    def keep(
+        self,
+        rows: dict[str, QuietRow],
+        watched: Sequence[ContainerSnapshot] | None = None,
+        order: Sequence[Assessment] = (),
+    ) -> None:
         """The sweep's quiet rows (those taken and those newly judged quiet), except any heard
-        of while it ran."""
+        of while it ran; `watched` and its rows in `order`: the sweep kept every row quiet."""
         with self._lock:
             heard, flooded = self._heard or set(), self._flooded
             self._heard, self._flooded = None, False
+            self._version += 1
+            self._whole = None
+            if watched is not None and not heard and not flooded and len(rows) == len(order):
+                self._whole = Whole(
+                    watched,
+                    tuple(order),
+                    min((r.until for r in rows.values()), default=FOREVER),
+                    frozenset(a.snapshot.name for a in order),
+                    self._version,
+                )
             if flooded:
                 self._rows = {}
             elif not heard and len(rows) <= MAX_ROWS:
