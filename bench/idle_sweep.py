@@ -15,7 +15,7 @@ from pathlib import Path
 from bench.timing import timed
 from tests.app import make_app
 
-WARM_SWEEPS = 6  # the cache fills over four sweeps at 1,000 (256 inspects each at most)
+WARM_SWEEPS = 6  # the cache fills at the first sweep up to 1,024 containers (RESYNC_READS)
 
 
 def main() -> None:
