@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 
 from guardian.adapters.engine.docker_engine import DockerEngine
-from guardian.adapters.engine.light_http import AnswerTooLarge, LightHttp, PingFailed
+from guardian.adapters.engine.light_http import KEEP, AnswerTooLarge, LightHttp, PingFailed
 from guardian.ports import EngineUnavailable
 from tests.fakes import FakeClock
 
@@ -128,91 +128,75 @@ def ok(extra: str = "") -> bytes:
     return answer(extra=extra + "Content-Type: text/plain\r\n")
 
 
+@contextlib.contextmanager
+def serving(
+    sock: Path,
+    answers: Reply,
+    timeout: float = 2.0,
+    saw_date: Callable[[str | None, float], None] = lambda *_: None,
+    keep: int = KEEP,
+) -> Iterator[tuple[FakeEngine, LightHttp]]:
+    """A fake engine at `sock` answering `answers`, and a LightHttp to it; both closed after."""
+    engine = FakeEngine(sock, answers)
+    light = LightHttp(str(sock), timeout, saw_date, keep=keep)
+    try:
+        yield engine, light
+    finally:
+        light.close()
+        engine.close()
+
+
 @pytest.fixture
 def sock(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "engine.sock"
 
 
 def test_pings_share_one_connection_and_each_hears_the_engines_date(sock: Path) -> None:
-    engine = FakeEngine(sock, ok())
     dates: list[str | None] = []
-    ping = LightHttp(str(sock), 2.0, lambda date, elapsed: dates.append(date))
-    try:
+    with serving(sock, ok(), saw_date=lambda date, _: dates.append(date)) as (engine, ping):
         for _ in range(5):
             ping.ping()
         assert (engine.connections, engine.requests) == (1, 5)
         assert dates == [DATE] * 5
-    finally:
-        ping.close()
-        engine.close()
 
 
 def test_an_answer_that_closes_is_not_kept(sock: Path) -> None:
-    engine = FakeEngine(sock, ok("Connection: close\r\n"))
-    ping = LightHttp(str(sock), 2.0, lambda *_: None)
-    try:
+    with serving(sock, ok("Connection: close\r\n")) as (engine, ping):
         ping.ping()
         ping.ping()
         assert engine.connections == 2
-    finally:
-        ping.close()
-        engine.close()
 
 
 def test_anything_but_200_fails_the_ping_and_the_next_one_is_answered(sock: Path) -> None:
-    engine = FakeEngine(sock, answer("500 Internal Server Error", b""))
-    ping = LightHttp(str(sock), 2.0, lambda *_: None)
-    try:
+    with serving(sock, answer("500 Internal Server Error", b"")) as (engine, ping):
         with pytest.raises(PingFailed, match="500"):
             ping.ping()
         engine.answer = ok()
         ping.ping()
         assert engine.requests == 2
-    finally:
-        ping.close()
-        engine.close()
 
 
 def test_a_ping_longer_than_an_engines_fails(sock: Path) -> None:
-    engine = FakeEngine(sock, answer(body=b"O" * 2000))
-    ping = LightHttp(str(sock), 2.0, lambda *_: None)
-    try:
-        with pytest.raises(AnswerTooLarge):
-            ping.ping()
-    finally:
-        ping.close()
-        engine.close()
+    with serving(sock, answer(body=b"O" * 2000)) as (_, ping), pytest.raises(AnswerTooLarge):
+        ping.ping()
 
 
 def test_an_engine_that_never_answers_fails_within_the_timeout(sock: Path) -> None:
-    engine = FakeEngine(sock, None)
-    ping = LightHttp(str(sock), 0.3, lambda *_: None)
-    try:
-        with pytest.raises(TimeoutError):
-            ping.ping()
-    finally:
-        ping.close()
-        engine.close()
+    with serving(sock, None, timeout=0.3) as (_, ping), pytest.raises(TimeoutError):
+        ping.ping()
 
 
 def test_a_broken_answer_or_no_socket_fails(sock: Path) -> None:
-    engine = FakeEngine(sock, b"garbage\r\n\r\n")
-    ping = LightHttp(str(sock), 1.0, lambda *_: None)
-    try:
-        with pytest.raises(http.client.HTTPException):
-            ping.ping()
-    finally:
-        ping.close()
-        engine.close()
+    garbage = b"garbage\r\n\r\n"
+    with serving(sock, garbage, timeout=1.0) as (_, ping), pytest.raises(http.client.HTTPException):
+        ping.ping()
     with pytest.raises(OSError):
         LightHttp(str(sock.with_name("none.sock")), 1.0, lambda *_: None).ping()
 
 
 def test_a_get_reads_an_answer_with_a_length_or_in_chunks_on_one_connection(sock: Path) -> None:
     body = b'{"Id": "abc", "Name": "/web"}'
-    engine = FakeEngine(sock, answer(body=body))
-    light = LightHttp(str(sock), 2.0, lambda *_: None)
-    try:
+    with serving(sock, answer(body=body)) as (engine, light):
         assert light.get("/x", 1024) == (200, body)
         engine.answer = chunked(body)
         assert light.get("/x", 1024) == (200, body)
@@ -220,15 +204,10 @@ def test_a_get_reads_an_answer_with_a_length_or_in_chunks_on_one_connection(sock
         assert light.get("/x", 1024).status == 404
         assert light.get("/x", 1024).status == 404
         assert (engine.connections, engine.requests) == (1, 4)
-    finally:
-        light.close()
-        engine.close()
 
 
 def test_an_answer_beyond_the_bound_is_refused_whether_announced_or_chunked(sock: Path) -> None:
-    engine = FakeEngine(sock, answer(body=b"x" * 101))
-    light = LightHttp(str(sock), 2.0, lambda *_: None)
-    try:
+    with serving(sock, answer(body=b"x" * 101)) as (engine, light):
         with pytest.raises(AnswerTooLarge, match="more than 100 bytes"):
             light.get("/x", 100)
         engine.answer = chunked(b"x" * 101, size=10)
@@ -237,17 +216,12 @@ def test_an_answer_beyond_the_bound_is_refused_whether_announced_or_chunked(sock
         engine.answer = chunked(b"x" * 100, size=10)
         assert light.get("/x", 100).body == b"x" * 100
         assert engine.connections == 3  # a refused answer's connection is not kept
-    finally:
-        light.close()
-        engine.close()
 
 
 def test_an_answer_cut_mid_body_fails_and_the_next_get_connects_again(sock: Path) -> None:
     body = b'{"Id": "abc"}'
     whole = answer(body=body)
-    engine = FakeEngine(sock, Cut(whole[:-5]))
-    light = LightHttp(str(sock), 2.0, lambda *_: None)
-    try:
+    with serving(sock, Cut(whole[:-5])) as (engine, light):
         with pytest.raises(http.client.IncompleteRead):
             light.get("/x", 1024)
         engine.answer = Cut(chunked(body)[:-12])
@@ -256,22 +230,14 @@ def test_an_answer_cut_mid_body_fails_and_the_next_get_connects_again(sock: Path
         engine.answer = whole
         assert light.get("/x", 1024).body == body
         assert engine.connections == 3
-    finally:
-        light.close()
-        engine.close()
 
 
 def test_a_connection_the_engine_closed_while_idle_is_not_used_again(sock: Path) -> None:
-    engine = FakeEngine(sock, ok())
-    light = LightHttp(str(sock), 2.0, lambda *_: None)
-    try:
+    with serving(sock, ok()) as (engine, light):
         light.ping()
         engine.hang_up()
         light.ping()
         assert engine.connections == 2
-    finally:
-        light.close()
-        engine.close()
 
 
 def pings_at_once(light: LightHttp, engine: FakeEngine, count: int) -> None:
@@ -302,16 +268,11 @@ def pings_at_once(light: LightHttp, engine: FakeEngine, count: int) -> None:
 def test_requests_in_flight_at_once_each_have_a_connection_and_a_few_are_kept(
     sock: Path,
 ) -> None:
-    engine = FakeEngine(sock, ok())
-    light = LightHttp(str(sock), 2.0, lambda *_: None, keep=4)
-    try:
+    with serving(sock, ok(), keep=4) as (engine, light):
         pings_at_once(light, engine, 6)
         assert engine.connections == 6
         pings_at_once(light, engine, 5)
         assert engine.connections == 7  # the four kept, and one more
-    finally:
-        light.close()
-        engine.close()
 
 
 def test_a_connection_in_use_at_a_close_is_not_kept_after_it(sock: Path) -> None:
