@@ -16,6 +16,7 @@ import pytest
 from guardian.core import incidents
 from guardian.core.model import HealthCheckResult, IncidentState, ProblemType
 from guardian.ports import EngineEvent
+from guardian.service.state import quiet as quiet_module
 from guardian.service.state.quiet import MAX_ROWS, HeardRechecks
 from tests.app import TestApp, make_app
 
@@ -252,3 +253,14 @@ def test_a_reset_check_falling_due_ends_the_whole(w: TestApp, judged: Counter[st
     assert judged["app"] == 1
     sweeps(w, 1, every=500)  # 680 s healthy: past reset_after (600 s)
     assert judged["app"] == 2 and w.store.last_reset("h", "app") is not None
+
+
+def test_beyond_max_rows_the_containers_past_the_bound_are_judged_at_every_sweep(
+    w: TestApp, judged: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows kept stop at MAX_ROWS: a sweep of more quiet containers keeps no whole, and
+    those past the bound are judged at every sweep."""
+    monkeypatch.setattr(quiet_module, "MAX_ROWS", 3)
+    made_quiet(w, judged, "a", "b", "c", "d", "e")
+    sweeps(w, 3)
+    assert sorted(judged.items()) == [("d", 3), ("e", 3)]

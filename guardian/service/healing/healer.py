@@ -257,7 +257,7 @@ class Healer:
             for assessed in ctx.pipeline.assessed:
                 assessed(report.rows)
             # Dependencies first, so a held-back dependent can name the dependency's incident.
-            judged = [r for r in report.rows if quiet is not None and r.snapshot.id not in quiet]
+            judged = [] if quiet is None else [r for r in report.rows if r.snapshot.id not in quiet]
             for assessment in sorted(
                 judged, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
             ):
@@ -330,7 +330,7 @@ class Healer:
         now whose incidents are all closed (a healthy look closes none it did not see); all of
         them, of `watched`, as one whole when every row is quiet."""
         streaks, reset_after = self.ctx.state.streaks, self.ctx.settings.policy.reset_after
-        for a in rows if len(quiet) < len(rows) else ():  # every row taken: none to judge
+        for a in rows:
             cid, name = a.snapshot.id, a.snapshot.name
             if cid in quiet or name in open_names or not is_quiet(a):
                 continue

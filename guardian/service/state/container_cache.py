@@ -216,7 +216,7 @@ class ContainerCache:
         self, watched: Sequence[ContainerSnapshot], listed: Sequence[ContainerSnapshot]
     ) -> list[str]:
         present = {s.id for s in listed}
-        if len(present) < len(self._entries) or any(k not in present for k in self._entries):
+        if any(k not in present for k in self._entries):
             self._entries = {k: e for k, e in self._entries.items() if k in present}
             self._writes += 1
         room = len(self._entries) < MAX_ENTRIES

@@ -64,7 +64,6 @@ class Listings:
         self.quiet = quiet
         self.clock = clock
         self._last: LastList | None = None
-        self._settled: tuple[list[ContainerSnapshot], frozenset[str], frozenset[str]] | None = None
 
     def read(
         self, settings: HealerSettings, on_docker: bool
@@ -111,20 +110,8 @@ class Listings:
         ):
             return None
         ids = set(news)
-        ids.update(self._unsettled(last.watched, self.quiet.holding(now)))
+        ids.update(self.quiet.unsettled(last.watched, now))
         return ids if len(ids) <= MAX_IDS else None
-
-    def _unsettled(
-        self, watched: list[ContainerSnapshot], holding: frozenset[str]
-    ) -> frozenset[str]:
-        """The ids of `watched` without a row a sweep may take: the very set again for the very
-        list and rows (an idle sweep's, not walked again)."""
-        last = self._settled
-        if last is not None and last[0] is watched and last[1] is holding:
-            return last[2]
-        unsettled = frozenset(c.id for c in watched if c.id not in holding)
-        self._settled = (watched, holding, unsettled)
-        return unsettled
 
     def _whole(
         self, settings: HealerSettings, stream: int | None, mono: float

@@ -80,7 +80,6 @@ class QuietRows:
         # same number, the same rows; and the last sweep's whole, when it kept every row.
         self._version = 0
         self._whole: Whole | None = None
-        self._holding: tuple[int, frozenset[str], datetime] | None = None
 
     def begin(self, settings: object) -> dict[str, QuietRow]:
         """A sweep begins under `settings`: the rows it may take (none after a reload)."""
@@ -122,17 +121,14 @@ class QuietRows:
             news, self._news = self._news, set()
             return news
 
-    def holding(self, now: datetime) -> frozenset[str]:
-        """The ids of the rows a sweep at `now` may still take (their reset check not due): the
-        very set of the last call while no row changed and none of them came due since."""
+    def unsettled(self, watched: Sequence[ContainerSnapshot], now: datetime) -> set[str]:
+        """The ids of `watched` without a row a sweep at `now` may take (none, or its reset check
+        due): none while the last sweep's whole of the very list holds, without a walk."""
         with self._lock:
-            last = self._holding
-            if last is not None and last[0] == self._version and now < last[2]:
-                return last[1]
-            held = frozenset(cid for cid, row in self._rows.items() if row.holds(now))
-            soonest = min((self._rows[cid].until for cid in held), default=FOREVER)
-            self._holding = (self._version, held, soonest)
-            return held
+            if self._holding_whole(watched, now) is not None:
+                return set()
+            rows = self._rows
+            return {c.id for c in watched if c.id not in rows or not rows[c.id].holds(now)}
 
     def again(
         self,
@@ -144,17 +140,18 @@ class QuietRows:
         """Every row of `watched` as the last sweep kept them, when it kept them all and none
         can have changed since (Whole); else None (the sweep judges row by row)."""
         with self._lock:
-            whole = self._whole
-            if (
-                whole is None
-                or whole.watched is not watched
-                or whole.version != self._version
-                or settings is not self._settings
-                or not now < whole.soonest
-                or not whole.names.isdisjoint(open_names)
-            ):
+            whole = self._holding_whole(watched, now)
+            if whole is None or settings is not self._settings:
                 return None
-            return whole.rows
+            return whole.rows if whole.names.isdisjoint(open_names) else None
+
+    def _holding_whole(self, watched: Sequence[ContainerSnapshot], now: datetime) -> Whole | None:
+        """The last sweep's whole, when it is of the very list `watched`, no row was written
+        since and none of their reset checks is due at `now` (call under the lock)."""
+        whole = self._whole
+        if whole is None or whole.watched is not watched or whole.version != self._version:
+            return None
+        return whole if now < whole.soonest else None
 
     def keep(
         self,
@@ -169,7 +166,8 @@ class QuietRows:
             self._heard, self._flooded = None, False
             self._version += 1
             self._whole = None
-            if watched is not None and not heard and not flooded and len(rows) == len(order):
+            whole = not heard and not flooded and len(rows) == len(order) <= MAX_ROWS
+            if watched is not None and whole:
                 self._whole = Whole(
                     watched,
                     tuple(order),
@@ -179,11 +177,9 @@ class QuietRows:
                 )
             if flooded:
                 self._rows = {}
-            elif not heard and len(rows) <= MAX_ROWS:
-                self._rows = dict(rows)
-            else:
-                kept = (item for item in rows.items() if item[0] not in heard)
-                self._rows = dict(itertools.islice(kept, MAX_ROWS))
+                return
+            kept = (item for item in rows.items() if item[0] not in heard)
+            self._rows = dict(itertools.islice(kept, MAX_ROWS))
 
 
 def taken(kept: QuietRow, snap: ContainerSnapshot, now: datetime, open_names: set[str]) -> bool:
