@@ -352,12 +352,10 @@ class DockerEngine:
         """_list() through a kept connection, with the SDK's answers and failures: the query
         its containers(all=True, filters=...) sends, at the API version it negotiated. A whole
         list of 1,000 containers is about a megabyte of JSON each `watch.resync`."""
-        query = urlencode(
-            {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0, "filters": json.dumps(filters)}
-            if filters
-            else {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0}
-        )
-        path = f"/v{self._client().api_version}/containers/json?{query}"
+        params: dict[str, Any] = {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0}
+        if filters:
+            params["filters"] = json.dumps(filters)
+        path = f"/v{self._client().api_version}/containers/json?{urlencode(params)}"
         items = self._light_get(light, path, MAX_LIST, "a list of containers", "to list containers")
         if not isinstance(items, list):
             raise EngineUnavailable(

@@ -1,6 +1,6 @@
 """LightHttp: `GET` requests to an engine on a Unix socket through kept standard-library
-`http.client` connections, for the two requests Guardian makes most: the idle sweep's ping and
-the inspect.
+`http.client` connections, for the requests Guardian makes most: the idle sweep's ping, the
+inspect and the list of containers.
 
 Through the Docker SDK (requests, urllib3, its per-request session machinery) a ping costs about
 0.4-0.8 ms of CPU and an inspect about 0.5 ms; through a kept standard-library connection, about
