@@ -146,5 +146,5 @@ def test_a_container_recreated_under_the_same_name_is_inspected_and_healed(
     # A new id has no entry of the old one's: what was decided on it was an inspect of the new
     # container (at the flip, or at its first health event before it).
     assert inspects_of(proxy, second, 0, asked) >= 1
-    assert restart_request(proxy, first, 0) is None
+    assert restart_request(proxy, first, 0) is None, proxy.targets
     assert g.stop() == 0

@@ -378,6 +378,35 @@ def test_a_persons_stop_after_the_unhealthy_event_is_never_undone(c: TestApp) ->
     assert c.restarted() == []
 
 
+def test_a_persons_kill_heard_while_the_container_still_runs_unhealthy_is_never_undone(
+    c: TestApp,
+) -> None:
+    """`docker stop` or `docker rm -f` while a probe runs: the killed probe fails, so Docker may
+    say unhealthy just as the person's kill lands, and an inspect may still show the container
+    running and unhealthy. The kill was heard: nothing restarts it."""
+    c.engine.add("app")
+    warm(c)
+    ev = turns_unhealthy(c, "app")
+    c.healer.on_event(event(c, "kill", "app", signal="15"))
+    react(c, ev)
+    assert c.restarted() == []
+
+
+def test_a_container_a_person_removed_is_never_restarted_by_a_reaction_that_read_it_before(
+    c: TestApp,
+) -> None:
+    """`docker rm -f`: kill, die, destroy. A reaction whose inspect answered before the removal
+    (the engine shows it running and unhealthy) comes after the destroy: not restarted, though
+    the destroy ended the person's stop."""
+    c.engine.add("app")
+    warm(c)
+    ev = turns_unhealthy(c, "app")
+    for action in ("kill", "die", "destroy"):
+        c.healer.on_event(event(c, action, "app"))
+    react(c, ev)
+    assert c.restarted() == []
+
+
 def test_a_paused_container_is_left_alone(c: TestApp) -> None:
     c.engine.add("app")
     warm(c)

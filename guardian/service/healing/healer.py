@@ -445,8 +445,10 @@ class Healer:
         if action in ("stop", "kill") and not state.caused_by_restart(cid, event.container_name):
             # `docker stop`/`docker kill` by a person: never undo it.
             state.person_stops.stopped(cid)
-        elif action in ("start", "destroy"):
+        elif action == "start":
             state.person_stops.forget(cid)
+        elif action == "destroy":
+            state.person_stops.removed(cid)
         for follow in self.ctx.pipeline.events:
             follow(event)
         self.ctx.facts.publish(EngineEventSeen(event.container_name, event.action))

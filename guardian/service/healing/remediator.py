@@ -215,6 +215,15 @@ class Remediator:
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
     ) -> None:
         snap = a.snapshot
+        if self.ctx.state.person_stops.holds(snap.id):
+            # A person's kill or removal heard since the container was read: a probe it killed
+            # fails, so Docker may say unhealthy just before it, and a read may show the
+            # container still running. Never undone: the incident stays as it is.
+            log.info(
+                "not restarted: a person stopped or removed it",
+                extra=kv(container=snap.name, incident=incident.id),
+            )
+            return
         now = self.ctx.clock.now()
         incident = self.recorder.save(incidents.start_remediation(incident, "restarting", now))
         approved = decision.approval
