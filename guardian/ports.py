@@ -253,6 +253,11 @@ class Store(Protocol):
         to send yet (escalations excepted), so their receivers are told nothing of them; returns
         how many incidents. A storm's notification speaks for them instead."""
 
+    def release_held(self, incident_id: int | None, output: str = "") -> int:
+        """Queue the held notifications (an opening judged from the container cache) of one
+        incident, or of all (None: at a start), told what the probe said (`output`; "" keeps
+        their detail); returns how many."""
+
     def record_intent(
         self, action: RemediationAction, notifications: Sequence[Notification] = ()
     ) -> int:

@@ -211,6 +211,16 @@ class ResilientStore:
         self._recovered()
         return count
 
+    def release_held(self, incident_id: int | None, output: str = "") -> int:
+        """A refused write leaves them held: the next start releases them."""
+        try:
+            count = self.inner.release_held(incident_id, output)
+        except StoreError as exc:
+            self._failed("release_held", exc)
+            return 0
+        self._recovered()
+        return count
+
     def record_reset(self, host: str, container: str, at: datetime) -> None:
         if self.run_stamps is not None:
             self.run_stamps.wrote_reset(host, container, at)

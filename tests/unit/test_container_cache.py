@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.core.cache_entry import (
     LABELS_UNBOUNDED,
     MAX_LABELS,
@@ -201,6 +202,11 @@ def queued(w: TestApp, kind: str) -> list[dict[str, object]]:
     return [json.loads(r["payload"]) for r in rows]
 
 
+def fan_out(w: TestApp, channels: list[str]) -> int:
+    """The delivery worker's fan-out: how many queued notifications its channels may take now."""
+    return SqliteOutbox(w.store.db).fan_out(channels)
+
+
 def warm(w: TestApp) -> None:
     """A sweep fills the cache; time passes beyond what an event could be ordered against."""
     w.healer.sweep()
@@ -244,19 +250,60 @@ def test_a_restart_judged_from_the_cache_tells_what_the_last_probe_before_it_sai
     probed = c.clock.now() - timedelta(milliseconds=10)  # the probe that sent the event
     c.engine.set("app", health_output="db: connection refused", health_log_at=probed)
     inspects = c.engine.inspect_calls
+    restart, fanned_out = c.engine.restart, []
+
+    def restart_seen(cid: str, stop_timeout: timedelta, previous: datetime | None) -> ActionOutcome:
+        fanned_out.append(fan_out(c, ["slack"]))  # what a channel could take now
+        return restart(cid, stop_timeout, previous)
+
+    c.engine.restart = restart_seen  # type: ignore[method-assign]
     assert react(c, turns_unhealthy(c, "app")) == 0  # none on the way to the restart
     assert c.restarted() == ["app"]
+    assert fanned_out == [0]  # the opening was held while the engine restarted it
     assert c.engine.inspect_calls - inspects == 1  # one, after the restart call returned
     [incident] = c.store.open_incidents(c.host)
     assert incident.detail == "db: connection refused"
+    # The opening tells what the probe said, and comes before the attempt.
+    assert [k for (k,) in c.store.db.query("SELECT kind FROM outbox ORDER BY id")] == [
+        "opened",
+        "attempt",
+    ]
     [opened] = queued(c, "opened")
-    assert opened["detail"] == "health check failing"  # judged from the cache: no output yet
+    assert opened["detail"] == "db: connection refused" and not opened["held"]
+    assert fan_out(c, ["slack"]) == 2
     [attempt] = queued(c, "attempt")
     assert attempt["detail"] == (
         "restart request completed; the last probe before the restart said: db: connection refused"
     )
     [action] = c.restarts()
     assert action.detail == "restart request completed"  # the engine's answer, as it was
+
+
+def test_an_opening_held_for_a_restart_that_was_not_called_goes_as_it_is(c: TestApp) -> None:
+    """Judged from the cache to restart, then not restarted (a person's kill heard meanwhile):
+    no probe is read, and the opening is not kept back."""
+    c.engine.add("app")
+    warm(c)
+    ev = turns_unhealthy(c, "app")
+    c.healer.on_event(event(c, "kill", "app", signal="15"))
+    c.healer.react(ev.container_id, c.healer.reported_at(ev))
+    assert c.restarted() == []
+    [opened] = queued(c, "opened")
+    assert not opened["held"] and opened["detail"] == "health check failing"
+    assert fan_out(c, ["slack"]) == 1
+
+
+def test_an_opening_a_stop_left_held_goes_at_the_next_start(c: TestApp) -> None:
+    c.engine.add("app")
+    warm(c)
+    c.engine.restart = lambda *args: (_ for _ in ()).throw(KeyboardInterrupt)  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):  # Guardian dies in the restart call
+        react(c, turns_unhealthy(c, "app"))
+    assert fan_out(c, ["slack"]) == 0
+    c.healer.verifier.reconcile()  # the next start
+    [opened] = queued(c, "opened")
+    assert not opened["held"] and opened["detail"] == "health check failing"
+    assert fan_out(c, ["slack"]) == 1
 
 
 def test_a_probe_that_ended_after_the_restart_was_asked_is_not_told(

@@ -107,9 +107,14 @@ class Database:
             "CREATE TEMP TRIGGER IF NOT EXISTS outbox_written AFTER INSERT ON main.outbox"
             " BEGIN SELECT guardian_outbox_written(); END"
         )
+        self._conn.execute(
+            "CREATE TEMP TRIGGER IF NOT EXISTS outbox_released AFTER UPDATE OF dispatched"
+            " ON main.outbox WHEN NEW.dispatched = 0 BEGIN SELECT guardian_outbox_written(); END"
+        )
 
     def on_outbox_written(self, listener: Callable[[], object]) -> None:
-        """Call `listener` after each transaction that added outbox rows, once it committed (so
+        """Call `listener` after each transaction that added outbox rows or released held ones,
+        once it committed (so
         whoever it wakes sees the rows). Rows another process writes are not seen here."""
         with self._lock:
             self._outbox_listeners.append(listener)

@@ -19,8 +19,18 @@ from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.schema import from_text, incident_row, to_text
 from guardian.core.model import HOST_SUBJECT, Incident
 from guardian.core.outbound.delivery import Next, Pending, RowState
-from guardian.core.outbound.notifications import FIRST_NEWS, Kind, Notification, from_dict, to_dict
+from guardian.core.outbound.notifications import (
+    FIRST_NEWS,
+    Kind,
+    Notification,
+    from_dict,
+    to_dict,
+    told_output,
+)
 from guardian.ports import QueuedDelivery
+
+# outbox.dispatched: 0 to fan out, 1 fanned out, HELD until released (release_held).
+HELD = 2
 
 
 def insert_notifications(conn: sqlite3.Connection, notifications: Sequence[Notification]) -> None:
@@ -41,9 +51,27 @@ def insert_notifications(conn: sqlite3.Connection, notifications: Sequence[Notif
         if n.receivers is None and n.incident_id is not None:
             n = replace(n, receivers=_receivers_told(conn, n.incident_id))
         conn.execute(
-            "INSERT INTO outbox (incident_id, kind, payload, created_at) VALUES (?,?,?,?)",
-            (n.incident_id, str(n.kind), json.dumps(to_dict(n)), to_text(n.at)),
+            "INSERT INTO outbox (incident_id, kind, payload, created_at, dispatched)"
+            " VALUES (?,?,?,?,?)",
+            (n.incident_id, str(n.kind), json.dumps(to_dict(n)), to_text(n.at), HELD * n.held),
         )
+
+
+def release_held(conn: sqlite3.Connection, incident_id: int | None, output: str) -> int:
+    """Queue the held notifications of one incident (None: of every incident, at a start: what
+    a stop left held) for their channels, each told `output` ("" keeps its detail); returns
+    how many."""
+    rows = conn.execute(
+        "SELECT id, payload FROM outbox WHERE dispatched=? AND (? IS NULL OR incident_id=?)",
+        (HELD, incident_id, incident_id),
+    ).fetchall()
+    for row_id, payload in rows:
+        told = told_output(from_dict(json.loads(payload)), output)
+        conn.execute(
+            "UPDATE outbox SET payload=?, dispatched=0 WHERE id=?",
+            (json.dumps(to_dict(told)), row_id),
+        )
+    return len(rows)
 
 
 def _receivers_told(conn: sqlite3.Connection, incident_id: int) -> tuple[str, ...] | None:

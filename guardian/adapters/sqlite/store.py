@@ -16,7 +16,7 @@ from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.history import read_history
 from guardian.adapters.sqlite.maintenance import end_period, open_periods, start_period
 from guardian.adapters.sqlite.operator import OperatorQueries
-from guardian.adapters.sqlite.outbox import insert_notifications, withdraw_unsent
+from guardian.adapters.sqlite.outbox import insert_notifications, release_held, withdraw_unsent
 from guardian.adapters.sqlite.retention import Pruned, prune
 from guardian.adapters.sqlite.schema import (
     action_row,
@@ -68,6 +68,10 @@ class SqliteStore(OperatorQueries):
     def withdraw_unsent(self, host: str) -> int:
         with self.db.transaction() as conn:
             return withdraw_unsent(conn, host)
+
+    def release_held(self, incident_id: int | None, output: str = "") -> int:
+        with self.db.transaction() as conn:
+            return release_held(conn, incident_id, output)
 
     def prune(self, before: datetime) -> Pruned:
         """Forget incidents that ended before `before`, with their history (retention.py)."""

@@ -64,6 +64,9 @@ class Notification:
     # incident's earlier receivers.
     receivers: tuple[str, ...] | None = None
     channel: str = ""  # CHANNEL_FAILED: the channel that failed (it is not told)
+    # An opening judged from the container cache, which keeps no probe output: the outbox holds
+    # it until the restart call returned and the probe's output was read (told_output).
+    held: bool = False
 
     @property
     def firing(self) -> bool:
@@ -135,6 +138,12 @@ def from_dict(d: dict[str, Any]) -> Notification:
     if fields.get("receivers") is not None:
         fields["receivers"] = tuple(fields["receivers"])
     return Notification(**fields)
+
+
+def told_output(n: Notification, output: str) -> Notification:
+    """A held opening, released: its detail what the probe said (`output`; "" keeps it)."""
+    detail = untrusted(output, DETAIL_MAX)
+    return replace(n, detail=detail or n.detail, held=False)
 
 
 def _base(incident: Incident, kind: Kind, now: datetime, **fields: Any) -> Notification:

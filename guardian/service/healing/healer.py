@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Collection
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from guardian.core import incidents
@@ -29,6 +30,7 @@ from guardian.core.model import (
     ContainerSnapshot,
     Incident,
     IncidentState,
+    Verdict,
 )
 from guardian.core.outbound import notifications
 from guardian.core.policy import reset_due
@@ -491,6 +493,9 @@ class Healer:
         change = incidents.record_detection(existing, host, result, now)
         news = change.opened or change.reopened
         opened = notifications.opened(change.incident, a.decision, now)
+        if a.cached and a.decision is not None and a.decision.verdict is Verdict.RESTART:
+            # No probe output yet: the opening waits for the restart call (Remediator).
+            opened = replace(opened, held=True)
         incident = self.recorder.save(change, self.recorder.notes(name, opened) if news else ())
         if news:
             ctx.metrics.incident_opened(incident.type)

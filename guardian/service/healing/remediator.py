@@ -121,15 +121,16 @@ class Remediator:
     def remediate(self, a: Assessment, incident: Incident) -> None:
         """Act on an open incident: decide again (another thread may have acted since the
         assessment), then restart, give up, or record why not."""
+        called = False
         with self.decided(a.snapshot, a.rules, a.result.problem) as (decision, claim):
             a.decision = decision
             waiting = decision.reason is Reason.AWAITING_APPROVAL
             self.ctx.state.approvals.awaiting(a.snapshot.name, a.snapshot.id if waiting else None)
             match decision.verdict:
                 case Verdict.RESTART if decision.approval is not None:
-                    self._restart_approved(a, incident, decision, _held(claim))
+                    called = self._restart_approved(a, incident, decision, _held(claim))
                 case Verdict.RESTART:
-                    self._restart_incident(a, incident, decision, _held(claim))
+                    called = self._restart_incident(a, incident, decision, _held(claim))
                 case Verdict.RECREATE if self._approval_used(a, incident, decision):
                     self.recreator.recreate(a, incident, decision, _held(claim))
                 case Verdict.STOP if self._approval_used(a, incident, decision):
@@ -142,14 +143,18 @@ class Remediator:
                     if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
                         self._rechecks.recheck(a.snapshot.id, decision.retry_at)
                     self.refusals.hold(incident, a.snapshot, decision, a.rules.policy.action)
+        if a.cached and not called and incident.id is not None:
+            # Judged from the cache, but no restart call reads the probe: the opening goes as is.
+            self.ctx.store.release_held(incident.id)
 
     def _restart_approved(
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
-    ) -> None:
+    ) -> bool:
         """A restart a person approved: the approval is used once (compare-and-set), so two
         threads deciding on one approval never restart twice."""
-        if self._approval_used(a, incident, decision):
-            self._restart_incident(a, incident, decision, claim)
+        return self._approval_used(a, incident, decision) and self._restart_incident(
+            a, incident, decision, claim
+        )
 
     def _approval_used(self, a: Assessment, incident: Incident, decision: Decision) -> bool:
         """Whether the decision may act: it needs no approval, or it used its approval now
@@ -213,7 +218,8 @@ class Remediator:
 
     def _restart_incident(
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
-    ) -> None:
+    ) -> bool:
+        """Whether the restart call was handed on (its thread reads the probe when `cached`)."""
         snap = a.snapshot
         if self.ctx.state.person_stops.holds(snap.id):
             # A person's kill or removal heard since the container was read: a probe it killed
@@ -223,7 +229,7 @@ class Remediator:
                 "not restarted: a person stopped or removed it",
                 extra=kv(container=snap.name, incident=incident.id),
             )
-            return
+            return False
         now = self.ctx.clock.now()
         incident = self.recorder.save(incidents.start_remediation(incident, "restarting", now))
         approved = decision.approval
@@ -254,6 +260,7 @@ class Remediator:
             then=gone_if_removed,
             cached=a.cached,
         )
+        return True
 
     def restart(
         self,
@@ -353,6 +360,8 @@ class Remediator:
             extra=kv(container=snap.name, outcome=result.outcome, detail=result.detail),
         )
         said = self._probe_before(snap, pending.restarted_at) if cached and verify else ""
+        if cached and incident is not None and incident.id is not None:
+            ctx.store.release_held(incident.id, said)  # the opening, before the attempt
         notes = self._attempt_notes(incident, snap.name, decision, _told(result, said), done)
         try:
             ctx.store.record_outcome(action_id, result.outcome, result.detail, done, notes)

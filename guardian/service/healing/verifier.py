@@ -192,7 +192,9 @@ class Verifier:
         ctx = self.ctx
         now = ctx.clock.now()
         count = 0
-        for action in ctx.store.unfinished_actions(ctx.settings.host):
+        unfinished = ctx.store.unfinished_actions(ctx.settings.host)
+        ctx.store.release_held(None)  # openings a stop left held go as they are, first
+        for action in unfinished:
             count += 1
             action_id = action.id or 0
             if action.kind == ActionKind.RECREATE:

@@ -115,6 +115,9 @@ class PublishingStore:
         self.facts.publish(NotificationsWithdrawn())
         return count
 
+    def release_held(self, incident_id: int | None, output: str = "") -> int:
+        return self.inner.release_held(incident_id, output)
+
     def record_reset(self, host: str, container: str, at: datetime) -> None:
         self.inner.record_reset(host, container, at)
         self.facts.publish(ResetWritten(container))
