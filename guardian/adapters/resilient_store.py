@@ -39,6 +39,9 @@ from guardian.ports import Clock, Metrics, Store, StoreError
 log = logging.getLogger("guardian.store")
 
 
+MAX_RELEASES = 1024  # held notifications' releases kept while the store refuses them
+
+
 class ResilientStore:
     """The Store port over another Store; write failures degrade to "healing without a record"."""
 
@@ -62,6 +65,9 @@ class ResilientStore:
         self._next_id = -1
         # Actions not yet written, by their temporary (negative) id, in order.
         self._unwritten: dict[int, RemediationAction] = {}
+        # Held notifications a refused write left held (release_held), by incident (None: all),
+        # with what they are to be told; at most MAX_RELEASES (beyond: the next start's).
+        self._releases: dict[int | None, str] = {}
         self.failing = False
         self._why = ""  # the last failure, for degraded()
 
@@ -104,7 +110,20 @@ class ResilientStore:
                 self.metrics.store_holding(len(self._unwritten))
             if held:
                 self.on_recovered()
-            return True
+            return self._release_kept() is not None
+
+    def _release_kept(self) -> int | None:
+        """Release what refused writes left held, oldest first: how many notifications, or
+        None (and the failure counted) when the store still refuses."""
+        count = 0
+        for incident_id, output in list(self._releases.items()):
+            try:
+                count += self.inner.release_held(incident_id, output)
+            except StoreError as exc:
+                self._failed("release_held", exc)
+                return None
+            del self._releases[incident_id]
+        return count
 
     def _unqueued(self, notifications: Sequence[Notification]) -> None:
         if notifications:
@@ -212,11 +231,12 @@ class ResilientStore:
         return count
 
     def release_held(self, incident_id: int | None, output: str = "") -> int:
-        """A refused write leaves them held: the next start releases them."""
-        try:
-            count = self.inner.release_held(incident_id, output)
-        except StoreError as exc:
-            self._failed("release_held", exc)
+        """Refused, they are released by the first write that lands (else by the next start)."""
+        with self._lock:
+            if len(self._releases) < MAX_RELEASES or incident_id in self._releases:
+                self._releases[incident_id] = output
+            count = self._release_kept()
+        if count is None:
             return 0
         self._recovered()
         return count

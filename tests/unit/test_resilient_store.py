@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -11,7 +12,8 @@ from prometheus_client import CollectorRegistry
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite.store import SqliteStore
-from guardian.core.model import Outcome, RemediationAction
+from guardian.core import incidents
+from guardian.core.model import HealthCheckResult, Outcome, ProblemType, RemediationAction
 from guardian.core.outbound import notifications
 from guardian.ports import StoreError
 from tests.fakes import T0
@@ -26,6 +28,11 @@ class FullDisk(SqliteStore):
         if self.full:
             raise StoreError(f"store {self.path}: database or disk is full")
         return super().record_intent(action, notifications)
+
+    def release_held(self, incident_id: int | None, output: str = "") -> int:
+        if self.full:
+            raise StoreError(f"store {self.path}: database or disk is full")
+        return super().release_held(incident_id, output)
 
 
 def restart(at_seconds: float) -> RemediationAction:
@@ -78,4 +85,26 @@ def test_the_notifications_of_a_refused_write_are_handed_on_not_dropped(tmp_path
     inner.full = False
     store.record_intent(restart(4), [replace(note, detail="kept 4")])
     assert handed == ["kept 2", "outcome 2"]  # written: queued in the store, not handed on
+    store.close()
+
+
+def test_an_opening_held_when_the_store_refused_its_release_goes_with_the_next_write(
+    tmp_path: Path,
+) -> None:
+    """An opening judged from the container cache is queued held; the disk fills before the
+    restart call returns: the first write that lands releases it, told what the probe said."""
+    inner = FullDisk(tmp_path / "g.db")
+    store = ResilientStore(inner, PrometheusMetrics(CollectorRegistry()))
+    result = HealthCheckResult("web-id", "web", T0, ProblemType.UNHEALTHY, "health check failing")
+    change = incidents.record_detection(None, "h", result, T0)
+    opening = replace(notifications.opened(change.incident, None, T0), held=True)
+    incident = store.save_incident(change, (opening,))
+    inner.full = True
+    assert store.release_held(incident.id, "db: connection refused") == 0
+    assert store.degraded()
+    inner.full = False
+    store.record_intent(restart(2))
+    [(payload,)] = inner.db.query("SELECT payload FROM outbox WHERE dispatched=0")
+    assert json.loads(payload)["detail"] == "db: connection refused"
+    assert not store.degraded()
     store.close()
