@@ -92,6 +92,8 @@ def test_webhook_is_signed_and_carries_an_idempotency_key(rx):
     assert idempotency_key(batch) != idempotency_key(batch[:1])
     doc = req.json
     assert doc["version"] == 1 and [n["id"] for n in doc["notifications"]] == [1, 2]
+    # Schema version 1 as it was: what routed and held it is the outbox's, not the receiver's.
+    assert not {"receivers", "held"} & set(doc["notifications"][0])
 
 
 def test_pagerduty_pages_escalations_and_resolves_with_the_incident_as_dedup_key(rx):

@@ -26,9 +26,11 @@ SCHEMA_VERSION = 1
 
 
 def document(n: Notification) -> dict[str, object]:
-    """One notification as schema version 1 has it (the routing Guardian did is not in it)."""
+    """One notification as schema version 1 has it (the routing Guardian did and whether the
+    outbox held it are not in it)."""
     doc = to_dict(n)
     doc.pop("receivers", None)
+    doc.pop("held", None)  # the outbox's, as routing is
     if not doc.get("channel"):
         doc.pop("channel", None)  # only a channel_failed notice names one
     return doc
