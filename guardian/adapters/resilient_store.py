@@ -96,8 +96,9 @@ class ResilientStore:
             log.info("store writable again; recording resumed")
 
     def _flush(self) -> bool:
-        """Write the actions kept in memory, oldest first, so the history stays in order.
-        False (and the failure counted) when the store still refuses."""
+        """Write the actions kept in memory, oldest first, so the history stays in order, then
+        the releases of held notifications kept. False (and the failure counted) when the
+        store still refuses."""
         with self._lock:
             held = bool(self._unwritten)
             for temp_id, action in list(self._unwritten.items()):

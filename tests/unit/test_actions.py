@@ -11,6 +11,7 @@ import pytest
 from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import rules_for
 from guardian.core.model import ActionKind, IncidentState
+from guardian.ports import EngineEvent
 from guardian.service.operator import Refused
 from tests.app import TestApp, make_app
 
@@ -55,6 +56,19 @@ def test_stop_stops_it_once_and_leaves_it_to_a_person(tmp_path: Path) -> None:
     assert incident.escalated and incident.state is IncidentState.IN_PROGRESS
     [stop] = [a for a in w.actions("db") if a.kind == ActionKind.STOP]
     assert stop.outcome is not None and stop.outcome.value == "stopped"
+
+
+def test_no_action_undoes_a_persons_kill_heard_while_a_read_still_shows_it_running(
+    tmp_path: Path,
+) -> None:
+    """A stop (as a recreate or a restart) is not done to a container a person is killing: the
+    read that judged it unhealthy came before the kill was heard."""
+    w = app(tmp_path, "stop")
+    snap = w.engine.add("db", health="unhealthy")
+    w.healer.on_event(EngineEvent("kill", snap.id, "db", w.clock.now(), {"signal": "15"}))
+    w.healer.sweep()
+    assert w.engine.stops == [] and w.engine.restarts == []
+    assert w.store.open_incidents(w.host, "db")  # the problem was seen, and stays as it is
 
 
 def test_ask_waits_for_approval_and_an_approval_is_used_once(tmp_path: Path) -> None:

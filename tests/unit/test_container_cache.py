@@ -296,7 +296,11 @@ def test_an_opening_held_for_a_restart_that_was_not_called_goes_as_it_is(c: Test
 def test_an_opening_a_stop_left_held_goes_at_the_next_start(c: TestApp) -> None:
     c.engine.add("app")
     warm(c)
-    c.engine.restart = lambda *args: (_ for _ in ()).throw(KeyboardInterrupt)  # type: ignore[method-assign]
+
+    def dies(*args: object) -> ActionOutcome:
+        raise KeyboardInterrupt
+
+    c.engine.restart = dies  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):  # Guardian dies in the restart call
         react(c, turns_unhealthy(c, "app"))
     assert fan_out(c, ["slack"]) == 0

@@ -114,8 +114,8 @@ class Database:
 
     def on_outbox_written(self, listener: Callable[[], object]) -> None:
         """Call `listener` after each transaction that added outbox rows or released held ones,
-        once it committed (so
-        whoever it wakes sees the rows). Rows another process writes are not seen here."""
+        once it committed (so whoever it wakes sees the rows). Rows another process writes are
+        not seen here."""
         with self._lock:
             self._outbox_listeners.append(listener)
 

@@ -127,10 +127,13 @@ class Remediator:
             waiting = decision.reason is Reason.AWAITING_APPROVAL
             self.ctx.state.approvals.awaiting(a.snapshot.name, a.snapshot.id if waiting else None)
             match decision.verdict:
+                case _ if decision.acts and self._stopped_by_person(a.snapshot, incident):
+                    pass  # a restart, a recreate or a stop would undo what the person did
                 case Verdict.RESTART if decision.approval is not None:
                     called = self._restart_approved(a, incident, decision, _held(claim))
                 case Verdict.RESTART:
-                    called = self._restart_incident(a, incident, decision, _held(claim))
+                    self._restart_incident(a, incident, decision, _held(claim))
+                    called = True
                 case Verdict.RECREATE if self._approval_used(a, incident, decision):
                     self.recreator.recreate(a, incident, decision, _held(claim))
                 case Verdict.STOP if self._approval_used(a, incident, decision):
@@ -147,14 +150,27 @@ class Remediator:
             # Judged from the cache, but no restart call reads the probe: the opening goes as is.
             self.ctx.store.release_held(incident.id)
 
+    def _stopped_by_person(self, snap: ContainerSnapshot, incident: Incident) -> bool:
+        """Whether a person's kill or removal of the container was heard since it was read: a
+        probe the kill cut short fails, so Docker may say unhealthy just before it, and a read
+        may show the container still running. Never undone: the incident stays as it is."""
+        if not self.ctx.state.person_stops.holds(snap.id):
+            return False
+        log.info(
+            "not acted on: a person stopped or removed it",
+            extra=kv(container=snap.name, incident=incident.id),
+        )
+        return True
+
     def _restart_approved(
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
     ) -> bool:
         """A restart a person approved: the approval is used once (compare-and-set), so two
-        threads deciding on one approval never restart twice."""
-        return self._approval_used(a, incident, decision) and self._restart_incident(
-            a, incident, decision, claim
-        )
+        threads deciding on one approval never restart twice. Whether it was called."""
+        if not self._approval_used(a, incident, decision):
+            return False
+        self._restart_incident(a, incident, decision, claim)
+        return True
 
     def _approval_used(self, a: Assessment, incident: Incident, decision: Decision) -> bool:
         """Whether the decision may act: it needs no approval, or it used its approval now
@@ -218,18 +234,9 @@ class Remediator:
 
     def _restart_incident(
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
-    ) -> bool:
-        """Whether the restart call was handed on (its thread reads the probe when `cached`)."""
+    ) -> None:
+        """Hand the restart call on (its thread reads the probe when `cached`)."""
         snap = a.snapshot
-        if self.ctx.state.person_stops.holds(snap.id):
-            # A person's kill or removal heard since the container was read: a probe it killed
-            # fails, so Docker may say unhealthy just before it, and a read may show the
-            # container still running. Never undone: the incident stays as it is.
-            log.info(
-                "not restarted: a person stopped or removed it",
-                extra=kv(container=snap.name, incident=incident.id),
-            )
-            return False
         now = self.ctx.clock.now()
         incident = self.recorder.save(incidents.start_remediation(incident, "restarting", now))
         approved = decision.approval
@@ -260,7 +267,6 @@ class Remediator:
             then=gone_if_removed,
             cached=a.cached,
         )
-        return True
 
     def restart(
         self,
