@@ -23,11 +23,13 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests
 
 IMAGE = "guardian-test-busybox:latest"
 REPO = Path(__file__).resolve().parents[1]
 BENCH_LABEL = "guardian.bench"
 HEALTH_CMD = "test ! -f /run/sick"
+REMOVE_TRIES = 3  # a removal asked again after a timeout, at most this many times in all
 
 
 class PrivateEngine:
@@ -213,11 +215,19 @@ class Fleet:
         return items
 
     def remove(self, tag: str | None = None, workers: int = 4) -> None:
-        """Remove this run's containers (of one set, or all of them)."""
+        """Remove this run's containers (of one set, or all of them). A removal the engine did
+        not answer within the client's timeout (an engine whose cores a test run shares) is
+        asked again, up to REMOVE_TRIES times, before the run fails."""
 
         def one(cid: str) -> None:
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                self.api.remove_container(cid, force=True, v=True)
+            for tries_left in range(REMOVE_TRIES - 1, -1, -1):
+                try:
+                    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                        self.api.remove_container(cid, force=True, v=True)
+                    return
+                except requests.exceptions.ReadTimeout:
+                    if not tries_left:
+                        raise
 
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, [c["Id"] for c in self.ours(tag)]))
