@@ -15,6 +15,7 @@ is scoped to this run, and Guardian watches only those).
 
     python -m bench.outside --runs 3 --sizes 100,1000          # the figures, median of runs
     python -m bench.outside --sizes 100 --long                 # minutes 1-3 against 30-33
+    python -m bench.outside --sizes 1000 --trace 300           # Guardian's CPU every 5 s
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ OTHERS = 20  # containers on the engine that Guardian does not watch (health che
 RATIO_GOAL = 0.05  # Guardian's CPU at most this share of docker-autoheal's
 GROWTH_GOAL = 2.0  # CPU at 1,000 containers at most this many times the figure at 100
 RSS_GROWTH_GOAL = 1.3
+TRACE_STEP = 5.0  # seconds between two readings of --trace
 
 
 @dataclass
@@ -186,6 +188,29 @@ def measure(url: str, size: int, scoped: bool, windows: list[tuple[float, float]
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def trace(url: str, size: int, scoped: bool, seconds: float) -> list[tuple[float, float]]:
+    """One run of the three over `size` containers: Guardian's CPU seconds in each TRACE_STEP
+    from their start over `seconds`, as (seconds since the start, CPU s in the step); where a
+    window's CPU goes (the start-up's fill, each whole list of `watch.resync`)."""
+    fleet = Fleet(url)
+    tmp = Path(tempfile.mkdtemp(prefix=f"gbench-{fleet.run_id}-outside-"))
+    try:
+        fleets = populate(fleet, size, scoped)
+        with three(tmp, fleets) as pids:
+            began, out = time.monotonic(), []
+            last = thread_cpu(pids[0])
+            for step in range(1, int(seconds / TRACE_STEP) + 1):
+                time.sleep(max(0.0, began + step * TRACE_STEP - time.monotonic()))
+                now = thread_cpu(pids[0])
+                out.append((time.monotonic() - began, now - last))
+                last = now
+            return out
+    finally:
+        fleet.remove()
+        fleet.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def render(runs: dict[int, list[Run]]) -> list[str]:
     out = [
         "| containers | run | Guardian CPU s/min | docker-autoheal loop | ratio | bare listener "
@@ -227,11 +252,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sizes", default="100", help="watched containers, e.g. 100,1000")
     p.add_argument("--runs", type=int, default=3, help="runs per size, sizes interleaved")
     p.add_argument("--long", action="store_true", help="one run: minutes 1-3 against 30-33")
+    p.add_argument("--trace", type=float, default=0, help="one run: CPU every 5 s over this")
     p.add_argument("--engine-url", default=None, help="an existing engine (default: a private one)")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     scoped = args.engine_url is not None
     with engine(args.engine_url) as url:
+        if args.trace:
+            for size in sizes:
+                steps = trace(url, size, scoped, args.trace)
+                print(f"{size} containers: Guardian's CPU ms in each {TRACE_STEP:g} s")
+                print("\n".join(f"{at:6.1f} s {cpu_s * 1000:8.1f}" for at, cpu_s in steps))
+            return
         if args.long:
             for size in sizes:
                 early, late = measure(url, size, scoped, [(60.0, 180.0), (1800.0, 180.0)])
