@@ -28,8 +28,8 @@ class HealerSettings:
     maintenance: tuple[MaintenanceWindow, ...] = ()  # maintenance.windows (core.detection.windows)
     resources: tuple[ResourceRule, ...] = ()  # resources.rules (core.detection.resources)
     log_rules: tuple[LogRule, ...] = ()  # logs.rules (core.detection.log_rules)
-    # watch.resync: the longest between two whole lists while a stream is open (service.
-    # listing); 0: every sweep lists every container.
+    # watch.resync: while a stream is open, the first sweep once this has passed since the last
+    # whole list lists every container again (service.listing); 0: every sweep does.
     resync: timedelta = timedelta(0)
 
     def watches(self, labels: dict[str, str]) -> bool:
