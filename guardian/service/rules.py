@@ -86,4 +86,5 @@ class RuleBook:
     def keep_only(self, container_ids: set[str]) -> None:
         """Forget the rules of containers the engine no longer lists."""
         with self._lock:
-            self._rules = {k: v for k, v in self._rules.items() if k in container_ids}
+            if not self._rules.keys() <= container_ids:
+                self._rules = {k: v for k, v in self._rules.items() if k in container_ids}

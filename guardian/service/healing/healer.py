@@ -74,6 +74,9 @@ class Healer:
         # The watched list the pipeline's followers were last told of: the one object Listings
         # hands again while nothing watched changed.
         self._followed: list[ContainerSnapshot] | None = None
+        # The ids listed and the names watched, of the list objects they were worked out from.
+        self._sets: tuple[list[ContainerSnapshot], list[ContainerSnapshot], set[str], set[str]]
+        self._sets = ([], [], set(), set())
         self._run_mark: str | None = None  # this run's, named at its first sweep
         self._run_marked = 0.0  # monotonic: when it was last written
         self._swept_marked: float | None = None  # monotonic: when mark_swept last wrote
@@ -266,10 +269,11 @@ class Healer:
                 self.apply(assessment, open_names)
             if report.engine_error is None and quiet is not None:
                 self._keep_quiet(report.rows, quiet, open_names, watched)
-        if apply and report.engine_error is None:
-            self._forget_vanished({s.name for s in watched})
         if report.engine_error is None:
-            ctx.rules.keep_only({s.id for s in listed})
+            ids, names = self._sets_of(listed, watched)
+            if apply:
+                self._forget_vanished(names)
+            ctx.rules.keep_only(ids)
             self._resync(listed, watched)
         unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
         ctx.state.engine.swept(len(watched))
@@ -310,6 +314,17 @@ class Healer:
                 break
             report.rows.append(assessment)
         return quiet
+
+    def _sets_of(
+        self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]
+    ) -> tuple[set[str], set[str]]:
+        """(the ids listed, the names watched), worked out again only for other list objects:
+        Listings hands the very objects again while nothing changed, and no one changes them."""
+        last_listed, last_watched, ids, names = self._sets
+        if listed is not last_listed or watched is not last_watched:
+            ids, names = {s.id for s in listed}, {s.name for s in watched}
+            self._sets = (listed, watched, ids, names)
+        return ids, names
 
     def _tell_listed(
         self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]
@@ -563,4 +578,5 @@ class Healer:
                 self.recorder.gone(incident, "no longer listed by the engine", now)
         ctx.state.forget_absent(present)
         # A restart in flight still counts for its container, whatever the list said.
-        ctx.metrics.containers_present(present | set(ctx.state.underway_names()))
+        underway = ctx.state.underway_names()
+        ctx.metrics.containers_present(present | set(underway) if underway else present)

@@ -30,5 +30,7 @@ class RestartEpochs:
 
     def forget_except(self, keep: set[str]) -> None:
         """Forget the containers not in `keep` (gone, and no restart of theirs under way)."""
+        if self._epochs.keys() <= keep:
+            return
         for name in [n for n in self._epochs if n not in keep]:
             del self._epochs[name]

@@ -68,7 +68,8 @@ class MaintenanceHolds:
     def keep_only(self, present: set[str]) -> None:
         """Forget the holds of containers no longer listed."""
         with self._lock:
-            self._held = {k: v for k, v in self._held.items() if k in present}
+            if not self._held.keys() <= present:
+                self._held = {k: v for k, v in self._held.items() if k in present}
 
 
 class MaintenanceLog:

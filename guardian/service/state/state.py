@@ -46,7 +46,8 @@ class Approvals:
 
     def keep_only(self, present: set[str]) -> None:
         with self._lock:
-            self._awaited = {k: v for k, v in self._awaited.items() if k in present}
+            if not self._awaited.keys() <= present:
+                self._awaited = {k: v for k, v in self._awaited.items() if k in present}
 
 
 class NotificationRouting:
@@ -128,8 +129,10 @@ class HealthyStreaks:
 
     def keep_only(self, present: set[str]) -> None:
         with self._lock:
-            self._since = {k: v for k, v in self._since.items() if k in present}
-            self._reset_checked = {k: v for k, v in self._reset_checked.items() if k in present}
+            if not self._since.keys() <= present:
+                self._since = {k: v for k, v in self._since.items() if k in present}
+            if not self._reset_checked.keys() <= present:
+                self._reset_checked = {k: v for k, v in self._reset_checked.items() if k in present}
 
     def move_stamps(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: a streak keeps its length (DESIGN 12)."""
@@ -274,7 +277,8 @@ class LoopState:
         self.streaks.keep_only(present)
         self.maintenance.keep_only(present)
         with self.lock:
-            self.epochs.forget_except(present | set(self.underway_names()))
+            underway = self.underway_names()
+            self.epochs.forget_except(present | set(underway) if underway else present)
 
     def move_stamps(self, step: timedelta) -> None:
         """The wall clock stepped by `step` (service.watchers.clock_steps): the stamps held here

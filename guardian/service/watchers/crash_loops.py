@@ -157,8 +157,11 @@ class CrashLoops:
         return untrusted(" | ".join(lines)[-MAX_TAIL:], MAX_TAIL)
 
     def follow(self, snapshots: list[ContainerSnapshot]) -> None:
-        """Forget the containers the last sweep no longer listed."""
-        present = {s.id for s in snapshots}
+        """Forget the containers the last sweep no longer listed (none to forget while no
+        container's starts are tracked: an idle host's sweep walks none)."""
         with self._lock:
+            if not self._tracks:
+                return
+            present = {s.id for s in snapshots}
             for cid in set(self._tracks) - present:
                 del self._tracks[cid]
