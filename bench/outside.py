@@ -170,45 +170,46 @@ def window(pids: tuple[int, int, int], size: int, seconds: float) -> Run:
     return Run(size, t1 - t0, g, a, b, rss_mb(pids[0]), rss_mb(pids[2]))
 
 
-def measure(url: str, size: int, scoped: bool, windows: list[tuple[float, float]]) -> list[Run]:
-    """One run of the three over `size` containers: a Run for each (start, length) window."""
+@contextmanager
+def running(url: str, size: int, scoped: bool) -> Iterator[tuple[int, int, int]]:
+    """The three started over `size` containers of a fleet of this run's own: their pids. The
+    fleet and the run's directory are removed after, an interrupted set-up's too (a private
+    engine's stop leaves its containers)."""
     fleet = Fleet(url)
     tmp = Path(tempfile.mkdtemp(prefix=f"gbench-{fleet.run_id}-outside-"))
-    try:  # an interrupted set-up removes what it made too (a private engine's stop leaves them)
+    try:
         fleets = populate(fleet, size, scoped)
         with three(tmp, fleets) as pids:
-            began, out = time.monotonic(), []
-            for start, length in windows:
-                time.sleep(max(0.0, began + start - time.monotonic()))
-                out.append(window(pids, size, length))
-            return out
+            yield pids
     finally:
         fleet.remove()
         fleet.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(url: str, size: int, scoped: bool, windows: list[tuple[float, float]]) -> list[Run]:
+    """One run of the three over `size` containers: a Run for each (start, length) window."""
+    with running(url, size, scoped) as pids:
+        began, out = time.monotonic(), []
+        for start, length in windows:
+            time.sleep(max(0.0, began + start - time.monotonic()))
+            out.append(window(pids, size, length))
+        return out
 
 
 def trace(url: str, size: int, scoped: bool, seconds: float) -> list[tuple[float, float]]:
     """One run of the three over `size` containers: Guardian's CPU seconds in each TRACE_STEP
     from their start over `seconds`, as (seconds since the start, CPU s in the step); where a
     window's CPU goes (the start-up's fill, each whole list of `watch.resync`)."""
-    fleet = Fleet(url)
-    tmp = Path(tempfile.mkdtemp(prefix=f"gbench-{fleet.run_id}-outside-"))
-    try:
-        fleets = populate(fleet, size, scoped)
-        with three(tmp, fleets) as pids:
-            began, out = time.monotonic(), []
-            last = thread_cpu(pids[0])
-            for step in range(1, int(seconds / TRACE_STEP) + 1):
-                time.sleep(max(0.0, began + step * TRACE_STEP - time.monotonic()))
-                now = thread_cpu(pids[0])
-                out.append((time.monotonic() - began, now - last))
-                last = now
-            return out
-    finally:
-        fleet.remove()
-        fleet.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with running(url, size, scoped) as pids:
+        began, out = time.monotonic(), []
+        last = thread_cpu(pids[0])
+        for step in range(1, int(seconds / TRACE_STEP) + 1):
+            time.sleep(max(0.0, began + step * TRACE_STEP - time.monotonic()))
+            now = thread_cpu(pids[0])
+            out.append((time.monotonic() - began, now - last))
+            last = now
+        return out
 
 
 def render(runs: dict[int, list[Run]]) -> list[str]:
