@@ -24,7 +24,12 @@ def main() -> None:
     parser.add_argument("--sweeps", type=int, default=20)
     parser.add_argument("--profile", action="store_true", help="print cProfile's top 30")
     args = parser.parse_args()
-    app = make_app(Path(tempfile.mkdtemp(prefix="gbench-idle-sweep-"))).following()
+    with tempfile.TemporaryDirectory(prefix="gbench-idle-sweep-") as tmp:
+        run(args, Path(tmp))
+
+
+def run(args: argparse.Namespace, tmp: Path) -> None:
+    app = make_app(tmp).following()
     for i in range(args.containers):
         app.engine.add(f"ok{i}")
     for _ in range(WARM_SWEEPS):
