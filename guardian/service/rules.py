@@ -16,6 +16,7 @@ from guardian.core.labels import ContainerRules, rules_for
 from guardian.core.model import ContainerSnapshot
 from guardian.logs import kv
 from guardian.service.settings import HealerSettings
+from guardian.service.state.present import only_present
 from guardian.service.state.state import NotificationRouting
 
 log = logging.getLogger("guardian.labels")
@@ -86,5 +87,4 @@ class RuleBook:
     def keep_only(self, container_ids: set[str]) -> None:
         """Forget the rules of containers the engine no longer lists."""
         with self._lock:
-            if not self._rules.keys() <= container_ids:
-                self._rules = {k: v for k, v in self._rules.items() if k in container_ids}
+            self._rules = only_present(self._rules, container_ids)

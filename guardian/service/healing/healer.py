@@ -578,5 +578,4 @@ class Healer:
                 self.recorder.gone(incident, "no longer listed by the engine", now)
         ctx.state.forget_absent(present)
         # A restart in flight still counts for its container, whatever the list said.
-        underway = ctx.state.underway_names()
-        ctx.metrics.containers_present(present | set(underway) if underway else present)
+        ctx.metrics.containers_present(ctx.state.present_or_underway(present))

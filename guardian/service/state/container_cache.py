@@ -27,6 +27,7 @@ from guardian.core.cache_entry import (
 )
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import EngineEvent
+from guardian.service.state.present import only_present
 
 MAX_ENTRIES = 10_000  # beyond, new containers are not kept (inspected as before)
 # Why entries are doubtful, for the reasons that are not an event.
@@ -216,8 +217,9 @@ class ContainerCache:
         self, watched: Sequence[ContainerSnapshot], listed: Sequence[ContainerSnapshot]
     ) -> list[str]:
         present = {s.id for s in listed}
-        if any(k not in present for k in self._entries):
-            self._entries = {k: e for k, e in self._entries.items() if k in present}
+        kept = only_present(self._entries, present)
+        if kept is not self._entries:
+            self._entries = kept
             self._writes += 1
         room = len(self._entries) < MAX_ENTRIES
         wanted = []

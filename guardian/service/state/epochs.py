@@ -4,6 +4,8 @@ what it read went stale meanwhile."""
 
 from __future__ import annotations
 
+from guardian.service.state.present import only_present
+
 
 class RestartEpochs:
     """Invariant: a container's epoch only grows, by one at each claim, hand-over and end of its
@@ -30,7 +32,4 @@ class RestartEpochs:
 
     def forget_except(self, keep: set[str]) -> None:
         """Forget the containers not in `keep` (gone, and no restart of theirs under way)."""
-        if self._epochs.keys() <= keep:
-            return
-        for name in [n for n in self._epochs if n not in keep]:
-            del self._epochs[name]
+        self._epochs = only_present(self._epochs, keep)

@@ -23,6 +23,7 @@ from guardian.core.facts import ContainersListed, Fact
 from guardian.core.model import ContainerSnapshot, Silence, same_snapshots
 from guardian.logs import kv
 from guardian.ports import Clock, MaintenanceRecords, StoreError
+from guardian.service.state.present import only_present
 
 log = logging.getLogger("guardian.maintenance")
 
@@ -68,8 +69,7 @@ class MaintenanceHolds:
     def keep_only(self, present: set[str]) -> None:
         """Forget the holds of containers no longer listed."""
         with self._lock:
-            if not self._held.keys() <= present:
-                self._held = {k: v for k, v in self._held.items() if k in present}
+            self._held = only_present(self._held, present)
 
 
 class MaintenanceLog:

@@ -17,6 +17,7 @@ from guardian.service.state.container_cache import ContainerCache
 from guardian.service.state.engine_memory import EngineMemory
 from guardian.service.state.epochs import RestartEpochs
 from guardian.service.state.maintenance import MaintenanceHolds
+from guardian.service.state.present import only_present
 from guardian.service.state.quiet import FOREVER, QuietRows
 from guardian.service.state.verifications import Verifications
 
@@ -46,8 +47,7 @@ class Approvals:
 
     def keep_only(self, present: set[str]) -> None:
         with self._lock:
-            if not self._awaited.keys() <= present:
-                self._awaited = {k: v for k, v in self._awaited.items() if k in present}
+            self._awaited = only_present(self._awaited, present)
 
 
 class NotificationRouting:
@@ -129,10 +129,8 @@ class HealthyStreaks:
 
     def keep_only(self, present: set[str]) -> None:
         with self._lock:
-            if not self._since.keys() <= present:
-                self._since = {k: v for k, v in self._since.items() if k in present}
-            if not self._reset_checked.keys() <= present:
-                self._reset_checked = {k: v for k, v in self._reset_checked.items() if k in present}
+            self._since = only_present(self._since, present)
+            self._reset_checked = only_present(self._reset_checked, present)
 
     def move_stamps(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: a streak keeps its length (DESIGN 12)."""
@@ -237,6 +235,12 @@ class LoopState:
         with self.lock:
             return self.claims.running(container) or self.verifications.verifying(container)
 
+    def present_or_underway(self, present: set[str]) -> set[str]:
+        """`present` and the containers whose restart runs or awaits its verification (they
+        still change, whatever the list said); `present` itself while none is under way."""
+        underway = self.underway_names()
+        return present | set(underway) if underway else present
+
     def underway_names(self) -> list[str]:
         """The containers whose restart runs or awaits its verification."""
         with self.lock:
@@ -277,8 +281,7 @@ class LoopState:
         self.streaks.keep_only(present)
         self.maintenance.keep_only(present)
         with self.lock:
-            underway = self.underway_names()
-            self.epochs.forget_except(present | set(underway) if underway else present)
+            self.epochs.forget_except(self.present_or_underway(present))
 
     def move_stamps(self, step: timedelta) -> None:
         """The wall clock stepped by `step` (service.watchers.clock_steps): the stamps held here

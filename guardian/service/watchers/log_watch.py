@@ -21,6 +21,7 @@ from guardian.core.detection.log_rules import LogRule, PatternError
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.logs import kv
 from guardian.ports import Clock, Engine, EngineEvent, LogPattern, Patterns, Rechecks
+from guardian.service.state.present import only_present
 from guardian.service.watchers.log_follower import Compiled, LogFollower
 
 log = logging.getLogger("guardian.logs")
@@ -116,7 +117,7 @@ class LogWatch:
         present = {s.id for s in snapshots}
         now = self.clock.now()
         with self._lock:
-            self._matches = {k: v for k, v in self._matches.items() if k in present}
+            self._matches = only_present(self._matches, present)
             stale = [f for cid, f in self._followers.items() if cid not in wanted]
             for f in stale:
                 del self._followers[f.container_id]
