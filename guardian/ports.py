@@ -156,6 +156,13 @@ class Engine(Protocol):
         `ids`: only the containers of these names, of these full ids (the engine selects
         them)."""
 
+    def list_unwell(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+        """The containers list_containers(label, scope) shows that do not run well (in any
+        state but running, or running with a health of unhealthy or starting:
+        ContainerSnapshot.runs_well), as it shows them: the engine selects them, two requests
+        on Docker (one by state, one by health). On an idle host, a few small answers where
+        the whole list of 1,000 containers is a megabyte."""
+
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         """The full snapshot of one container; None when it no longer exists."""
 

@@ -126,6 +126,7 @@ class FakeEngine:
     list_calls: int = 0
     listed_ids: list[set[str]] = field(default_factory=list)  # per list call: the ids asked
     pings: int = 0
+    unwell_calls: int = 0
     uncertainty: timedelta | None = None  # stamp_uncertainty(): None, as before any answer
     _listed: dict[str, ContainerSnapshot] = field(default_factory=dict)  # the last whole list's
     inspect_calls: int = 0
@@ -225,6 +226,20 @@ class FakeEngine:
             self._listed = {**kept, **{s.id: s for s in out}}
         elif not names:
             self._listed = {s.id: s for s in out}
+        return out
+
+    def list_unwell(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+        self._check()
+        self.unwell_calls += 1
+        out = []
+        for c in self.containers.values():
+            listed = self.as_listed(c)
+            if listed.runs_well or not (label == "all" or label in c.labels):
+                continue
+            if in_scope(c.labels, scope):
+                before = self._listed.get(c.id)
+                out.append(before if before == listed else listed)
+        self._listed.update({s.id: s for s in out})
         return out
 
     def remove(self, name: str) -> None:

@@ -100,6 +100,12 @@ class ContainerSnapshot:
     def short_id(self) -> str:
         return self.id[:12]
 
+    @property
+    def runs_well(self) -> bool:
+        """Running, healthy or without a healthcheck: what a list of the containers that do not
+        run well (Engine.list_unwell) leaves out."""
+        return self.state == "running" and self.health in (None, "healthy")
+
     def as_listed(self) -> ContainerSnapshot:
         """What the engine's list call shows of this container: no field only an inspect tells,
         a health only while it runs (Docker reads it from the status text, which shows none for

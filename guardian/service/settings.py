@@ -29,7 +29,8 @@ class HealerSettings:
     resources: tuple[ResourceRule, ...] = ()  # resources.rules (core.detection.resources)
     log_rules: tuple[LogRule, ...] = ()  # logs.rules (core.detection.log_rules)
     # watch.resync: while a stream is open, the first sweep once this has passed since the last
-    # whole list lists every container again (service.listing); 0: every sweep does.
+    # resync lists the containers that do not run well, and every tenth resync every container
+    # (service.state.listing); 0: every sweep lists every container.
     resync: timedelta = timedelta(0)
 
     def watches(self, labels: dict[str, str]) -> bool:

@@ -41,6 +41,12 @@ def test_one_list_request_sees_state_and_health(containers, tmp_path: Path):
         # Listed again, an unchanged container is the same snapshot (service/state/quiet.py).
         again = {s.name: s for s in engine.list_containers("guardian.enable", SCOPE)}
         assert all(again[name] is snaps[name] for name in (sick, fine, out))
+        # The unwell ones (a sweep's resync): two requests, the engine selects, the same snapshots.
+        before = len(proxy.requests)
+        unwell = engine.list_unwell("guardian.enable", SCOPE)
+        assert len(proxy.requests) - before == 2
+        assert sorted(s.name for s in unwell) == sorted([sick, out])
+        assert all(s is snaps[s.name] for s in unwell)
         engine.close()
     finally:
         proxy.stop()
@@ -120,6 +126,11 @@ def test_an_inspect_shows_as_listed_what_the_list_call_shows(engine, containers)
             assert full is not None, what
             assert guardian.as_listed(full) == listed[name], what
         assert listed[made["starting"]].health == "starting"
+        # What a resync lists (Engine.list_unwell): every container not running well, as listed.
+        unwell = {s.name: s for s in guardian.list_unwell("guardian.enable", SCOPE)}
+        astray = ("unhealthy", "starting", "exited", "paused", "created")
+        assert sorted(unwell) == sorted(made[what] for what in astray)
+        assert all(unwell[name] == listed[name] for name in unwell)
         assert listed[made["paused"]].state == "paused" and listed[made["paused"]].health is None
     finally:
         engine.api.unpause(made["paused"])

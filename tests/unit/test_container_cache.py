@@ -347,14 +347,14 @@ def test_an_idle_sweep_of_a_warm_cache_costs_one_list_and_no_inspect(c: TestApp)
         c.clock.advance(10)
     assert c.engine.inspect_calls == 1100  # each container read once, over two sweeps
     c.clock.advance(60)
-    c.healer.sweep()  # a whole list (watch.resync)
+    c.healer.sweep()  # watch.resync: the unwell ones listed (none)
     lists, inspects, pings = c.engine.list_calls, c.engine.inspect_calls, c.engine.pings
     for _ in range(3):
         c.clock.advance(10)
         c.healer.sweep()
     # One request each: with the stream open and nothing heard, a ping (service/state/listing.py).
     assert (c.engine.list_calls - lists, c.engine.pings - pings) == (0, 3)
-    c.clock.advance(60)  # watch.resync: the whole list again
+    c.clock.advance(600)  # every tenth watch.resync: the whole list again
     c.healer.sweep()
     assert (c.engine.list_calls - lists, c.engine.inspect_calls - inspects) == (1, 0)
 

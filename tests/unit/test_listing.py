@@ -1,8 +1,11 @@
-"""Between two whole lists (service/state/listing.py, issue 44): while the event stream stays open,
-a sweep asks the engine only for the containers heard of and those not settled, and each way that
-could miss a change lists every container again: no stream, a cut or new stream, Podman, a
-reload, a clock step, an outage, too many heard of, `watch.resync`. Over the fake engine, which
-records the ids each list call asked for."""
+"""Between two whole lists (service/state/listing.py, issues 44 and 57): while the event stream
+stays open, a sweep asks the engine only for the containers heard of and those not settled; at
+each `watch.resync` it lists the containers that do not run well and asks by id for those last
+shown unwell that are no longer among them; and each way that could miss a change lists every
+container again: no stream, a cut or new stream, Podman, a reload, a clock step, an outage, too
+many heard of, every tenth resync. Over the fake engine, which records the ids each list call
+asked for.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from guardian.ports import EngineEvent
-from guardian.service.state.listing import MAX_IDS
+from guardian.service.state.listing import MAX_IDS, WHOLE_EVERY
 from tests.app import TestApp, make_app
 
 
@@ -28,13 +31,21 @@ def judged(s: TestApp, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return s.count_judged(monkeypatch)
 
 
-def sweep(w: TestApp, every: float = 10) -> set[str] | None:
+Asked = set[str] | tuple[str, set[str]] | None
+
+
+def sweep(w: TestApp, every: float = 10) -> Asked:
     """One sweep `every` seconds after the last: the ids its list asked for, None for the whole
-    list, an empty set for a ping."""
+    list, an empty set for a ping; at a resync, ("unwell", the ids it asked for besides)."""
     w.clock.advance(every)
-    lists, pings = w.engine.list_calls, w.engine.pings
+    lists, pings, unwell = w.engine.list_calls, w.engine.pings, w.engine.unwell_calls
     w.healer.sweep()
-    assert (w.engine.list_calls - lists) + (w.engine.pings - pings) == 1  # one request
+    by_list = w.engine.list_calls - lists
+    if w.engine.unwell_calls > unwell:
+        assert w.engine.unwell_calls - unwell == 1 and w.engine.pings == pings
+        assert by_list <= 1  # and at most one list by id
+        return ("unwell", w.engine.listed_ids[-1] if by_list else set())
+    assert by_list + (w.engine.pings - pings) == 1  # one request
     if w.engine.pings > pings:
         return set()
     asked = w.engine.listed_ids[-1]
@@ -47,7 +58,7 @@ def settled(w: TestApp, judged: Counter[str], *names: str, healthy: bool = True)
         w.engine.add(name, health="healthy" if healthy else None)
     assert sweep(w) is None  # the first: whole
     asked = sweep(w)  # the next: none of them asked for
-    assert asked is not None and not asked & {w.engine.id_of(name) for name in names}
+    assert isinstance(asked, set) and not asked & {w.engine.id_of(name) for name in names}
     judged.clear()
 
 
@@ -69,8 +80,21 @@ def test_an_idle_sweep_of_1000_quiet_containers_pings_and_judges_none(
     report = s.healer.sweep()
     assert len(report.rows) == 1001  # each still counts
     assert s.metric("guardian_containers_watched") == 1001
-    # Once watch.resync (1 min) has passed since the last whole list: every container again.
-    assert sweep(s, every=60) is None
+    # Once watch.resync (1 min) has passed: the unwell ones (none), and no container asked for.
+    assert sweep(s, every=60) == ("unwell", set())
+    assert judged == Counter()
+
+
+def test_every_tenth_resync_lists_every_container_and_judges_none_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = make_app(tmp_path, watch={"resync": "30s"}).following()  # before any reset check is due
+    judged = w.count_judged(monkeypatch)
+    for i in range(100):
+        w.engine.add(f"ok{i}")
+    settled(w, judged)
+    asked = [sweep(w, every=30) for _ in range(WHOLE_EVERY)]
+    assert asked == [("unwell", set())] * (WHOLE_EVERY - 1) + [None]
     assert judged == Counter()  # the same listings: still quiet
 
 
@@ -119,20 +143,92 @@ def test_an_event_has_its_container_asked_for_at_the_next_sweep(
 
 
 def test_a_change_no_event_told_of_is_found_at_the_resync(s: TestApp, judged: Counter[str]) -> None:
-    settled(s, judged, "app")
+    settled(s, judged, "app", "ok")
     s.engine.set("app", health="unhealthy")  # a stream that lost it, while it stayed open
     assert [sweep(s) for _ in range(4)] == [set()] * 4
     assert s.restarted() == []
-    assert sweep(s) is None  # 60 s since the whole list
+    assert sweep(s) == ("unwell", set())  # 60 s since the whole list: shown unwell
     assert s.restarted() == ["app"]
+    assert judged == Counter({"app": 1})  # "ok" taken as the last list showed it
 
 
-def test_a_quiet_row_whose_reset_check_falls_due_is_asked_for(
+@pytest.mark.parametrize(
+    "change",
+    [{"state": "exited", "health": None}, {"state": "paused"}, {"health": "starting"}],
+)
+def test_each_way_of_not_running_well_unheard_is_found_at_the_resync(
+    s: TestApp, judged: Counter[str], change: dict[str, object]
+) -> None:
+    settled(s, judged, "app", "ok")
+    s.engine.set("app", **change)
+    assert sweep(s, every=60) == ("unwell", set())
+    assert set(judged) == {"app"}
+
+
+def test_a_recovery_or_removal_unheard_is_asked_for_and_the_still_unwell_shown(
     s: TestApp, judged: Counter[str]
 ) -> None:
+    for name in ("job", "gone", "still"):
+        s.engine.add(name, state="exited", health=None, exit_code=0)
+    settled(s, judged, "ok")
+    job, gone = s.engine.id_of("job"), s.engine.id_of("gone")
+    s.engine.set("job", state="running")  # started, and the stream lost it
+    s.engine.remove("gone")
+    # Not settled, so asked for at every sweep; at a resync, the still unwell are shown instead.
+    assert sweep(s, every=60) == ("unwell", {job, gone})
+    assert s.metric("guardian_containers_watched") == 3
+    rows = {r.snapshot.name: r.snapshot.state for r in s.healer.sweep().rows}
+    assert rows == {"job": "running", "still": "exited", "ok": "running"}
+
+
+def test_an_unwatched_container_shown_unwell_and_recovered_unheard_is_asked_for_at_the_resync(
+    s: TestApp,
+) -> None:
+    s.engine.add("off", labels={"guardian.enable": "false"}, state="exited", health=None)
+    s.engine.add("ok")
+    assert sweep(s) is None
+    assert sweep(s) == set()  # listed, not watched: never asked for
+    s.engine.set("off", state="running")
+    assert sweep(s, every=60) == ("unwell", {s.engine.id_of("off")})
+    assert sweep(s) == set()
+
+
+def test_a_container_created_or_renamed_unheard_running_well_waits_for_the_whole_list(
+    s: TestApp, judged: Counter[str]
+) -> None:
+    settled(s, judged, "ok")
+    s.engine.add("new")
+    s.engine.add("sick", health="unhealthy")
+    ok = s.engine.id_of("ok")
+    s.engine.containers[ok] = replace(s.engine.containers[ok], name="renamed")
+    assert sweep(s, every=60) == ("unwell", set())
+    assert s.restarted() == ["sick"]  # unwell: found at the resync
+    names = {r.snapshot.name for r in s.healer.sweep().rows}
+    assert names == {"ok", "sick"}
+    between = [sweep(s, every=60) for _ in range(WHOLE_EVERY - 2)]
+    assert all(isinstance(a, tuple) for a in between)  # resyncs, none of them a whole list
+    assert sweep(s, every=60) is None  # the tenth resync: the whole list
+    assert {r.snapshot.name for r in s.healer.sweep().rows} == {"renamed", "new", "sick"}
+
+
+def test_more_than_max_ids_to_ask_at_a_resync_list_every_container(
+    s: TestApp, judged: Counter[str]
+) -> None:
+    for i in range(MAX_IDS + 1):
+        s.engine.add(f"job{i}", state="exited", health=None, exit_code=0)
+    s.engine.add("ok")
+    assert sweep(s) is None
+    for i in range(MAX_IDS + 1):
+        s.engine.remove(f"job{i}")  # all gone unheard
+    assert sweep(s, every=60) is None
+    assert s.metric("guardian_containers_watched") == 1
+
+
+def test_a_quiet_row_whose_reset_check_falls_due_is_asked_for(tmp_path: Path) -> None:
+    s = make_app(tmp_path, watch={"resync": "2m"}).following()  # no whole list at 600 s
     s.engine.add("app")
     assert sweep(s) is None  # first seen healthy: its reset check is due 600 s on
-    assert sweep(s, every=550) is None  # the resync passed
+    assert sweep(s, every=550) == ("unwell", set())  # the resync passed
     assert sweep(s, every=40) == set()  # healthy for 590 s
     assert s.store.last_reset(s.host, "app") is None
     assert sweep(s, every=15) == {s.engine.id_of("app")}  # 605 s: asked for, reset recorded

@@ -64,6 +64,13 @@ MAX_LOG_BYTES = 64 * 1024
 MAX_HISTORY = 5000
 # Podman's list leaves the health out of Status ("Up 5 minutes"); its health filter works.
 HEALTH_STATES = ("unhealthy", "starting", "healthy")
+# The containers that do not run well (ContainerSnapshot.runs_well), as two of Docker's list
+# filters (values of one filter are ORed, filters ANDed): every state but running, and a health
+# of unhealthy or starting.
+UNWELL_FILTERS: tuple[dict[str, list[str]], ...] = (
+    {"status": ["created", "restarting", "removing", "paused", "exited", "dead"]},
+    {"health": ["unhealthy", "starting"]},
+)
 # The largest inspect read (light_http.py): a container's record is kilobytes, tens with many
 # labels, mounts and variables; far more is an engine or a proxy gone wrong, not held.
 MAX_RECORD = 64 * 1024 * 1024
@@ -241,9 +248,7 @@ class DockerEngine:
         names: Collection[str] = (),
         ids: Collection[str] = (),
     ) -> list[ContainerSnapshot]:
-        # Docker and Podman AND label filters, so the engine does the selecting.
-        selectors = [s for s in (None if label == ALL else label, scope) if s]
-        filters: dict[str, Any] = {"label": selectors} if selectors else {}
+        filters = label_filters(label, scope)
         # The engine's name and id filters match a pattern (web matches web-2): exact below.
         if names:
             filters["name"] = sorted(names)
@@ -272,6 +277,18 @@ class DockerEngine:
                 for s in snaps
             ]
         return snaps
+
+    def list_unwell(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+        if self.identity().kind == "podman":
+            # Podman tells health by one list per state (list_containers): its whole list.
+            return [s for s in self.list_containers(label, scope) if not s.runs_well]
+        filters = label_filters(label, scope)
+        items: dict[str, dict[str, Any]] = {}
+        for unwell in UNWELL_FILTERS:
+            for item in self._list({**filters, **unwell}):
+                items.setdefault(item["Id"], item)
+        # Each shown replaces its container's listing as a list by id would.
+        return self._listed.snapshots(list(items.values()), complete=False, ids=set(items))
 
     def stamp_uncertainty(self) -> timedelta | None:
         return self.engine_clock.uncertainty
@@ -351,7 +368,8 @@ class DockerEngine:
     def _light_list(self, light: LightHttp, filters: dict[str, Any]) -> list[dict[str, Any]]:
         """_list() through a kept connection, with the SDK's answers and failures: the query
         its containers(all=True, filters=...) sends, at the API version it negotiated. A whole
-        list of 1,000 containers is about a megabyte of JSON each `watch.resync`."""
+        list of 1,000 containers is about a megabyte of JSON (service/state/listing.py: at the
+        first sweep, then at every tenth `watch.resync`)."""
         params: dict[str, Any] = {"limit": -1, "all": 1, "size": 0, "trunc_cmd": 0}
         if filters:
             params["filters"] = json.dumps(filters)
@@ -606,3 +624,10 @@ class DockerEngine:
             # Unblocks a listener waiting on the stream; closing a dead stream may fail any way.
             with contextlib.suppress(Exception):
                 stream.close()
+
+
+def label_filters(label: str, scope: str) -> dict[str, Any]:
+    """The list filters for containers carrying `label` ("all": any) and matching the `scope`
+    selector: Docker and Podman AND label filters, so the engine does the selecting."""
+    selectors = [s for s in (None if label == ALL else label, scope) if s]
+    return {"label": selectors} if selectors else {}

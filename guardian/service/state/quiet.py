@@ -33,7 +33,6 @@ from guardian.core.assessment import Assessment
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import Rechecks
 
-QUIET_HEALTH = (None, "healthy")
 MAX_ROWS = 10_000  # beyond, further containers are judged at every sweep
 MAX_NEWS = 100  # containers heard of between two sweeps; beyond, the next one lists them all
 # A row's `until` once its healthy streak's reset check was made: no check comes due again, and
@@ -195,8 +194,7 @@ def is_quiet(a: Assessment) -> bool:
     snap, result = a.snapshot, a.result
     return (
         not snap.inspected
-        and snap.state == "running"
-        and snap.health in QUIET_HEALTH
+        and snap.runs_well
         and not snap.namespaces
         and result.problem is None
         and result.skipped is None
