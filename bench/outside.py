@@ -5,7 +5,7 @@ second, as bench/idle.py), on an engine that also runs containers Guardian does 
 beside docker-autoheal's loop as it runs (bench/autoheal.sh: sh, curl and jq every 5 s) and the
 bare listener (bench/listener.py: restarts on the unhealthy event, decides nothing), all three
 started together. The window opens 15 s after they start and lasts 120 s, so it holds the
-first minutes of a run and whole lists at `watch.resync` (bench/idle.py's window opens only
+first minutes of a run and the resyncs of `watch.resync` (bench/idle.py's window opens only
 once the container cache has filled, and is shorter).
 
 CPU of each whole process: Guardian's and the listener's from every thread's schedstat
