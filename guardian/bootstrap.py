@@ -210,7 +210,7 @@ def build_loop(
     namespaces = Namespaces(engine)
     parts = LoopParts(
         resources=resource_watch(settings, rules, engine, clock, reader),
-        logs=log_watch(rules, engine, clock, rechecks, patterns),
+        logs=log_watch(rules, engine, clock, rechecks, patterns, metrics),
         crash_loops=crash_loops_of(settings, engine),
         oom=OomEvents(),
         prober=prober_of(settings, clock, runner),
@@ -254,8 +254,10 @@ def log_watch(
     clock: Clock,
     rechecks: Rechecks,
     patterns: Patterns | None,
+    metrics: Metrics,
 ) -> LogWatch:
-    """Log rules, compiled by `patterns` (default: RE2)."""
+    """Log rules, compiled by `patterns` (default: RE2); the containers whose rules wait for
+    a slot are counted in `metrics`."""
 
     def log_rules_of(snap: ContainerSnapshot) -> tuple[LogRule, ...]:
         # The one "watched" predicate, under the settings in force (a reload retunes them);
@@ -265,7 +267,14 @@ def log_watch(
             return ()
         return rules.of(snap).log_rules
 
-    return LogWatch(engine, patterns or Re2Patterns(), log_rules_of, clock, rechecks)
+    return LogWatch(
+        engine,
+        patterns or Re2Patterns(),
+        log_rules_of,
+        clock,
+        rechecks,
+        waiting=metrics.log_rules_unfollowed_now,
+    )
 
 
 def crash_loops_of(settings: Settings, engine: Engine) -> CrashLoops:
@@ -370,6 +379,7 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
         ),
         verdicts=(hooks.reached,) if hooks is not None else (),
         relapsed=(p.logs.relapsed,),
+        notes=(p.logs.unfollowed,),
     )
 
 

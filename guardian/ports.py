@@ -550,6 +550,9 @@ class Metrics(Protocol):
     def store_holding(self, count: int) -> None:
         """How many intents the store holds only in memory now (it refused to write them)."""
 
+    def log_rules_unfollowed_now(self, count: int) -> None:
+        """How many running containers' log rules wait for a slot now (not followed)."""
+
     def clock_stepped(self, seconds: float) -> None:
         """The wall clock stepped by `seconds` against the monotonic clock (back: negative)."""
 

@@ -166,6 +166,20 @@ class PrometheusMetrics:
             "written when it accepts writes again, lost if Guardian dies first.",
             registry=registry,
         )
+        self._declare_watchers(registry)
+        self._declare_outbound(registry)
+        self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
+        self.engine_identified(None)
+        self._series_from_start()
+
+    def _declare_watchers(self, registry: CollectorRegistry) -> None:
+        """What the watchers beside the health check see: log rules left waiting, the clock."""
+        self.log_rules_unfollowed = Gauge(
+            "guardian_log_rules_unfollowed",
+            "Running containers with a log rule whose output is not followed: every slot is "
+            "taken (the operator's logs.rules are followed first).",
+            registry=registry,
+        )
         self.clock_steps = Counter(
             "guardian_clock_steps",
             "Steps of the wall clock against the monotonic clock (NTP, a person, a VM resumed), "
@@ -173,10 +187,6 @@ class PrometheusMetrics:
             ["direction"],
             registry=registry,
         )
-        self._declare_outbound(registry)
-        self.build_info = Info("guardian_build", "Guardian build information.", registry=registry)
-        self.engine_identified(None)
-        self._series_from_start()
 
     def _declare_outbound(self, registry: CollectorRegistry) -> None:
         """What Guardian sends out: notifications, heartbeat pings, remediation hooks."""
@@ -276,6 +286,9 @@ class PrometheusMetrics:
 
     def store_holding(self, count: int) -> None:
         self.store_held.set(count)
+
+    def log_rules_unfollowed_now(self, count: int) -> None:
+        self.log_rules_unfollowed.set(count)
 
     def clock_stepped(self, seconds: float) -> None:
         self.clock_steps.labels(direction="forward" if seconds > 0 else "back").inc()

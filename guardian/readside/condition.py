@@ -78,4 +78,6 @@ def condition(
     shade, words, changes = _state(c, windows, now)
     if c.held_back:
         words += f"; held back ({c.held_back})"
+    for note in c.notes:
+        words += f"; {note}"
     return shade, words, changes

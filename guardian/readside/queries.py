@@ -37,6 +37,11 @@ class Judgements(Protocol):
         very listing already made, used instead of asking again."""
         ...
 
+    def notes(self, watched: list[ContainerSnapshot]) -> dict[str, tuple[str, ...]]:
+        """What a reader should know of these watched containers that their judgement does
+        not say (a log rule not followed), by name; judged over them together."""
+        ...
+
     def listing(self, inspect: ContainerSnapshot) -> ContainerSnapshot | None:
         """An inspect as the list call shows it; None when the sweep does not watch it."""
         ...

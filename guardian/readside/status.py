@@ -37,6 +37,8 @@ class ContainerStatus:
     # When the next of those windows starts, as seen when the decision was made: the clock
     # alone then changes the decision (a hold begins). Not part of the answer itself.
     window_at: datetime | None = field(default=None, compare=False)
+    # What a reader should know that the judgement does not say (a log rule not followed).
+    notes: tuple[str, ...] = ()
 
     @property
     def settled(self) -> bool:
@@ -143,6 +145,8 @@ class _Read:
         self.silences = {s.container: s for s in self.silences_in_force}
 
     def judge(self, names: Iterable[str]) -> None:
+        names = list(names)
+        notes = self.judgements.notes([self.listed[name] for name in names])
         for name in names:
             snap = self.listed[name]
             # Judged as the sweep judges it, changing nothing: a healthy or skipped container
@@ -171,6 +175,7 @@ class _Read:
                 _next_window(a.rules.maintenance, self.records.clock.now())
                 if decision is not None
                 else None,
+                notes.get(name, ()),
             )
             if name not in self.rows:
                 self._sorted = None

@@ -193,4 +193,5 @@ def container_view(c: ContainerStatus) -> dict[str, Any]:
         "next_restart": "now" if c.restart_now else when(c.retry_at),
         "held_back": c.held_back,
         "silenced_until": when(c.silence.until) if c.silence else None,
+        "notes": list(c.notes),
     }

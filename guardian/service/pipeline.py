@@ -105,3 +105,6 @@ class Pipeline:
     # What went wrong since a restarted container's start that no health status shows (its
     # log matched a rule again): a verification fails on it. None: nothing.
     relapsed: tuple[Callable[[ContainerSnapshot], str | None], ...] = ()
+    # What a reader should know of containers that their judgement does not say, by name (a
+    # log rule not followed: every slot is taken).
+    notes: tuple[Callable[[list[ContainerSnapshot]], dict[str, str]], ...] = ()

@@ -299,3 +299,30 @@ def test_an_invalid_pattern_from_a_label_is_told_without_its_escape_sequences() 
     with pytest.raises(PatternError) as caught:
         Re2Patterns().compile("\x1b[2J(x")
     assert "\x1b" not in str(caught.value) and str(caught.value).startswith("invalid RE2")
+
+
+# -- the slots (allot): the operator's rules first, then by name ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("wanted", "slots", "followed"),
+    [
+        ([("b", False), ("a", False)], 1, ["a"]),
+        ([("a", False), ("z", True)], 1, ["z"]),  # the operator's rule outranks any label's
+        ([("z", True), ("y", True), ("a", False)], 2, ["y", "z"]),
+        ([("a", False)], 0, []),
+        ([], 3, []),
+    ],
+)
+def test_slots_go_to_the_operators_rules_first_then_by_name(wanted, slots, followed) -> None:
+    given = [log_rules.Wanted(f"{name}-id", name, operator) for name, operator in wanted]
+    got, rest = log_rules.allot(given, slots)
+    assert [w.name for w in got] == followed
+    assert sorted(w.name for w in rest) == sorted(n for n, _ in wanted if n not in followed)
+
+
+def test_a_rule_is_the_operators_when_any_of_its_rules_comes_from_logs_rules() -> None:
+    label = log_rules.from_label("FATAL")
+    config = log_rules.from_config({"containers": "api-*", "match": "OOM"}, "logs.rules[0]")
+    assert not log_rules.by_operator([label])
+    assert log_rules.by_operator([label, config])

@@ -16,6 +16,8 @@ from guardian.core.model import ActionKind, Outcome, ProblemType
 from guardian.entrypoints.reloader import rebuild
 from guardian.logs import FIELDS
 from guardian.ports import EngineEvent
+from guardian.readside.status import container_status
+from guardian.service.watchers.log_watch import MAX_FOLLOWED
 from tests.app import TestApp, make_app, settings_for
 from tests.helpers import wait_until
 
@@ -238,3 +240,102 @@ def test_a_reload_that_gives_ruleless_containers_a_rule_follows_them(
     )
     t.healer.sweep()
     assert t.app.logs.followed() == ["web-1"]
+
+
+# -- the slots: the operator's rules first (issue 64) -----------------------------------------
+
+NEVER = {"guardian.enable": "true", "guardian.logs.match": "never-printed-[0-9]{40}"}
+
+
+def filled(t: TestApp, count: int = MAX_FOLLOWED + 6) -> list[str]:
+    """`count` running containers whose own labels ask for their output to be followed,
+    swept before anything else: more than there are slots."""
+    names = [f"squat-{n:03d}" for n in range(count)]
+    for name in names:
+        t.engine.add(name, health=None, labels=NEVER)
+    t.healer.sweep()
+    return names
+
+
+def waiting_now(t: TestApp) -> float | None:
+    return t.app.metrics.registry.get_sample_value("guardian_log_rules_unfollowed")
+
+
+def told(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        getattr(r, FIELDS)["container"]
+        for r in caplog.records
+        if r.getMessage() == "log rule not followed: every slot is taken"
+    ]
+
+
+def test_labelled_containers_that_came_first_keep_no_slot_from_the_operators_rule(
+    world: TestApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = world
+    with caplog.at_level(logging.WARNING, "guardian"):
+        squatters = filled(t)
+        assert len(t.app.logs.followed()) == MAX_FOLLOWED and waiting_now(t) == 6
+        t.engine.add("api-victim", health=None)  # named by logs.rules: api-*
+        started(t, "api-victim")  # into a full house: it takes the last-ranked label's slot
+    assert "api-victim" in t.app.logs.followed()
+    assert len(t.app.logs.followed()) == MAX_FOLLOWED
+    assert waiting_now(t) == 7
+    # Each container left waiting is told of once, by name, the one the victim displaced too.
+    assert sorted(told(caplog)) == squatters[MAX_FOLLOWED - 1 :]
+    t.engine.log_stream("api-victim").write("java.lang.OOM\n")
+    matched(t, "api-victim")
+    t.healer.sweep()
+    assert t.restarted() == ["api-victim"]
+    assert sorted(told(caplog)) == squatters[MAX_FOLLOWED - 1 :]  # not told again
+
+
+def test_a_sweep_gives_the_operators_rule_a_slot_its_start_event_did_not(
+    world: TestApp,
+) -> None:
+    t = world
+    filled(t)
+    t.engine.add("api-victim", health=None)  # its start event unheard
+    t.healer.sweep()
+    assert "api-victim" in t.app.logs.followed() and waiting_now(t) == 7
+
+
+def test_a_freed_slot_goes_to_the_next_waiting_container(world: TestApp) -> None:
+    t = world
+    squatters = filled(t)
+    first_waiting = squatters[MAX_FOLLOWED]
+    t.engine.remove(squatters[0])
+    t.healer.sweep()
+    assert first_waiting in t.app.logs.followed() and waiting_now(t) == 5
+
+
+def test_a_label_rule_started_into_a_full_house_waits(
+    world: TestApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = world
+    filled(t, MAX_FOLLOWED)
+    t.engine.add("zz-late", health=None, labels=NEVER)
+    with caplog.at_level(logging.WARNING, "guardian"):
+        started(t, "zz-late")
+    assert "zz-late" not in t.app.logs.followed() and waiting_now(t) == 1
+    assert told(caplog) == ["zz-late"]
+
+
+def test_status_says_whose_log_rule_is_not_followed(world: TestApp) -> None:
+    t = world
+    squatters = filled(t)
+    rows = {row.name: row for row in container_status(t.healer, t.app.operator)}
+    waiting = [name for name, row in rows.items() if row.notes]
+    assert waiting == squatters[MAX_FOLLOWED:]
+    assert rows[waiting[0]].notes[0].startswith("log rule not followed")
+    assert rows[squatters[0]].notes == ()
+
+
+def test_guardian_status_works_out_the_same_slots_without_the_daemon(tmp_path: Path) -> None:
+    t = make_app(tmp_path, logs={"rules": [CONFIG_RULE]})  # `guardian status`: nothing followed
+    squatters = [f"squat-{n:03d}" for n in range(MAX_FOLLOWED + 2)]
+    for name in squatters:
+        t.engine.add(name, health=None, labels=NEVER)
+    t.engine.add("api-victim", health=None)
+    rows = {row.name: row for row in container_status(t.healer, t.app.operator)}
+    assert sorted(name for name, row in rows.items() if row.notes) == squatters[-3:]

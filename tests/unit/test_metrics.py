@@ -31,6 +31,7 @@ EXPORTED = [
     ("guardian_docker_up", "gauge", ()),
     ("guardian_store_errors", "counter", ()),
     ("guardian_store_held_intents", "gauge", ()),
+    ("guardian_log_rules_unfollowed", "gauge", ()),
     ("guardian_clock_steps", "counter", ("direction",)),
     ("guardian_notifications", "counter", ("channel", "outcome")),
     ("guardian_notification_queue_depth", "gauge", ()),

@@ -80,6 +80,33 @@ def from_config(entry: Mapping[str, Any], where: str) -> LogRule:
     return LogRule(containers, _pattern(entry["match"], f"{where}.match"), where)
 
 
+def by_operator(rules: Iterable[LogRule]) -> bool:
+    """Whether any of these rules is the operator's (logs.rules), not a container's label."""
+    return any(r.origin != LABEL for r in rules)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """A running container with a log rule, as the slots are shared out (allot)."""
+
+    id: str
+    name: str
+    operator: bool  # a rule of logs.rules applies to it, not only its own label's
+
+
+def rank(w: Wanted) -> tuple[bool, str, str]:
+    """The order slots are given in: the operator's rules first, then by name. A label is
+    written by whoever runs the container, so no number of labelled containers can take the
+    slot of a container the operator named."""
+    return (not w.operator, w.name, w.id)
+
+
+def allot(wanted: Iterable[Wanted], slots: int) -> tuple[list[Wanted], list[Wanted]]:
+    """(the containers followed, those whose rules wait for a slot), in rank order."""
+    ordered = sorted(wanted, key=rank)
+    return ordered[:slots], ordered[slots:]
+
+
 def rules_for(name: str, rules: Iterable[LogRule]) -> tuple[LogRule, ...]:
     """The operator's rules that apply to the container called `name`."""
     return tuple(r for r in rules if r.applies_to(name))

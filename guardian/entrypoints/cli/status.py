@@ -88,6 +88,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if maintenance:
         print()
         table(maintenance, MAINTENANCE_COLUMNS, "no maintenance windows")
+    notes = [f"{c['container']}: {note}" for c in containers for note in c["notes"]]
+    if notes:
+        print()
+        print("\n".join(notes))
     print(
         f"\nengine: {engine['kind']} {engine['version']} (Docker API {engine['api_version']}) "
         f"at {engine['url']}"

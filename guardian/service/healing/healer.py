@@ -116,6 +116,15 @@ class Healer:
         listed = self.ctx.engine.list_containers(s.watch_label, s.scope, names)
         return listed, [c for c in listed if s.watches(c.labels)]
 
+    def notes(self, watched: list[ContainerSnapshot]) -> dict[str, tuple[str, ...]]:
+        """What a reader should know of these containers that their judgement does not say
+        (a log rule not followed), by name."""
+        found: dict[str, tuple[str, ...]] = {}
+        for note in self.ctx.pipeline.notes:
+            for name, said in note(watched).items():
+                found[name] = (*found.get(name, ()), said)
+        return found
+
     def listing(self, inspect: ContainerSnapshot) -> ContainerSnapshot | None:
         """An inspect as the list call shows it; None when the sweep does not watch it."""
         if not self.ctx.settings.watches(inspect.labels):

@@ -4,8 +4,9 @@ turns the container's result into `log_match` until it starts again, and asks fo
 once. decide() does the rest, as for any problem.
 
 Each follower is bounded (service/watchers/log_follower.py: a flood is sampled, never queued; the
-backlogs dropped are counted in `skipped`); at most MAX_FOLLOWED containers are followed. No
-rule: no thread at all.
+backlogs dropped are counted in `skipped`); at most MAX_FOLLOWED containers are followed, the
+operator's logs.rules first (core.detection.log_rules.allot): a label's rule waits for a slot, and
+the containers waiting are named once each and counted. No rule: no thread at all.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.detection import log_rules
-from guardian.core.detection.log_rules import LogRule, PatternError
+from guardian.core.detection.log_rules import (
+    LogRule,
+    PatternError,
+    Wanted,
+    allot,
+    by_operator,
+    rank,
+)
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.logs import kv
 from guardian.ports import Clock, Engine, EngineEvent, LogPattern, Patterns, Rechecks
@@ -28,6 +36,11 @@ log = logging.getLogger("guardian.logs")
 
 MAX_FOLLOWED = 64  # containers followed at once; more are reported, not followed
 JOIN_TIMEOUT = 2.0  # seconds stop() waits for the follower threads
+MAX_WARNED = 4096  # containers remembered as told they wait (each told once)
+WAITING = (
+    f"log rule not followed: the output of at most {MAX_FOLLOWED} containers is followed, "
+    "the operator's logs.rules first"
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +71,9 @@ class LogWatch:
         rules_of: Callable[[ContainerSnapshot], tuple[LogRule, ...]],
         clock: Clock,
         rechecks: Rechecks,
+        waiting: Callable[[int], None] = lambda _count: None,
     ) -> None:
+        """`waiting`: told how many containers' rules wait for a slot, whenever it changes."""
         self.engine = engine
         self.patterns = patterns
         self.rules_of = rules_of
@@ -69,6 +84,9 @@ class LogWatch:
         self._active = False
         self._followers: dict[str, LogFollower] = {}  # by container id
         self._matches: dict[str, LogMatch] = {}  # by container id
+        self._waiting: dict[str, str] = {}  # container id -> name: a rule, no slot
+        self._told_waiting: set[str] = set()  # names warned of waiting
+        self._count_waiting = waiting
         self._compiled: dict[str, LogPattern | str] = {}  # pattern -> compiled, or why not
         self._warned: set[tuple[str, str]] = set()
         # The last list update() was given when none of its containers had a rule: the very
@@ -87,6 +105,8 @@ class LogWatch:
         with self._lock:
             self._active = False
             followers, self._followers = list(self._followers.values()), {}
+            told = self._wait_for_slots({})
+        self._tell_waiting(told)
         for f in followers:
             _end(f)
         for f in followers:
@@ -101,11 +121,12 @@ class LogWatch:
     # -- what the loop tells it ----------------------------------------------------------
 
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
-        """Follow the running containers of the last sweep that have a rule; stop following
-        the others; attach again to a running one whose stream ended."""
+        """Follow the running containers of the last sweep that have a rule, as many as there
+        are slots in rank order (log_rules.allot); stop following the others; attach again to
+        a running one whose stream ended."""
         if snapshots is self._ruleless:
             with self._lock:
-                if not self._followers and not self._matches:
+                if not self._followers and not self._matches and not self._waiting:
                     return  # an idle sweep's list, walked once
         wanted: dict[str, tuple[ContainerSnapshot, Compiled]] = {}
         for snap in snapshots:
@@ -114,16 +135,19 @@ class LogWatch:
             compiled = self._compile(snap)
             if compiled:
                 wanted[snap.id] = (snap, compiled)
+        followed, waiting = allot((_wanted(s, c) for s, c in wanted.values()), MAX_FOLLOWED)
         present = {s.id for s in snapshots}
         now = self.clock.now()
         with self._lock:
             self._matches = only_present(self._matches, present)
-            stale = [f for cid, f in self._followers.items() if cid not in wanted]
+            keep = {w.id for w in followed}
+            stale = [f for cid, f in self._followers.items() if cid not in keep]
             for f in stale:
                 del self._followers[f.container_id]
             starts = []
-            for cid, (snap, compiled) in wanted.items():
-                old = self._followers.get(cid)
+            for w in followed:
+                snap, compiled = wanted[w.id]
+                old = self._followers.get(w.id)
                 keys = tuple((r.match, r.origin) for r, _ in compiled)
                 if old is not None and old.key == keys and old.ended_at is None:
                     continue
@@ -133,10 +157,12 @@ class LogWatch:
                     if old.key == keys and old.ended_at is not None:
                         since = old.ended_at
                     stale.append(old)
-                new = self._attach(cid, snap.name, compiled, since)
+                new = self._attach(w.id, snap.name, compiled, since)
                 if new is not None:
                     starts.append(new)
+            told = self._wait_for_slots({w.id: w.name for w in waiting} if self._active else {})
         self._ruleless = None if wanted else snapshots
+        self._tell_waiting(told)
         for f in stale:
             _end(f)
         for f in starts:
@@ -144,13 +170,15 @@ class LogWatch:
 
     def on_event(self, event: EngineEvent) -> None:
         """A start: what was matched belongs to the previous run, and the new run is followed
-        from its start (a rule of a container just created is followed from here on). A
-        destroy: forget it."""
+        from its start (a rule of a container just created is followed from here on, in a
+        free slot, or in a label's when the operator's rule names it). A destroy: forget it."""
         cid = event.container_id
         if event.action == "destroy":
             with self._lock:
                 self._matches.pop(cid, None)
                 gone = self._followers.pop(cid, None)
+                told = self._wait_for_slots(_without(self._waiting, cid))
+            self._tell_waiting(told)
             if gone is not None:
                 _end(gone)
             return
@@ -166,16 +194,75 @@ class LogWatch:
             compiled = self._compile(snap)
         if not compiled:
             return
+        ending = [] if old is None else [old]
         with self._lock:
             if old is not None and self._followers.get(cid) is not old:
                 return  # a sweep or another event got here first
+            waiting = _without(self._waiting, cid)
             if old is not None:
                 del self._followers[cid]
+            elif self._active:
+                evicted = self._make_room(Wanted(cid, event.container_name, _operator(compiled)))
+                waiting.update((f.container_id, f.name) for f in evicted)
+                ending += evicted
             new = self._attach(cid, event.container_name, compiled, event.at)
-        if old is not None:
-            _end(old)
+            if new is None and self._active:
+                waiting[cid] = event.container_name
+            told = self._wait_for_slots(waiting)
+        self._tell_waiting(told)
+        for f in ending:
+            _end(f)
         if new is not None:
             _run(new)
+
+    def unfollowed(self, snapshots: list[ContainerSnapshot]) -> dict[str, str]:
+        """Of these containers, those with a log rule that is not followed, by name, with why.
+        While following (the daemon): the containers waiting for a slot now. Otherwise
+        (`guardian status`): those that would wait, by the same rank (log_rules.allot)."""
+        if self._active:
+            with self._lock:
+                return {s.name: WAITING for s in snapshots if s.id in self._waiting}
+        wanted = [
+            Wanted(s.id, s.name, by_operator(rules))
+            for s in snapshots
+            if s.state == "running" and (rules := self.rules_of(s))
+        ]
+        return {w.name: WAITING for w in allot(wanted, MAX_FOLLOWED)[1]}
+
+    def _make_room(self, newcomer: Wanted) -> list[LogFollower]:
+        """With every slot taken, the follower ranked last gives its slot up to a newcomer
+        ranked before it (under the lock; the caller ends it). None is ended otherwise."""
+        if len(self._followers) < MAX_FOLLOWED:
+            return []
+        last = max(self._followers.values(), key=lambda f: rank(_followed(f)))
+        if rank(_followed(last)) < rank(newcomer):
+            return []
+        del self._followers[last.container_id]
+        return [last]
+
+    def _wait_for_slots(self, waiting: dict[str, str]) -> tuple[list[str], int] | None:
+        """The containers whose rules wait now (under the lock): (the names not yet told of,
+        how many wait), for _tell_waiting; None when nothing changed."""
+        if waiting == self._waiting:
+            return None
+        self._waiting = waiting
+        if len(self._told_waiting) > MAX_WARNED:
+            self._told_waiting.clear()
+        fresh = [name for name in waiting.values() if name not in self._told_waiting]
+        self._told_waiting.update(fresh)
+        return fresh, len(waiting)
+
+    def _tell_waiting(self, told: tuple[list[str], int] | None) -> None:
+        """One warning for each container newly left waiting; the count for the metric."""
+        if told is None:
+            return
+        names, count = told
+        for name in sorted(names):
+            log.warning(
+                "log rule not followed: every slot is taken",
+                extra=kv(container=name, max=MAX_FOLLOWED, waiting=count),
+            )
+        self._count_waiting(count)
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped: a match keeps its place against the container's start."""
@@ -254,16 +341,10 @@ class LogWatch:
         self, cid: str, name: str, patterns: Compiled, since: datetime
     ) -> LogFollower | None:
         """A follower registered (under the lock) for the caller to run; None when not
-        following now (before start(), or at MAX_FOLLOWED)."""
+        following now (before start(), or every slot taken)."""
         if not self._active:
             return None
         if len(self._followers) >= MAX_FOLLOWED:
-            if ("", "max") not in self._warned:
-                self._warned.add(("", "max"))
-                log.warning(
-                    "log rules: too many containers to follow; some are not followed",
-                    extra=kv(container=name, max=MAX_FOLLOWED),
-                )
             return None
         f = LogFollower(
             cid,
@@ -306,3 +387,19 @@ class LogWatch:
             self._matches[f.container_id] = found
         log.info("log rule matched", extra=kv(container=f.name, rule=rule.origin))
         self.rechecks.recheck(f.container_id, now)
+
+
+def _operator(compiled: Compiled) -> bool:
+    return by_operator(rule for rule, _ in compiled)
+
+
+def _wanted(snap: ContainerSnapshot, compiled: Compiled) -> Wanted:
+    return Wanted(snap.id, snap.name, _operator(compiled))
+
+
+def _followed(f: LogFollower) -> Wanted:
+    return Wanted(f.container_id, f.name, _operator(f.patterns))
+
+
+def _without(waiting: dict[str, str], cid: str) -> dict[str, str]:
+    return {k: v for k, v in waiting.items() if k != cid}
