@@ -6,8 +6,9 @@ nothing by itself. Each Guardian binds a name of its own under the engine and sc
 then asks the kernel who holds every other name under it (SO_PEERCRED, SO_PEERGROUPS: what a
 process cannot fake). A holder that could reach the engine (root, this user, or one the socket's
 permissions let in) is another Guardian, and this one refuses; any other holder is a squatter,
-named in a warning and otherwise ignored (DESIGN rule 19). Every lock dies with its process, so
-a Guardian restarted by systemd or Docker takes over from its dead predecessor at once.
+named in a warning and otherwise ignored (docs/design.md rule 19). Every lock dies with its
+process, so a Guardian restarted by systemd or Docker takes over from its dead predecessor at
+once.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ a label cannot fake (the host's own lock is host_lock.HostLock).
 A container is another Guardian of this engine and scope only when it holds the engine's socket
 (whoever can start one that mounts it controls the engine already) and shows it is a Guardian:
 its network namespace holds this engine and scope's lock, or it runs `guardian run` labelled
-with this scope. Anything less is a claim: a warning, never a refusal (DESIGN rule 19).
+with this scope. Anything less is a claim: a warning, never a refusal (docs/design.md rule 19).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def find_rivals(
     engine: Engine, self_ids: Iterable[str], scope: str, url: str, proc: Path = Path("/proc")
 ) -> Rivals:
     """Running containers labelled guardian.self=true (never this one, restarted by Docker),
-    judged by evidence (DESIGN rule 19). A container is a Guardian of this engine and scope
+    judged by evidence (docs/design.md rule 19). A container is a Guardian of this engine and scope
     when it mounts the engine's socket and either its network namespace holds this engine and
     scope's lock (seen where its processes are: a Guardian on the engine's host) or it runs
     `guardian run` with the label guardian.scope equal to `scope`. A name in a namespace can be

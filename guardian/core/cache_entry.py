@@ -1,6 +1,7 @@
-"""One container as the cache keeps it between inspects (DESIGN 18): what an inspect leaves in an
-entry, how an engine event changes it, and what makes it doubtful, so that the engine must be
-asked again before anything is decided on it. Pure: every time is an argument.
+"""One container as the cache keeps it between inspects (docs/design.md rule 18): what an
+inspect leaves in an entry, how an engine event changes it, and what makes it doubtful, so that
+the engine must be asked again before anything is decided on it. Pure: every time is an
+argument.
 
 Only a health status is applied to an entry. Every other event changes something an entry cannot
 follow from the event alone (a start: RestartCount, the start time, the health; a pause: the
@@ -24,8 +25,8 @@ from guardian.core.model import ContainerSnapshot
 # Date answers bound it) and SLACK more; ORDER_MARGIN while nothing bounds it yet.
 ORDER_MARGIN = timedelta(seconds=2)
 SLACK = timedelta(milliseconds=250)
-# What one entry keeps of a container's labels (hostile input, DESIGN 9); beyond, the entry
-# keeps none and stays doubtful: that container is inspected as before.
+# What one entry keeps of a container's labels (hostile input, docs/design.md rule 9); beyond,
+# the entry keeps none and stays doubtful: that container is inspected as before.
 MAX_LABELS = 128
 MAX_LABEL_CHARS = 16 * 1024
 HEALTH_STATES = frozenset({"healthy", "unhealthy", "starting"})

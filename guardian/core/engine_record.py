@@ -1,6 +1,7 @@
 """What the engine remembers of a container's starts, set against what the store remembers of
-Guardian's attempts (DESIGN 16): the attempts the store has no record of, witnessed by the
-engine or assumed where the engine's memory ends. Pure: times and history come in as values.
+Guardian's attempts (docs/design.md rule 16): the attempts the store has no record of,
+witnessed by the engine or assumed where the engine's memory ends. Pure: times and history come
+in as values.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def record_detection(
     problem: ProblemType = result.problem
     # Every detail an incident keeps passes here: container output and engine errors included.
     detail = untrusted(result.detail, MAX_DETAIL)
-    # A stamp ahead of the clock counts as now (DESIGN 12).
+    # A stamp ahead of the clock counts as now (docs/design.md rule 12).
     began = min(result.since, now) if result.since is not None else now
     if existing is None or existing.state is S.CLOSED:
         incident = Incident(

@@ -114,10 +114,10 @@ def watched(labels: Mapping[str, str], watch_label: str, scope: str) -> bool:
 def _tightens(
     key: str, asked: RestartPolicy, base: RestartPolicy, may_loosen: Collection[str]
 ) -> bool:
-    """Labels only tighten (DESIGN 14), the whole rule: what a label asks for in `key` applies
-    when it asks Guardian for no more than the operator's `base` does (fewer attempts, a longer
-    cooldown, more patience, an action that does less on its own), or when `key` is one the
-    operator lets labels loosen (labels.allow_loosen, among LOOSENABLE)."""
+    """Labels only tighten (docs/design.md rule 14), the whole rule: what a label asks for in
+    `key` applies when it asks Guardian for no more than the operator's `base` does (fewer
+    attempts, a longer cooldown, more patience, an action that does less on its own), or when
+    `key` is one the operator lets labels loosen (labels.allow_loosen, among LOOSENABLE)."""
     match key:
         case "max_attempts":
             tighter = asked.max_attempts <= base.max_attempts

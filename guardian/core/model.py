@@ -303,7 +303,7 @@ class Approval:
 
 
 class Outcome(StrEnum):
-    """Typed outcome of a remediation action (DESIGN rule 3)."""
+    """Typed outcome of a remediation action (docs/design.md rule 3)."""
 
     SUCCEEDED = "succeeded"  # restarted and observed healthy within verify_timeout
     RESTARTED = "restarted"  # the engine restarted it; verification pending

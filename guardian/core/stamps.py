@@ -1,7 +1,8 @@
 """Stamps read back from the store, against a wall clock that steps.
 
 A stamp ahead of the clock was written before the clock stepped back (or by a clock that ran
-ahead): it counts as now, so a step makes Guardian wait longer, never act sooner (DESIGN 12).
+ahead): it counts as now, so a step makes Guardian wait longer, never act sooner
+(docs/design.md rule 12).
 """
 
 from __future__ import annotations

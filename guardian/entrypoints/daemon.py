@@ -106,7 +106,8 @@ class Daemon:
         self._reconciled = False
         self.refused: str | None = None  # another Guardian watches this engine: why we stopped
         self.claimed = ""  # containers that claimed at start to be a Guardian, by label alone
-        # Processes that hold names of the engine lock but cannot reach the engine (DESIGN 19).
+        # Processes that hold names of the engine lock but cannot reach the engine
+        # (docs/design.md rule 19).
         self.squatted = app.lock.warning() if app.lock is not None else ""
         if self.squatted:
             assert app.lock is not None
@@ -222,7 +223,7 @@ class Daemon:
             self.refused = rivals.proven
             self.stopping.set()
             return False
-        # A label is no proof (DESIGN rule 19): a warning, a line each for the first few.
+        # A label is no proof (docs/design.md rule 19): a warning, a line each for the first few.
         for claim in rivals.claims[:CLAIMS_SHOWN]:
             log.warning(
                 "container claims to be a Guardian by label alone; not a rival",
@@ -471,7 +472,7 @@ class Daemon:
         settings = self.app.settings
         if settings["watch.events"]:
             # Before the first sweep: what it inspects may fill the container cache, as the
-            # event listener replays the engine's events from now (DESIGN 18).
+            # event listener replays the engine's events from now (docs/design.md rule 18).
             self.app.loop.follows_events(self.app.clock.now())
         self.schedule()
         limits = Limits(streams=settings["page.streams"])

@@ -82,8 +82,9 @@ class EventListener:
                 judged: set[str] = set()  # containers judged for events before connecting
                 self._listening = True
                 # Judged: what happened since the mark (or the last event seen). Without either,
-                # the stream replays only for the container cache (DESIGN 18), and the first
-                # sweep, which counts the whole host before acting, judges what it finds.
+                # the stream replays only for the container cache (docs/design.md rule 18), and
+                # the first sweep, which counts the whole host before acting, judges what it
+                # finds.
                 judge_from = since or connected_at
                 since = self.app.loop.stream_opening(since, connected_at)
                 for event in engine.events(since):

@@ -1,7 +1,7 @@
-"""The one-per-engine lock against those who cannot reach the engine (DESIGN rule 19): a local
-user outside the `docker` group that binds every name of the lock, and a look-alike container
-that binds them in its own network namespace, change nothing but a warning; a member of the
-socket's group, and a real second Guardian, are still refused.
+"""The one-per-engine lock against those who cannot reach the engine (docs/design.md rule 19):
+a local user outside the `docker` group that binds every name of the lock, and a look-alike
+container that binds them in its own network namespace, change nothing but a warning; a member
+of the socket's group, and a real second Guardian, are still refused.
 
 These start processes of another user (uid 65534, `nobody`): they need root, as CI has."""
 

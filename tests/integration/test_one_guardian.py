@@ -1,6 +1,6 @@
 """One Guardian per engine, with real `guardian run` processes: a second one refuses with one
 line naming the first and exits 1, and the first keeps healing; a container that only claims
-to be a Guardian by its label is a warning, never a refusal (DESIGN rule 19)."""
+to be a Guardian by its label is a warning, never a refusal (docs/design.md rule 19)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """core.engine_record: the attempts the store could not remember, counted from what the engine
-recorded (DESIGN 16), and decide() holding the cap over them."""
+recorded (docs/design.md rule 16), and decide() holding the cap over them."""
 
 from __future__ import annotations
 

@@ -318,7 +318,7 @@ class _FullDisk(SqliteStore):
 
 
 def test_a_recreate_whose_record_the_store_did_not_keep_removes_nothing(tmp_path: Path) -> None:
-    """DESIGN 20: the record is stored before the removal, or nothing is removed."""
+    """docs/design.md rule 20: the record is stored before the removal, or nothing is removed."""
     store = _FullDisk(tmp_path / "full.db")
     w = make_app(
         tmp_path,

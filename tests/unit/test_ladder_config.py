@@ -1,5 +1,6 @@
 """The escalation ladder as the operator writes it (restart.escalate, restart.escalate_ask) and as
-a container's label may narrow it (guardian.escalate): labels only leave rungs out (DESIGN 14)."""
+a container's label may narrow it (guardian.escalate): labels only leave rungs out
+(docs/design.md rule 14)."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_a_clock_step_never_ends_a_window_early(tmp_path: Path, hours: int, then
     hour (past the window's end by the calendar), the container stays held for those 30 real
     minutes; back an hour (before the window by the calendar), too, and as the wall clock then
     reaches 11:30 again the calendar's window holds it once more (waiting longer, never acting
-    sooner: DESIGN 12)."""
+    sooner: docs/design.md rule 12)."""
     t = make_app(tmp_path, maintenance={"windows": [NOON_WINDOW]})
     steps = StepWatch(t.clock, t.app.metrics, t.app.loop.follow_step)
     t.engine.add("db-main", health="unhealthy")

@@ -255,8 +255,8 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX actions_host_kind ON actions(host, kind, requested_at);
     """,
-    # 9: the escalation ladder's recreate (DESIGN 20): the container's whole record (its
-    # inspect, as JSON) written with the intent, before the removal, so a crash between the
+    # 9: the escalation ladder's recreate (docs/design.md rule 20): the container's whole record
+    # (its inspect, as JSON) written with the intent, before the removal, so a crash between the
     # removal and the create leaves what the next start creates it from; and the new
     # container's id with the outcome, so the recreated container keeps its budget.
     """

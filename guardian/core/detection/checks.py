@@ -99,7 +99,8 @@ def _problem(
     since: datetime | None = None,
     exact: bool = False,
 ) -> HealthCheckResult:
-    # The detail may quote the container's own health output: hostile text (DESIGN rule 9).
+    # The detail may quote the container's own health output: hostile text (docs/design.md
+    # rule 9).
     return HealthCheckResult(
         snap.id,
         snap.name,

@@ -1,7 +1,8 @@
 """A recreate from the container's own record: what `docker compose up -d --force-recreate` does,
 built from the engine's inspect taken before the container is removed. The recreate destroys
 the writable layer, so the result is a faithful RecreateSpec or a Refusal with the reason and
-the command a person would run instead (DESIGN 20). The record is hostile input (DESIGN 9).
+the command a person would run instead (docs/design.md rule 20). The record is hostile input
+(docs/design.md rule 9).
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ class DecisionPoint:
             # A container Guardian recreated keeps the budget of those it was made from.
             before, rungs = ladder_history(ctx.store.actions(host, container, horizon), snap.id)
             stored += tuple(at for at in before if at > horizon)
-        # What the store could not remember, as the engine recorded it (DESIGN 16).
+        # What the store could not remember, as the engine recorded it (docs/design.md rule 16).
         memory = ctx.state.remembered
         unrecorded = memory.unrecorded(snap, stored, policy, rules.stop_timeout, now)
         minute_ago = now - timedelta(minutes=1)

@@ -145,8 +145,8 @@ class Healer:
 
     def read_engine_record(self) -> None:
         """At start-up and after the store recovered from failed writes: read the engine's
-        record of starts over the restart window (DESIGN 16; raises EngineUnavailable, and is
-        read at the next sweep)."""
+        record of starts over the restart window (docs/design.md rule 16; raises
+        EngineUnavailable, and is read at the next sweep)."""
         ctx, s = self.ctx, self.ctx.settings
         ctx.state.remembered.read_if_due(ctx.engine, ctx.store, s.host, s.policy.window, ctx.clock)
 

@@ -1,11 +1,11 @@
 """The ladder's recreate rung (restart.escalate): remove the container and create it again from
-its own record, under the same name (core.escalation.recreate). Nothing is lost (DESIGN 5,
-20): the intent and the whole record are written before the removal, the outcome with the new
-container's id after the create; a crash between the two is settled at the next start from the
-stored record (`settle`, called by Verifier.reconcile). What cannot be recreated faithfully is
-refused with the reason and the command a person would run, and the rung counts as taken so
-that the ladder moves on; the recreated container keeps its budget (decisions.py reads the
-history of its lineage).
+its own record, under the same name (core.escalation.recreate). Nothing is lost
+(docs/design.md rules 5 and 20): the intent and the whole record are written before the
+removal, the outcome with the new container's id after the create; a crash between the two is
+settled at the next start from the stored record (`settle`, called by Verifier.reconcile).
+What cannot be recreated faithfully is refused with the reason and the command a person would
+run, and the rung counts as taken so that the ladder moves on; the recreated container keeps
+its budget (decisions.py reads the history of its lineage).
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ class Recreator:
         action_id = ctx.store.record_intent(replace(action, record=text))
         if action_id < 0:
             # Held in memory only (the store refused the write: a full disk): a crash after
-            # the removal would lose the container, so nothing is removed (DESIGN 20).
+            # the removal would lose the container, so nothing is removed (docs/design.md
+            # rule 20).
             kept = EngineStep(False, "the store did not keep its record: nothing was removed")
             self._ended(incident, decision, action_id, Outcome.TRANSIENT_FAILURE, kept)
             return

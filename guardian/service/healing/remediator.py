@@ -48,8 +48,8 @@ log = logging.getLogger("guardian.remediator")
 def slot_until(stop_timeout: timedelta, budget: timedelta, now: datetime) -> datetime | None:
     """Until when a restart holds a restart.max_concurrent slot: while the engine may be waiting
     within the operator's restart.stop_timeout (`budget`). A label asking for a longer stop
-    timeout (DESIGN 14) costs the host no more slot time than the operator's own setting; past
-    it the call only waits for the container's own process to end."""
+    timeout (docs/design.md rule 14) costs the host no more slot time than the operator's own
+    setting; past it the call only waits for the container's own process to end."""
     return now + budget if stop_timeout > budget else None
 
 
@@ -342,7 +342,7 @@ class Remediator:
         judged from the cache (`cached`) reads the probe's output once the call returned (the
         kill never waits on it): the attempt's notification and the incident say it."""
         ctx, action_id = self.ctx, pending.action_id
-        began = ctx.clock.monotonic()  # a duration: never the wall clock (DESIGN 12)
+        began = ctx.clock.monotonic()  # a duration: never the wall clock (docs/design.md rule 12)
         result = self._request_restart(snap, rules)
         if not ctx.state.claims.recording:
             # Guardian stopped while the engine waited out the stop timeout: the intent stays

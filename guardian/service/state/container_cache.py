@@ -1,6 +1,7 @@
-"""ContainerCache: the containers as the engine's events keep them between inspects (DESIGN 18),
-so that on Docker an unhealthy event for a container whose entry is fresh is acted on without
-an inspect (Healer.react; a decision that does not act inspects, for the probe's output).
+"""ContainerCache: the containers as the engine's events keep them between inspects
+(docs/design.md rule 18), so that on Docker an unhealthy event for a container whose entry is
+fresh is acted on without an inspect (Healer.react; a decision that does not act inspects, for
+the probe's output).
 Entries come from the loop's inspects only; the event stream keeps them (the rules of one
 entry: core.cache_entry); the sweep resyncs them against its list.
 

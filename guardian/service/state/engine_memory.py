@@ -1,6 +1,6 @@
 """The engine's own record of each container's starts, read at start-up and again after the
 store recovers from failed writes, so the attempt budget holds over what the store could not
-remember (DESIGN 16; core.engine_record says what counts).
+remember (docs/design.md rule 16; core.engine_record says what counts).
 """
 
 from __future__ import annotations

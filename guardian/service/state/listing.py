@@ -1,6 +1,6 @@
-"""Listings: what a sweep asks the engine to list (DESIGN 18): the whole list now and then, in
-between only the containers it must judge again, so that an idle sweep costs what changed, not
-a listing of every container.
+"""Listings: what a sweep asks the engine to list (docs/design.md rule 18): the whole list now
+and then, in between only the containers it must judge again, so that an idle sweep costs what
+changed, not a listing of every container.
 
 While one event stream has stayed open since the last whole list was asked, every change of a
 container that a judgement reads reaches the loop as an event of Docker's (create, start, die,

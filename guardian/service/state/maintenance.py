@@ -1,6 +1,7 @@
 """Maintenance windows in force (core.detection.windows), held to their end: a container seen in a
-window is not restarted until the window's end, as its real length places it (DESIGN 12: a clock
-step moves the end with it, so a step back does not end the window early, nor a step forward).
+window is not restarted until the window's end, as its real length places it (docs/design.md
+rule 12: a clock step moves the end with it, so a step back does not end the window early, nor a
+step forward).
 And the windows' runs as the store records them (MaintenanceLog: the events feed's
 maintenance.started and maintenance.ended)."""
 
@@ -62,7 +63,7 @@ class MaintenanceHolds:
         return Silence(None, host, name, now, until, reason, CALENDAR)
 
     def move_stamps(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: each hold keeps its length (DESIGN 12)."""
+        """The wall clock stepped by `step`: each hold keeps its length (docs/design.md rule 12)."""
         with self._lock:
             self._held = {k: (end + step, w) for k, (end, w) in self._held.items()}
 

@@ -1,5 +1,5 @@
-"""QuietRows: the containers a sweep need not judge again (DESIGN 18), so that an idle sweep's
-cost grows with what changes, not with the containers.
+"""QuietRows: the containers a sweep need not judge again (docs/design.md rule 18), so that an
+idle sweep's cost grows with what changes, not with the containers.
 
 A watched container is quiet when the last sweep judged it from its listing alone (no inspect
 wanted) running and healthy, or running without a healthcheck, with no problem, no skip, no

@@ -133,7 +133,7 @@ class HealthyStreaks:
             self._reset_checked = only_present(self._reset_checked, present)
 
     def move_stamps(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: a streak keeps its length (DESIGN 12)."""
+        """The wall clock stepped by `step`: a streak keeps its length (docs/design.md rule 12)."""
         with self._lock:
             self._since = {k: at + step for k, at in self._since.items()}
             self._reset_checked = {k: at + step for k, at in self._reset_checked.items()}
@@ -223,9 +223,9 @@ class LoopState:
         self.streaks = HealthyStreaks()
         self.person_stops = PersonStops()
         self.engine = EngineLiveness()
-        self.remembered = EngineMemory()  # the engine's record of starts (DESIGN 16)
+        self.remembered = EngineMemory()  # the engine's record of starts (docs/design.md rule 16)
         self.maintenance = MaintenanceHolds()  # windows in force, held to their end
-        self.cache = ContainerCache()  # the containers as the events keep them (DESIGN 18)
+        self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
         self.quiet = QuietRows()  # the containers a sweep need not judge again
 
     # -- restarts: claims and verifications together -----------------------------------------
@@ -286,8 +286,8 @@ class LoopState:
     def move_stamps(self, step: timedelta) -> None:
         """The wall clock stepped by `step` (service.watchers.clock_steps): the stamps held here
         move with it, so a verification's timeout, the next look, a slot and a healthy streak keep
-        their length (DESIGN 12); the engine presents the stamps it had shown moved alike
-        (adapters.engine.engine_clock)."""
+        their length (docs/design.md rule 12); the engine presents the stamps it had shown moved
+        alike (adapters.engine.engine_clock)."""
         with self.lock:
             self.verifications.move_stamps(step)
             self.claims.move_stamps(step)

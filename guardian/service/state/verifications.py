@@ -116,8 +116,8 @@ class Verifications:
 
     def move_stamps(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: a verification's timeout and next look keep their
-        length (DESIGN 12). A verdict being judged from the stamps before the step is not
-        written (begin_verdict sees a new entry) and is judged again at the next look."""
+        length (docs/design.md rule 12). A verdict being judged from the stamps before the step
+        is not written (begin_verdict sees a new entry) and is judged again at the next look."""
         with self._lock:
             for name, p in self._pending.items():
                 before = p.previous_started_at
