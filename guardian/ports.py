@@ -129,7 +129,7 @@ class Clock(Protocol):
     """Two readings: `now()` is the wall clock (aware UTC), for what people read and what the
     store keeps across restarts; it may step (NTP, a stale boot, a VM resumed). `monotonic()`
     is seconds on a clock that never steps and counts suspend: every duration within a run
-    (deadlines, holds, streaks, pacing, schedules) is measured on it (DESIGN 12)."""
+    (deadlines, holds, streaks, pacing, schedules) is measured on it (docs/design.md rule 12)."""
 
     def now(self) -> datetime: ...
 
@@ -327,7 +327,8 @@ class Store(Protocol):
 
     def move_problem_starts(self, host: str, step: timedelta) -> None:
         """The wall clock stepped by `step`: the problem starts of the incidents not closed
-        move with it, so restart.act_after keeps its length through the step (DESIGN 12)."""
+        move with it, so restart.act_after keeps its length through the step
+        (docs/design.md rule 12)."""
 
     # Operator queries and changes (CLI and HTTP API).
 

@@ -1,5 +1,6 @@
 """The page's HTML, from Jinja2 templates with autoescape on: whatever a container wrote is
-text in the page, never markup (DESIGN 13). The live stream sends the same parts the page shows.
+text in the page, never markup (docs/design.md rule 13). The live stream sends the same parts
+the page shows.
 """
 
 from __future__ import annotations
