@@ -68,3 +68,22 @@ def test_the_map_names_each_wing_with_its_modules(wing: str) -> None:
     assert f"guardian/{wing}/" in text
     for module in wings.modules(GUARDIAN / wing):
         assert module in text
+
+
+def test_every_file_a_comment_cites_is_in_the_repository() -> None:
+    """A comment that cites a document (`docs/design.md rule 12`) cites one the repository has;
+    a bare `DESIGN n` names none."""
+    import re
+
+    repo = GUARDIAN.parent
+    cited = re.compile(r"(?<![\w/])((?:docs|bench|monitoring|systemd|examples)/[\w./-]+\.\w+)")
+    missing, bare = [], []
+    for path in sorted([*GUARDIAN.rglob("*.py"), *(repo / "tests").rglob("*.py")]):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(repo)
+        bare += [f"{where}: {m}" for m in re.findall(r"\bDESIGN \d+", text)]
+        missing += [
+            f"{where}: {m}" for m in cited.findall(text) if not (repo / m.rstrip(".")).exists()
+        ]
+    assert bare == []
+    assert missing == []
