@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
+from guardian.service.watchers.log_watch import MAX_FOLLOWED
 from tests.helpers import wait_until
 from tests.integration.conftest import ENGINES, Containers, EventRecorder
 
@@ -116,3 +118,37 @@ def test_a_backtracking_pattern_on_long_lines_changes_nothing(
     asked = time.monotonic()
     g.stop(timeout=10)
     assert time.monotonic() - asked < 5
+
+
+def unfollowed(g: Any) -> float | None:
+    """guardian_log_rules_unfollowed as /metrics says it."""
+    text = requests.get(f"{g.http_url}/metrics", timeout=5).text
+    for family in text_string_to_metric_families(text):
+        if family.name == "guardian_log_rules_unfollowed":
+            return float(family.samples[0].value)
+    return None
+
+
+def test_labelled_containers_started_first_keep_no_slot_from_the_operators_rule(
+    containers: Containers, guardian: Any, engine_events: EventRecorder
+) -> None:
+    """Issue 64: whoever can start opted-in containers fills every log slot with patterns that
+    never match; the operator's rule still follows its container and restarts it."""
+    g = guardian(logs={"rules": [{"containers": containers.name("victim-*"), "match": "FATAL"}]})
+    squat = ["sh", "-c", "sleep 86400"]
+    never = {"guardian.logs.match": "never-printed-[0-9]{40}"}
+    squatters = [containers.run(f"squat-{n:03d}", squat, labels=never) for n in range(70)]
+    wait_until(lambda: len(g.lines("log followed")) >= MAX_FOLLOWED, 60, message="slots filled")
+    wait_until(lambda: unfollowed(g) == 70 - MAX_FOLLOWED, 30, message="the rest counted")
+
+    victim = containers.run("victim-db", ["sh", "-c", FATAL])
+    wait_until(lambda: followed(g, victim), 20, message="the operator's rule followed")
+    go(containers, victim)
+    wait_until(lambda: restarts(engine_events, victim) == 1, 20, message="restarted")
+    assert [line for line in g.lines("problem detected") if victim in line]
+    # The label's rule that gave its slot up, and those that never had one, are named and
+    # counted; none of the squatters was touched.
+    wait_until(lambda: unfollowed(g) == 70 - MAX_FOLLOWED + 1, 20, message="counted")
+    named = {n for n in squatters for line in g.lines("log rule not followed") if n in line}
+    assert named == set(squatters[MAX_FOLLOWED - 1 :])
+    assert all(engine_events.count(n, "kill") == 0 for n in squatters)
