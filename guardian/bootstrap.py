@@ -69,7 +69,7 @@ from guardian.ports import (
 )
 from guardian.readside.changes import Changes
 from guardian.runtime.edges import Edges
-from guardian.runtime.restart_threads import RestartRunner
+from guardian.runtime.restart_calls import RestartRunner
 from guardian.service.context import LoopContext
 from guardian.service.facts import FactStream
 from guardian.service.healing.decisions import DecisionPoint
@@ -119,7 +119,7 @@ class App:
     resources: ResourceWatch  # resource rules: sampled by the daemon's job while any applies
     loop: Loop  # what the entrypoints ask of the running loop (service.loop)
     verifier: Verifier  # the healer's
-    restarts: RestartRunner  # where restart calls run: here until the daemon starts its threads
+    restarts: RestartRunner  # where restart calls run: here until the daemon starts its queue
     logs: LogWatch  # log rules: followers run once the daemon starts them
     edges: Edges  # the engine, the store, systemd's socket, the lock: released in that order
     supervisor: SystemdSupervisor = field(default_factory=SystemdSupervisor)
@@ -398,7 +398,7 @@ def build_status(
     """The loop without delivery, systemd or the API: for `guardian status` and `guardian
     check`, which need no notification secrets (nor run hooks: `hooks` builds them for
     build_daemon). `restart_calls` replaces where restart calls run (tests); by default they run
-    here until the daemon starts its restart threads (App.restarts). `resource_reader` replaces
+    here until the daemon starts its work queue (App.restarts). `resource_reader` replaces
     the cgroup reader (tests). Raises StoreError when the store cannot open."""
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
@@ -408,7 +408,7 @@ def build_status(
     engine = engine_of(settings, engine, clock)
     hs = healer_settings(settings, detect_self_id(), host)
     after = hooks(writes, clock, metrics, hs.host) if hooks is not None else None
-    restarts = RestartRunner(metrics)
+    restarts = RestartRunner(metrics, clock)
     healer, prober, resources, logs = build_loop(
         settings,
         hs,

@@ -496,18 +496,19 @@ class Facts(Protocol):
 
 class RestartCalls(Protocol):
     """Where a restart call runs once decided, claimed and its intent recorded: on the deciding
-    thread (commands, tests) or on a restart thread (the daemon, runtime/restart_threads.py)."""
+    thread (commands, tests) or on its container's worker (the daemon, runtime/restart_calls.py:
+    at once when the deciding thread is that worker)."""
 
-    def run(self, call: Callable[[], None], slot_until: datetime | None) -> None:
-        """Run `call`, which returns once the engine has stopped and started the container.
-        `slot_until`: when the call gives its restart.max_concurrent slot up while still
-        running (None: when it returns), so whoever waits for a slot is judged again then.
-        Raises RuntimeError once Guardian is stopping."""
+    def run(self, call: Callable[[], None], slot_until: datetime | None, key: str) -> None:
+        """Run `call`, which returns once the engine has stopped and started the container
+        whose id is `key`. `slot_until`: when the call gives its restart.max_concurrent slot
+        up while still running (None: when it returns), so whoever waits for a slot is judged
+        again then. Raises RuntimeError once Guardian is stopping."""
 
 
 class Rechecks(Protocol):
     """Who judges a container again at a time a decision named (a patience, a silence or a
-    cooldown ending): the daemon's scheduler; commands and tests wait for a sweep."""
+    cooldown ending): the daemon's work queue; commands and tests wait for a sweep."""
 
     def recheck(self, container_id: str, at: datetime) -> None: ...
 

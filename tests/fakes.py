@@ -494,5 +494,5 @@ class FakeRestartCalls:
     def __init__(self) -> None:
         self.held: list[Callable[[], None]] = []
 
-    def run(self, call: Callable[[], None], slot_until: datetime | None) -> None:
+    def run(self, call: Callable[[], None], slot_until: datetime | None, key: str) -> None:
         self.held.append(call)

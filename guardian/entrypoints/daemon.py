@@ -31,10 +31,11 @@ from guardian.logs import kv
 from guardian.ports import EngineUnavailable, StoreError
 from guardian.runtime.http_front import Front
 from guardian.runtime.http_limits import Limits
-from guardian.runtime.restart_threads import MAX_RESTART_THREADS, RestartThreads
+from guardian.runtime.restart_calls import MAX_RESTART_THREADS
 from guardian.runtime.scheduling import SteadyScheduler
 from guardian.runtime.wakeup import Wakeup, WakingEvent
 from guardian.runtime.watchdog import STARTING, SupervisorLink, SweepLiveness, stall_limit
+from guardian.runtime.work_queue import KeyedQueue, Work
 from guardian.service.watchers.clock_steps import StepWatch
 
 log = logging.getLogger("guardian.daemon")
@@ -46,13 +47,13 @@ APPROVAL_TICK = timedelta(seconds=1)
 PROBE_TICK = timedelta(milliseconds=500)
 JOBS_FOLLOWED = ("probes", "verify", "approvals", "resources")  # paused while idle
 RETENTION_TICK = timedelta(days=1)
-# The sweep, verify, probe and retention jobs, and the reactions the jobs schedule (a recheck a
-# decision named, a freed restart slot) beside restarts; events have threads of their own.
+# The sweep, verify, probe, approvals, resources and retention jobs; the containers' looks and
+# restart calls have the work queue's workers.
 JOB_THREADS = 10
 # How long a stop waits for restart calls in flight to record their outcomes; a call still
 # waiting out a container's stop timeout is left to the engine and reconciled at the next start.
 STOP_GRACE = timedelta(seconds=3)
-# How long a stop waits for reactions under way (an inspect, the writes before a restart call):
+# How long a stop waits for looks under way (an inspect, the writes before a restart call):
 # longer than the engine's own answer may take, as the scheduler waits for its jobs.
 REACTION_GRACE = timedelta(seconds=60)
 
@@ -77,9 +78,9 @@ def _count(n: float, noun: str) -> str:
 
 
 def job_threads(settings: Settings) -> int:
-    """Threads for the jobs: a reaction holds its thread while it inspects, so a burst proceeds
-    at once with a thread for each of `restart.max_concurrent` containers, plus threads for the
-    other jobs. Threads start only when needed."""
+    """Threads for the jobs, and for the looks at containers: a look holds its worker while it
+    inspects, so a burst proceeds at once with a worker for each of `restart.max_concurrent`
+    containers, plus one for each job. Threads start only when needed."""
     return JOB_THREADS + min(int(settings["restart.max_concurrent"]), MAX_RESTART_THREADS)
 
 
@@ -128,10 +129,12 @@ class Daemon:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone=UTC,
         )
-        # The reactions to engine events, apart from the scheduler's jobs: an event is judged at
-        # once, without a turn of the scheduler's thread between (bench/RESULTS.md: the single
-        # restart beside the bare listener); as many threads as the jobs have, for their reason.
-        self.reactions = RestartThreads(job_threads(app.settings), name="react")
+        # The keyed work queue: every look at a container (an event, a recheck a decision named,
+        # an approval, a freed restart slot) and every restart call runs on its container's
+        # worker, one at a time per container. An event is judged at once, without a turn of the
+        # scheduler's thread between (bench/RESULTS.md: the single restart beside the bare
+        # listener); a restart call holds its worker until the engine is done with it.
+        self.reactions = KeyedQueue(self.reconcile, job_threads(app.settings) + MAX_RESTART_THREADS)
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -300,33 +303,14 @@ class Daemon:
         try:
             awaited = loop.approvals_awaited()
             found = self.app.store.unused_approvals(loop.host, self.app.clock.now())
-            for container in {a.container for a in found if a.container in awaited}:
-                self.react(awaited[container], None)
+            for container in sorted({a.container for a in found if a.container in awaited}):
+                self.react_soon(awaited[container], None)
         except StoreError as exc:
             self._store_failed("approvals", exc)
         except Exception:
             log.exception("approvals failed")
         finally:
             self.work_changed()
-
-    def recheck(self, container_id: str, at: datetime) -> None:
-        """Judge a container again at a time a decision named (its patience, silence or
-        cooldown ends); one pending recheck per container, the earliest. The scheduler keeps the
-        time through a step of the wall clock (SteadyScheduler)."""
-        job_id = f"recheck-{container_id[:64]}"
-        with contextlib.suppress(Exception):  # the scheduler is shutting down
-            job = self.scheduler.get_job(job_id)
-            if job is not None and job.next_run_time is not None and job.next_run_time <= at:
-                return
-            self.scheduler.add_job(
-                self.react,
-                "date",
-                run_date=at,
-                args=[container_id, None],
-                id=job_id,
-                replace_existing=True,
-                misfire_grace_time=None,
-            )
 
     def prune(self) -> None:
         """Forget incidents that ended longer than store.retention ago (daily, and at start)."""
@@ -353,31 +337,19 @@ class Daemon:
         self.app.metrics.store_failed()
         log.error("store error; job abandoned until its next run", extra=kv(job=job, reason=exc))
 
-    def _slot_freed(self) -> None:
-        """A restart slot is free: the container held back longest for one is judged again."""
+    def slot_freed(self) -> None:
+        """A restart slot is free (a call ended or gave its slot up; on a worker): the
+        container held back longest for one is looked at again."""
         waiter = self.app.loop.next_slot_waiter()
         if waiter is not None and not self.stopping.is_set():
-            self.react(waiter, None)
+            self.react_soon(waiter, None)
 
-    def follow_asks(self) -> None:
-        """Schedule what the restart calls asked (runtime/restart_threads.py): the rechecks
-        their decisions named, and the container held back longest for a restart slot judged
-        once a call ended or gave its slot up. From the main loop, as follow_work."""
-        for container, at in self.app.restarts.asked():
-            if container is not None and at is not None:
-                self.recheck(container, at)
-            elif at is not None:
-                with contextlib.suppress(Exception):  # the scheduler is shutting down
-                    self.scheduler.add_job(
-                        self._slot_freed, "date", run_date=at, misfire_grace_time=None
-                    )
-            else:
-                waiter = self.app.loop.next_slot_waiter()
-                if waiter is not None and not self.stopping.is_set():
-                    with contextlib.suppress(Exception):  # the scheduler is shutting down
-                        self.scheduler.add_job(
-                            self.react, args=[waiter, None], misfire_grace_time=None
-                        )
+    def reconcile(self, container_id: str, work: Work) -> None:
+        """One turn of a container's worker: the restart calls decided for it, then a look."""
+        for call in work.calls:
+            call()  # RestartRunner.carry: its failures logged there
+        if work.look:
+            self.react(container_id, work.detected_at)
 
     def react(self, container_id: str, detected_at: datetime | None) -> None:
         try:
@@ -396,9 +368,9 @@ class Daemon:
         self.events.run()
 
     def react_soon(self, container_id: str, at: datetime | None) -> None:
-        """Judge a container an event named, on a reaction thread (the event thread reads on)."""
+        """Look at a container (an event named it) on its worker; the caller goes on."""
         with contextlib.suppress(RuntimeError):  # Guardian is stopping: the next start judges
-            self.reactions.submit(lambda: self.react(container_id, at))
+            self.reactions.add(container_id, at)
 
     def kick_sweep(self) -> None:
         """Run the sweep now (after a reconnect), instead of waiting for the interval."""
@@ -489,9 +461,9 @@ class Daemon:
         except ListenError:
             self.app.edges.close()
             raise
-        # Restart calls now run on restart threads (each holds one until the engine has
-        # stopped and started its container), and what they ask wakes the main loop.
-        self.app.restarts.start(self.wakeup)
+        # Restart calls now run on their containers' workers (each holds one until the engine
+        # has stopped and started its container), and rechecks are delayed looks.
+        self.app.restarts.start(self.reactions, self.slot_freed)
         self.app.logs.start()  # log rules: followed from the first sweep on
         self.scheduler.start()
         if self.app.delivery is not None:
@@ -529,9 +501,7 @@ class Daemon:
         if self.app.hooks is not None:
             self.app.hooks.stop()  # kills running hooks now, whatever their timeouts
         self.scheduler.shutdown(wait=True)
-        if self.reactions.close(REACTION_GRACE.total_seconds()):
-            log.warning("reactions still under way at stop")
-        left = self.app.restarts.close(STOP_GRACE.total_seconds())
+        left = self.reactions.close(REACTION_GRACE.total_seconds(), STOP_GRACE.total_seconds())
         if left:
             log.warning(
                 "restarts left to the engine; the next start reconciles them",
@@ -562,7 +532,6 @@ class Daemon:
                     break
                 self.systemd.tick()
                 self.follow_work()
-                self.follow_asks()
                 self.wakeup.wait(self.systemd.next_tick_in())
         finally:
             self.stop()

@@ -28,12 +28,12 @@ class IntentsRefused(SqliteStore):
 
 
 class OnThreads:
-    """Restart calls on threads of their own, as the daemon's (runtime/restart_threads.py)."""
+    """Restart calls on threads other than the deciding one (the sweep's, in the daemon)."""
 
     def __init__(self) -> None:
         self.threads: list[threading.Thread] = []
 
-    def run(self, call: Call, slot_until: datetime | None) -> None:
+    def run(self, call: Call, slot_until: datetime | None, key: str) -> None:
         def quietly() -> None:
             with contextlib.suppress(RuntimeError):  # the daemon logs it
                 call()
@@ -45,7 +45,7 @@ class OnThreads:
 class Refused:
     """Restart threads that refuse every call: Guardian is stopping."""
 
-    def run(self, call: Call, slot_until: datetime | None) -> None:
+    def run(self, call: Call, slot_until: datetime | None, key: str) -> None:
         raise RuntimeError("restart threads closed: Guardian is stopping")
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from guardian.core.model import Reason
-from guardian.runtime.restart_threads import RestartThreads
+from guardian.runtime.work_queue import KeyedQueue
 from tests.app import TestApp, make_app
 from tests.fakes import FakeRestartCalls
 from tests.helpers import wait_until
@@ -80,22 +80,28 @@ def test_max_concurrent_still_bounds_what_is_asked_of_the_engine_at_once(tmp_pat
 
 
 def test_a_stop_leaves_calls_in_flight_to_the_engine() -> None:
-    threads = RestartThreads(4)
+    queue = KeyedQueue(lambda key, work: [call() for call in work.calls], limit=4)
     release = threading.Event()
     ran: list[str] = []
-    threads.submit(lambda: (release.wait(30), ran.append("slow")))
-    threads.submit(lambda: ran.append("quick"))
+
+    def slow() -> None:
+        with queue.calling():
+            release.wait(30)
+            ran.append("slow")
+
+    queue.add_call("slow-id", slow)
+    queue.add_call("quick-id", lambda: ran.append("quick"))
     wait_until(lambda: "quick" in ran, 5, message="the quick call ran")
     clock = iter([0.0, 0.0, 1.0, 2.0, 99.0])
-    assert threads.close(3, monotonic=lambda: next(clock, 99.0)) == 1  # left, not waited for
+    assert queue.close(3, monotonic=lambda: next(clock, 99.0)) == 1  # left, not waited for
     release.set()
-    wait_until(lambda: threads.busy() == 0, 5, message="the slow call ended")
+    wait_until(lambda: queue.busy() == 0, 5, message="the slow call ended")
     try:
-        threads.submit(lambda: None)
+        queue.add_call("late-id", lambda: None)
     except RuntimeError as exc:
         assert "stopping" in str(exc)
     else:
-        raise AssertionError("a closed pool took a call")
+        raise AssertionError("a closed queue took a call")
 
 
 def test_a_restart_returning_after_stop_records_nothing(tmp_path: Path) -> None:

@@ -120,7 +120,7 @@ class Recreator:
         def call() -> None:
             self._remove_then_create(a, incident, decision, claim, action_id, built)
 
-        self._calls.run(claim.carried_by(call), claim.slot_until)
+        self._calls.run(claim.carried_by(call), claim.slot_until, a.snapshot.id)
 
     def _refused(
         self, incident: Incident, decision: Decision, action: RemediationAction, refusal: Refusal
@@ -147,7 +147,7 @@ class Recreator:
         action_id: int,
         spec: RecreateSpec,
     ) -> None:
-        """On the restart thread: remove, then create from the spec. The claim ends when the
+        """On the container's worker: remove, then create from the spec. The claim ends when the
         engine is done, or passes to the new container's verification."""
         ctx, snap = self.ctx, a.snapshot
         removed = ctx.engine.remove_container(snap.id, a.rules.stop_timeout)

@@ -230,7 +230,7 @@ class Remediator:
                 self.recorder.save(incidents.escalate(incident))  # a person takes it from here
             ctx.restart_ended(snap.name, str(result.outcome))
 
-        self._calls.run(claim.carried_by(call), None)
+        self._calls.run(claim.carried_by(call), None, snap.id)
 
     def _restart_incident(
         self, a: Assessment, incident: Incident, decision: Decision, claim: Claim
@@ -325,7 +325,7 @@ class Remediator:
 
         # Refused (the daemon is stopping: the intent without an outcome is reconciled at the
         # next start), the claim ends as the caller's block does.
-        self._calls.run(claim.carried_by(call), claim.slot_until)
+        self._calls.run(claim.carried_by(call), claim.slot_until, snap.id)
 
     def _call_engine(
         self,

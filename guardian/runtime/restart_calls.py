@@ -1,0 +1,72 @@
+"""Where restart calls run: each, once decided and recorded, holds its thread until the engine has
+stopped and started its container, which can take that container's whole stop timeout.
+
+Until the daemon starts (`guardian check`, tests), a call runs on the deciding thread and a recheck
+waits for a sweep. Then calls run on their container's worker of the keyed work queue
+(runtime/work_queue.py): at once when the deciding thread is that worker (an event's reaction),
+else queued for it (the sweep's decisions); a recheck is a delayed look at the container.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from guardian.logs import kv
+from guardian.ports import Clock, Metrics, StoreError
+from guardian.runtime.work_queue import Call, KeyedQueue
+
+log = logging.getLogger("guardian.daemon")
+# Workers beside the jobs: a restart holds its container's worker for the stop timeout, and
+# decide() keeps the calls within restart.max_concurrent (a reload may raise it).
+MAX_RESTART_THREADS = 256
+
+
+class RestartRunner:
+    """The RestartCalls and Rechecks ports of `guardian run`, built with the loop it serves."""
+
+    def __init__(self, metrics: Metrics, clock: Clock) -> None:
+        self._metrics = metrics
+        self._clock = clock
+        self._queue: KeyedQueue | None = None
+        self._freed: Callable[[], None] = lambda: None
+
+    def start(self, queue: KeyedQueue, freed: Callable[[], None]) -> None:
+        """From now on calls run on `queue`'s workers; `freed` is called (on a worker) when a
+        call ends or gives its restart slot up, so whoever waits for one is judged again."""
+        self._queue, self._freed = queue, freed
+
+    def run(self, call: Call, slot_until: datetime | None, key: str) -> None:
+        queue = self._queue
+        if queue is None:
+            call()
+            return
+        if queue.holds(key):
+            self.carry(call)
+        else:
+            queue.add_call(key, lambda: self.carry(call))
+        if slot_until is not None:
+            queue.call_after((slot_until - self._clock.now()).total_seconds(), self._freed)
+
+    def recheck(self, container_id: str, at: datetime) -> None:
+        if self._queue is not None:
+            self._queue.add_after(container_id, (at - self._clock.now()).total_seconds())
+
+    def carry(self, call: Call) -> None:
+        """Run one restart call on the worker that holds its container: its failures are
+        logged here, and its slot is freed when it ends."""
+        assert self._queue is not None
+        try:
+            with self._queue.calling():
+                call()
+        except StoreError as exc:
+            self._metrics.store_failed()
+            log.error(
+                "store error; job abandoned until its next run", extra=kv(job="restart", reason=exc)
+            )
+        except Exception:
+            log.exception("restart failed")
+        finally:
+            # A slot is free: the container held back longest for one need not wait for a sweep.
+            self._freed()

@@ -1,0 +1,235 @@
+"""The keyed work queue (client-go's workqueue, kubelet's pod workers): every trigger only adds
+a container's key; one key is never with two workers at once, so one container is judged and
+acted on by one thread at a time. Work added while its key is with a worker waits for that worker
+to finish and then runs again; work added twice before a worker takes it runs once.
+
+A key's work is a look (judge the container again; the earliest problem time heard is kept) and
+the calls already decided for it (a restart the sweep decided), run in order on its worker. A look
+can be asked for later (`add_after`, on the monotonic clock: a step of the wall clock never moves
+it). Workers are daemon threads started only when work finds none idle, up to `limit`; idle, they
+sleep without a timer unless a delayed look is due.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+Call = Callable[[], None]
+
+
+@dataclass
+class Work:
+    """What waits under one key: a look (and the earliest problem time heard for it), and the
+    calls decided for it, in the order they were added."""
+
+    look: bool = False
+    detected_at: datetime | None = None
+    calls: list[Call] = field(default_factory=list)
+
+    def merge_look(self, detected_at: datetime | None) -> None:
+        self.look = True
+        if detected_at is not None and (self.detected_at is None or detected_at < self.detected_at):
+            self.detected_at = detected_at
+
+
+class KeyedQueue:
+    """`handle(key, work)` runs on a worker, never for one key on two workers at once; what it
+    raises is its own to log (the worker goes on). add() after close() raises RuntimeError."""
+
+    def __init__(
+        self,
+        handle: Callable[[str, Work], None],
+        limit: int,
+        name: str = "reconcile",
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._handle = handle
+        self._limit = limit
+        self._name = name
+        self._monotonic = monotonic
+        self._cond = threading.Condition()
+        self._waiting: dict[str, Work] = {}  # by key, in the order first added
+        self._ready: deque[str] = deque()  # keys waiting that no worker holds, oldest first
+        self._held: dict[int, str] = {}  # thread ident -> the key its worker holds
+        self._calling = 0  # workers inside a call (a restart the engine is carrying out)
+        # Delayed looks (due, order, key) and timers (due, order, function), one heap; a key
+        # keeps only its earliest delayed look (_due).
+        self._timers: list[tuple[float, int, str | None, Call | None]] = []
+        self._due: dict[str, float] = {}
+        self._order = itertools.count()
+        self._threads = 0
+        self._idle = 0
+        self._closed = False
+
+    # -- adding work ---------------------------------------------------------------------------
+
+    def add(self, key: str, detected_at: datetime | None = None) -> None:
+        """Look at `key` again as soon as a worker is free for it."""
+        with self._cond:
+            self._work_for(key).merge_look(detected_at)
+            self._wake()
+
+    def add_call(self, key: str, call: Call) -> None:
+        """Run `call`, decided for `key`, on the key's worker."""
+        with self._cond:
+            self._work_for(key).calls.append(call)
+            self._wake()
+
+    def add_after(self, key: str, delay: float) -> None:
+        """Look at `key` again `delay` seconds from now (the earliest of those asked wins)."""
+        due = self._monotonic() + max(0.0, delay)
+        with self._cond:
+            self._refuse_when_closed()
+            if key in self._due and self._due[key] <= due:
+                return
+            self._due[key] = due
+            heapq.heappush(self._timers, (due, next(self._order), key, None))
+            self._wake(timer=True)
+
+    def call_after(self, delay: float, fn: Call) -> None:
+        """Run `fn` (quick: it only adds work) on a worker `delay` seconds from now."""
+        due = self._monotonic() + max(0.0, delay)
+        with self._cond:
+            self._refuse_when_closed()
+            heapq.heappush(self._timers, (due, next(self._order), None, fn))
+            self._wake(timer=True)
+
+    def holds(self, key: str) -> bool:
+        """Whether the calling thread is the worker that holds `key` now."""
+        with self._cond:
+            return self._held.get(threading.get_ident()) == key
+
+    @contextmanager
+    def calling(self) -> Iterator[None]:
+        """Around a call on a worker: close() gives calls a grace of their own."""
+        with self._cond:
+            self._calling += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._calling -= 1
+                self._cond.notify_all()
+
+    def busy(self) -> int:
+        """Keys held by a worker or waiting for one."""
+        with self._cond:
+            return len(self._held) + len(self._ready)
+
+    def _work_for(self, key: str) -> Work:
+        self._refuse_when_closed()
+        work = self._waiting.get(key)
+        if work is None:
+            work = self._waiting[key] = Work()
+            if key not in self._held.values():
+                self._ready.append(key)
+        return work
+
+    def _refuse_when_closed(self) -> None:
+        if self._closed:
+            raise RuntimeError("work queue closed: Guardian is stopping")
+
+    def _wake(self, timer: bool = False) -> None:
+        """A worker for the new work: an idle one, else a new one while under the limit."""
+        if self._idle == 0 and self._threads < self._limit and (self._ready or timer):
+            self._threads += 1
+            threading.Thread(
+                target=self._work, name=f"{self._name}-{self._threads}", daemon=True
+            ).start()
+        else:
+            self._cond.notify_all() if timer else self._cond.notify()
+
+    # -- workers -------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        me = threading.get_ident()
+        while True:
+            with self._cond:
+                taken = self._take()
+                if taken is None:
+                    self._threads -= 1
+                    self._cond.notify_all()
+                    return
+                key, work = taken
+                if key is not None:
+                    self._held[me] = key
+            try:
+                if key is None:
+                    for fn in work.calls:
+                        fn()
+                else:
+                    self._handle(key, work)
+            finally:
+                with self._cond:
+                    self._held.pop(me, None)
+                    if key is not None and key in self._waiting:
+                        self._ready.append(key)  # added while held: its next turn
+                        self._cond.notify()
+                    self._cond.notify_all()
+
+    def _take(self) -> tuple[str | None, Work] | None:
+        """Under the lock: the next key and its work, or due timers to run (key None); None
+        once closed."""
+        self._idle += 1
+        try:
+            while not self._closed:
+                fns = self._fire_due()
+                if fns:
+                    return None, Work(calls=fns)
+                if self._ready:
+                    key = self._ready.popleft()
+                    return key, self._waiting.pop(key)
+                wait = self._timers[0][0] - self._monotonic() if self._timers else None
+                self._cond.wait(wait)
+            return None
+        finally:
+            self._idle -= 1
+
+    def _fire_due(self) -> list[Call]:
+        """Move the delayed looks that are due to the ready keys; the timers due, to run."""
+        now = self._monotonic()
+        fns: list[Call] = []
+        while self._timers and self._timers[0][0] <= now:
+            due, _, key, fn = heapq.heappop(self._timers)
+            if fn is not None:
+                fns.append(fn)
+            elif key is not None and self._due.get(key) == due:
+                del self._due[key]
+                self._work_for(key).merge_look(None)
+        return fns
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def close(
+        self,
+        wait: float,
+        call_wait: float | None = None,
+        monotonic: Callable[[], float] | None = None,
+    ) -> int:
+        """Refuse new work, drop what waits, and wait up to `wait` seconds for the workers
+        under way; a worker inside a call is waited for only `call_wait` seconds more (default:
+        within `wait`). Returns how many are still under way (a call left to the engine)."""
+        clock = monotonic or self._monotonic
+        start = clock()
+        with self._cond:
+            self._closed = True
+            self._waiting.clear()
+            self._ready.clear()
+            self._timers.clear()
+            self._due.clear()
+            self._cond.notify_all()
+            while len(self._held) > self._calling and clock() - start < wait:
+                self._cond.wait(wait - (clock() - start))
+            calls_end = clock() + (call_wait if call_wait is not None else 0.0)
+            limit = calls_end if call_wait is not None else start + wait
+            while self._held and clock() < limit:
+                self._cond.wait(limit - clock())
+            return len(self._held)

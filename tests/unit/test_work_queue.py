@@ -1,0 +1,162 @@
+"""The keyed work queue (runtime/work_queue.py): a key is never with two workers, work added
+while its key is held runs once after, different keys run at once, delayed looks wait on the
+monotonic clock and the earliest asked for wins."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from guardian.runtime.work_queue import KeyedQueue, Work
+from tests.fakes import T0
+from tests.helpers import wait_until
+
+
+class Recorder:
+    """A handle that records each turn (key, work) and how many workers held each key at once;
+    a key in `hold` blocks its worker until released."""
+
+    def __init__(self) -> None:
+        self.turns: list[tuple[str, Work]] = []
+        self.now: Counter[str] = Counter()
+        self.most: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.hold: dict[str, threading.Event] = {}
+        self.inside: dict[str, threading.Event] = {}
+        self.held_by_me: list[tuple[str, bool, bool]] = []
+        self.queue: KeyedQueue | None = None
+
+    def __call__(self, key: str, work: Work) -> None:
+        with self.lock:
+            self.now[key] += 1
+            self.most[key] = max(self.most[key], self.now[key])
+            self.turns.append((key, work))
+        if self.queue is not None:
+            self.held_by_me.append((key, self.queue.holds(key), self.queue.holds("other")))
+        if key in self.hold:
+            self.inside.setdefault(key, threading.Event()).set()
+            self.hold[key].wait(10)
+        with self.lock:
+            self.now[key] -= 1
+
+
+def test_a_key_is_never_with_two_workers_and_work_added_meanwhile_runs_once_after() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=8)
+    handle.hold["web"] = threading.Event()
+    handle.inside["web"] = threading.Event()
+    queue.add("web")
+    handle.inside["web"].wait(5)
+    adders = [threading.Thread(target=queue.add, args=("web",)) for _ in range(20)]
+    for t in adders:
+        t.start()
+    for t in adders:
+        t.join()
+    handle.hold["web"].set()
+    wait_until(lambda: len(handle.turns) == 2 and queue.busy() == 0, 5, message="two turns")
+    assert handle.most["web"] == 1
+    assert queue.close(1) == 0
+
+
+def test_different_keys_run_at_once() -> None:
+    together = threading.Barrier(3, timeout=5)
+    queue = KeyedQueue(lambda key, work: together.wait(), limit=8)
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    wait_until(lambda: queue.busy() == 0, 5, message="all three ran")
+    assert not together.broken
+    queue.close(1)
+
+
+def test_the_earliest_problem_time_heard_is_kept_and_calls_run_in_order() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=1)
+    handle.hold["first"] = threading.Event()
+    queue.add("first")
+    wait_until(lambda: handle.turns, 5, message="the worker is busy")
+    ran: list[int] = []
+    queue.add("web", T0 + timedelta(seconds=5))
+    queue.add_call("web", lambda: ran.append(1))
+    queue.add("web", T0)
+    queue.add("web", None)
+    queue.add_call("web", lambda: ran.append(2))
+    handle.hold["first"].set()
+    wait_until(lambda: len(handle.turns) == 2, 5, message="web's turn")
+    key, work = handle.turns[1]
+    assert (key, work.look, work.detected_at, len(work.calls)) == ("web", True, T0, 2)
+    for call in work.calls:
+        call()
+    assert ran == [1, 2]
+    queue.close(1)
+
+
+def test_a_delayed_look_waits_on_the_monotonic_clock_and_the_earliest_wins() -> None:
+    now = [100.0]
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=2, monotonic=lambda: now[0])
+    queue.add_after("web", 30)
+    queue.add_after("web", 10)  # earlier: wins
+    queue.add_after("web", 20)  # later than the one pending: ignored
+    queue.add("poke")  # a worker turns: nothing is due yet
+    wait_until(lambda: [k for k, _ in handle.turns] == ["poke"], 5, message="the poke")
+    now[0] = 110.0
+    queue.add("poke")  # wakes a worker, which finds the look due
+    wait_until(lambda: Counter(k for k, _ in handle.turns)["web"] == 1, 5, message="due")
+    now[0] = 140.0
+    queue.add("poke")
+    wait_until(lambda: Counter(k for k, _ in handle.turns)["poke"] == 3, 5, message="pokes")
+    assert Counter(k for k, _ in handle.turns)["web"] == 1  # the later ones were never kept
+    queue.close(1)
+
+
+def test_a_worker_knows_the_key_it_holds() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=2)
+    handle.queue = queue
+    queue.add("web")
+    wait_until(lambda: handle.held_by_me, 5, message="web's turn")
+    assert handle.held_by_me == [("web", True, False)]
+    assert not queue.holds("web")  # not on this thread
+    queue.close(1)
+
+
+def test_a_timer_runs_on_a_worker_when_due() -> None:
+    ran: list[Any] = []
+    queue = KeyedQueue(lambda key, work: None, limit=1)
+    queue.call_after(0, lambda: ran.append(threading.current_thread().name))
+    wait_until(lambda: ran, 5, message="the timer ran")
+    assert ran[0].startswith("reconcile-")
+    queue.close(1)
+
+
+def test_close_drops_what_waits_and_refuses_new_work() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=1)
+    handle.hold["first"] = threading.Event()
+    queue.add("first")
+    wait_until(lambda: handle.turns, 5, message="busy")
+    queue.add("waits")
+    left: list[int] = []
+    closer = threading.Thread(target=lambda: left.append(queue.close(5)))
+    closer.start()
+
+    def refused() -> bool:
+        try:
+            queue.add("x")
+        except RuntimeError as exc:
+            return "stopping" in str(exc)
+        return False
+
+    wait_until(refused, 5, message="closed")
+    handle.hold["first"].set()  # the worker under way is waited for
+    closer.join(10)
+    assert left == [0]
+    assert [k for k, _ in handle.turns] == ["first"]
+    try:
+        queue.add_after("x", 1)
+    except RuntimeError as exc:
+        assert "stopping" in str(exc)
+    else:
+        raise AssertionError("a closed queue took work")
