@@ -1,20 +1,24 @@
 """Ratchets on what one action costs the loop (issue 65's "Done when"): how often decide() runs per
-action. Each is pinned with `==` at today's number, so a change either way fails here and its
-constant is moved on purpose: the restructuring lowers them toward the targets written beside
-each constant."""
+action, and how many locks guardian/ makes. Each is pinned with `==` at today's number, so a
+change either way fails here and its constant is moved on purpose: the restructuring lowers them
+toward the targets written beside each constant."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import guardian
 from guardian.core.model import Decision, Reason, Verdict
 from guardian.ports import EngineEvent
 from guardian.service.healing import decisions
 from tests.app import TestApp, make_app
+
+GUARDIAN = Path(guardian.__file__).parent
 
 # -- decide() per action --------------------------------------------------------------------------
 
@@ -122,3 +126,109 @@ def test_decide_runs_as_often_per_action_as_the_ratchet_says(
     assert {(d.verdict, d.reason) for d in made} == {decided}
     # `==`, not `<=`: a count that falls is news too; move the constant with the change.
     assert 0 < len(made) == expected, f"{path.__name__}: decide() ran {len(made)} times"
+
+
+# -- locks in guardian/ ---------------------------------------------------------------------------
+
+MODULES = ("threading", "queue")  # where what primitives() counts is imported from
+LOCK_KINDS = {"Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore"}
+QUEUE_KINDS = {"Queue", "SimpleQueue", "LifoQueue", "PriorityQueue"}
+# The places in guardian/ that make a lock (primitives(): 46 Lock, 4 RLock, 4 Condition today;
+# places in the source, not objects at run time).
+MAX_LOCKS = 54  # issue 65's target: at most 15
+# Counted, not pinned: 8 threading.Event() (WakingEvent, a subclass, is made under its own name
+# and not counted) and no queue.
+
+
+def _kind(module: str, name: str) -> str | None:
+    if module == "threading" and name in LOCK_KINDS:
+        return "lock"
+    if module == "threading" and name == "Event":
+        return "event"
+    if module == "queue" and name in QUEUE_KINDS:
+        return "queue"
+    return None
+
+
+def _naming_a_type(tree: ast.AST) -> set[int]:
+    """The nodes of annotations and class bases: they name a type and make nothing."""
+    roots: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign | ast.arg) and node.annotation is not None:
+            roots.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            roots.append(node.returns)
+        elif isinstance(node, ast.ClassDef):
+            roots.extend(node.bases)
+    return {id(n) for root in roots for n in ast.walk(root)}
+
+
+def primitives(root: Path) -> dict[str, list[str]]:
+    """Where the modules under `root` make a lock, an event or a queue ("lock", "event",
+    "queue" -> `file:line module.Name`): a call (`threading.Lock()`, or `Lock()` imported from
+    threading) or the class passed as a value (`field(default_factory=threading.Lock)`)."""
+    found: dict[str, list[str]] = {"lock": [], "event": [], "queue": []}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules: dict[str, str] = {}  # local name -> threading | queue
+        names: dict[str, tuple[str, str]] = {}  # local name -> (module, name) it was imported as
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules |= {a.asname or a.name: a.name for a in node.names if a.name in MODULES}
+            elif isinstance(node, ast.ImportFrom) and node.module in MODULES:
+                names |= {a.asname or a.name: (node.module, a.name) for a in node.names}
+        skip = _naming_a_type(tree)
+        made: list[tuple[int, int, str, str]] = []
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                ref = (modules.get(node.value.id, ""), node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                ref = names.get(node.id, ("", ""))
+            else:
+                continue
+            kind = _kind(*ref)
+            if kind is not None:
+                made.append((node.lineno, node.col_offset, kind, f"{ref[0]}.{ref[1]}"))
+        where = path.relative_to(root.parent)
+        for line, _, kind, what in sorted(made):
+            found[kind].append(f"{where}:{line} {what}")
+    return found
+
+
+def test_the_census_finds_each_way_to_make_a_lock(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "a.py").write_text(
+        "import threading\n"
+        "import queue as q\n"
+        "from dataclasses import dataclass, field\n"
+        "from threading import Condition, Event, Lock as L\n"
+        "@dataclass\n"
+        "class A(threading.Condition):\n"
+        "    lock: threading.Lock = field(default_factory=threading.Lock)\n"
+        "    def __init__(self, other: threading.RLock) -> None:\n"
+        "        self.a, self.b = threading.RLock(), threading.BoundedSemaphore(2)\n"
+        "        self.c, self.d = L(), Condition(self.a)\n"
+        "        self.e, self.f = Event(), q.SimpleQueue()\n"
+    )
+    found = primitives(package)
+    assert found == {
+        "lock": [
+            "pkg/a.py:7 threading.Lock",
+            "pkg/a.py:9 threading.RLock",
+            "pkg/a.py:9 threading.BoundedSemaphore",
+            "pkg/a.py:10 threading.Lock",
+            "pkg/a.py:10 threading.Condition",
+        ],
+        "event": ["pkg/a.py:11 threading.Event"],
+        "queue": ["pkg/a.py:11 queue.SimpleQueue"],
+    }
+
+
+def test_guardian_makes_as_many_locks_as_the_ratchet_says() -> None:
+    found = primitives(GUARDIAN)
+    listing = "\n".join(found["lock"])
+    others = f"events: {len(found['event'])}, queues: {len(found['queue'])}"
+    assert len(found["lock"]) == MAX_LOCKS, f"{len(found['lock'])} locks ({others}):\n{listing}"
