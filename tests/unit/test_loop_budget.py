@@ -1,22 +1,29 @@
 """Ratchets on what one action costs the loop (issue 65's "Done when"): how often decide() runs per
-action, and how many locks guardian/ makes. Each is pinned with `==` at today's number, so a
+action, how many locks guardian/ makes, and how many threads and source files one unhealthy event
+crosses before the engine is asked to restart. Each is pinned with `==` at today's number, so a
 change either way fails here and its constant is moved on purpose: the restructuring lowers them
 toward the targets written beside each constant."""
 
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
 
 import guardian
-from guardian.core.model import Decision, Reason, Verdict
+from guardian.core.model import ActionOutcome, Decision, Reason, Verdict
+from guardian.entrypoints.daemon import Daemon
 from guardian.ports import EngineEvent
 from guardian.service.healing import decisions
 from tests.app import TestApp, make_app
+from tests.helpers import wait_until
 
 GUARDIAN = Path(guardian.__file__).parent
 
@@ -232,3 +239,105 @@ def test_guardian_makes_as_many_locks_as_the_ratchet_says() -> None:
     listing = "\n".join(found["lock"])
     others = f"events: {len(found['event'])}, queues: {len(found['queue'])}"
     assert len(found["lock"]) == MAX_LOCKS, f"{len(found['lock'])} locks ({others}):\n{listing}"
+
+
+# -- threads and files on the event path ----------------------------------------------------------
+
+# An unhealthy event crosses the event thread, a reaction thread (it decides) and a restart thread
+# (it calls the engine). issue 65's target: 2 threads, 12 files.
+THREADS_ON_EVENT_PATH = 3
+FILES_ON_EVENT_PATH = 52  # guardian/ files whose functions ran on the way, core/ included
+FILES_OUTSIDE_CORE_ON_EVENT_PATH = 40
+
+
+@dataclass
+class EventPath:
+    """What ran on the way from an engine event to the engine's restart call: the thread of
+    each step, and the guardian/ files whose functions were called, each by the threads that
+    called them. A thread is followed until it hands the restart call on (`handed_on`), and
+    every thread until the engine is asked (`restarted`). What the reaction thread does after
+    the hand-off (recording the action) is not on the way and races the restart thread: the
+    whole window from the event to the engine's call counts 52 to 54 files as the threads
+    interleave, the path cut at the hand-off 52 every time."""
+
+    steps: dict[str, str] = field(default_factory=dict)  # step -> thread name
+    files: dict[str, set[str]] = field(default_factory=dict)  # path under guardian/ -> threads
+    handed: set[int] = field(default_factory=set)  # idents of the threads that handed on
+    restarted: threading.Event = field(default_factory=threading.Event)
+
+    def step(self, name: str) -> None:
+        self.steps[name] = threading.current_thread().name
+
+    def handed_on(self) -> None:
+        self.handed.add(threading.get_ident())
+
+    def profile(self, frame: FrameType, event: str, arg: object) -> None:
+        if event != "call" or self.restarted.is_set() or threading.get_ident() in self.handed:
+            return
+        path = Path(frame.f_code.co_filename)
+        if path.is_relative_to(GUARDIAN):
+            threads = self.files.setdefault(str(path.relative_to(GUARDIAN)), set())
+            threads.add(threading.current_thread().name)
+
+    def listing(self) -> str:
+        return "\n".join(f"{f} {sorted(n)}" for f, n in sorted(self.files.items()))
+
+
+def test_an_unhealthy_event_crosses_as_many_threads_and_files_as_the_ratchet_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = make_app(tmp_path, daemon=True).following()
+    t.engine.add("web")
+    t.healer.sweep()  # the daemon's first sweep: the container is cached, healthy
+    t.clock.advance(10)
+    d = Daemon(t.app)
+    t.app.restarts.start(d.wakeup)  # restart calls on restart threads, as Daemon.start does
+    trace = EventPath()
+    react, run, restart = t.healer.react, t.app.restarts.run, t.engine.restart
+
+    def reacting(*args: Any, **kwargs: Any) -> None:
+        trace.step("react")
+        react(*args, **kwargs)
+
+    def handing_on(call: Callable[[], None], slot_until: datetime | None) -> None:
+        trace.handed_on()
+        run(call, slot_until)
+
+    def restarting(cid: str, timeout: timedelta, started: datetime | None) -> ActionOutcome:
+        trace.step("restart")
+        trace.restarted.set()
+        return restart(cid, timeout, started)
+
+    monkeypatch.setattr(t.healer, "react", reacting)
+    monkeypatch.setattr(t.app.restarts, "run", handing_on)
+    monkeypatch.setattr(t.engine, "restart", restarting)
+    event = unhealthy_event(t, "web")
+
+    def listener() -> None:  # what EventListener.run does with one event
+        trace.step("event")
+        if t.healer.on_event(event):
+            d.react_soon(event.container_id, t.healer.reported_at(event))
+
+    # Threads started from now on are profiled: the event thread, and the reaction and restart
+    # threads, which start at their first call.
+    threading.setprofile(trace.profile)
+    events = threading.Thread(target=listener, name="events", daemon=True)
+    try:
+        events.start()
+        wait_until(trace.restarted.is_set, 5, 0.01, message="the engine's restart call")
+        events.join(5)
+    finally:
+        threading.setprofile(None)
+        d.reactions.close(10)
+        t.app.restarts.close(10)
+        d.wakeup.close()
+        t.store.close()
+    assert t.restarted() == ["web"]
+    threads = {name for names in trace.files.values() for name in names}
+    assert threads == set(trace.steps.values()), f"a hop no step names: {trace.steps}"
+    assert len(threads) == THREADS_ON_EVENT_PATH, f"{trace.steps}\n{trace.listing()}"
+    files = len(trace.files)
+    outside_core = len([f for f in trace.files if not f.startswith("core/")])
+    assert (files, outside_core) == (FILES_ON_EVENT_PATH, FILES_OUTSIDE_CORE_ON_EVENT_PATH), (
+        f"{files} files, {outside_core} outside core/:\n{trace.listing()}"
+    )
