@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import guardian
+from guardian.core import policy
 from guardian.core.model import ActionOutcome, Decision, Reason, Verdict
 from guardian.entrypoints.daemon import Daemon
 from guardian.ports import EngineEvent
@@ -45,7 +46,7 @@ def counting_decides(monkeypatch: pytest.MonkeyPatch) -> list[Decision]:
     """From now on, every decision decide() returns (patched where DecisionPoint looks it up:
     its one call site)."""
     made: list[Decision] = []
-    decide = decisions.decide
+    decide = policy.decide
 
     def counted(*args: Any, **kwargs: Any) -> Decision:
         made.append(decide(*args, **kwargs))
