@@ -42,12 +42,16 @@ class RestartRunner:
         if queue is None:
             call()
             return
-        if queue.holds(key):
+        if self.holds(key):
             self.carry(call)
         else:
             queue.add_call(key, lambda: self.carry(call))
         if slot_until is not None:
             queue.call_after((slot_until - self._clock.now()).total_seconds(), self._freed)
+
+    def holds(self, key: str) -> bool:
+        """Whether the calling thread is `key`'s worker (a call for it runs here at once)."""
+        return self._queue is not None and self._queue.holds(key)
 
     def recheck(self, container_id: str, at: datetime) -> None:
         if self._queue is not None:
