@@ -1,8 +1,9 @@
 """The HTTP server: /metrics, /healthz, /readyz, and routes other modules mount (the API).
 
 Waitress serves them on a background thread within the limits of http_limits; before any
-handler, http_front refuses a Host this Guardian is not (421) and names the client. Handlers
-are plain functions from Request to Response, so they can be tested without a socket.
+handler, an HTTP/1.1 request without Host is refused (400), http_front refuses a Host this
+Guardian is not (421) and names the client. Handlers are plain functions from Request to
+Response, so they can be tested without a socket.
 """
 
 from __future__ import annotations
@@ -140,6 +141,20 @@ def _request(environ: dict[str, Any], front: Front) -> Request:
     return Request(str(environ["REQUEST_METHOD"]), path, query, headers, body, client)
 
 
+def _refused_in_front(environ: dict[str, Any], front: Front) -> Response | None:
+    """The answer given before anything reads the request, or None to read it."""
+    host = environ.get("HTTP_HOST")
+    if host is None and environ.get("SERVER_PROTOCOL") == "HTTP/1.1":
+        # RFC 9112 3.2. HTTP/1.0 has no Host to send, and is answered as ever.
+        return Response.error(400, "bad request: HTTP/1.1 needs a Host header")
+    if not front.host_allowed(host):
+        # A page that rebinds a name of its own to this address gets nothing, not even /metrics.
+        return Response.error(
+            421, "misdirected request: this Host is not one of http.allowed_hosts"
+        )
+    return None
+
+
 def wsgi_app(
     routes: Routes, front: Front | None = None
 ) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
@@ -148,12 +163,9 @@ def wsgi_app(
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         request = None
-        if not front.host_allowed(environ.get("HTTP_HOST")):
-            # Before anything reads the request: a page that rebinds a name of its own to
-            # this address gets nothing, not even /metrics.
-            response = Response.error(
-                421, "misdirected request: this Host is not one of http.allowed_hosts"
-            )
+        refused = _refused_in_front(environ, front)
+        if refused is not None:
+            response = refused
         else:
             try:
                 request = _request(environ, front)

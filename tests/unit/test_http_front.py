@@ -4,6 +4,7 @@ proxy, and the headers every answer carries (through the WSGI app, no socket).""
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
@@ -77,7 +78,7 @@ def test_the_client_behind_a_trusted_proxy_is_the_right_most_untrusted_address(
 
 
 def call(
-    app: Any, path: str, host: str = "127.0.0.1:9321", **extra: str
+    app: Any, path: str, host: str | None = "127.0.0.1:9321", **extra: str
 ) -> tuple[str, dict[str, str], bytes]:
     seen: dict[str, Any] = {}
 
@@ -89,8 +90,8 @@ def call(
         "PATH_INFO": path,
         "QUERY_STRING": "",
         "REMOTE_ADDR": "127.0.0.1",
-        "HTTP_HOST": host,
         "wsgi.input": io.BytesIO(),
+        **({} if host is None else {"HTTP_HOST": host}),
         **extra,
     }
     body = b"".join(app(environ, start_response))
@@ -119,3 +120,19 @@ def test_every_answer_has_nosniff_and_a_csp_and_no_error_echoes_the_path() -> No
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["Content-Security-Policy"].startswith("default-src 'none'")
     assert call(app, "/page")[1]["Content-Security-Policy"] == "mine"
+
+
+def test_an_http11_request_without_a_host_is_a_400_before_any_handler() -> None:
+    asked: list[Request] = []
+    routes = Routes()
+    routes.add("/metrics", lambda r: asked.append(r) or Response.text(200, "ok"))
+    app = wsgi_app(routes, Front.of("127.0.0.1:9321", ["*"]))
+    status, headers, body = call(app, "/metrics", host=None, SERVER_PROTOCOL="HTTP/1.1")
+    assert status.startswith("400") and asked == []
+    assert json.loads(body) == {"error": "bad request: HTTP/1.1 needs a Host header"}
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    # HTTP/1.0 has no Host to require; an empty Host is what RFC 9112 has a client send when
+    # the target has no authority: judged as any name (here "*" answers every one).
+    assert call(app, "/metrics", host=None, SERVER_PROTOCOL="HTTP/1.0")[0].startswith("200")
+    assert call(app, "/metrics", host="", SERVER_PROTOCOL="HTTP/1.1")[0].startswith("200")
+    assert len(asked) == 2
