@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from typing import Any
 
 import pytest
 
 from guardian.entrypoints.http_server import Request, Response, Routes, wsgi_app
+from guardian.logs import FIELDS
 from guardian.runtime.http_front import Front, host_name
+from tests.fakes import FakeClock
 
 
 @pytest.mark.parametrize(
@@ -136,3 +139,35 @@ def test_an_http11_request_without_a_host_is_a_400_before_any_handler() -> None:
     assert call(app, "/metrics", host=None, SERVER_PROTOCOL="HTTP/1.0")[0].startswith("200")
     assert call(app, "/metrics", host="", SERVER_PROTOCOL="HTTP/1.1")[0].startswith("200")
     assert len(asked) == 2
+
+
+def failed_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str, int]]:
+    """Each "http handler failed" line: its level, client and count of lines held back."""
+    return [
+        (r.levelno, r.__dict__[FIELDS]["client"], r.__dict__[FIELDS]["held_back"])
+        for r in caplog.records
+        if r.getMessage() == "http handler failed" and r.exc_info
+    ]
+
+
+def test_a_failing_handler_writes_one_error_line_per_client_a_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    routes = Routes()
+    routes.add("/boom", lambda r: 1 // 0)  # type: ignore[arg-type,return-value]
+    app = wsgi_app(routes, now=clock.monotonic)
+    with caplog.at_level(logging.INFO, logger="guardian"):
+        statuses = [call(app, "/boom")[0] for _ in range(100)]
+        clock.tick(59)
+        statuses.append(call(app, "/boom")[0])
+        assert failed_lines(caplog) == [(logging.ERROR, "127.0.0.1", 0)]
+
+        clock.tick(1)  # a minute since the first line: the next says what was held back
+        call(app, "/boom")
+        assert failed_lines(caplog)[1:] == [(logging.ERROR, "127.0.0.1", 100)]
+
+        call(app, "/boom", REMOTE_ADDR="127.0.0.2")  # another client has a line of its own
+        assert failed_lines(caplog)[2:] == [(logging.ERROR, "127.0.0.2", 0)]
+    assert len(caplog.records) == 3
+    assert {s[:3] for s in statuses} == {"500"} and len(statuses) == 101
