@@ -150,6 +150,18 @@ def test_odd_paths_get_a_json_error_never_a_500(url, target, status):
     assert reply.json()["error"]
 
 
+def test_a_thousand_times_at_the_calendars_edge_are_400s_and_write_no_error_line(guardian):
+    """Issue 64: each was a 500 and an error line, from anyone while reads are open."""
+    g = guardian(env={"GUARDIAN_API_TOKEN": TOKEN}, api={"public_reads": True})
+    edges = ["0001-01-01T00:00:00%2B01:00", "9999-12-31T23:59:59-01:00"] * 500
+    raw = b"".join(request("GET", f"/api/v1/events?since={t}") for t in edges)
+    replies, _ = exchange(g.http_url, raw + request("GET", "/api/v1/events", Connection="close"))
+    assert [r.status for r in replies] == [400] * 1000 + [200]
+    assert all(r.json()["error"].startswith("since: ") for r in replies[:-1])
+    assert g.lines("level=error") == []
+    assert_clean_log(g.log())
+
+
 def test_a_method_the_health_endpoints_do_not_take_is_a_405(url):
     [reply], _ = exchange(url, request("DELETE", "/healthz", Connection="close"))
     assert reply.status == 405 and reply.headers["allow"] == "GET, HEAD"
