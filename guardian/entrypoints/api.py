@@ -94,7 +94,8 @@ def _duration(name: str, text: str) -> timedelta:
     try:
         return parse_duration(text)
     except ValueError as exc:
-        raise _Refused(_error(400, f"{name} {text!r}: {exc}")) from None
+        # What the client wrote is not repeated: an answer carries no text the asker wrote.
+        raise _Refused(_error(400, f"{name}: {exc}")) from None
 
 
 def _since(text: str | None) -> int | datetime | None:
@@ -233,7 +234,7 @@ class Api:
             state = IncidentState(state_text) if state_text else None
         except ValueError:
             allowed = ", ".join(str(s) for s in IncidentState)
-            return _error(400, f"state {state_text!r}: expected one of {allowed}")
+            return _error(400, f"state: expected one of {allowed}")
         incidents = self.op.store.list_incidents(self.op.host, state, _query(request, "container"))
         return _json(200, {"incidents": [incident_view(i) for i in incidents]})
 
