@@ -1,9 +1,10 @@
-"""Parse and format the durations people write in config and labels: 500ms, 30s, 5m, 1h."""
+"""Parse and format the durations people write in config and labels: 500ms, 30s, 5m, 1h; and
+read the times they write to the API (RFC 3339) into the UTC moment they name."""
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -51,3 +52,59 @@ def format_elapsed(delta: timedelta) -> str:
     if h:
         return f"{h}h{m}m{s}s"
     return f"{m}m{s}s" if m else f"{s}s"
+
+
+# RFC 3339 section 5.6: full-date "T" full-time, with its offset. Its note allows a lower-case
+# "t" and "z", and a space between date and time. A space where the offset's sign stands is
+# a `+` that a query string left unencoded.
+_FORM = re.compile(
+    r"(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})[Tt ]"
+    r"(?P<hour>\d{2}):(?P<minute>\d{2}):(?P<second>\d{2})(?:\.(?P<fraction>\d+))?"
+    r"(?:[Zz]|(?P<sign>[-+ ])(?P<off_hour>\d{2}):(?P<off_minute>\d{2}))",
+    re.ASCII,
+)
+FORM = "expected an RFC 3339 time with its offset, such as 2026-03-01T00:00:00Z"
+CALENDAR = (
+    "not a time on the calendar (a month has its days, hours go to 23, minutes to 59, "
+    "seconds to 60, an offset stays under 24 hours)"
+)
+RANGE = "a time outside the years 1 to 9999 in UTC"
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """The moment `text` names, as an aware datetime in UTC.
+
+    Only RFC 3339 date-times: `2026-03-01T04:00:00Z`, `...04:00:00.5+01:00`; no week dates,
+    basic format, dates alone or times without an offset. Digits after the microsecond are
+    cut; a leap second (:60) is the moment after :59. Raises ValueError with a reason fit for
+    people that does not repeat `text`.
+    """
+    match = _FORM.fullmatch(text)
+    if match is None:
+        raise ValueError(FORM)
+    field = {k: int(v) for k, v in match.groupdict().items() if v and k not in ("sign", "fraction")}
+    if field["year"] == 0:
+        raise ValueError(RANGE)
+    leap = field["second"] == 60
+    micro = int((match["fraction"] or "")[:6].ljust(6, "0"))
+    off_hour, off_minute = field.get("off_hour", 0), field.get("off_minute", 0)
+    if off_hour > 23 or off_minute > 59:
+        raise ValueError(CALENDAR)
+    offset = timedelta(hours=off_hour, minutes=off_minute)
+    try:
+        wall = datetime(
+            field["year"],
+            field["month"],
+            field["day"],
+            field["hour"],
+            field["minute"],
+            59 if leap else field["second"],
+            micro,
+        )
+    except ValueError:
+        raise ValueError(CALENDAR) from None
+    try:
+        moment = wall + (offset if match["sign"] == "-" else -offset) + timedelta(seconds=leap)
+    except OverflowError:
+        raise ValueError(RANGE) from None
+    return moment.replace(tzinfo=UTC)

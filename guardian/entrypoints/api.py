@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from guardian.core.durations import parse_duration
+from guardian.core.durations import parse_duration, parse_rfc3339
 from guardian.core.incidents import InvalidTransition
 from guardian.core.model import IncidentState
 from guardian.entrypoints.credential_limiter import CredentialLimiter
@@ -94,25 +94,21 @@ def _duration(name: str, text: str) -> timedelta:
     try:
         return parse_duration(text)
     except ValueError as exc:
-        raise _Refused(_error(400, f"{name} {text!r}: {exc}")) from None
+        # What the client wrote is not repeated: an answer carries no text the asker wrote.
+        raise _Refused(_error(400, f"{name}: {exc}")) from None
 
 
 def _since(text: str | None) -> int | datetime | None:
-    """The events feed's `since`: a cursor (a number) or an RFC 3339 time."""
+    """The events feed's `since`: a cursor (a number) or an RFC 3339 time, in UTC."""
     if text is None:
         return None
     if text.isascii() and text.isdigit() and len(text) <= 18:
         return int(text)
-    # A `+` left unencoded in a query string arrives as a space: the offset meant it.
     try:
-        at = datetime.fromisoformat(text.replace(" ", "+"))
-    except ValueError:
-        at = None
-    if at is None or at.tzinfo is None:
-        raise _Refused(
-            _error(400, "since: expected a cursor (a number) or an RFC 3339 time with its offset")
-        )
-    return at
+        return parse_rfc3339(text)
+    except ValueError as exc:
+        reason = str(exc).replace("expected an", "expected a cursor (a number) or an", 1)
+        raise _Refused(_error(400, f"since: {reason}")) from None
 
 
 def _limit(text: str | None) -> int:
@@ -238,7 +234,7 @@ class Api:
             state = IncidentState(state_text) if state_text else None
         except ValueError:
             allowed = ", ".join(str(s) for s in IncidentState)
-            return _error(400, f"state {state_text!r}: expected one of {allowed}")
+            return _error(400, f"state: expected one of {allowed}")
         incidents = self.op.store.list_incidents(self.op.host, state, _query(request, "container"))
         return _json(200, {"incidents": [incident_view(i) for i in incidents]})
 

@@ -1,8 +1,10 @@
 """The HTTP server: /metrics, /healthz, /readyz, and routes other modules mount (the API).
 
 Waitress serves them on a background thread within the limits of http_limits; before any
-handler, http_front refuses a Host this Guardian is not (421) and names the client. Handlers
-are plain functions from Request to Response, so they can be tested without a socket.
+handler, an HTTP/1.1 request without Host is refused (400), http_front refuses a Host this
+Guardian is not (421) and names the client. Handlers are plain functions from Request to
+Response, so they can be tested without a socket. A handler that fails is a 500 and at most
+one error line per client a minute (line_pacer): no client can fill the log.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -23,6 +26,7 @@ from waitress import wasyncore
 from guardian.logs import kv
 from guardian.runtime.http_front import HEADERS, Front
 from guardian.runtime.http_limits import BACKLOG_KEY, WRITE_KEY, GuardedServer, Limits
+from guardian.runtime.line_pacer import LinePacer
 
 log = logging.getLogger("guardian.http")
 MAX_QUERY_FIELDS = 50
@@ -140,20 +144,33 @@ def _request(environ: dict[str, Any], front: Front) -> Request:
     return Request(str(environ["REQUEST_METHOD"]), path, query, headers, body, client)
 
 
+def _refused_in_front(environ: dict[str, Any], front: Front) -> Response | None:
+    """The answer given before anything reads the request, or None to read it."""
+    host = environ.get("HTTP_HOST")
+    if host is None and environ.get("SERVER_PROTOCOL") == "HTTP/1.1":
+        # RFC 9112 3.2. HTTP/1.0 has no Host to send, and is answered as ever.
+        return Response.error(400, "bad request: HTTP/1.1 needs a Host header")
+    if not front.host_allowed(host):
+        # A page that rebinds a name of its own to this address gets nothing, not even /metrics.
+        return Response.error(
+            421, "misdirected request: this Host is not one of http.allowed_hosts"
+        )
+    return None
+
+
 def wsgi_app(
-    routes: Routes, front: Front | None = None
+    routes: Routes, front: Front | None = None, now: Callable[[], float] = time.monotonic
 ) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
-    """`routes` as a WSGI application: every failure is a JSON error and one log line."""
+    """`routes` as a WSGI application: every failure is a JSON error; a handler's failure is
+    also an error line, at most one per client a minute on the monotonic clock `now`."""
     front = front or Front.of("")
+    failures = LinePacer(now=now)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         request = None
-        if not front.host_allowed(environ.get("HTTP_HOST")):
-            # Before anything reads the request: a page that rebinds a name of its own to
-            # this address gets nothing, not even /metrics.
-            response = Response.error(
-                421, "misdirected request: this Host is not one of http.allowed_hosts"
-            )
+        refused = _refused_in_front(environ, front)
+        if refused is not None:
+            response = refused
         else:
             try:
                 request = _request(environ, front)
@@ -163,7 +180,10 @@ def wsgi_app(
             try:
                 response = routes.dispatch(request)
             except Exception:
-                log.exception("http handler failed", extra=kv(path=request.path[:100]))
+                held = failures.admit(request.client)
+                if held is not None:
+                    fields = {"path": request.path[:100], "client": request.client}
+                    log.exception("http handler failed", extra=kv(**fields, held_back=held))
                 response = Response.error(500, "internal error; see Guardian's log")
         status = f"{response.status} {HTTPStatus(response.status).phrase}"
         extra = {**HEADERS, **response.headers}

@@ -1,5 +1,6 @@
 """A fuzz pass over what anyone can write (issue 53): the HTTP front (request lines, headers,
-bodies, chunked framing) as raw bytes to a real server on 127.0.0.1, the label parsers
+bodies, chunked framing) as raw bytes to a real server on 127.0.0.1, the API's query parameters
+(cursors, times, limits, filters: issue 64), the label parsers
 (durations, sizes, percentages, cron, log patterns, windows) and the incidents' transitions
 under any sequence of operations with hostile actors and reasons. No exception escapes, no
 state is lost, every bad input gets its one line. The config loader's fuzz is in
@@ -8,13 +9,15 @@ test_hostile_input.py. The budget is bounded for CI: GUARDIAN_FUZZ_EXAMPLES scal
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import socket
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -220,3 +223,81 @@ def test_any_bytes_to_the_port_get_well_formed_answers_and_never_a_500(
 def test_after_the_fuzz_the_port_still_answers(server: tuple[str, int]) -> None:
     answer = exchange(server, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert statuses(answer) == [200]
+
+
+# -- the API's query parameters -------------------------------------------------------------
+
+offsets = st.integers(-24 * 60 + 1, 24 * 60 - 1).map(lambda m: timezone(timedelta(minutes=m)))
+moments = st.datetimes(timezones=offsets)
+
+
+def _written(at: datetime, form: int) -> str:
+    """`at` as people and scripts write it: RFC 3339 in its variants, and the near misses."""
+    text = at.isoformat(timespec=("auto", "seconds", "milliseconds", "minutes", "hours")[form % 5])
+    if form // 5 == 1:
+        text = text.replace("+00:00", "Z").replace("T", "t")
+    elif form // 5 == 2:
+        text = text.replace("T", " ")
+    elif form // 5 == 3:
+        text = text.replace("-", "")  # the basic format, its offset's sign dropped too
+    elif form // 5 == 4:
+        text = at.replace(tzinfo=None).isoformat()  # no offset
+    return text
+
+
+times = st.one_of(
+    st.builds(_written, moments, st.integers(0, 24)),
+    st.builds(lambda at: at.isoformat(), st.datetimes(timezones=st.just(UTC))),
+    st.sampled_from(
+        ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "2026-W49-1T00:00Z",
+         "20261207T040000Z", "2016-12-31T23:59:60Z", "9999-12-31T23:59:60Z", "1h", "1e309s",
+         "365d", "366d", "0", "-0", "+1"]
+    ),
+)  # fmt: skip
+numbers = st.one_of(
+    st.integers(-(10**20), 10**20).map(str),
+    st.sampled_from(["0", "1", "1000", "1001", "9" * 18, "9" * 19, "١", "²", "1.5", " 1"]),
+)
+values = st.one_of(times, numbers, hostile, st.sampled_from([s.value for s in S]))
+queries = st.lists(
+    st.tuples(st.sampled_from(["since", "limit", "state", "container", "all", "x"]), values),
+    max_size=4,
+)
+API_PATHS = ["/api/v1/events", "/api/v1/actions", "/api/v1/incidents", "/api/v1/silences",
+             "/api/v1/containers", "/api/v1/incidents/1"]  # fmt: skip
+
+
+def _query(pairs: list[tuple[str, str]], plus_as_space: bool) -> str:
+    # A `+` a client left unencoded arrives as a space: both ways are sent.
+    safe = "+:" if plus_as_space else ""
+    return "&".join(f"{k}={quote(v, safe=safe)}" for k, v in pairs)
+
+
+@FUZZ
+@given(path=st.sampled_from(API_PATHS), pairs=queries, plus_as_space=st.booleans())
+@example(path="/api/v1/events", pairs=[("since", "0001-01-01T00:00:00+01:00")], plus_as_space=True)
+@example(path="/api/v1/events", pairs=[("since", "9999-12-31T23:59:59-01:00")], plus_as_space=False)
+@example(path="/api/v1/incidents", pairs=[("state", "9" * 400)], plus_as_space=False)  # found:
+# the error quoted the whole value back (so did actions?since=); no answer repeats what was asked
+def test_any_query_to_the_api_is_answered_without_a_500_or_an_error_line(
+    server: tuple[str, int],
+    path: str,
+    pairs: list[tuple[str, str]],
+    plus_as_space: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    target = f"{path}?{_query(pairs, plus_as_space)}"
+    raw = (
+        f"GET {target} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="guardian"):
+        answer = exchange(server, raw)
+    [status] = statuses(answer)
+    assert 200 <= status < 500, (target, answer[:300])
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == [], target
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    if status >= 400:
+        assert set(body) <= {"error", "oldest"}, body
+        assert body["error"] and "\n" not in body["error"] and len(body["error"]) < 400, body

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from tests.faults.raw_http import exchange, request
 from tests.helpers import wait_until
 
 TOKEN = "doors-" + "0123456789abcdef" * 3
@@ -98,6 +99,20 @@ def test_a_host_of_another_name_is_misdirected_on_every_path(url):
         for host in ("localhost:9321", "127.0.0.1:80", "guardian.lan", "[::1]:9321"):
             assert c.ask("GET", path, host=host, **bearer(TOKEN)).status == 200, (path, host)
     c.close()
+
+
+def test_an_http11_request_without_a_host_is_a_400_on_every_path(url):
+    """RFC 9112 3.2: a server answers 400 to an HTTP/1.1 request that lacks Host; HTTP/1.0
+    has none to send, and is answered as a request with an address for its Host."""
+    for path in PATHS:
+        raw = f"GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n".encode()
+        [reply], _ = exchange(url, raw)
+        assert reply.status == 400, (path, reply.status)
+        assert reply.json() == {"error": "bad request: HTTP/1.1 needs a Host header"}
+        assert reply.headers["x-content-type-options"] == "nosniff"
+        [old], _ = exchange(url, f"GET {path} HTTP/1.0\r\n\r\n".encode())
+        [hosted], _ = exchange(url, request("GET", path, Connection="close"))
+        assert old.status == hosted.status != 400, (path, old.status, hosted.status)
 
 
 def test_wrong_bearer_tokens_from_one_address_meet_429_and_the_right_token_still_passes(url):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,59 +13,10 @@ import pytest
 import yaml
 
 from tests.faults.conftest import run_cli
+from tests.faults.raw_http import exchange, request
 from tests.integration.conftest import base_config
 
 TOKEN = "front-door-token-0123456789abcdef"
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def _parse(data: bytes) -> list[Reply]:
-    replies = []
-    while data:
-        head, sep, rest = data.partition(b"\r\n\r\n")
-        assert sep, f"incomplete response: {data[:200]!r}"
-        status_line, *lines = head.decode("latin-1").split("\r\n")
-        headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines)}
-        length = int(headers.get("content-length", "0"))
-        replies.append(Reply(int(status_line.split()[1]), headers, rest[:length]))
-        data = rest[length:]
-    return replies
-
-
-def exchange(url: str, raw: bytes, quiet: float = 3.0) -> tuple[list[Reply], bool]:
-    """Send `raw` on one connection; the replies, and whether the server closed it (else it was
-    still open after `quiet` seconds of silence)."""
-    host, _, port = url.removeprefix("http://").rpartition(":")
-    received = b""
-    with socket.create_connection((host, int(port)), timeout=quiet) as s:
-        s.sendall(raw)
-        closed = False
-        try:
-            while chunk := s.recv(65536):
-                received += chunk
-            closed = True
-        except TimeoutError:
-            pass
-        except ConnectionResetError:
-            closed = True
-    return _parse(received), closed
-
-
-def request(method: str, target: str, body: bytes = b"", **headers: str) -> bytes:
-    lines = [f"{method} {target} HTTP/1.1", "Host: localhost"]
-    lines += [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
-    if body and "Transfer_Encoding" not in headers and "Content_Length" not in headers:
-        lines.append(f"Content-Length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
 def silence(container: str) -> bytes:
@@ -198,6 +148,18 @@ def test_odd_paths_get_a_json_error_never_a_500(url, target, status):
     if "f199=1" in target:
         assert reply.json()["error"] == "bad request: more than 50 query fields"
     assert reply.json()["error"]
+
+
+def test_a_thousand_times_at_the_calendars_edge_are_400s_and_write_no_error_line(guardian):
+    """Issue 64: each was a 500 and an error line, from anyone while reads are open."""
+    g = guardian(env={"GUARDIAN_API_TOKEN": TOKEN}, api={"public_reads": True})
+    edges = ["0001-01-01T00:00:00%2B01:00", "9999-12-31T23:59:59-01:00"] * 500
+    raw = b"".join(request("GET", f"/api/v1/events?since={t}") for t in edges)
+    replies, _ = exchange(g.http_url, raw + request("GET", "/api/v1/events", Connection="close"))
+    assert [r.status for r in replies] == [400] * 1000 + [200]
+    assert all(r.json()["error"].startswith("since: ") for r in replies[:-1])
+    assert g.lines("level=error") == []
+    assert_clean_log(g.log())
 
 
 def test_a_method_the_health_endpoints_do_not_take_is_a_405(url):

@@ -226,7 +226,8 @@ def test_silence_endpoints_and_the_decision_they_cause(g: TestApp) -> None:
     assert row["held_back"] == "silenced"
     assert row["next_restart"] == (g.clock.now() + timedelta(hours=2)).isoformat("T", "seconds")
     status, doc, _ = call(api, "POST", "/api/v1/silences", {**body, "for": "forever"})
-    assert status == 400 and "for 'forever'" in doc["error"]
+    assert status == 400 and doc["error"].startswith("for: expected a duration")
+    assert "forever" not in doc["error"]  # an answer carries no text the asker wrote
 
     assert call(api, "DELETE", "/api/v1/silences/app", {"by": "bob"})[0] == 200
     _, doc, _ = call(api, "GET", "/api/v1/silences")

@@ -4,12 +4,16 @@ proxy, and the headers every answer carries (through the WSGI app, no socket).""
 from __future__ import annotations
 
 import io
+import json
+import logging
 from typing import Any
 
 import pytest
 
 from guardian.entrypoints.http_server import Request, Response, Routes, wsgi_app
+from guardian.logs import FIELDS
 from guardian.runtime.http_front import Front, host_name
+from tests.fakes import FakeClock
 
 
 @pytest.mark.parametrize(
@@ -77,7 +81,7 @@ def test_the_client_behind_a_trusted_proxy_is_the_right_most_untrusted_address(
 
 
 def call(
-    app: Any, path: str, host: str = "127.0.0.1:9321", **extra: str
+    app: Any, path: str, host: str | None = "127.0.0.1:9321", **extra: str
 ) -> tuple[str, dict[str, str], bytes]:
     seen: dict[str, Any] = {}
 
@@ -89,8 +93,8 @@ def call(
         "PATH_INFO": path,
         "QUERY_STRING": "",
         "REMOTE_ADDR": "127.0.0.1",
-        "HTTP_HOST": host,
         "wsgi.input": io.BytesIO(),
+        **({} if host is None else {"HTTP_HOST": host}),
         **extra,
     }
     body = b"".join(app(environ, start_response))
@@ -119,3 +123,51 @@ def test_every_answer_has_nosniff_and_a_csp_and_no_error_echoes_the_path() -> No
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["Content-Security-Policy"].startswith("default-src 'none'")
     assert call(app, "/page")[1]["Content-Security-Policy"] == "mine"
+
+
+def test_an_http11_request_without_a_host_is_a_400_before_any_handler() -> None:
+    asked: list[Request] = []
+    routes = Routes()
+    routes.add("/metrics", lambda r: asked.append(r) or Response.text(200, "ok"))
+    app = wsgi_app(routes, Front.of("127.0.0.1:9321", ["*"]))
+    status, headers, body = call(app, "/metrics", host=None, SERVER_PROTOCOL="HTTP/1.1")
+    assert status.startswith("400") and asked == []
+    assert json.loads(body) == {"error": "bad request: HTTP/1.1 needs a Host header"}
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    # HTTP/1.0 has no Host to require; an empty Host is what RFC 9112 has a client send when
+    # the target has no authority: judged as any name (here "*" answers every one).
+    assert call(app, "/metrics", host=None, SERVER_PROTOCOL="HTTP/1.0")[0].startswith("200")
+    assert call(app, "/metrics", host="", SERVER_PROTOCOL="HTTP/1.1")[0].startswith("200")
+    assert len(asked) == 2
+
+
+def failed_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str, int]]:
+    """Each "http handler failed" line: its level, client and count of lines held back."""
+    return [
+        (r.levelno, r.__dict__[FIELDS]["client"], r.__dict__[FIELDS]["held_back"])
+        for r in caplog.records
+        if r.getMessage() == "http handler failed" and r.exc_info
+    ]
+
+
+def test_a_failing_handler_writes_one_error_line_per_client_a_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    routes = Routes()
+    routes.add("/boom", lambda r: 1 // 0)  # type: ignore[arg-type,return-value]
+    app = wsgi_app(routes, now=clock.monotonic)
+    with caplog.at_level(logging.INFO, logger="guardian"):
+        statuses = [call(app, "/boom")[0] for _ in range(100)]
+        clock.tick(59)
+        statuses.append(call(app, "/boom")[0])
+        assert failed_lines(caplog) == [(logging.ERROR, "127.0.0.1", 0)]
+
+        clock.tick(1)  # a minute since the first line: the next says what was held back
+        call(app, "/boom")
+        assert failed_lines(caplog)[1:] == [(logging.ERROR, "127.0.0.1", 100)]
+
+        call(app, "/boom", REMOTE_ADDR="127.0.0.2")  # another client has a line of its own
+        assert failed_lines(caplog)[2:] == [(logging.ERROR, "127.0.0.2", 0)]
+    assert len(caplog.records) == 3
+    assert {s[:3] for s in statuses} == {"500"} and len(statuses) == 101
