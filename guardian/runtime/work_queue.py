@@ -59,6 +59,7 @@ class KeyedQueue:
         self._waiting: dict[str, Work] = {}  # by key, in the order first added
         self._ready: deque[str] = deque()  # keys waiting that no worker holds, oldest first
         self._held: dict[int, str] = {}  # thread ident -> the key its worker holds
+        self._borrowed: set[int] = set()  # threads holding a key for a turn (not workers)
         self._calling = 0  # workers inside a call (a restart the engine is carrying out)
         # Delayed looks (due, order, key) and timers (due, order, function), one heap; a key
         # keeps only its earliest delayed look (_due).
@@ -103,9 +104,37 @@ class KeyedQueue:
             self._wake(timer=True)
 
     def holds(self, key: str) -> bool:
-        """Whether the calling thread is the worker that holds `key` now."""
+        """Whether the calling thread is the worker that holds `key` now (a thread on a turn
+        is not: a restart call it decides waits for the key's worker)."""
+        me = threading.get_ident()
         with self._cond:
-            return self._held.get(threading.get_ident()) == key
+            return self._held.get(me) == key and me not in self._borrowed
+
+    def turn(self, key: str, fn: Call) -> bool:
+        """Run `fn` on the calling thread (a job's: the sweep, a tick) as `key`'s turn, so
+        that no worker holds the key meanwhile: True. When a worker holds it now, `fn` is not
+        run and the worker looks at the key again once done: False."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._closed:
+                return False
+            if key in self._held.values():
+                self._work_for(key).merge_look(None)
+                return False
+            if key in self._ready:
+                self._ready.remove(key)  # its work waits for the turn's end
+            self._held[me] = key
+            self._borrowed.add(me)
+        try:
+            fn()
+        finally:
+            with self._cond:
+                del self._held[me]
+                self._borrowed.discard(me)
+                if key in self._waiting:
+                    self._ready.append(key)
+                    self._wake()
+        return True
 
     @contextmanager
     def calling(self) -> Iterator[None]:

@@ -160,3 +160,33 @@ def test_close_drops_what_waits_and_refuses_new_work() -> None:
         assert "stopping" in str(exc)
     else:
         raise AssertionError("a closed queue took work")
+
+
+def test_a_turn_runs_on_the_callers_thread_and_what_came_meanwhile_runs_after() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=2)
+    seen: list[tuple[str, bool]] = []
+
+    def sweeping() -> None:
+        seen.append((threading.current_thread().name, queue.holds("web")))
+        queue.add("web")  # an event's look while the sweep has the container's turn
+        assert handle.turns == []  # no worker takes the key during the turn
+
+    assert queue.turn("web", sweeping)
+    assert seen == [(threading.current_thread().name, False)]  # its calls go to the worker
+    wait_until(lambda: [k for k, _ in handle.turns] == ["web"], 5, message="the look after")
+    queue.close(1)
+
+
+def test_a_turn_for_a_key_its_worker_holds_is_not_run_and_the_worker_looks_again() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=2)
+    handle.hold["web"] = threading.Event()
+    queue.add("web")
+    wait_until(lambda: handle.turns, 5, message="the worker holds web")
+    ran: list[str] = []
+    assert not queue.turn("web", lambda: ran.append("sweep"))
+    handle.hold["web"].set()
+    wait_until(lambda: len(handle.turns) == 2, 5, message="the worker looked again")
+    assert ran == [] and handle.most["web"] == 1
+    queue.close(1)
