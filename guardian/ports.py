@@ -511,9 +511,10 @@ class Turns(Protocol):
     resource tick) takes the container's turn from the daemon's work queue; commands and tests
     run every turn at once."""
 
-    def turn(self, key: str, fn: Callable[[], None]) -> None:
+    def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
         """Run `fn` as the turn of the container whose id is `key`; when its worker is busy
-        with it now, that worker looks at it again instead, and `fn` is not run."""
+        with it now, that worker looks at it again instead, and `fn` is not run (`later`: the
+        worker runs `fn` once done, for what a look would not do, a follower's restart)."""
 
 
 class Rechecks(Protocol):

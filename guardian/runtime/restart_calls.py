@@ -54,11 +54,11 @@ class RestartRunner:
         """Whether the calling thread is `key`'s worker (a call for it runs here at once)."""
         return self._queue is not None and self._queue.holds(key)
 
-    def turn(self, key: str, fn: Call) -> None:
+    def turn(self, key: str, fn: Call, later: bool = False) -> None:
         if self._queue is None:
             fn()
         else:
-            self._queue.turn(key, fn)
+            self._queue.turn(key, fn, later)
 
     def recheck(self, container_id: str, at: datetime) -> None:
         if self._queue is not None:
