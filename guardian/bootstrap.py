@@ -66,6 +66,7 @@ from guardian.ports import (
     ResourceReader,
     RestartCalls,
     Store,
+    Turns,
 )
 from guardian.readside.changes import Changes
 from guardian.runtime.edges import Edges
@@ -197,12 +198,14 @@ def build_loop(
     *,
     calls: RestartCalls,
     rechecks: Rechecks,
+    turns: Turns,
     reader: ResourceReader | None = None,
     patterns: Patterns | None = None,
 ) -> tuple[Healer, Prober, ResourceWatch, LogWatch]:
     """The healing loop over its ports: the extensions, the pipeline table, the parts. `calls`
     runs the restart calls, `rechecks` judges a container again when a decision names a time
-    (or at once: a log rule matched), `reader` reads containers' cgroups (default: under
+    (or at once: a log rule matched), `turns` gives a job one container's turn (one thread at
+    a time per container), `reader` reads containers' cgroups (default: under
     resources.cgroup_root); `patterns` compiles log rules (RE2)."""
     state = LoopState()
     rechecks = HeardRechecks(state.quiet, rechecks)  # a container asked about is judged again
@@ -219,7 +222,9 @@ def build_loop(
         host=host_watch(settings, store, clock, hs.host),
     )
     pipeline = pipeline_of(parts, hooks)
-    ctx = LoopContext(engine, store, clock, metrics, state, pipeline, rules, facts or FactStream())
+    ctx = LoopContext(
+        engine, store, clock, metrics, state, pipeline, rules, facts or FactStream(), turns
+    )
     recorder = Recorder(ctx)
     remediator = Remediator(ctx, recorder, DecisionPoint(ctx), calls, rechecks)
     verifier = Verifier(ctx, recorder, Followers(ctx, remediator))
@@ -395,11 +400,10 @@ def build_status(
     restart_calls: RestartCalls | None = None,
     resource_reader: ResourceReader | None = None,
 ) -> App:
-    """The loop without delivery, systemd or the API: for `guardian status` and `guardian
-    check`, which need no notification secrets (nor run hooks: `hooks` builds them for
-    build_daemon). `restart_calls` replaces where restart calls run (tests); by default they run
-    here until the daemon starts its work queue (App.restarts). `resource_reader` replaces
-    the cgroup reader (tests). Raises StoreError when the store cannot open."""
+    """The loop without delivery, systemd or the API: for `guardian status` and `guardian check`
+    (no notification secrets; `hooks` builds hooks for build_daemon). `restart_calls` (tests):
+    where restart calls run, by default here until the daemon starts its work queue
+    (App.restarts); `resource_reader` (tests): the cgroup reader. Raises StoreError."""
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
@@ -420,6 +424,7 @@ def build_status(
         facts=facts,
         calls=restart_calls or restarts,
         rechecks=restarts,
+        turns=restarts,
         reader=resource_reader,
     )
     return App(

@@ -506,6 +506,17 @@ class RestartCalls(Protocol):
         again then. Raises RuntimeError once Guardian is stopping."""
 
 
+class Turns(Protocol):
+    """One container judged and acted on by one thread at a time: a job (the sweep, a probe or
+    resource tick) takes the container's turn from the daemon's work queue; commands and tests
+    run every turn at once."""
+
+    def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
+        """Run `fn` as the turn of the container whose id is `key`; when its worker is busy
+        with it now, that worker looks at it again instead, and `fn` is not run (`later`: the
+        worker runs `fn` once done, for what a look would not do, a follower's restart)."""
+
+
 class Rechecks(Protocol):
     """Who judges a container again at a time a decision named (a patience, a silence or a
     cooldown ending): the daemon's work queue; commands and tests wait for a sweep."""

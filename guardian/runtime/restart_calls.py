@@ -24,7 +24,8 @@ MAX_RESTART_THREADS = 256
 
 
 class RestartRunner:
-    """The RestartCalls and Rechecks ports of `guardian run`, built with the loop it serves."""
+    """The RestartCalls, Rechecks and Turns ports of `guardian run`, built with the loop it
+    serves."""
 
     def __init__(self, metrics: Metrics, clock: Clock) -> None:
         self._metrics = metrics
@@ -52,6 +53,12 @@ class RestartRunner:
     def holds(self, key: str) -> bool:
         """Whether the calling thread is `key`'s worker (a call for it runs here at once)."""
         return self._queue is not None and self._queue.holds(key)
+
+    def turn(self, key: str, fn: Call, later: bool = False) -> None:
+        if self._queue is None:
+            fn()
+        else:
+            self._queue.turn(key, fn, later)
 
     def recheck(self, container_id: str, at: datetime) -> None:
         if self._queue is not None:

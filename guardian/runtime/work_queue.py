@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -22,6 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from guardian.logs import kv
+
+log = logging.getLogger("guardian.daemon")
 Call = Callable[[], None]
 
 
@@ -42,7 +46,7 @@ class Work:
 
 class KeyedQueue:
     """`handle(key, work)` runs on a worker, never for one key on two workers at once; what it
-    raises is its own to log (the worker goes on). add() after close() raises RuntimeError."""
+    raises is logged and the worker goes on. add() after close() raises RuntimeError."""
 
     def __init__(
         self,
@@ -59,6 +63,7 @@ class KeyedQueue:
         self._waiting: dict[str, Work] = {}  # by key, in the order first added
         self._ready: deque[str] = deque()  # keys waiting that no worker holds, oldest first
         self._held: dict[int, str] = {}  # thread ident -> the key its worker holds
+        self._borrowed: set[int] = set()  # threads holding a key for a turn (not workers)
         self._calling = 0  # workers inside a call (a restart the engine is carrying out)
         # Delayed looks (due, order, key) and timers (due, order, function), one heap; a key
         # keeps only its earliest delayed look (_due).
@@ -103,9 +108,47 @@ class KeyedQueue:
             self._wake(timer=True)
 
     def holds(self, key: str) -> bool:
-        """Whether the calling thread is the worker that holds `key` now."""
+        """Whether the calling thread is the worker that holds `key` now (a thread on a turn
+        is not: a restart call it decides waits for the key's worker)."""
+        me = threading.get_ident()
         with self._cond:
-            return self._held.get(threading.get_ident()) == key
+            return self._held.get(me) == key and me not in self._borrowed
+
+    def turn(self, key: str, fn: Call, later: bool = False) -> bool:
+        """Run `fn` on the calling thread (a job's: the sweep, a tick) as `key`'s turn, so
+        that no worker holds the key meanwhile: True (at once when this thread holds it
+        already). When a worker holds it now, the worker looks at the key again once done
+        instead, or with `later` runs `fn` then: False."""
+        me = threading.get_ident()
+        with self._cond:
+            mine = self._held.get(me) == key
+            if self._closed and not mine:
+                return False
+        if mine:
+            fn()
+            return True
+        with self._cond:
+            if key in self._held.values():
+                work = self._work_for(key)
+                if later:
+                    work.calls.append(fn)
+                else:
+                    work.merge_look(None)
+                return False
+            if key in self._ready:
+                self._ready.remove(key)  # its work waits for the turn's end
+            self._held[me] = key
+            self._borrowed.add(me)
+        try:
+            fn()
+        finally:
+            with self._cond:
+                del self._held[me]
+                self._borrowed.discard(me)
+                if key in self._waiting:
+                    self._ready.append(key)
+                    self._wake()
+        return True
 
     @contextmanager
     def calling(self) -> Iterator[None]:
@@ -167,6 +210,8 @@ class KeyedQueue:
                         fn()
                 else:
                     self._handle(key, work)
+            except Exception:  # the worker goes on: one container's failure stops no other
+                log.exception("work failed", extra=kv(key=(key or "")[:12]))
             finally:
                 with self._cond:
                     self._held.pop(me, None)

@@ -5,17 +5,25 @@ The settings in force live in the RuleBook, which a reload retunes; `settings` a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from guardian.core.cache_entry import order_margin
 from guardian.core.model import ContainerSnapshot
 from guardian.core.outbound.hooks import ActionVerdict
-from guardian.ports import Clock, Engine, EngineUnavailable, Facts, Metrics, Store
+from guardian.ports import Clock, Engine, EngineUnavailable, Facts, Metrics, Store, Turns
 from guardian.service.facts import FactStream
 from guardian.service.pipeline import Pipeline
 from guardian.service.rules import RuleBook
 from guardian.service.settings import HealerSettings
 from guardian.service.state.state import LoopState
+
+
+class AtOnce:
+    """Turns where nothing runs beside the caller (`guardian check`, tests): each at once."""
+
+    def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
+        fn()
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class LoopContext:
     pipeline: Pipeline
     rules: RuleBook
     facts: Facts = field(default_factory=FactStream)  # what happened, for the readers
+    turns: Turns = field(default_factory=AtOnce)  # one thread at a time per container
 
     @property
     def settings(self) -> HealerSettings:

@@ -160,3 +160,77 @@ def test_close_drops_what_waits_and_refuses_new_work() -> None:
         assert "stopping" in str(exc)
     else:
         raise AssertionError("a closed queue took work")
+
+
+def test_a_turn_runs_on_the_callers_thread_and_what_came_meanwhile_runs_after() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=2)
+    seen: list[tuple[str, bool]] = []
+
+    def sweeping() -> None:
+        seen.append((threading.current_thread().name, queue.holds("web")))
+        queue.add("web")  # an event's look while the sweep has the container's turn
+        assert handle.turns == []  # no worker takes the key during the turn
+
+    assert queue.turn("web", sweeping)
+    assert seen == [(threading.current_thread().name, False)]  # its calls go to the worker
+    wait_until(lambda: [k for k, _ in handle.turns] == ["web"], 5, message="the look after")
+    queue.close(1)
+
+
+def test_a_turn_for_a_key_its_worker_holds_is_not_run_and_the_worker_looks_again() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=2)
+    handle.hold["web"] = threading.Event()
+    queue.add("web")
+    wait_until(lambda: handle.turns, 5, message="the worker holds web")
+    ran: list[str] = []
+    assert not queue.turn("web", lambda: ran.append("sweep"))
+    handle.hold["web"].set()
+    wait_until(lambda: len(handle.turns) == 2, 5, message="the worker looked again")
+    assert ran == [] and handle.most["web"] == 1
+    queue.close(1)
+
+
+def test_a_turn_asked_later_runs_on_the_worker_once_it_is_done() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(lambda key, work: [handle(key, work), *(c() for c in work.calls)], 2)
+    handle.hold["web"] = threading.Event()
+    queue.add("web")
+    wait_until(lambda: handle.turns, 5, message="the worker holds web")
+    ran: list[str] = []
+    assert not queue.turn("web", lambda: ran.append(threading.current_thread().name), later=True)
+    assert ran == []
+    handle.hold["web"].set()
+    wait_until(lambda: ran, 5, message="run by the worker after")
+    assert ran[0].startswith("reconcile-")
+    queue.close(1)
+
+
+def test_a_turn_asked_by_the_thread_that_holds_the_key_runs_at_once() -> None:
+    ran: list[str] = []
+    queue: KeyedQueue
+
+    def handle(key: str, work: Work) -> None:
+        queue.turn(key, lambda: ran.append(key))
+
+    queue = KeyedQueue(handle, limit=1)
+    queue.add("web")
+    wait_until(lambda: ran == ["web"], 5, message="the nested turn ran")
+    assert queue.busy() == 0
+    queue.close(1)
+
+
+def test_a_failing_turn_of_work_is_logged_and_the_worker_goes_on() -> None:
+    ran: list[str] = []
+
+    def handle(key: str, work: Work) -> None:
+        if key == "bad":
+            raise RuntimeError("boom")
+        ran.append(key)
+
+    queue = KeyedQueue(handle, limit=1)
+    queue.add("bad")
+    queue.add("good")
+    wait_until(lambda: ran == ["good"], 5, message="the next key's turn")
+    queue.close(1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 
 from guardian.core.model import ActionKind, Decision, Outcome, Verdict
 from guardian.logs import kv
@@ -34,7 +35,9 @@ class Followers:
         root = root or leader
         for container_id, via in self.ctx.pipeline.followers(leader, root):
             try:
-                self._follow(container_id, leader, root, via)
+                # On the follower's turn: never beside its own worker (after it, when busy).
+                follow = partial(self._follow, container_id, leader, root, via)
+                self.ctx.turns.turn(container_id, follow, later=True)
             except Exception:
                 log.exception(
                     "follower restart failed",

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 
 from guardian.core import incidents
 from guardian.core.assessment import Assessment, SweepReport
@@ -275,7 +276,9 @@ class Healer:
             for assessment in sorted(
                 judged, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
             ):
-                self.apply(assessment, open_names)
+                # On the container's turn: never beside its worker (an event's look), which
+                # would judge it at the same time and open its incident twice.
+                ctx.turns.turn(assessment.snapshot.id, partial(self.apply, assessment, open_names))
             if report.engine_error is None and quiet is not None:
                 self._keep_quiet(report.rows, quiet, open_names, watched)
         if report.engine_error is None:
@@ -455,13 +458,13 @@ class Healer:
     def probe_tick(self, prober: Prober) -> None:
         """Run the probes that are due; a container whose verdict flipped is judged at once."""
         for container_id in prober.tick():
-            self.react(container_id, source="probe")
+            self.ctx.turns.turn(container_id, partial(self.react, container_id, None, "probe"))
 
     def resource_tick(self, resources: ResourceWatch) -> None:
         """Sample the containers with a resource limit; one whose breach began or ended (held
         for its whole `for`) is judged at once."""
         for container_id in resources.tick():
-            self.react(container_id, source="resources")
+            self.ctx.turns.turn(container_id, partial(self.react, container_id, None, "resources"))
 
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""

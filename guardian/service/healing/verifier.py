@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from functools import partial
 
 from guardian.core.model import (
     ActionKind,
@@ -70,35 +71,38 @@ class Verifier:
         due = verifications.due(ctx.clock.now(), only)
         try:
             listed = self._listed(due) if len(due) > 1 else {}
+            for p in due:
+                ctx.turns.turn(p.container_id, partial(self._verify_one, p, listed, only is None))
         except EngineUnavailable:
             return  # judged when the engine answers again
-        for p in due:
-            summary = listed.get(p.container_id)
-            if summary is not None and awaiting_first_check(p, summary, ctx.clock.now()):
-                verifications.looked(p, ctx.clock.now())
-                continue
-            try:
-                # The loop's own look: it fills the container cache too, so the restarted
-                # container's next unhealthy event needs no inspect (service.state.container_cache).
-                snap = ctx.inspect_kept(p.container_id)
-            except EngineUnavailable:
-                return  # judged when the engine answers again
-            now = ctx.clock.now()
-            if snap is None:
-                self.finish(
-                    p, Outcome.PERMANENT_FAILURE, "container removed during verification", now
-                )
-                continue
-            outcome = judge(p, snap, now, ctx.settings.verify_timeout)
-            relapse = self._relapse(p, snap) if outcome in HEALED_OR_UNDECIDED else None
-            if relapse is not None:
-                # A problem of the new run (its log matched again): not healed, whatever
-                # its health says.
-                self.finish(p, Outcome.UNHEALTHY_AFTER_RESTART, relapse, now)
-            elif outcome is not None:
-                self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
-            elif only is None:
-                verifications.looked(p, now)
+
+    def _verify_one(
+        self, p: PendingVerify, listed: dict[str, ContainerSnapshot], tick: bool
+    ) -> None:
+        """Judge one due verification, on its container's turn (`tick`: the verify tick's,
+        which notes a look that reached no verdict). Raises EngineUnavailable."""
+        ctx = self.ctx
+        summary = listed.get(p.container_id)
+        if summary is not None and awaiting_first_check(p, summary, ctx.clock.now()):
+            ctx.state.verifications.looked(p, ctx.clock.now())
+            return
+        # The loop's own look: it fills the container cache too, so the restarted container's
+        # next unhealthy event needs no inspect (service.state.container_cache).
+        snap = ctx.inspect_kept(p.container_id)
+        now = ctx.clock.now()
+        if snap is None:
+            self.finish(p, Outcome.PERMANENT_FAILURE, "container removed during verification", now)
+            return
+        outcome = judge(p, snap, now, ctx.settings.verify_timeout)
+        relapse = self._relapse(p, snap) if outcome in HEALED_OR_UNDECIDED else None
+        if relapse is not None:
+            # A problem of the new run (its log matched again): not healed, whatever its
+            # health says.
+            self.finish(p, Outcome.UNHEALTHY_AFTER_RESTART, relapse, now)
+        elif outcome is not None:
+            self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
+        elif tick:
+            ctx.state.verifications.looked(p, now)
 
     def _relapse(self, p: PendingVerify, snap: ContainerSnapshot) -> str | None:
         """What the pipeline saw go wrong since the restart's start (a log match), or None."""

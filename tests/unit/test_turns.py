@@ -1,0 +1,61 @@
+"""One container, one thread at a time (docs/design.md rule 21): a sweep that finds a container
+its worker is judging (an event's look) leaves it to that worker instead of judging it beside
+it, so the two never open its incident twice nor tell people twice."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from guardian.core.model import ContainerSnapshot
+from guardian.entrypoints.daemon import Daemon
+from tests.app import TestApp, make_app
+from tests.fakes import FakeClock, FakeEngine
+from tests.helpers import wait_until
+
+
+class HeldInspects(FakeEngine):
+    """An engine whose inspects from the work queue's workers wait until released: an event's
+    look is under way, on its worker, for as long as a test needs."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.release = threading.Event()
+        self.waiting = threading.Event()
+
+    def inspect(self, container_id: str) -> ContainerSnapshot | None:
+        if threading.current_thread().name.startswith("reconcile-"):
+            self.waiting.set()
+            self.release.wait(10)
+        return super().inspect(container_id)
+
+
+def opened(t: TestApp) -> int:
+    """The "opened" notifications queued in the outbox."""
+    return len(t.store.db.query("SELECT id FROM outbox WHERE kind='opened'"))
+
+
+def test_a_sweep_leaves_a_container_to_the_worker_judging_it_and_one_incident_is_opened(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    engine = HeldInspects(clock)
+    t = make_app(tmp_path, daemon=True, engine=engine, clock=clock)
+    cid = engine.add("web", health="unhealthy").id
+    d = Daemon(t.app)
+    t.app.restarts.start(d.reactions, d.slot_freed)
+    try:
+        d.react_soon(cid, None)  # the event's look: its worker inspects, and waits there
+        assert engine.waiting.wait(5)
+        t.healer.sweep()  # finds web unhealthy while its worker holds it
+        assert t.store.open_incidents(t.host, "web") == [] and t.restarted() == []
+        engine.release.set()
+        wait_until(lambda: t.restarted() == ["web"], 5, message="the worker restarted it")
+        wait_until(lambda: d.reactions.busy() == 0, 5, message="the look after the sweep")
+        assert len(t.store.open_incidents(t.host, "web")) == 1 and opened(t) == 1
+        assert t.restarted() == ["web"]
+    finally:
+        engine.release.set()
+        d.reactions.close(10)
+        d.wakeup.close()
+        t.store.close()
