@@ -71,7 +71,8 @@ class Front:
         """Whether a request with this Host header (None: none sent) is for this Guardian.
 
         An IP address is never a rebinding: a browser that loaded a page from an address
-        only sends it to that address. A request without Host is no browser's."""
+        only sends it to that address. A request without Host is no browser's (an HTTP/1.1
+        one is refused before this is asked: entrypoints/http_server.py)."""
         if header is None or "*" in self.allowed_hosts:
             return True
         name = host_name(header)
