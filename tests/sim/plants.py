@@ -11,7 +11,8 @@ from typing import Any
 
 import guardian.core.policy as policy
 import guardian.service.healing.decisions as decisions
-from guardian.core.model import Decision, Reason, Verdict
+import guardian.service.healing.verifier as verifier
+from guardian.core.model import Decision, Outcome, Reason, Verdict
 from guardian.service.state.state import PersonStops
 
 _decide = decisions.decide
@@ -31,12 +32,21 @@ def _always_restart(*args: Any, **kwargs: Any) -> Decision:
     return decision
 
 
-def _no_cooldown() -> tuple[policy.Rule, ...]:
-    """decide()'s rules without the cooldown (the oracle still holds the configured one)."""
+def _without(*names: str) -> tuple[policy.Rule, ...]:
+    """decide()'s rules with those named letting every request through."""
     return tuple(
-        rule._replace(check=lambda case: None) if rule.name == "cooldown" else rule
+        rule._replace(check=lambda case: None) if rule.name in names else rule
         for rule in policy.RULES
     )
+
+
+_judge = verifier.judge
+
+
+def _healed_anyway(*args: Any, **kwargs: Any) -> Outcome | None:
+    """A restart that did not heal is judged healed."""
+    outcome = _judge(*args, **kwargs)
+    return Outcome.SUCCEEDED if outcome is Outcome.UNHEALTHY_AFTER_RESTART else outcome
 
 
 def _never_held(self: PersonStops, container_id: str) -> bool:
@@ -48,9 +58,14 @@ PLANTS: dict[str, Callable[[], list[tuple[object, str, object]]]] = {
     # (a) two restarts where one may be in flight: the decision point always allows.
     "always_allow": lambda: [(decisions, "decide", _always_restart)],
     # (b) the cooldown ignored.
-    "no_cooldown": lambda: [(policy, "RULES", _no_cooldown())],
+    "no_cooldown": lambda: [(policy, "RULES", _without("cooldown"))],
     # (c) a person's stop undone: the person-stop check patched away.
     "forget_person_stops": lambda: [(PersonStops, "holds", _never_held)],
+    # An orchestrator's container restarted: the owner and opt-in rules let everything through.
+    "ignore_owners": lambda: [(policy, "RULES", _without("orchestrated", "not_opted_in"))],
+    # Reported healed without being well: a verdict of unhealthy after restart turned into
+    # succeeded.
+    "healed_anyway": lambda: [(verifier, "judge", _healed_anyway)],
 }
 
 

@@ -32,11 +32,14 @@ def first_found(plant: str) -> Report:
         ("no_cooldown", {Promise.COOLDOWN}),
         # (c) a person's stop undone: the person-stop check patched away
         ("forget_person_stops", {Promise.PERSON_STOP}),
+        # and the other promises' own: an orchestrator's container touched, healed unseen
+        ("ignore_owners", {Promise.SCOPE}),
+        ("healed_anyway", {Promise.HEALED}),
     ],
 )
 def test_a_planted_bug_is_found_named_and_replayable(plant: str, promises: set[Promise]) -> None:
     report = first_found(plant)
-    [violation] = report.failed
+    violation = report.failed[0]
     assert violation.promise in promises, report.explain()
     said = report.explain()
     assert violation.promise.name in said and violation.promise.value in said

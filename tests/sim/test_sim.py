@@ -3,7 +3,7 @@ each, and one long seed, every promise checked after every step; the seeds that 
 kept for ever; a seed replays the same steps, whatever the process's hash seed.
 
 Replay a seed: the command its failure prints (`python -m tests.sim --seed N --hours H`), or
-`GUARDIAN_SIM_SEED=N GUARDIAN_SIM_HOURS=H python -m pytest tests/sim -k replay`.
+`GUARDIAN_SIM_SEED=N GUARDIAN_SIM_HOURS=H python -m pytest tests/sim -k replay_seed`.
 GUARDIAN_SIM_SEEDS (default 200) seeds from GUARDIAN_SIM_BASE (default 0) run in CI;
 bench/sim_soak.sh runs more. A seed's steps follow from the step table (tests/sim/steps.py) and
 from what Guardian does: after a change to either, a kept seed may no longer reach what it
@@ -119,7 +119,7 @@ def test_a_seed_replays_exactly_in_another_process_whatever_its_hash_seed() -> N
 
 
 @pytest.mark.skipif("GUARDIAN_SIM_SEED" not in os.environ, reason="set GUARDIAN_SIM_SEED")
-def test_replay() -> None:
+def test_replay_seed() -> None:
     """GUARDIAN_SIM_SEED=N [GUARDIAN_SIM_HOURS=H] [GUARDIAN_SIM_PLANT=name]: one seed, its
     trace printed (pytest -s)."""
     plant = os.environ.get("GUARDIAN_SIM_PLANT", "")
