@@ -82,6 +82,9 @@ def main(argv: list[str]) -> int:
         print(json.dumps(figures, indent=2))
     else:
         for key, value in figures.items():
+            if key == "known_bug_seeds":
+                assert isinstance(value, dict)
+                value = {k: " ".join(map(str, seeds)) for k, seeds in value.items() if seeds}
             shown = json.dumps(value, indent=2) if isinstance(value, dict | list) else value
             print(f"{key}: {shown}")
     return 1 if figures["failed"] else 0

@@ -36,4 +36,7 @@ KNOWN = {
     "F8": "after the wall clock stepped back within a run, the next run orders the store's stamps"
     " wrongly: a counter reset written before the step looks later than the restarts made after"
     " it, and they stop counting against max_attempts",
+    "F9": "after the wall clock steps back, the event stream's replay (events since the last one"
+    " handled, by their stamps) brings back events from before the step: an old start of a"
+    " container a person stopped since makes Guardian forget the stop (PersonStops.forget)",
 }

@@ -107,6 +107,7 @@ class Oracle:
     # This run of Guardian heard the event of a stop, kill or removal, by container id: when,
     # and whether Guardian took it for its own restart's.
     heard_stop: dict[str, tuple[Moment, bool]] = field(default_factory=dict)
+    stale_start: dict[str, Moment] = field(default_factory=dict)  # heard while a stop held
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
@@ -160,9 +161,12 @@ class Oracle:
 
     def heard(self, action: str, container_id: str, own: bool) -> None:
         """Guardian's event stream handed it an event (on_event); `own`: Guardian took it for
-        one of its own restart's."""
+        one of its own restart's. A start heard while a person's stop holds is a stale one (only
+        a person's start ends the hold): replayed from before a step back."""
         if action in ("kill", "stop", "destroy"):
             self.heard_stop[container_id] = (self.frame.now(), own)
+        elif action == "start" and container_id in self.held:
+            self.stale_start[container_id] = self.frame.now()
 
     def person(self, what: str, container_id: str) -> None:
         if what in ("stop", "kill", "remove"):
@@ -203,11 +207,14 @@ class Oracle:
         self._unwell(req.container_id, req.name).saw(now)
 
     def _explained(self, container_id: str, held: Moment | None) -> str:
-        """The known bug a restart after a person's stop at `held` comes from: F3 when this run
-        of Guardian heard no stop, kill or removal of it since, F4 when it heard one and took
-        it for its own restart's; "" otherwise."""
+        """The known bug a restart after a person's stop at `held` comes from: F9 when a stale
+        start was heard since, F3 when this run of Guardian heard no stop, kill or removal of it
+        since, F4 when it heard one and took it for its own restart's; "" otherwise."""
         if held is None:
             return ""
+        stale = self.stale_start.get(container_id)
+        if stale is not None and stale > held:
+            return "F9"
         heard, own = self.heard_stop.get(container_id, (None, False))
         if heard is None or heard < held or heard < self.frame.runs[-1]:
             return "F3"

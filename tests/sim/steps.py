@@ -218,6 +218,9 @@ def operator(w: World) -> str:
         if what == "silence":
             name = w.rng.choice(sorted(ROLES))
             s = op.silence(name, timedelta(minutes=w.rng.randint(5, 30)), "maintenance", PERSON)
+            for earlier in w.oracle.silences:  # a silence replaces the one in force
+                if earlier.name == name and earlier.lifted is None and earlier.until > now:
+                    earlier.lifted = now
             w.oracle.silences.append(Silenced(name, s.created_at, s.until))
             return f"a person silences {name} until {s.until.isoformat()}"
         if what == "unsilence":

@@ -51,6 +51,7 @@ FOUND: list[tuple[int, float, str]] = [
     (60, 1, "F6"),  # a lost restart not recovered from the engine's record
     (2643, 1, "F7"),  # a lost restart the engine still carries out, restarted again
     (3570, 1, "F8"),  # a step back in one run misorders the next run's stamps
+    (5185, 1, "F9"),  # a stale start replayed after a step back: a person's stop forgotten
 ]
 
 
