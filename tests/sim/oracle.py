@@ -107,7 +107,7 @@ class Oracle:
     # This run of Guardian heard the event of a stop, kill or removal, by container id: when,
     # and whether Guardian took it for its own restart's.
     heard_stop: dict[str, tuple[Moment, bool]] = field(default_factory=dict)
-    stale_start: dict[str, Moment] = field(default_factory=dict)  # heard while a stop held
+    stale_start: dict[str, Moment] = field(default_factory=dict)  # a held stop forgotten
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
@@ -159,13 +159,14 @@ class Oracle:
             return container_id in self.well_now
         return container_id in self.well_at.get(at, set())
 
-    def heard(self, action: str, container_id: str, own: bool) -> None:
+    def heard(self, action: str, container_id: str, own: bool, forgot: bool) -> None:
         """Guardian's event stream handed it an event (on_event); `own`: Guardian took it for
-        one of its own restart's. A start heard while a person's stop holds is a stale one (only
-        a person's start ends the hold): replayed from before a step back."""
+        one of its own restart's; `forgot`: it made Guardian forget a person's stop it held,
+        though no person started the container since (a stale start, replayed from before a
+        step back of the clock)."""
         if action in ("kill", "stop", "destroy"):
             self.heard_stop[container_id] = (self.frame.now(), own)
-        elif action == "start" and container_id in self.held:
+        elif forgot and container_id in self.held:
             self.stale_start[container_id] = self.frame.now()
 
     def person(self, what: str, container_id: str) -> None:
