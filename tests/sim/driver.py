@@ -1,0 +1,181 @@
+"""The seeded driver: one seed, one world, steps drawn until the simulated time is up, the
+promises checked after every step. A run stops at the first promise broken by a bug not yet
+known (a known one, tests/sim/known.py, is noted and the run goes on, so it blinds no
+seed to the rest) and says how to replay it: one command (`replay_command`).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.sim.oracle import Promise, Violation
+from tests.sim.steps import STEPS, Step, start
+from tests.sim.world import World
+
+TICK = 0.001  # seconds each step takes
+DRAIN_TICKS = 400  # delivery ticks, 15 s apart at most, for the outbox to drain at the end
+
+
+def replay_command(seed: int, hours: float, plant: str = "") -> str:
+    """The one command that replays a seed exactly, its trace printed."""
+    planted = f" --plant {plant}" if plant else ""
+    return f"python -m tests.sim --seed {seed} --hours {hours:g}{planted}"
+
+
+@dataclass
+class Report:
+    """What one seed did: its trace, the steps and faults of each kind, the checks made, the
+    promises broken (with the command that replays them)."""
+
+    seed: int
+    hours: float
+    plant: str = ""
+    trace: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    checked: int = 0
+    simulated: float = 0.0  # seconds of true time
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No promise broken, by a bug known or not."""
+        return not self.violations
+
+    @property
+    def failed(self) -> list[Violation]:
+        """The promises broken by no known bug: what the simulator found."""
+        return [v for v in self.violations if not v.known]
+
+    @property
+    def known(self) -> set[str]:
+        """The known bugs this seed ran into."""
+        return {v.known for v in self.violations if v.known}
+
+    @property
+    def replay(self) -> str:
+        return replay_command(self.seed, self.hours, self.plant)
+
+    def broken(self) -> set[Promise]:
+        return {v.promise for v in self.violations}
+
+    def explain(self, tail: int = 40) -> str:
+        """The promises broken (the first not known, else every known one), the steps that led
+        to it, and the command that replays it."""
+        shown = self.failed[:1] or self.violations
+        lines = [f"seed {self.seed}: {v}" for v in shown]
+        if tail:
+            step = shown[0].step if shown else len(self.trace)
+            before = [t for t in self.trace if _step_of(t) <= step]
+            lines += ["--- the steps before it ---", *before[-tail:]]
+        lines.append(f"replay: {self.replay}")
+        return "\n".join(lines)
+
+
+def _step_of(line: str) -> int:
+    head = line.split(" ", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+@contextmanager
+def quiet_guardian() -> Iterator[None]:
+    """Guardian's log lines cost time and say nothing the trace does not: off while it runs."""
+    logger = logging.getLogger("guardian")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def simulate(seed: int, hours: float = 1.0, plant: str = "", tmp: Path | None = None) -> Report:
+    """Run one seed for `hours` of simulated time (`plant`: a planted bug, tests/sim/plants.py),
+    its store in a directory under `tmp` (default: the system's)."""
+    from tests.sim.plants import planted
+
+    report = Report(seed, hours, plant)
+    with tempfile.TemporaryDirectory(prefix="guardian-sim-", dir=tmp) as d, planted(plant):
+        with quiet_guardian():
+            world = World(seed, Path(d))
+            _run(world, hours * 3600.0, report)
+        if world.running:
+            world.subject.crash()  # closes the store before its directory goes
+    world.counts["jobs a store error ended"] = world.subject.store_errors
+    world.counts["events lost (left the ring)"] = world.subject.events_lost
+    report.trace, report.counts = world.trace, dict(sorted(world.counts.items()))
+    report.checked, report.violations = world.oracle.checked, world.oracle.violations
+    return report
+
+
+def _run(world: World, seconds: float, report: Report) -> None:
+    world.start()
+    began = world.clock.monotonic()
+    weights = [s.weight for s in STEPS]
+    step = 0
+    while world.clock.monotonic() - began < seconds and not _found(world):
+        step += 1
+        _take(world, step, world.rng.choices(STEPS, weights)[0])
+    report.simulated = world.clock.monotonic() - began
+    world.counts["steps"] = step
+    if not _found(world):
+        _finish(world, step + 1)
+
+
+def _found(world: World) -> bool:
+    """A promise broken by a bug not known: the run stops there."""
+    return any(not v.known for v in world.oracle.violations)
+
+
+def _take(world: World, step: int, chosen: Step) -> None:
+    """One step, the promises checked after it; a step that raises breaks NO_RAISE. Each step
+    takes a millisecond: two steps never share a stamp (a reset and a restart a step apart are
+    in order on the clock, as on a real host)."""
+    world.clock.advance(TICK)
+    world.oracle.begin(step, world.host.containers())
+    world.counts[chosen.name] += 1
+    run = chosen.run
+    if chosen.needs_guardian and not world.running:
+        run = start if world.rng.random() < 0.5 else (lambda w: "Guardian is down")
+    at, mark = world.clock.now(), len(world.trace)
+    try:
+        said = run(world)
+    except Exception as exc:  # noqa: BLE001 - a raise is what the oracle reports, not stops on
+        world.oracle.violated(Promise.NO_RAISE, _raised(exc))
+        said = f"raised {type(exc).__name__}"
+    # The step's line before what the engine said while it ran.
+    world.trace.insert(mark, f"{step} [{at:%d %H:%M:%S}] {chosen.name}: {said}")
+    world.after_step()
+
+
+def _raised(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+
+
+def _finish(world: World, step: int) -> None:
+    """The end: faults cleared, Guardian running and caught up, then delivery drains (time
+    passing between ticks) until nothing is queued; the outbox must be empty."""
+    world.clock.advance(TICK)
+    world.oracle.begin(step, world.host.containers())
+    world.subject.disk.full = False
+    world.subject.channel.down = 0
+    world.engine.armed, world.engine.outage = None, 0
+    if not world.running:
+        world.start()
+    world.catch_up()
+    world.subject.sweep()
+    world.after_step()
+    ahead = world.records.ahead(world.subject.sqlite, world.clock.now())
+    for _ in range(DRAIN_TICKS):
+        world.subject.deliver()
+        if not world.records.queued(world.subject.sqlite):
+            break
+        world.advance(15)
+    world.trace.append(f"{step} [{world.clock.now():%d %H:%M:%S}] finish: delivery drained")
+    world.records.drained(world.subject.sqlite, ahead)

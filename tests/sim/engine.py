@@ -1,0 +1,273 @@
+"""The simulated engine: tests/fakes.py's FakeEngine, doing what a Docker engine does that the
+simulator needs. Every change it makes emits its events (kept in a bounded ring, as Docker keeps
+256); a fault may be armed for its next request; a restart may time out after it was sent (and
+complete later); and it keeps its own record of every request that changed a container, which
+the oracle counts restarts by (never Guardian's store).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from guardian.core.escalation.recreate import RecreateSpec
+from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
+from guardian.ports import EngineEvent, EngineStep, EngineUnavailable
+from tests.fakes import FakeEngine
+
+RING = 256  # events the engine keeps (Docker 20.10's ring)
+SIGTERM, SIGKILL = 143, 137  # exit codes of a stop and a kill
+# A container's stamps, which DockerEngine moves with a step of the wall clock within a run.
+STAMPS = ("started_at", "finished_at", "health_log_at", "unhealthy_since", "unhealthy_by")
+
+
+class Fault(StrEnum):
+    """What the engine's next request that changes a container comes to."""
+
+    REFUSED = "refused"  # connection refused before the request was sent: transient
+    TIMEOUT = "timeout"  # sent, no answer: an unknown outcome (done now or a little later)
+    DENIED = "denied"  # a socket proxy's 403: policy-denied
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request that reached the engine and changes a container: the engine's own record."""
+
+    verb: str  # restart | stop | remove | create
+    container_id: str
+    name: str
+    labels: dict[str, str]
+    mono: float  # when it was received, on the monotonic clock (true time)
+    wall: datetime  # and on the wall clock
+    under_way: bool = False  # a restart of the container the engine has not completed yet
+
+
+@dataclass
+class SimEngine(FakeEngine):
+    """FakeEngine whose changes emit events and are recorded as the engine received them.
+
+    Contract: every request that reaches the engine and changes a container is appended to
+    `received` (and told to `on_request`) before it takes effect; every state change is told to
+    `on_change`; every snapshot handed to Guardian (list, inspect) is told to `on_handed`."""
+
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    armed: Fault | None = None  # the next changing request's fault
+    outage: int = 0  # how many of the next calls find the engine unreachable
+    received: list[Request] = field(default_factory=list)
+    emitted: list[EngineEvent] = field(default_factory=list)  # every event, in order
+    deferred: dict[str, float] = field(default_factory=dict)  # id -> mono it completes at
+    faults: Counter[str] = field(default_factory=Counter)  # faults taken, by kind
+    on_request: list[Callable[[Request], None]] = field(default_factory=list)
+    on_change: list[Callable[[str, ContainerSnapshot | None], None]] = field(default_factory=list)
+    on_handed: list[Callable[[ContainerSnapshot], None]] = field(default_factory=list)
+    generations: Counter[str] = field(default_factory=Counter)  # `docker run` again, by name
+    gone: dict[str, ContainerSnapshot] = field(default_factory=dict)  # name -> as removed
+    # The wall clock's steps, summed: in all, when this run of Guardian began, and when each
+    # container's stamps were last written (`containers` keeps the engine's own stamps).
+    stepped: float = 0.0
+    run_began: float = 0.0
+    written_at: dict[str, float] = field(default_factory=dict)
+
+    # -- reads: an outage, and what Guardian was shown ---------------------------------------
+
+    def _check(self) -> None:
+        if self.outage > 0:
+            self.outage -= 1
+            self.faults["outage call"] += 1
+            raise EngineUnavailable("simulated engine: connection refused")
+
+    def _hand(self, snaps: list[ContainerSnapshot]) -> list[ContainerSnapshot]:
+        for snap in snaps:
+            for told in self.on_handed:
+                told(snap)
+        return snaps
+
+    def list_containers(
+        self, label: str, scope: str = "", names: Collection[str] = (), ids: Collection[str] = ()
+    ) -> list[ContainerSnapshot]:
+        return self._hand(super().list_containers(label, scope, names, ids))
+
+    def list_unwell(self, label: str, scope: str = "") -> list[ContainerSnapshot]:
+        return self._hand(super().list_unwell(label, scope))
+
+    def inspect(self, container_id: str) -> ContainerSnapshot | None:
+        snap = super().inspect(container_id)
+        return None if snap is None else self._hand([self._presented(snap)])[0]
+
+    # -- the wall clock's steps, as DockerEngine presents stamps (adapters/engine/engine_clock.py)
+
+    def clock_stepped(self, step: timedelta) -> None:
+        """The wall clock stepped: a stamp Guardian was shown moves with it, for this run."""
+        self.stepped += step.total_seconds()
+
+    def guardian_started(self) -> None:
+        """A new run of Guardian (a new EngineClock) sees every stamp as the engine keeps it."""
+        self.run_began = self.stepped
+
+    def _presented(self, snap: ContainerSnapshot) -> ContainerSnapshot:
+        """`snap` with its stamps moved by the steps of this run since they were written."""
+        shift = self.stepped - max(self.written_at.get(snap.id, 0.0), self.run_began)
+        if not shift:
+            return snap
+        moved = {
+            k: getattr(snap, k) + timedelta(seconds=shift)
+            for k in STAMPS
+            if getattr(snap, k) is not None
+        }
+        return replace(snap, **moved)
+
+    # -- requests that change a container ----------------------------------------------------
+
+    def _receive(self, verb: str, snap: ContainerSnapshot) -> None:
+        request = Request(
+            verb,
+            snap.id,
+            snap.name,
+            dict(snap.labels),
+            self.clock.monotonic(),
+            self.clock.now(),
+            snap.id in self.deferred,
+        )
+        self.received.append(request)
+        for told in self.on_request:
+            told(request)
+
+    def _unsent(self) -> Fault | None:
+        """The armed fault, taken; a REFUSED one (or an outage) stands for a request never sent."""
+        fault, self.armed = self.armed, None
+        if fault is not None:
+            self.faults[str(fault)] += 1
+        if self.outage > 0:
+            self.outage -= 1
+            self.faults["outage call"] += 1
+            return Fault.REFUSED
+        return fault
+
+    def restart(
+        self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
+    ) -> ActionOutcome:
+        self.restarts.append(container_id)
+        fault = self._unsent()
+        if fault is Fault.REFUSED:
+            return ActionOutcome(Outcome.TRANSIENT_FAILURE, "connection refused (simulated)", True)
+        if fault is Fault.DENIED:
+            return ActionOutcome(Outcome.POLICY_DENIED, "403 Forbidden: the socket proxy refused")
+        snap = self.containers.get(container_id)
+        if snap is None:
+            return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists (404)")
+        self.steps.append(("restart", snap.name))
+        self._receive("restart", snap)
+        if fault is Fault.TIMEOUT:
+            return self._timed_out(snap, stop_timeout, previous_started_at)
+        self._restart_now(container_id)
+        return ActionOutcome(Outcome.RESTARTED, "restart request completed")
+
+    def _timed_out(
+        self, snap: ContainerSnapshot, stop_timeout: timedelta, previous: datetime | None
+    ) -> ActionOutcome:
+        """Sent, no answer: the engine restarted it already, or does within the stop timeout.
+        Settled as DockerEngine settles it: State.StartedAt tells whether it restarted."""
+        if self.rng.random() < 0.5:
+            self._restart_now(snap.id)
+        else:
+            self.deferred[snap.id] = self.clock.monotonic() + stop_timeout.total_seconds()
+        try:
+            after = self.inspect(snap.id)
+        except EngineUnavailable:
+            return ActionOutcome(Outcome.UNKNOWN, "timed out after sending")
+        if after is None:
+            return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists")
+        if previous is not None and after.started_at is not None and after.started_at > previous:
+            return ActionOutcome(
+                Outcome.RESTARTED, "timed out after sending; State.StartedAt shows it restarted"
+            )
+        return ActionOutcome(Outcome.UNKNOWN, "timed out after sending; State.StartedAt unchanged")
+
+    def stop(self, container_id: str, stop_timeout: timedelta) -> ActionOutcome:
+        if container_id in self.containers and self._unsent() is None:
+            self._receive("stop", self.containers[container_id])
+        return super().stop(container_id, stop_timeout)
+
+    def remove_container(self, container_id: str, stop_timeout: timedelta) -> EngineStep:
+        if container_id in self.containers:
+            self._receive("remove", self.containers[container_id])
+        return super().remove_container(container_id, stop_timeout)
+
+    def create_container(self, spec: RecreateSpec) -> EngineStep:
+        self._receive(
+            "create", ContainerSnapshot(id="", name=spec.name, labels={}, state="", health=None)
+        )
+        return super().create_container(spec)
+
+    # -- what the engine does ----------------------------------------------------------------
+
+    def next_due(self) -> float | None:
+        """When the earliest restart that timed out completes (monotonic), if any."""
+        return min(self.deferred.values(), default=None)
+
+    def complete_due(self, by: float) -> list[str]:
+        """Complete the timed-out restarts due by `by` (monotonic; the clock is there, to the
+        microsecond it keeps): their names."""
+        due = sorted(cid for cid, at in self.deferred.items() if at <= by)
+        for cid in due:
+            self._restart_now(cid)
+        return [self.containers[cid].name for cid in due if cid in self.containers]
+
+    def settle(self, container_id: str) -> None:
+        """A request about the container waits for its restart under way to complete."""
+        if container_id in self.deferred:
+            self._restart_now(container_id)
+
+    def _restart_now(self, container_id: str) -> None:
+        self.deferred.pop(container_id, None)
+        snap = self.containers.get(container_id)
+        if snap is None:
+            return
+        now = self.clock.now()
+        if snap.state == "running":
+            self.emit("kill", snap, signal="15")
+            self.emit("die", snap, exitCode=str(SIGTERM))
+            self.emit("stop", snap)
+        health = (
+            None if snap.health is None else self.rng.choice(("healthy", "healthy", "starting"))
+        )
+        self.put(
+            replace(
+                snap,
+                state="running",
+                health=health,
+                started_at=now,
+                finished_at=now if snap.state == "running" else snap.finished_at,
+                exit_code=0,
+                oom_killed=False,
+                unhealthy_since=None,
+                unhealthy_by=None,
+                health_output="",
+                health_log_at=now,
+            )
+        )
+        self.emit("start", self.containers[container_id])
+        self.emit("restart", self.containers[container_id])
+
+    def put(self, snap: ContainerSnapshot) -> None:
+        """The container is now `snap`, its stamps the engine's own (told to `on_change`)."""
+        self.containers[snap.id] = snap
+        self.written_at[snap.id] = self.stepped
+        for told in self.on_change:
+            told(snap.id, snap)
+
+    def emit(self, action: str, snap: ContainerSnapshot, **attributes: str) -> EngineEvent:
+        """An event as Docker sends it: the container's labels, name and image among the
+        attributes; kept in the ring the engine replays from."""
+        attrs = {**snap.labels, "name": snap.name, "image": "app:1", **attributes}
+        event = EngineEvent(action, snap.id, snap.name, self.clock.now(), attrs)
+        self.emitted.append(event)
+        self.kept.append(event)
+        if len(self.kept) > RING:
+            del self.kept[0]
+            self.kept_from = self.kept[0].at
+        return event

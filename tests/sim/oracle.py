@@ -1,0 +1,287 @@
+"""The oracle: Guardian's promises, checked against what the simulated engine recorded (every
+restart as the engine received it, never as Guardian's store tells it) and against the store's
+own rows where the promise is about the record. Restart promises are checked as each request
+reaches the engine; the record's after every step (`after_step`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+
+from guardian.core.model import ContainerSnapshot
+from tests.sim.engine import SIGKILL, SIGTERM, Request
+from tests.sim.frame import Frame, Moment, Unwell
+from tests.sim.host import ROLES, Role
+from tests.sim.known import KNOWN
+
+MINUTE = 60.0
+
+
+class Promise(Enum):
+    """What Guardian promises (docs/design.md rules 2 to 6, 10 and 14), as the oracle checks it."""
+
+    ONE_IN_FLIGHT = "never a second restart of a container while the engine still does the first"
+    MAX_ATTEMPTS = "at most max_attempts restarts of a container within the window"
+    COOLDOWN = "never two restarts of a container within its cooldown (with its backoff)"
+    HOST_BUDGET = "never more restarts on the host than restart.max_per_minute in any minute"
+    PERSON_STOP = "never a restart of a container a person stopped or removed"
+    SCOPE = "nothing outside scope touched (opted out, not opted in, an orchestrator's)"
+    SILENCE = "never a restart of a container while a person's silence holds it"
+    APPROVAL = "never a restart of a guardian.action=ask container without an approval"
+    HEALED = "never reported healed unless the engine showed it well at that time"
+    ONE_INCIDENT = "never two open incidents for one (container, problem)"
+    ONE_OPENING = "one 'opened' notification per incident and recurrence"
+    DRAINED = "every queued notification delivered or dead-lettered once delivery drains"
+    NO_RAISE = "no job of the loop raises (the daemon would log it and carry on)"
+
+
+@dataclass(frozen=True)
+class Violation:
+    promise: Promise
+    step: int
+    detail: str
+    known: str = ""  # the bug of KNOWN it matches, if any
+
+    def __str__(self) -> str:
+        said = f"step {self.step}: {self.promise.name} ({self.promise.value}): {self.detail}"
+        return f"{said} [known bug {self.known}: {KNOWN[self.known]}]" if self.known else said
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A restart as the engine received it: when, and whether the store could not write it."""
+
+    at: Moment
+    unwritten: bool = False
+
+
+def unwell(snap: ContainerSnapshot) -> bool:
+    """Whether Guardian, shown `snap`, must judge a problem: running unhealthy, or (inspected)
+    exited by itself with a code Guardian does not ignore, or killed by the OOM killer."""
+    if snap.state == "running":
+        return snap.health == "unhealthy"
+    if not snap.inspected or snap.state not in ("exited", "dead"):
+        return False
+    return snap.oom_killed or snap.exit_code not in (None, 0, SIGTERM, SIGKILL)
+
+
+def well(snap: ContainerSnapshot | None) -> bool:
+    return snap is not None and snap.state == "running" and snap.health in (None, "healthy")
+
+
+def in_scope(role: Role, labels: dict[str, str]) -> bool:
+    """The oracle's own reading of scope: opted in with guardian.enable=true, no orchestrator."""
+    owned = any(k.startswith("com.docker.swarm.") for k in labels)
+    return role.in_scope and labels.get("guardian.enable") == "true" and not owned
+
+
+@dataclass
+class Silenced:
+    """A person's silence of one container, as the simulator set it (wall clock)."""
+
+    name: str
+    since: datetime
+    until: datetime
+    lifted: datetime | None = None
+
+    def holds(self, now: datetime) -> bool:
+        return self.since <= now < self.until and (self.lifted is None or now < self.lifted)
+
+
+@dataclass(repr=False)
+class Oracle:
+    """Guardian's promises over one simulation. `step` is the step being taken (for reports)."""
+
+    frame: Frame
+    step: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    checked: int = 0  # invariant checks made
+    attempts: dict[str, list[Attempt]] = field(default_factory=lambda: defaultdict(list))
+    host_attempts: list[Attempt] = field(default_factory=list)
+    sightings: dict[str, Unwell] = field(default_factory=dict)
+    held: dict[str, Moment] = field(default_factory=dict)  # stopped, killed, removed by a person
+    # This run of Guardian heard the event of a stop, kill or removal, by container id: when,
+    # and whether Guardian took it for its own restart's.
+    heard_stop: dict[str, tuple[Moment, bool]] = field(default_factory=dict)
+    stale_start: dict[str, Moment] = field(default_factory=dict)  # a held stop forgotten
+    disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
+    silences: list[Silenced] = field(default_factory=list)
+    approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
+    well_at: dict[datetime, set[str]] = field(default_factory=lambda: defaultdict(set))
+    well_now: set[str] = field(default_factory=set)  # well at some moment of this step
+
+    def violated(self, promise: Promise, detail: str, known: str = "") -> None:
+        self.violations.append(Violation(promise, self.step, detail, known))
+
+    def _check(self, promise: Promise, holds: bool, detail: str, known: str = "") -> None:
+        self.checked += 1
+        if not holds:
+            self.violated(promise, detail, known)
+
+    def _unwell(self, container_id: str, name: str) -> Unwell:
+        if container_id not in self.sightings:
+            reset_after = ROLES[name].policy.reset_after.total_seconds()
+            self.sightings[container_id] = Unwell(reset_after)
+        return self.sightings[container_id]
+
+    # -- told by the engine and the host -----------------------------------------------------
+
+    def handed(self, snap: ContainerSnapshot) -> None:
+        """The engine showed Guardian `snap` (a container a person stopped is not unwell: it is
+        left alone)."""
+        if unwell(snap) and snap.id not in self.held:
+            self._unwell(snap.id, snap.name).saw(self.frame.now())
+
+    def begin(self, step: int, containers: list[ContainerSnapshot]) -> None:
+        """A step begins: the containers well now."""
+        self.step, self.well_now = step, set()
+        self.look(containers)
+
+    def look(self, containers: list[ContainerSnapshot]) -> None:
+        """The clock moved: the containers well at this wall time."""
+        for snap in containers:
+            self.changed(snap.id, snap)
+
+    def changed(self, container_id: str, snap: ContainerSnapshot | None) -> None:
+        """The container changed: note whether it is well, in this step and at this wall time."""
+        if well(snap):
+            self.well_now.add(container_id)
+            self.well_at[self.frame.clock.now()].add(container_id)
+
+    def was_well(self, container_id: str, at: datetime) -> bool:
+        """Whether the engine showed the container well at wall time `at`: within this step
+        when `at` is now, else within any step at that wall time (a record written late)."""
+        if at == self.frame.clock.now():
+            return container_id in self.well_now
+        return container_id in self.well_at.get(at, set())
+
+    def heard(self, action: str, container_id: str, own: bool, forgot: bool) -> None:
+        """Guardian's event stream handed it an event (on_event); `own`: Guardian took it for
+        one of its own restart's; `forgot`: it made Guardian forget a person's stop it held,
+        though no person started the container since (a stale start, replayed from before a
+        step back of the clock)."""
+        if action in ("kill", "stop", "destroy"):
+            self.heard_stop[container_id] = (self.frame.now(), own)
+        elif forgot and container_id in self.held:
+            self.stale_start[container_id] = self.frame.now()
+
+    def person(self, what: str, container_id: str) -> None:
+        if what in ("stop", "kill", "remove"):
+            self.held[container_id] = self.frame.now()
+        else:
+            self.held.pop(container_id, None)
+
+    def request(self, req: Request) -> None:
+        """A request that changes a container reached the engine."""
+        role = ROLES[req.name]
+        self._check(Promise.SCOPE, in_scope(role, req.labels), f"{req.verb} of {req.name}")
+        now = self.frame.now()
+        held = self.held.get(req.container_id)
+        self._check(
+            Promise.PERSON_STOP,
+            held is None,
+            f"{req.verb} of {req.name} after a person stopped, killed or removed it",
+            self._explained(req.container_id, held),
+        )
+        if held is not None and req.verb in ("restart", "create"):
+            del self.held[req.container_id]  # it runs again now: told once
+        if req.verb != "restart":
+            return
+        self._check(
+            Promise.ONE_IN_FLIGHT,
+            not req.under_way,
+            f"restart of {req.name} while the engine still restarts it",
+            "F7" if self._unwritten_before(self.attempts[req.container_id][-1:], now) else "",
+        )
+        silenced = [s for s in self.silences if s.name == req.name and s.holds(req.wall)]
+        self._check(Promise.SILENCE, not silenced, f"restart of {req.name} while silenced")
+        if role.asks:
+            self._approved(req)
+        self._budget(req, role, now)
+        attempt = Attempt(now, self.disk_full())
+        self.attempts[req.container_id].append(attempt)
+        self.host_attempts.append(attempt)
+        self._unwell(req.container_id, req.name).saw(now)
+
+    def _explained(self, container_id: str, held: Moment | None) -> str:
+        """The known bug a restart after a person's stop at `held` comes from: F9 when a stale
+        start was heard since, F3 when this run of Guardian heard no stop, kill or removal of it
+        since, F4 when it heard one and took it for its own restart's; "" otherwise."""
+        if held is None:
+            return ""
+        stale = self.stale_start.get(container_id)
+        if stale is not None and stale > held:
+            return "F9"
+        heard, own = self.heard_stop.get(container_id, (None, False))
+        if heard is None or heard < held or heard < self.frame.runs[-1]:
+            return "F3"
+        return "F4" if own else ""
+
+    def _approved(self, req: Request) -> None:
+        """Each restart of an `ask` container uses one approval given before it, unexpired."""
+        given = self.approvals[req.name]
+        usable = [at for at in given if at > req.wall]
+        self._check(Promise.APPROVAL, bool(usable), f"restart of {req.name} without an approval")
+        if usable:
+            given.remove(usable[0])
+
+    def _budget(self, req: Request, role: Role, now: Moment) -> None:
+        """max_attempts, cooldown (with its backoff) and the host's budget, in credited time."""
+        p, credited = role.policy, self.frame.credited
+        prior = self.attempts[req.container_id]
+        since = self._unwell(req.container_id, req.name).reset_point(now)
+        window = p.window.total_seconds()
+        inside = set(self.frame.within([a.at for a in prior], now, window))
+        counted = [a for a in prior if a.at >= since and a.at in inside]
+        lost = self._lost(counted, now) or self._misordered(prior, now)  # known bugs, if any
+        self._check(
+            Promise.MAX_ATTEMPTS,
+            len(counted) < p.max_attempts,
+            f"restart of {req.name}: {len(counted)} restarts already within the window "
+            f"(max_attempts {p.max_attempts})",
+            lost,
+        )
+        if prior:
+            gap, need = credited(prior[-1].at, now), p.cooldown_after(max(len(counted), 1))
+            self._check(
+                Promise.COOLDOWN,
+                gap >= need,
+                f"restart of {req.name} {gap:.0f}s after the last (cooldown {need:.0f}s)",
+                self._lost([*counted, prior[-1]], now) or self._misordered(prior, now),
+            )
+        minute = set(self.frame.within([a.at for a in self.host_attempts], now, MINUTE))
+        recent = [a for a in self.host_attempts if a.at in minute]
+        self._check(
+            Promise.HOST_BUDGET,
+            len(recent) < p.max_per_minute,
+            f"restart of {req.name}: {len(recent)} restarts on the host within the last minute "
+            f"(max_per_minute {p.max_per_minute})",
+            "F1" if any(a.unwritten and a.at < self.frame.run_start(now) for a in recent) else "",
+        )
+
+    def _lost(self, attempts: list[Attempt], now: Moment) -> str:
+        """The known bug that forgot or misplaced one of `attempts` the store lost (made while
+        its writes failed, in an earlier run): F5 when the wall clock stepped forward in this
+        run, F6 when another run came between; "" otherwise."""
+        if not self._unwritten_before(attempts, now):
+            return ""
+        began = self.frame.run_start(now)
+        return "F5" if any(s > 0 and at > began for at, s in self.frame.steps) else "F6"
+
+    def _misordered(self, attempts: list[Attempt], now: Moment) -> str:
+        """F8 when one of `attempts` was made in an earlier run after the wall clock stepped
+        back in that run (its stamp lies before stamps written earlier); "" otherwise."""
+        runs = self.frame.run_index
+        back = [at for at, seconds in self.frame.steps if seconds < 0 and runs(at) < runs(now)]
+        after = any(runs(a.at) == runs(at) and a.at > at for at in back for a in attempts)
+        return "F8" if after else ""
+
+    def _unwritten_before(self, attempts: list[Attempt], now: Moment) -> bool:
+        """Whether one of `attempts` was made while the store's writes failed, in an earlier
+        run of Guardian than `now` (its intent, held in memory, died with that run)."""
+        runs = self.frame.run_index
+        return any(a.unwritten and runs(a.at) < runs(now) for a in attempts)

@@ -1,0 +1,148 @@
+"""The promises about Guardian's record, read from its store after each step: nothing reported
+healed that the engine did not show well then, one open incident per (container, problem), one
+"opened" notification per incident and recurrence; once delivery drains, nothing left queued.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from guardian.adapters.sqlite.store import SqliteStore
+from guardian.core.incidents import GUARDIAN
+from guardian.core.model import HOST_PROBLEMS
+from tests.sim.oracle import Oracle, Promise
+
+# A resolution that tells of no health: the container went away or another took its name.
+NOT_HEALED = ("container removed", "container replaced")
+BACKOFF = timedelta(minutes=5)  # the longest a retry waits (notify.max_backoff, max_retry_after)
+
+
+@dataclass(repr=False)
+class Records:
+    """Reads the store's feed of events (GET /api/v1/events) from where it left off."""
+
+    oracle: Oracle
+    cursor: int = 0  # the store's events read
+    outbox_cursor: int = 0  # the outbox's rows read
+
+    def after_step(self, store: SqliteStore, host: str) -> None:
+        self._healed(store, host)
+        self._one_incident(store)
+        self._one_opening(store)
+
+    def _healed(self, store: SqliteStore, host: str) -> None:
+        """Each resolution Guardian made and each restart it called succeeded: the engine
+        showed that container well at that wall time (within some step)."""
+        while True:
+            events = store.events_after(host, self.cursor, 500)
+            for e in events:
+                self.cursor = e.cursor
+                claim = self._claim(store, e.kind, e.incident_id, e.fields)
+                if claim is None:
+                    continue
+                container_id, what = claim
+                self.oracle.checked += 1
+                if not self.oracle.was_well(container_id, e.at):
+                    self.oracle.violated(
+                        Promise.HEALED, f"{what} of {e.container} at {e.at.isoformat()}"
+                    )
+            if len(events) < 500:
+                return
+
+    @staticmethod
+    def _claim(
+        store: SqliteStore, kind: str, incident_id: int | None, fields: object
+    ) -> tuple[str, str] | None:
+        """(container id, what was claimed) when the event says Guardian found it healed."""
+        assert isinstance(fields, dict)
+        if kind == "action.outcome" and fields.get("outcome") == "succeeded":
+            rows = store.db.query(
+                "SELECT container_id FROM actions WHERE id=?", (fields["action"],)
+            )
+            return str(rows[0]["container_id"]), "restart succeeded"
+        if kind != "incident.changed" or fields.get("to") != "resolved":
+            return None
+        if fields.get("actor") != GUARDIAN or str(fields.get("reason")).startswith(NOT_HEALED):
+            return None
+        incident = store.get_incident(incident_id or 0)
+        assert incident is not None
+        if incident.type in HOST_PROBLEMS:
+            return None  # about the host (the engine answers again, a storm is over)
+        return incident.container_id, f"incident {incident_id} resolved ({fields.get('reason')})"
+
+    def _one_incident(self, store: SqliteStore) -> None:
+        rows = store.db.query(
+            "SELECT container, type, COUNT(*) AS n FROM incidents WHERE state != 'closed'"
+            " GROUP BY host, container, type HAVING n > 1"
+        )
+        self.oracle.checked += 1
+        for r in rows:
+            self.oracle.violated(
+                Promise.ONE_INCIDENT, f"{r['n']} open {r['type']} incidents of {r['container']}"
+            )
+
+    def _one_opening(self, store: SqliteStore) -> None:
+        """Each incident an opening was queued for since the last look: its openings are at
+        most one more than its recurrences."""
+        fresh = store.db.query(
+            "SELECT id, incident_id FROM outbox WHERE id > ? AND kind='opened' ORDER BY id",
+            (self.outbox_cursor,),
+        )
+        self.oracle.checked += 1
+        for incident in sorted({r["incident_id"] for r in fresh if r["incident_id"] is not None}):
+            n = store.db.query(
+                "SELECT COUNT(*) FROM outbox WHERE kind='opened' AND incident_id=?", (incident,)
+            )[0][0]
+            again = store.db.query(
+                "SELECT COUNT(*) FROM transitions WHERE incident_id=?"
+                " AND from_state='resolved' AND to_state='active'",
+                (incident,),
+            )[0][0]
+            if n > 1 + again:
+                self.oracle.violated(
+                    Promise.ONE_OPENING,
+                    f"incident {incident}: {n} openings queued, {again} recurrences",
+                )
+        if fresh:
+            self.outbox_cursor = fresh[-1]["id"]
+
+    @staticmethod
+    def queued(store: SqliteStore) -> int:
+        """Notifications not yet fanned out, and deliveries still pending."""
+        left = store.db.query("SELECT COUNT(*) FROM outbox WHERE dispatched != 1")[0][0]
+        pending = store.db.query("SELECT COUNT(*) FROM deliveries WHERE state='pending'")[0][0]
+        return int(left) + int(pending)
+
+    @staticmethod
+    def ahead(store: SqliteStore, now: datetime) -> bool:
+        """Whether a queued notification carries a stamp ahead of the clock (a step back):
+        queued later than now, or next tried later than any backoff puts it."""
+        rows = store.db.query(
+            "SELECT o.created_at, d.next_attempt_at FROM outbox o"
+            " LEFT JOIN deliveries d ON d.outbox_id = o.id AND d.state = 'pending'"
+            " WHERE o.dispatched != 1 OR d.id IS NOT NULL"
+        )
+        return any(
+            datetime.fromisoformat(r["created_at"]) > now
+            or (
+                r["next_attempt_at"]
+                and datetime.fromisoformat(r["next_attempt_at"]) > now + BACKOFF
+            )
+            for r in rows
+        )
+
+    def drained(self, store: SqliteStore, ahead: bool) -> None:
+        """After delivery drained: every notification fanned out, and each delivery delivered,
+        dead-lettered or (sent without an answer to a channel that cannot deduplicate) unknown,
+        which is never resent (docs/design.md rule 6). `ahead`: whether a queued one carried a
+        stamp ahead of the clock when the drain began (known bug F2)."""
+        left = store.db.query("SELECT COUNT(*) FROM outbox WHERE dispatched != 1")[0][0]
+        pending = store.db.query("SELECT COUNT(*) FROM deliveries WHERE state='pending'")[0][0]
+        self.oracle.checked += 1
+        if left or pending:
+            self.oracle.violated(
+                Promise.DRAINED,
+                f"{left} notifications not fanned out, {pending} deliveries pending",
+                "F2" if ahead else "",
+            )

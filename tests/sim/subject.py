@@ -1,0 +1,278 @@
+"""Guardian under simulation, driven on one thread as the daemon drives it today.
+
+Built through bootstrap (tests/app.py make_app, build_status: restart calls run inline on the
+caller's thread, rechecks are dropped) over the simulated engine, a FakeClock and a real SQLite
+store on a disk that may fill. Its methods are the daemon's jobs (entrypoints/daemon.py: the
+sweep, verify ticks, the delivery worker), its events thread and the reactions it schedules
+(entrypoints/event_listener.py), and a person's commands. This is the one place that knows how
+today's loop is driven: when the loop becomes a keyed work queue (docs/design.md rule 21),
+re-point these methods at it and the driver and the oracle stay as they are.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from guardian.adapters.sqlite.db import Database
+from guardian.adapters.sqlite.outbox import SqliteOutbox
+from guardian.adapters.sqlite.store import SqliteStore
+from guardian.core.outbound.delivery import DELIVERED, Result, RetryPolicy, Status
+from guardian.entrypoints.event_listener import IN_FLIGHT, REPLAY_LIMIT
+from guardian.ports import EngineUnavailable, StoreError
+from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
+from guardian.service.state.engine_memory import EVENTS_THROUGH
+from guardian.service.watchers.clock_steps import StepWatch
+from tests.app import TestApp, make_app
+from tests.fakes import FakeClock
+from tests.sim.engine import SimEngine
+from tests.sim.host import CONFIG
+from tests.sim.stream import Reaction, Stream
+
+
+@dataclass
+class Disk:
+    """The store's disk: while `full`, every write transaction fails as on a full disk."""
+
+    full: bool = False
+
+
+class FillingDatabase(Database):
+    """A real SQLite database whose writes fail while its disk is full."""
+
+    def __init__(self, path: Path, disk: Disk) -> None:
+        self.disk = disk
+        super().__init__(path)
+
+    @contextmanager
+    def transaction(self) -> Iterator[object]:  # type: ignore[override]
+        if self.disk.full:
+            raise StoreError(f"store {self.path}: database or disk is full")
+        with super().transaction() as conn:
+            yield conn
+
+
+@dataclass
+class Channel:
+    """A notification channel (the Notifier port) that answers from the simulation's dice:
+    mostly delivered; sometimes a 5xx, a 429, a 4xx, or no answer after sending."""
+
+    rng: random.Random
+    name: str = "sim"
+    idempotent: bool = False
+    max_batch: int = 50
+    min_interval: timedelta = timedelta(0)
+    down: int = 0  # the next sends that fail (a channel outage)
+    sent: int = 0
+
+    def send(self, batch: object) -> Result:
+        self.sent += 1
+        if self.down > 0:
+            self.down -= 1
+            return Result(Status.TRANSIENT, "503 (simulated outage)")
+        roll = self.rng.random()
+        if roll < 0.04:
+            return Result(Status.TRANSIENT, "502 (simulated)")
+        if roll < 0.06:
+            return Result(Status.RATE_LIMITED, "429 (simulated)", timedelta(seconds=30))
+        if roll < 0.07:
+            return Result(Status.PERMANENT, "400 invalid_payload (simulated)")
+        if roll < 0.08:
+            return Result(Status.UNKNOWN, "timed out after sending (simulated)")
+        return DELIVERED
+
+
+@dataclass(repr=False)
+class Subject:
+    """One run of Guardian at a time over the same engine, clock and store file."""
+
+    tmp: Path
+    engine: SimEngine
+    clock: FakeClock
+    disk: Disk
+    channel: Channel
+    t: TestApp | None = None
+    steps: StepWatch | None = None
+    delivery: DeliveryWorker | None = None
+    stream: Stream | None = None
+    reactions: list[Reaction] = field(default_factory=list)
+    judged: set[str] = field(default_factory=set)  # containers judged for replayed events
+    judge_from: datetime | None = None
+    last_at: datetime | None = None  # the last event handled
+    reconciled: bool = False
+    store_errors: int = 0
+    events_lost: int = 0  # events that left the engine's ring before a stream read them
+    on_heard: list[Callable[[str, str, bool, bool], None]] = field(default_factory=list)
+
+    @property
+    def app(self) -> TestApp:
+        assert self.t is not None, "Guardian is not running"
+        return self.t
+
+    @property
+    def sqlite(self) -> SqliteStore:
+        return self.app.store
+
+    # -- a run of Guardian -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start Guardian over the store file (as `guardian run` does after a crash)."""
+        sqlite = SqliteStore(FillingDatabase(self.tmp / "guardian.db", self.disk))
+        self.engine.guardian_started()
+        self.t = make_app(self.tmp, engine=self.engine, clock=self.clock, sqlite=sqlite, **CONFIG)
+        app = self.t.app
+        self.steps = StepWatch(self.clock, app.metrics, app.loop.follow_step)
+        retry = RetryPolicy(5, timedelta(seconds=2), timedelta(minutes=5), timedelta(minutes=5))
+        self.delivery = DeliveryWorker(
+            SqliteOutbox(sqlite.db),
+            [self.channel],
+            self.clock,
+            app.metrics,
+            WorkerSettings(self.t.host, retry=retry),
+            facts=app.facts,
+        )
+        app.facts.subscribe(self.delivery.on_fact)
+        app.loop.also_stepped(self.delivery.follow_step)
+        self.reactions, self.reconciled = [], False
+        app.loop.follows_events(self.clock.now())
+        self.stream = Stream(self.engine, live=self.stream.live if self.stream else 0)
+        self.connect(self._replay_from())
+
+    def crash(self) -> None:
+        """kill -9: whatever Guardian held in memory is gone (reactions not yet run, restart
+        intents the store refused); the store file and the engine stay."""
+        self.sqlite.close()
+        self.t = self.steps = self.delivery = None
+        if self.stream is not None:
+            self.stream.cut()
+
+    def _replay_from(self) -> datetime | None:
+        """EventListener.replay_from: the store's mark of the last event handled."""
+        try:
+            mark = self.sqlite.remembered(self.app.host, EVENTS_THROUGH)
+        except StoreError:
+            return None
+        if mark is None:
+            return None
+        now = self.clock.now()
+        return max(mark, now - REPLAY_LIMIT) if mark <= now else now - REPLAY_LIMIT
+
+    # -- the event stream (the events thread) ------------------------------------------------
+
+    def connect(self, since: datetime | None) -> None:
+        """The events thread (re)connects: the engine's record is read, then the stream replays
+        from `since` (EventListener.run)."""
+        assert self.stream is not None
+        try:
+            with self.job("events"):
+                self.app.healer.read_engine_record()  # before anything replayed is judged
+        except EngineUnavailable:
+            self.app.app.loop.stream_lost()  # the listener backs off and connects again
+            return
+        self.judged, now = set(), self.clock.now()
+        self.judge_from = since or now
+        lost = self.stream.lost
+        self.stream.connect(self.app.app.loop.stream_opening(since, now))
+        self.events_lost += self.stream.lost - lost
+
+    def cut(self) -> None:
+        """The stream is lost (the daemon reconnects after a backoff)."""
+        assert self.stream is not None
+        self.stream.cut()
+        self.app.app.loop.stream_lost()
+
+    def reconnect(self) -> None:
+        self.connect(self.last_at)
+
+    def hear(self) -> str | None:
+        """The events thread reads one event: on_event, and a reaction when it asks for one
+        (a replayed event's container judged once per replay). What it read, or None."""
+        assert self.stream is not None
+        read = self.stream.read()
+        if read is None:
+            return None
+        event, replayed = read
+        self.last_at = event.at
+        healer, state = self.app.healer, self.app.healer.ctx.state
+        own = state.caused_by_restart(event.container_id, event.container_name)
+        held = state.person_stops.holds(event.container_id)
+        with self.job("events"):
+            wanted = healer.on_event(event)
+            # What Guardian made of it, for the oracle to name a known bug: taken for its own
+            # restart's, or a person's stop it held forgotten.
+            forgot = held and not state.person_stops.holds(event.container_id)
+            for told in self.on_heard:
+                told(event.action, event.container_id, own, forgot)
+            assert self.judge_from is not None
+            if wanted and event.at >= self.judge_from:
+                if replayed and event.container_id in self.judged:
+                    return f"{event.action} {event.container_name} (replayed again)"
+                if replayed:
+                    self.judged.add(event.container_id)
+                at = healer.reported_at(event)
+                self.reactions.append(Reaction(event.container_id, event.container_name, at))
+        return f"{event.action} {event.container_name}" + (" (replayed)" if replayed else "")
+
+    def handled_through(self) -> datetime | None:
+        """EventListener.handled_through: while the stream is up, nearly now."""
+        if self.stream is None or not self.stream.open:
+            return self.last_at
+        recent = self.clock.now() - IN_FLIGHT
+        return recent if self.last_at is None else max(self.last_at, recent)
+
+    # -- the daemon's jobs -------------------------------------------------------------------
+
+    @contextmanager
+    def job(self, name: str) -> Iterator[None]:
+        """A job as the daemon runs it: a store that fails ends the job, counted (the daemon
+        logs it); anything else propagates, for the oracle to report."""
+        try:
+            yield
+        except StoreError:
+            self.store_errors += 1
+
+    def react(self, reaction: Reaction) -> None:
+        with self.job("react"):
+            self.app.healer.react(reaction.container_id, reaction.detected_at)
+
+    def sweep(self) -> str:
+        """Daemon.sweep: the first of a run reconciles what the last run left unfinished; the
+        engine's record is read when due; the marks a next start reads are written."""
+        healer, started = self.app.healer, self.clock.now()
+        with self.job("sweep"):
+            try:
+                if not self.reconciled:
+                    self.engine.ping()
+                    self.app.app.verifier.reconcile()
+                    self.reconciled = True
+                healer.read_engine_record()
+                report = healer.sweep()
+            except EngineUnavailable as exc:
+                healer.engine_state(False, str(exc))
+                return "engine unreachable"
+            healer.mark_running(started)
+            if report.engine_error is None:
+                healer.mark_swept(started, self.handled_through())
+            problems = sum(1 for r in report.rows if r.result.problem is not None)
+            return f"{len(report.rows)} judged, {problems} with a problem"
+        return "store failed"
+
+    def verify(self) -> None:
+        with self.job("verify"):
+            self.app.verify()
+
+    def deliver(self) -> int:
+        """One tick of the delivery worker: how many messages it sent."""
+        assert self.delivery is not None
+        with self.job("delivery"):
+            return self.delivery.tick()
+        return 0
+
+    def look_at_clock(self) -> timedelta:
+        """The scheduler's step watch looks at the clock (every turn of the daemon's loop)."""
+        assert self.steps is not None
+        return self.steps.look()

@@ -1,0 +1,151 @@
+"""Named scenarios on the simulator: interleavings written out step by step instead of drawn
+from a seed, each checked by the same oracle. The race that failed CI on 12-06 and 12-07, and
+each bug the seeds found (tests/sim/known.py), in its shortest form: expected to fail
+until the bug is fixed, when strict turns the pass into a failure to notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from guardian.core.model import ContainerSnapshot
+from tests.sim.driver import TICK, quiet_guardian
+from tests.sim.known import KNOWN
+from tests.sim.oracle import Promise
+from tests.sim.world import World
+
+
+@pytest.fixture
+def w(tmp_path: Path) -> Iterator[World]:
+    with quiet_guardian():
+        world = World(0, tmp_path)
+        world.start()
+        yield world
+        if world.running:
+            world.subject.crash()
+
+
+def act(w: World, what: Callable[[], object]) -> None:
+    """One step: a millisecond passes, `what` happens, the promises are checked."""
+    w.clock.advance(TICK)
+    w.oracle.begin(w.oracle.step + 1, w.host.containers())
+    what()
+    w.after_step()
+
+
+def container(w: World, name: str) -> ContainerSnapshot:
+    return next(c for c in w.host.containers() if c.name == name)
+
+
+def hear_all(w: World) -> None:
+    while w.subject.hear() is not None:
+        pass
+
+
+def react_all(w: World) -> None:
+    while w.subject.reactions:
+        w.subject.react(w.subject.reactions.pop(0))
+
+
+def wait(w: World, seconds: int) -> None:
+    """Time passes as the daemon lets it: events read, reactions run, verify ticks."""
+    act(w, w.catch_up)
+    act(w, lambda: w.advance(seconds))
+
+
+def broken(w: World) -> set[Promise]:
+    return {v.promise for v in w.oracle.violations}
+
+
+def rows(w: World, sql: str, *args: object) -> int:
+    return int(w.subject.sqlite.db.query(sql, args)[0][0])
+
+
+# -- the race of 12-06 and 12-07 ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["web", "asker"])  # restarted at once / awaits an approval
+@pytest.mark.parametrize("sweep_first", [True, False], ids=["sweep-then-react", "react-then-sweep"])
+def test_a_sweep_and_an_events_reaction_judging_one_container_open_one_incident(
+    w: World, name: str, sweep_first: bool
+) -> None:
+    """CI on 12-06 and 12-07: the sweep and an event's reaction judged one container within a
+    millisecond, both opened its incident, the store refused the second (UNIQUE constraint
+    failed: incidents.host, incidents.container, incidents.type) and "Incident opened" went out
+    twice. On one thread the two can only follow each other, before any other step."""
+    act(w, lambda: w.host.sicken(container(w, name), "GET /health: 503"))
+    act(w, lambda: hear_all(w))  # the events thread: a reaction waits for a thread
+    assert [r.name for r in w.subject.reactions] == [name]
+    first, then = (w.subject.sweep, lambda: react_all(w))
+    for step in (first, then) if sweep_first else (then, first):
+        act(w, step)
+    sql = "SELECT COUNT(*) FROM incidents WHERE container=? AND type='unhealthy'"
+    assert rows(w, sql, name) == 1
+    opened = "SELECT COUNT(*) FROM outbox o JOIN incidents i ON i.id = o.incident_id"
+    assert rows(w, f"{opened} WHERE i.container=? AND o.kind='opened'", name) == 1
+    assert not w.oracle.violations
+
+
+# -- the bugs the seeds found ---------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason=f"known bug F1: {KNOWN['F1']}")
+def test_a_restart_the_store_lost_still_counts_against_the_hosts_minute(w: World) -> None:
+    w.subject.disk.full = True
+    act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
+    act(w, w.subject.sweep)  # web restarted, its intent held in memory only
+    act(w, w.subject.crash)
+    w.subject.disk.full = False
+    act(w, w.start)
+    for name in ("api", "db", "greedy"):
+        act(w, lambda n=name: w.host.sicken(container(w, n), "GET /health: 503"))
+    act(w, w.subject.sweep)  # three more within the minute: four, with max_per_minute 3
+    assert Promise.HOST_BUDGET not in broken(w)
+
+
+@pytest.mark.xfail(strict=True, reason=f"known bug F2: {KNOWN['F2']}")
+def test_notifications_queued_before_a_step_back_go_out_within_minutes(w: World) -> None:
+    act(w, lambda: w.host.sicken(container(w, "asker"), "GET /health: 503"))
+    act(w, w.subject.sweep)  # its incident opened: told to people
+    act(w, lambda: w.step_clock(-3600))
+    for _ in range(40):  # ten minutes of delivery ticks
+        act(w, w.subject.deliver)
+        act(w, lambda: w.advance(15))
+    assert w.records.queued(w.subject.sqlite) == 0
+
+
+@pytest.mark.xfail(strict=True, reason=f"known bug F3: {KNOWN['F3']}")
+def test_a_persons_stop_not_heard_yet_is_not_undone_by_a_sweep(w: World) -> None:
+    act(w, w.subject.cut)  # the event stream is down (the listener backs off, 1 to 30 s)
+    act(w, lambda: w.host.stop(container(w, "web"), 1))  # its process exits 1 on SIGTERM
+    act(w, w.subject.sweep)
+    assert Promise.PERSON_STOP not in broken(w)
+
+
+@pytest.mark.xfail(strict=True, reason=f"known bug F3: {KNOWN['F3']}")
+def test_a_persons_stop_is_not_undone_by_the_next_run_of_guardian(w: World) -> None:
+    act(w, lambda: w.host.stop(container(w, "web"), 1))
+    wait(w, 5)  # heard: held as a person's stop
+    for _ in range(3):  # sweeps mark how far the events were handled
+        act(w, w.subject.sweep)
+        wait(w, 60)
+    act(w, w.subject.crash)
+    act(w, w.start)
+    act(w, w.subject.sweep)
+    assert Promise.PERSON_STOP not in broken(w)
+
+
+@pytest.mark.xfail(strict=True, reason=f"known bug F4: {KNOWN['F4']}")
+def test_a_persons_stop_while_a_restart_awaits_its_verdict_is_not_undone(w: World) -> None:
+    act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
+    act(w, w.subject.sweep)  # restarted: its verification awaits the next verify tick
+    assert w.counts["engine received: restart"] == 1
+    act(w, lambda: w.host.stop(container(w, "web"), 1))
+    act(w, lambda: hear_all(w))  # the restart's events, then the person's: all taken as its own
+    for _ in range(4):  # past the cooldown
+        wait(w, 60)
+        act(w, w.subject.sweep)
+    assert Promise.PERSON_STOP not in broken(w)
