@@ -19,10 +19,6 @@ KNOWN = {
     " way, the stream cut, or made before this run of Guardian began: PersonStops lives in"
     " memory and the replay reaches back to the last mark only) is not recognised as one by a"
     " sweep: a container whose process answered docker stop with exit code 1 is restarted",
-    "F4": "a person's stop heard while Guardian's own restart of that container awaits its"
-    " verdict is taken for the restart's own (LoopState.caused_by_restart: any stop while a"
-    " verification is pending), so it is not held: a container whose process answered docker"
-    " stop with exit code 1 is restarted once the cooldown allows",
     "F5": "a restart the store lost (a full disk, then a crash) and the next run counts from the"
     " engine's record stays at its wall time when the clock steps forward: EngineMemory keeps"
     " its attempts unmoved by the steps (rule 12), so the window and cooldown end early",

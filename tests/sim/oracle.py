@@ -210,16 +210,16 @@ class Oracle:
     def _explained(self, container_id: str, held: Moment | None) -> str:
         """The known bug a restart after a person's stop at `held` comes from: F9 when a stale
         start was heard since, F3 when this run of Guardian heard no stop, kill or removal of it
-        since, F4 when it heard one and took it for its own restart's; "" otherwise."""
+        since; "" otherwise (F4, a stop taken for Guardian's own restart's, is fixed)."""
         if held is None:
             return ""
         stale = self.stale_start.get(container_id)
         if stale is not None and stale > held:
             return "F9"
-        heard, own = self.heard_stop.get(container_id, (None, False))
+        heard, _own = self.heard_stop.get(container_id, (None, False))
         if heard is None or heard < held or heard < self.frame.runs[-1]:
             return "F3"
-        return "F4" if own else ""
+        return ""
 
     def _approved(self, req: Request) -> None:
         """Each restart of an `ask` container uses one approval given before it, unexpired."""

@@ -138,7 +138,6 @@ def test_a_persons_stop_is_not_undone_by_the_next_run_of_guardian(w: World) -> N
     assert Promise.PERSON_STOP not in broken(w)
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F4: {KNOWN['F4']}")
 def test_a_persons_stop_while_a_restart_awaits_its_verdict_is_not_undone(w: World) -> None:
     act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
     act(w, w.subject.sweep)  # restarted: its verification awaits the next verify tick

@@ -46,7 +46,6 @@ FOUND: list[tuple[int, float, str]] = [
     (2266, 1, "F1"),  # the host's minute forgets a restart the store lost
     (20, 1, "F2"),  # notifications held after a step back of the wall clock
     (52, 1, "F3"),  # a person's stop Guardian has not heard of, undone by a sweep
-    (196, 1, "F4"),  # a person's stop taken for Guardian's own restart's, undone
     (43, 1, "F5"),  # a lost restart counted from the engine, unmoved by a step forward
     (60, 1, "F6"),  # a lost restart not recovered from the engine's record
     (2643, 1, "F7"),  # a lost restart the engine still carries out, restarted again

@@ -98,3 +98,22 @@ def test_what_was_read_while_a_restart_came_and_went_is_stale() -> None:
     state.claims.claim("web").release()  # a whole restart call between the read and the check
     assert not state.no_restart_since("web", epoch)
     assert state.no_restart_since("web", state.epoch_of("web"))
+
+
+def test_a_stop_heard_after_the_restarts_start_is_a_persons_while_its_verdict_awaits() -> None:
+    """The engine's events come in order: Guardian's restart stops, then starts, the container;
+    a stop heard after that start, while the verdict still awaits, is a person's (sim F4)."""
+    state = LoopState()
+    claim = state.claims.claim("web")
+    assert state.caused_by_restart("web-id", "web")  # the call runs: its own stop and kill
+    state.heard_start("web")  # the restart's start, heard before or after the call returns
+    claim.hand_over(pending("web", 1))
+    assert not state.caused_by_restart("web-id", "web")  # a person's stop now
+    state.verifications.verdict_written(state.verifications.pending()[0])
+    again = state.claims.claim("web")  # the next restart: its own stop comes before its start
+    again.hand_over(pending("web", 2))
+    assert state.caused_by_restart("web-id", "web")
+    state.heard_start("web")
+    assert not state.caused_by_restart("web-id", "web")
+    state.heard_start("db")  # a start of a container no restart is under way for: nothing kept
+    assert not state.caused_by_restart("db-id", "db")

@@ -476,6 +476,7 @@ class Healer:
             state.person_stops.stopped(cid)
         elif action == "start":
             state.person_stops.forget(cid)
+            state.heard_start(event.container_name)
         elif action == "destroy":
             state.person_stops.removed(cid)
         for follow in self.ctx.pipeline.events:

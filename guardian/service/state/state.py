@@ -227,6 +227,9 @@ class LoopState:
         self.maintenance = MaintenanceHolds()  # windows in force, held to their end
         self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
         self.quiet = QuietRows()  # the containers a sweep need not judge again
+        # The epoch at which the start of Guardian's own restart of a container was heard (under
+        # `lock`): the restart's own stop and kill come before it in the event stream.
+        self._start_heard: dict[str, int] = {}
 
     # -- restarts: claims and verifications together -----------------------------------------
 
@@ -246,13 +249,26 @@ class LoopState:
         with self.lock:
             return [*self.claims.names(), *(p.container for p in self.verifications.pending())]
 
-    def caused_by_restart(self, container_id: str, container: str) -> bool:
-        """Whether an engine event about this container may come from a restart Guardian made
-        (its call runs, or it awaits its verification)."""
+    def heard_start(self, container: str) -> None:
+        """The engine started `container`: while a restart of it runs or awaits its verdict,
+        this is that restart's start (the engine's events come in order)."""
         with self.lock:
-            return self.claims.running(container) or any(
-                p.container_id == container_id for p in self.verifications.pending()
-            )
+            if self.restart_underway(container):
+                self._start_heard[container] = self.epochs.of(container)
+
+    def caused_by_restart(self, container_id: str, container: str) -> bool:
+        """Whether a stop or kill of this container may come from a restart Guardian made: its
+        call runs, or it awaits its verification and its start has not been heard yet. A stop
+        heard after the restart's start is a person's (docs/design.md rule 10)."""
+        with self.lock:
+            if self.claims.running(container):
+                return True
+            if not any(p.container_id == container_id for p in self.verifications.pending()):
+                return False
+            # A verification's epoch is its claim's plus one (Claims.claim, then the hand-over):
+            # a start heard at either belongs to this restart, an older one to an earlier.
+            heard = self._start_heard.get(container)
+            return heard is None or heard < self.epochs.of(container) - 1
 
     def epoch_of(self, container: str) -> int:
         """Read before reading `container`'s incidents or history from the store;
@@ -281,7 +297,9 @@ class LoopState:
         self.streaks.keep_only(present)
         self.maintenance.keep_only(present)
         with self.lock:
-            self.epochs.forget_except(self.present_or_underway(present))
+            keep = self.present_or_underway(present)
+            self.epochs.forget_except(keep)
+            self._start_heard = only_present(self._start_heard, keep)
 
     def move_stamps(self, step: timedelta) -> None:
         """The wall clock stepped by `step` (service.watchers.clock_steps): the stamps held here
