@@ -30,13 +30,13 @@ GUARDIAN = Path(guardian.__file__).parent
 
 # -- decide() per action --------------------------------------------------------------------------
 
-# A container is decided for when it is judged, and again by the remediator under the loop lock
-# before it acts. issue 65 lowers this to 1.
-MAX_DECIDES_PER_SWEEP_RESTART = 2
-MAX_DECIDES_PER_EVENT_RESTART = 2  # issue 65 lowers this to 1
-# An event judged from a fresh cache entry that only waits (cooldown) is judged again on an
-# inspect, for the probe's output, then decided again by the remediator. issue 65 lowers this to 1.
-MAX_DECIDES_PER_COOLDOWN_EVENT = 3
+# A container is judged without deciding; it is decided once, as the loop acts on it (under the
+# restart lock, reserving what the decision allows). issue 65's target, met.
+MAX_DECIDES_PER_SWEEP_RESTART = 1
+MAX_DECIDES_PER_EVENT_RESTART = 1
+# An event judged from a fresh cache entry that only waits (cooldown) is decided once; the inspect
+# for the probe's output that follows keeps that decision for the same problem.
+MAX_DECIDES_PER_COOLDOWN_EVENT = 1
 
 
 Run = tuple[TestApp, list[Decision]]  # the app, and the decisions its path made

@@ -70,11 +70,6 @@ def ladder_history(
     return before, rungs
 
 
-# Times the history is read again when other containers' restarts were claimed while it was
-# read (LoopState.claims_and_epoch).
-REREADS = 3
-
-
 @dataclass(frozen=True)
 class _Read:
     """What the store says about one container and the host, read outside the loop lock."""
@@ -108,40 +103,36 @@ class DecisionPoint:
         now: datetime,
         then: Callable[[Decision], None] | None = None,
         problem: ProblemType | None = None,
+        began: datetime | None = None,
     ) -> Decision:
         """Gather the history from the store and the loop's state, and ask decide(); `then`
-        runs with the decision under the loop lock (claiming the restart it allows). `problem`
-        is what the checks found (a report-only one is never restarted for). Reads only: the
-        store, and the loop's state under its lock.
+        runs with the decision under the loop lock (reserving the restart it allows). `problem`
+        is what the checks found (a report-only one is never restarted for), `began` since when
+        it lasts as its incident is about to be written (None: as the store keeps it). Reads
+        only: the store, and the loop's state under its lock.
 
         The store is read outside the loop lock, which the event thread, /healthz and the
         watchdog take too: a store held by another writer (the CLI) stalls this thread only.
-        Under the lock, what the loop does now (restarts running or verifying) is read, and
-        the history is read again when a restart was claimed meanwhile (LoopState.claims_and_epoch).
+        Nothing of this container changes meanwhile: it is decided on its turn (its worker,
+        or a sweep or tick holding its key: docs/design.md rule 21). Under the lock, what the
+        host does now is read (restarts running or verifying), and the restarts other
+        containers reserved while the history was read count as made now (perhaps twice, if
+        their rows were read too: never fewer), so the host's budget is decided and reserved
+        in one hold of the lock.
 
         Attempts are this container's (its id): a new container under an old name (`docker
         compose up` after a fix) starts with a fresh budget. What holds a name back whoever
         carries it (a restart in flight, a silence) stays keyed by the name."""
         state = self.ctx.state
-        rereads = 0
-        while True:
-            mark = state.claims_and_epoch(snap.name)
-            read = self._read(snap, rules, now, problem)
-            with state.lock:
-                claims, epoch = state.claims_and_epoch(snap.name)
-                # A restart of this container started or ended while its history was read:
-                # read again (it restarts at most once per cooldown, so this ends).
-                if epoch != mark[1] or (claims != mark[0] and rereads < REREADS):
-                    rereads += 1
-                    continue
-                # Other threads kept claiming restarts: those claimed during the last read
-                # count as made now (perhaps twice, if their rows were read: never fewer).
-                extra = (now,) * (claims - mark[0])
-                read = replace(read, recent_restarts=read.recent_restarts + extra)
-                decision = self._decide(snap, rules, read, now, problem)
-                if then is not None:
-                    then(decision)
-                return decision
+        mark = state.claimed()
+        read = self._read(snap, rules, now, problem, began)
+        with state.lock:
+            extra = (now,) * (state.claimed() - mark)
+            read = replace(read, recent_restarts=read.recent_restarts + extra)
+            decision = self._decide(snap, rules, read, now, problem)
+            if then is not None:
+                then(decision)
+            return decision
 
     def _read(
         self,
@@ -149,6 +140,7 @@ class DecisionPoint:
         rules: ContainerRules,
         now: datetime,
         problem: ProblemType | None,
+        began: datetime | None,
     ) -> _Read:
         ctx, host, policy = self.ctx, self.ctx.settings.host, rules.policy
         container = snap.name
@@ -175,7 +167,9 @@ class DecisionPoint:
             silence=self._silence(snap, rules, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
             approval=ctx.store.approval_for(host, container) if _asks(policy) else None,
-            problem_since=self._problem_since(snap, now, problem) if policy.act_after else None,
+            problem_since=(
+                self._problem_since(snap, now, problem, began) if policy.act_after else None
+            ),
             rungs=rungs,
         )
 
@@ -229,7 +223,11 @@ class DecisionPoint:
         return decide(target, history, load, rules.policy, now, read.silence, read.approval)
 
     def _problem_since(
-        self, snap: ContainerSnapshot, now: datetime, problem: ProblemType | None
+        self,
+        snap: ContainerSnapshot,
+        now: datetime,
+        problem: ProblemType | None,
+        began: datetime | None,
     ) -> datetime | None:
         """Since when the container's problem lasts, for restart.act_after: as its open incident
         keeps it (Incident.began: the earliest evidence, never later while the problem lasts,
@@ -239,7 +237,12 @@ class DecisionPoint:
         Before the incident is written (the first look, `guardian status`), what the engine
         tells now: the probe that turned it unhealthy, else the oldest failure it still keeps
         (later than the turn: never acts sooner), the exit; else now, for a problem. A restart
-        asked for without a problem (a follower's) waits for no patience of its own."""
+        asked for without a problem (a follower's) waits for no patience of its own.
+
+        `began`: the start the incident is about to be written with (Healer.apply decides
+        before it writes the incident, so the opening's message tells the decision)."""
+        if began is not None:
+            return began
         kept = [
             i.began
             for i in self.ctx.store.open_incidents(self.ctx.settings.host, snap.name)

@@ -26,9 +26,11 @@ from guardian.core.facts import (
     InspectAsked,
 )
 from guardian.core.history import RUN_MARK
+from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
     HOST_PROBLEMS,
     ContainerSnapshot,
+    Decision,
     Incident,
     IncidentState,
     Verdict,
@@ -197,13 +199,13 @@ class Healer:
     def assess(
         self, snap: ContainerSnapshot, source: str, detected_at: datetime | None = None
     ) -> Assessment:
-        """Judge one container (inspecting it when it is a candidate) and decide, without acting.
-        The loop's own look: crash loops are tracked (and their logs fetched once), and the
-        container's notify label heeded."""
+        """Judge one container (inspecting it when it is a candidate), without deciding: the
+        loop decides once, as it acts (apply). The loop's own look: crash loops are tracked
+        (and their logs fetched once), and the container's notify label heeded."""
         return self._judged(snap, source, detected_at, observe=True)
 
     def look(self, snap: ContainerSnapshot, known: ContainerSnapshot | None = None) -> Assessment:
-        """Judge and decide as assess() does, changing nothing in the loop's state (no crash
+        """Judge as assess() does, and decide, changing nothing in the loop's state (no crash
         loop observation or log fetch, no muting): `guardian status` and the API's reads.
         `known`: the inspect of this very listing already made (the status page's rows
         between changes the engine announces), used instead of asking again."""
@@ -240,12 +242,17 @@ class Healer:
             result = judge(snap, result)
         result = heard(result, detected_at, snap)
         a = Assessment(snap, rules, result, detected_at=detected_at or reported_at(snap))
-        if result.problem is not None:
-            # Report-only problems and restarts in flight or verifying are decide()'s too: the
-            # decision says why nothing happens.
-            decisions = self.remediator.decisions
-            a.decision = decisions.decision_for(snap, rules, now, problem=result.problem)
+        if not observe:
+            self._decided_for_reading(a)
         return a
+
+    def _decided_for_reading(self, a: Assessment) -> None:
+        """What the loop would decide for a problem, for people to read (`guardian status`,
+        `guardian check` without --apply): reserving nothing. Report-only problems and restarts
+        in flight or verifying are decide()'s too: the decision says why nothing happens."""
+        if a.result.problem is not None:
+            decisions, now = self.remediator.decisions, self.ctx.clock.now()
+            a.decision = decisions.decision_for(a.snapshot, a.rules, now, problem=a.result.problem)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -320,6 +327,8 @@ class Healer:
                 continue
             try:
                 assessment = self.assess(snap, "sweep")
+                if not apply:
+                    self._decided_for_reading(assessment)
             except EngineUnavailable as exc:
                 self.engine_state(False, str(exc))
                 report.engine_error = str(exc)
@@ -393,7 +402,8 @@ class Healer:
         """React to one container at once (an engine event or a probe verdict): verify a
         restart that awaits it, or judge the container and act. An unhealthy event (its
         `detected_at`) for a container whose cached entry is fresh is judged from the entry,
-        without an inspect, when that judgement acts at once; anything else inspects."""
+        without an inspect (apply inspects it after deciding, when the decision does not act
+        at once); anything else inspects."""
         self.quiet.heard(container_id)
         name = self.ctx.state.verifications.name_of(container_id)
         if name is not None:
@@ -415,18 +425,32 @@ class Healer:
     def _from_cache(
         self, container_id: str, source: str, detected_at: datetime
     ) -> Assessment | None:
-        """The container judged from its cached entry, when that decides a restart or a stop:
-        speed matters only there. A hold, a refusal or a give-up is recorded and told to people
-        with the probe's output, which an entry does not keep, so None: inspect it (judging it
-        twice changes nothing: assess reads, and its judges keep only what a snapshot shows)."""
+        """The container judged from its cached entry, when that finds a problem: speed matters
+        where it is decided a restart or a stop. A hold, a refusal or a give-up is recorded and
+        told to people with the probe's output, which an entry does not keep: apply inspects
+        then (_with_output). None: inspect it now."""
         snap = self._cached_unhealthy(container_id)
         if snap is None or not self.ctx.settings.watches(snap.labels):
             return None
         a = self.assess(snap, source, detected_at)
-        if a.decision is None or not a.decision.acts:
+        if a.result.problem is None or a.result.skipped is not None:
             return None
         a.cached = True  # the remediator reads the probe's output after the restart call
         return a
+
+    def _with_output(self, a: Assessment) -> Assessment | None:
+        """`a`, judged from the cache, judged again from an inspect (for the probe's output);
+        None when the engine no longer has it or does not answer (the next look judges it).
+        Judging it twice changes nothing: assess reads, and its judges keep only what a
+        snapshot shows."""
+        try:
+            snap = self._inspect(a.snapshot.id)
+        except EngineUnavailable as exc:
+            self.engine_state(False, str(exc))
+            return None
+        if snap is None or not self.ctx.settings.watches(snap.labels):
+            return None
+        return self.assess(snap, a.result.source, a.detected_at)
 
     def _cached_unhealthy(self, container_id: str) -> ContainerSnapshot | None:
         """The container as the cache holds it, when its entry is fresh and it runs unhealthy
@@ -497,7 +521,7 @@ class Healer:
     # -- incidents --------------------------------------------------------------------------
 
     def apply(self, a: Assessment, open_names: set[str] | None = None) -> None:
-        """Record what an assessment found and act on its decision.
+        """Record what an assessment found, decide once, and act on the decision.
 
         `open_names`: the containers with an open incident, when the caller (a sweep) already
         read them; None reads the store for this container."""
@@ -515,13 +539,48 @@ class Healer:
         ctx.state.streaks.ended(name)
         for detected in ctx.pipeline.detected:
             detected(result)
-        host = ctx.settings.host
+        change = self._detection(a, now)
+        again: Assessment | None = None
+        problem = result.problem
+        with self.remediator.decided(a.snapshot, a.rules, problem, change.incident.began) as (
+            decision,
+            claim,
+        ):
+            if a.cached and not decision.acts:
+                # A hold is told with the probe's output: read it now. The decision stands for
+                # the same problem since the same start; anything else is decided afresh.
+                fuller = self._with_output(a)
+                if fuller is None:
+                    return
+                same = fuller.result.problem is problem and fuller.result.skipped is None
+                fuller_change = self._detection(fuller, now) if same else change
+                if not same or fuller_change.incident.began != change.incident.began:
+                    again = fuller
+                else:
+                    a, change = fuller, fuller_change
+            if again is None:
+                a.decision = decision
+                incident = self._opened(a, change, decision, now)
+                self.remediator.act(a, incident, decision, claim)
+        if again is not None:
+            self.apply(again, open_names)
+
+    def _detection(self, a: Assessment, now: datetime) -> IncidentChange:
+        """The incident change `a`'s problem makes (not yet written), after closing those of
+        another container that carried its name."""
         current = self._retire_replaced(a.snapshot, now)
-        existing = next((i for i in current if i.type is result.problem), None)
-        change = incidents.record_detection(existing, host, result, now)
+        existing = next((i for i in current if i.type is a.result.problem), None)
+        return incidents.record_detection(existing, self.ctx.settings.host, a.result, now)
+
+    def _opened(
+        self, a: Assessment, change: IncidentChange, decision: Decision, now: datetime
+    ) -> Incident:
+        """Write the incident change, with its opening's message (telling `decision`) when it
+        opens or reopens the incident."""
+        ctx, result, name = self.ctx, a.result, a.snapshot.name
         news = change.opened or change.reopened
-        opened = notifications.opened(change.incident, a.decision, now)
-        if a.cached and a.decision is not None and a.decision.verdict is Verdict.RESTART:
+        opened = notifications.opened(change.incident, decision, now)
+        if a.cached and decision.verdict is Verdict.RESTART:
             # No probe output yet: the opening waits for the restart call (Remediator).
             opened = replace(opened, held=True)
         incident = self.recorder.save(change, self.recorder.notes(name, opened) if news else ())
@@ -537,9 +596,7 @@ class Healer:
                     detail=result.detail,
                 ),
             )
-        if a.decision is None:
-            return
-        self.remediator.remediate(a, incident)
+        return incident
 
     def _retire_replaced(self, snap: ContainerSnapshot, now: datetime) -> list[Incident]:
         """The incidents of `snap`'s name that are not closed, after closing those of another

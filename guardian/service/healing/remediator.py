@@ -91,12 +91,18 @@ class Remediator:
 
     @contextmanager
     def decided(
-        self, snap: ContainerSnapshot, rules: ContainerRules, problem: ProblemType | None = None
+        self,
+        snap: ContainerSnapshot,
+        rules: ContainerRules,
+        problem: ProblemType | None = None,
+        began: datetime | None = None,
     ) -> Iterator[tuple[Decision, Claim | None]]:
         """Decide and claim the restart under one hold of the restart lock, so no other thread
-        acts meanwhile (the history is read before, outside it: DecisionPoint.decision_for).
-        The claim (when the decision acts) is held by the block: it ends when the block ends,
-        unless the block passed it on with its call (Claim.carried_by)."""
+        acts meanwhile (the history is read before, outside it: DecisionPoint.decision_for):
+        the one decision of an action. The claim (when the decision acts) is held by the block:
+        it ends when the block ends, unless the block passed it on with its call
+        (Claim.carried_by). `began`: since when the problem lasts, as its incident is about to
+        be written."""
         now = self.ctx.clock.now()
         with ExitStack() as holding:
             claimed: list[Claim] = []
@@ -112,40 +118,40 @@ class Remediator:
                     if decision.reason is Reason.STORM_CANARY:
                         self.ctx.pipeline.storm_canary(snap.name)
 
-            decision = self.decisions.decision_for(snap, rules, now, claim, problem)
+            decision = self.decisions.decision_for(snap, rules, now, claim, problem, began)
             self.ctx.metrics.decided(decision)
             yield decision, claimed[0] if claimed else None
 
     # -- acting -----------------------------------------------------------------------------
 
-    def remediate(self, a: Assessment, incident: Incident) -> None:
-        """Act on an open incident: decide again (another thread may have acted since the
-        assessment), then restart, give up, or record why not."""
+    def act(
+        self, a: Assessment, incident: Incident, decision: Decision, claim: Claim | None
+    ) -> None:
+        """Act on an open incident as `decision` (made in `decided`, whose block this runs
+        in, holding its `claim`) says: restart, give up, or record why not."""
         called = False
-        with self.decided(a.snapshot, a.rules, a.result.problem) as (decision, claim):
-            a.decision = decision
-            waiting = decision.reason is Reason.AWAITING_APPROVAL
-            self.ctx.state.approvals.awaiting(a.snapshot.name, a.snapshot.id if waiting else None)
-            match decision.verdict:
-                case _ if decision.acts and self._stopped_by_person(a.snapshot, incident):
-                    pass  # a restart, a recreate or a stop would undo what the person did
-                case Verdict.RESTART if decision.approval is not None:
-                    called = self._restart_approved(a, incident, decision, _held(claim))
-                case Verdict.RESTART:
-                    self._restart_incident(a, incident, decision, _held(claim))
-                    called = True
-                case Verdict.RECREATE if self._approval_used(a, incident, decision):
-                    self.recreator.recreate(a, incident, decision, _held(claim))
-                case Verdict.STOP if self._approval_used(a, incident, decision):
-                    self._stop_incident(a, incident, decision, _held(claim))
-                case Verdict.GIVE_UP:
-                    self.refusals.give_up(incident, decision)
-                case Verdict.WAIT | Verdict.DENY:
-                    if decision.reason is Reason.CONCURRENCY:
-                        self.ctx.state.claims.wait_for_slot(a.snapshot.name, a.snapshot.id)
-                    if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
-                        self._rechecks.recheck(a.snapshot.id, decision.retry_at)
-                    self.refusals.hold(incident, a.snapshot, decision, a.rules.policy.action)
+        waiting = decision.reason is Reason.AWAITING_APPROVAL
+        self.ctx.state.approvals.awaiting(a.snapshot.name, a.snapshot.id if waiting else None)
+        match decision.verdict:
+            case _ if decision.acts and self._stopped_by_person(a.snapshot, incident):
+                pass  # a restart, a recreate or a stop would undo what the person did
+            case Verdict.RESTART if decision.approval is not None:
+                called = self._restart_approved(a, incident, decision, _held(claim))
+            case Verdict.RESTART:
+                self._restart_incident(a, incident, decision, _held(claim))
+                called = True
+            case Verdict.RECREATE if self._approval_used(a, incident, decision):
+                self.recreator.recreate(a, incident, decision, _held(claim))
+            case Verdict.STOP if self._approval_used(a, incident, decision):
+                self._stop_incident(a, incident, decision, _held(claim))
+            case Verdict.GIVE_UP:
+                self.refusals.give_up(incident, decision)
+            case Verdict.WAIT | Verdict.DENY:
+                if decision.reason is Reason.CONCURRENCY:
+                    self.ctx.state.claims.wait_for_slot(a.snapshot.name, a.snapshot.id)
+                if decision.verdict is Verdict.WAIT and decision.retry_at is not None:
+                    self._rechecks.recheck(a.snapshot.id, decision.retry_at)
+                self.refusals.hold(incident, a.snapshot, decision, a.rules.policy.action)
         if a.cached and not called and incident.id is not None:
             # Judged from the cache, but no restart call reads the probe: the opening goes as is.
             self.ctx.store.release_held(incident.id)

@@ -281,12 +281,12 @@ class LoopState:
         with self.lock:
             return self.epochs.of(container) == epoch and not self.restart_underway(container)
 
-    def claims_and_epoch(self, container: str) -> tuple[int, int]:
-        """Read before reading a decision's history from the store (outside `lock`), and again
-        under `lock` before deciding: unchanged, no restart was claimed on the host, nor did
-        one of `container` start or end meanwhile, so what was read is what decide() needs."""
+    def claimed(self) -> int:
+        """How many restarts were ever reserved on the host: read before reading a decision's
+        history from the store (outside `lock`) and again under `lock` before deciding; the
+        difference is what other containers reserved meanwhile."""
         with self.lock:
-            return self.epochs.claimed, self.epochs.of(container)
+            return self.epochs.claimed
 
     # -- every part -----------------------------------------------------------------------------
 
