@@ -507,14 +507,20 @@ class RestartCalls(Protocol):
 
 
 class Turns(Protocol):
-    """One container judged and acted on by one thread at a time: a job (the sweep, a probe or
-    resource tick) takes the container's turn from the daemon's work queue; commands and tests
-    run every turn at once."""
+    """One container judged and acted on by one thread at a time: a job (the sweep, the verify
+    tick, a leader's followers) takes the container's turn from the daemon's work queue, a
+    watcher (a probe or resource tick) only asks for a look on its worker; commands and tests
+    run every turn and look at once."""
 
     def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
         """Run `fn` as the turn of the container whose id is `key`; when its worker is busy
         with it now, that worker looks at it again instead, and `fn` is not run (`later`: the
         worker runs `fn` once done, for what a look would not do, a follower's restart)."""
+
+    def look(self, key: str, source: str, now: Callable[[], None]) -> None:
+        """Have the container whose id is `key` judged again soon on its worker (`source`:
+        the watcher that asked, told in what is recorded); the caller goes on. Where no
+        worker runs (commands, tests), `now` is called at once instead."""
 
 
 class Rechecks(Protocol):

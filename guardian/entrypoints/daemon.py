@@ -349,11 +349,11 @@ class Daemon:
         for call in work.calls:
             call()  # RestartRunner.carry: its failures logged there
         if work.look:
-            self.react(container_id, work.detected_at)
+            self.react(container_id, work.detected_at, work.source)
 
-    def react(self, container_id: str, detected_at: datetime | None) -> None:
+    def react(self, container_id: str, detected_at: datetime | None, source: str) -> None:
         try:
-            self.app.healer.react(container_id, detected_at)
+            self.app.healer.react(container_id, detected_at, source)
         except StoreError as exc:
             self._store_failed("event check", exc)
         except Exception:

@@ -9,6 +9,7 @@ else queued for it (the sweep's decisions); a recheck is a delayed look at the c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -59,6 +60,13 @@ class RestartRunner:
             fn()
         else:
             self._queue.turn(key, fn, later)
+
+    def look(self, key: str, source: str, now: Call) -> None:
+        if self._queue is None:
+            now()
+        else:
+            with contextlib.suppress(RuntimeError):  # stopping: the next start judges it
+                self._queue.add(key, None, source)
 
     def recheck(self, container_id: str, at: datetime) -> None:
         if self._queue is not None:

@@ -27,6 +27,7 @@ from guardian.logs import kv
 
 log = logging.getLogger("guardian.daemon")
 Call = Callable[[], None]
+LOOK = "event"  # the source of a look nothing named otherwise (an event, a recheck, a slot)
 
 
 @dataclass
@@ -37,11 +38,14 @@ class Work:
     look: bool = False
     detected_at: datetime | None = None
     calls: list[Call] = field(default_factory=list)
+    source: str = LOOK  # what asked for the look: an event, unless a watcher named itself
 
-    def merge_look(self, detected_at: datetime | None) -> None:
+    def merge_look(self, detected_at: datetime | None, source: str = LOOK) -> None:
         self.look = True
         if detected_at is not None and (self.detected_at is None or detected_at < self.detected_at):
             self.detected_at = detected_at
+        if source != LOOK:
+            self.source = source
 
 
 class KeyedQueue:
@@ -76,10 +80,10 @@ class KeyedQueue:
 
     # -- adding work ---------------------------------------------------------------------------
 
-    def add(self, key: str, detected_at: datetime | None = None) -> None:
-        """Look at `key` again as soon as a worker is free for it."""
+    def add(self, key: str, detected_at: datetime | None = None, source: str = LOOK) -> None:
+        """Look at `key` again as soon as a worker is free for it (`source`: what asked)."""
         with self._cond:
-            self._work_for(key).merge_look(detected_at)
+            self._work_for(key).merge_look(detected_at, source)
             self._wake()
 
     def add_call(self, key: str, call: Call) -> None:

@@ -25,6 +25,9 @@ class AtOnce:
     def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
         fn()
 
+    def look(self, key: str, source: str, now: Callable[[], None]) -> None:
+        now()
+
 
 @dataclass(frozen=True)
 class LoopContext:

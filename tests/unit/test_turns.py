@@ -1,16 +1,18 @@
 """One container, one thread at a time (docs/design.md rule 21): a sweep that finds a container
 its worker is judging (an event's look) leaves it to that worker instead of judging it beside
-it, so the two never open its incident twice nor tell people twice."""
+it, so the two never open its incident twice nor tell people twice; a watcher's tick only asks
+for a look, judged on the container's worker."""
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
 
+from guardian.core.detection.usage import Usage
 from guardian.core.model import ContainerSnapshot
 from guardian.entrypoints.daemon import Daemon
 from tests.app import TestApp, make_app
-from tests.fakes import FakeClock, FakeEngine
+from tests.fakes import FakeClock, FakeEngine, FakeResourceReader
 from tests.helpers import wait_until
 
 
@@ -56,6 +58,41 @@ def test_a_sweep_leaves_a_container_to_the_worker_judging_it_and_one_incident_is
         assert t.restarted() == ["web"]
     finally:
         engine.release.set()
+        d.reactions.close(10)
+        d.wakeup.close()
+        t.store.close()
+
+
+def test_a_resource_breach_is_judged_on_the_containers_worker_and_recorded_as_the_rules(
+    tmp_path: Path,
+) -> None:
+    # The tick only asks for a look: the judgement, the decision and the restart run on the
+    # container's worker (`reconcile-N`), never on the tick's thread, and the incident still
+    # says which watcher found it.
+    reader = FakeResourceReader()
+    rule = {"guardian.enable": "true", "guardian.memory.max": "256MiB", "guardian.memory.for": "0s"}
+    t = make_app(tmp_path, daemon=True, resource_reader=reader)
+    leak = t.engine.add("leak", labels=rule, health=None)
+    reader.usage[leak.id] = Usage(301 << 20, 0)
+    d = Daemon(t.app)
+    t.app.restarts.start(d.reactions, d.slot_freed)
+    judged_on: list[str] = []  # the threads that inspected it to judge it, after the sweep
+    inspect = t.engine.inspect
+
+    def inspecting(container_id: str) -> ContainerSnapshot | None:
+        judged_on.append(threading.current_thread().name)
+        return inspect(container_id)
+
+    try:
+        t.healer.sweep()
+        t.engine.inspect = inspecting  # type: ignore[method-assign]
+        t.healer.resource_tick(t.app.resources)
+        wait_until(lambda: t.restarted() == ["leak"], 5, message="the worker restarted it")
+        assert judged_on and set(judged_on) == {"reconcile-1"}
+        [incident] = t.store.open_incidents(t.host, "leak")
+        transitions = t.store.transitions(incident.id)
+        assert "detected by resources" in transitions[0].reason
+    finally:
         d.reactions.close(10)
         d.wakeup.close()
         t.store.close()

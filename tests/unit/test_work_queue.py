@@ -80,12 +80,14 @@ def test_the_earliest_problem_time_heard_is_kept_and_calls_run_in_order() -> Non
     queue.add("web", T0 + timedelta(seconds=5))
     queue.add_call("web", lambda: ran.append(1))
     queue.add("web", T0)
+    queue.add("web", None, "probe")  # a watcher's look names it: recorded as its finding
     queue.add("web", None)
     queue.add_call("web", lambda: ran.append(2))
     handle.hold["first"].set()
     wait_until(lambda: len(handle.turns) == 2, 5, message="web's turn")
     key, work = handle.turns[1]
     assert (key, work.look, work.detected_at, len(work.calls)) == ("web", True, T0, 2)
+    assert work.source == "probe"
     for call in work.calls:
         call()
     assert ran == [1, 2]

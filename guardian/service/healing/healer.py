@@ -480,15 +480,18 @@ class Healer:
         return None
 
     def probe_tick(self, prober: Prober) -> None:
-        """Run the probes that are due; a container whose verdict flipped is judged at once."""
+        """Run the probes that are due; a container whose verdict flipped is judged soon, on
+        its worker."""
         for container_id in prober.tick():
-            self.ctx.turns.turn(container_id, partial(self.react, container_id, None, "probe"))
+            now = partial(self.react, container_id, None, "probe")
+            self.ctx.turns.look(container_id, "probe", now)
 
     def resource_tick(self, resources: ResourceWatch) -> None:
         """Sample the containers with a resource limit; one whose breach began or ended (held
-        for its whole `for`) is judged at once."""
+        for its whole `for`) is judged soon, on its worker."""
         for container_id in resources.tick():
-            self.ctx.turns.turn(container_id, partial(self.react, container_id, None, "resources"))
+            now = partial(self.react, container_id, None, "resources")
+            self.ctx.turns.look(container_id, "resources", now)
 
     def on_event(self, event: EngineEvent) -> bool:
         """Book-keeping for one engine event; True when the container should be checked now."""
