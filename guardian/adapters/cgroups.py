@@ -15,7 +15,6 @@ kept per container:
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 
 from guardian.core.detection.usage import Usage
@@ -60,27 +59,27 @@ class CgroupReader:
 
     def __init__(self, root: str | Path = "/sys/fs/cgroup") -> None:
         self.root = Path(root)
-        self._lock = threading.Lock()
-        self._found: dict[str, tuple[str, Path, Path]] = {}  # id -> (version, memory, cpu dir)
+        # id -> (version, memory, cpu dir). No lock: the daemon reads from its resources job
+        # alone (one run at a time), and each step is one dict operation (get, pop, clear, an
+        # item set to an immutable tuple). An entry proves itself at each read: one that no
+        # longer reads is dropped and looked for again, so a race could only cost a search.
+        self._found: dict[str, tuple[str, Path, Path]] = {}
 
     def read(self, container_id: str) -> Usage | None:
         if not _ID.fullmatch(container_id):  # an id from the engine; never a path of its own
             return None
-        with self._lock:
-            found = self._found.get(container_id)
+        found = self._found.get(container_id)
         if found is not None:
             usage = self._usage(*found)
             if usage is not None:
                 return usage
-            with self._lock:  # gone: the container stopped, or moved
-                self._found.pop(container_id, None)
+            self._found.pop(container_id, None)  # gone: the container stopped, or moved
         for candidate in self._layouts(container_id):
             usage = self._usage(*candidate)
             if usage is not None:
-                with self._lock:
-                    if len(self._found) >= MAX_FOUND:  # removed containers' entries: start over
-                        self._found.clear()
-                    self._found[container_id] = candidate
+                if len(self._found) >= MAX_FOUND:  # removed containers' entries: start over
+                    self._found.clear()
+                self._found[container_id] = candidate
                 return usage
         return None
 

@@ -262,6 +262,8 @@ class PageReader:
         self.dead_letters = dead_letters
         self.monotonic = monotonic
         self.started = monotonic()
+        # One read at a time: it guards what is kept here and `statuses`, which has no lock of
+        # its own (asked only from read(), under this lock).
         self._lock = threading.Lock()
         # Each container's status and row as last read, the rows in order, each row's
         # position in it, and the summary's counts (kept up to date row by row); the first

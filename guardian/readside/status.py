@@ -9,7 +9,6 @@ nothing here changes the loop's state (Judgements.look).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -229,13 +228,13 @@ class Statuses:
     and the ones whose answer may move without news (ContainerStatus.may_have_moved).
 
     The first read, and a change that names nothing (the engine back, a reload, another
-    process's write), read everything, as container_status() does. Safe from any thread."""
+    process's write), read everything, as container_status() does. One caller at a time: no
+    lock of its own, as its one reader, PageReader, asks it only under PageReader's lock."""
 
     def __init__(self, judgements: Judgements, records: Records, changes: Changes) -> None:
         self.judgements = judgements
         self.records = records
         self.changes = changes
-        self._lock = threading.Lock()
         self._read: _Read | None = None
         self._version = 0
         self.whole_reads = 0  # how many reads were whole (the others brought one up to date)
@@ -243,11 +242,10 @@ class Statuses:
     def store_read(self) -> tuple[int, list[Incident], list[Silence]] | None:
         """(the version of Changes they are as fresh as, the store's open incidents, the
         silences in force) as the last read read them; None: no read stands."""
-        with self._lock:
-            r = self._read
-            if r is None:
-                return None
-            return self._version, r.open_incidents, r.silences_in_force
+        r = self._read
+        if r is None:
+            return None
+        return self._version, r.open_incidents, r.silences_in_force
 
     def read(self) -> list[ContainerStatus]:
         """The answer as of now. Raises EngineUnavailable (the next read is whole)."""
@@ -257,21 +255,20 @@ class Statuses:
         """The answer as of now, and the containers whose status may differ from the answer
         of the read before (judged again, gone or new); None: any (a whole read). Raises
         EngineUnavailable (the next read is whole)."""
-        with self._lock:
-            version, since = self.changes.since(self._version)
-            last = self._read
-            self._read = None  # until this read completes: a failed one is not kept
-            touched: frozenset[str] | None
-            if last is None or since.everything:
-                last = _Read(self.judgements, self.records).whole()
-                self.whole_reads += 1
-                touched = None
-            else:
-                self._bring_up_to_date(last, since)
-                touched = frozenset(last.touched)
-            last.touched.clear()
-            self._read, self._version = last, version
-            return last.statuses(), touched
+        version, since = self.changes.since(self._version)
+        last = self._read
+        self._read = None  # until this read completes: a failed one is not kept
+        touched: frozenset[str] | None
+        if last is None or since.everything:
+            last = _Read(self.judgements, self.records).whole()
+            self.whole_reads += 1
+            touched = None
+        else:
+            self._bring_up_to_date(last, since)
+            touched = frozenset(last.touched)
+        last.touched.clear()
+        self._read, self._version = last, version
+        return last.statuses(), touched
 
     @staticmethod
     def _bring_up_to_date(r: _Read, since: Since) -> None:

@@ -77,6 +77,7 @@ class Feed:
         self.keepalive = keepalive
         self.settle = settle
         self.boot = secrets.token_hex(4)  # an id from another run never matches this run's
+        # The open streams, joined or not, and `slots`, which counts them: one thing, one lock.
         self._lock = threading.Lock()
         self._reading = {True: threading.Lock(), False: threading.Lock()}
         self._cache: dict[bool, Snapshot] = {}
@@ -119,7 +120,8 @@ class Feed:
         Guardian stops."""
         if self.changes.closed:
             raise StreamRefused("Guardian is stopping")
-        return self.slots.claim(signed, client)
+        with self._lock:
+            return self.slots.claim(signed, client)
 
     def stream(self, slot: StreamSlot, session_id: str | None, last_id: str) -> Stream:
         """The stream of a claimed slot, signed when it belongs to `session_id`; `last_id` is
@@ -136,7 +138,7 @@ class Feed:
         self.leave(stream)
         with self._lock:
             self._streams.remove(stream)
-        self.slots.release(stream.slot)
+            self.slots.release(stream.slot)
 
     def end_session(self, session_id: str) -> int:
         """The session signed out: its streams end now, each after the write under way, so

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol
@@ -46,33 +47,36 @@ class Heartbeat:
         self._redact = redact or Redactor()
         self._monotonic = monotonic
         self._threaded = threaded  # False: the caller sends with flush() (tests)
-        self._lock = threading.Lock()
-        self._last: tuple[float, bool] | None = None  # when the last ping was asked, and up?
-        self._wanted: bool | None = None  # the ping waiting for the thread (one at most)
+        # When the last ping was asked, and up? The sweep job's alone: it runs one at a time.
+        self._last: tuple[float, bool] | None = None
+        # The ping waiting for the thread, one at most: a newer one replaces it, never queues
+        # behind it. No lock: a deque's append and popleft are thread-safe (the documented
+        # guarantee), and each side does one.
+        self._wanted: deque[bool] = deque(maxlen=1)
         self._woken = threading.Event()
         self._thread: threading.Thread | None = None
         metrics.heartbeat_pinged(True, None)
         metrics.heartbeat_pinged(False, None)
 
     def swept(self, engine_reached: bool) -> None:
-        """A sweep ended (any thread; returns at once)."""
+        """A sweep ended: called by the sweep job, one call at a time (the scheduler runs one
+        instance of it); returns at once."""
         now = self._monotonic()
-        with self._lock:
-            if self._last is not None:
-                at, up = self._last
-                if up == engine_reached and now - at < self._interval:
-                    return
-            self._last = (now, engine_reached)
-            self._wanted = engine_reached  # a ping not yet sent is replaced, never queued up
+        if self._last is not None:
+            at, up = self._last
+            if up == engine_reached and now - at < self._interval:
+                return
+        self._last = (now, engine_reached)
+        self._wanted.append(engine_reached)  # a ping not yet sent is replaced, never queued up
         if self._threaded:
             self._start()
             self._woken.set()
 
     def flush(self) -> Result | None:
         """Send the ping asked for, if any (the thread's work; tests call it directly)."""
-        with self._lock:
-            up, self._wanted = self._wanted, None
-        if up is None:
+        try:
+            up = self._wanted.popleft()
+        except IndexError:
             return None
         try:
             result = self._pinger.ping(up)

@@ -73,8 +73,8 @@ class Hooks:
         self.runner = runner
         self.settings = settings
         self.redact = redact
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
+        # The queue, the threads running and the stop, and the stop's wait for the threads.
+        self._idle = threading.Condition()
         self._queue: deque[_Job] = deque()
         self._running = 0  # threads taking jobs from the queue
         self._stopped = False
@@ -91,7 +91,7 @@ class Hooks:
     def _accept(self, verdict: ActionVerdict, spec: HookSpec) -> None:
         action_id = self.store.record_intent(self._row(verdict, spec))
         job, start, refusal = _Job(verdict, spec, action_id), False, ""
-        with self._lock:
+        with self._idle:
             if self._stopped:
                 refusal = "interrupted"
             elif self._running < self.settings.max_concurrent:
@@ -134,7 +134,7 @@ class Hooks:
             except Exception as exc:
                 log.exception("hook failed", extra=kv(hook=job.spec.name))
                 self._try_end(job, Outcome.FAILED, f"not run: {type(exc).__name__}")
-            with self._lock:
+            with self._idle:
                 job = self._queue.popleft() if self._queue and not self._stopped else None
                 if job is None:
                     self._running -= 1
@@ -182,12 +182,12 @@ class Hooks:
     def stop(self) -> None:
         """Kill every running hook's process group now (their rows say interrupted), record the
         queued ones interrupted, and wait at most STOP_GRACE for the killed ones' rows."""
-        with self._lock:
+        with self._idle:
             self._stopped = True
             queued = list(self._queue)
             self._queue.clear()
         self.runner.stop()
         for job in queued:
             self._try_end(job, Outcome.INTERRUPTED, "not run: Guardian stopped")
-        with self._lock:
+        with self._idle:
             self._idle.wait_for(lambda: self._running == 0, STOP_GRACE.total_seconds())
