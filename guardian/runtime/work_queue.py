@@ -191,8 +191,10 @@ class KeyedQueue:
             threading.Thread(
                 target=self._work, name=f"{self._name}-{self._threads}", daemon=True
             ).start()
+        elif timer:
+            self._cond.notify_all()  # each idle worker recomputes when the next timer is due
         else:
-            self._cond.notify_all() if timer else self._cond.notify()
+            self._cond.notify()
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -277,8 +279,7 @@ class KeyedQueue:
             self._cond.notify_all()
             while len(self._held) > self._calling and clock() - start < wait:
                 self._cond.wait(wait - (clock() - start))
-            calls_end = clock() + (call_wait if call_wait is not None else 0.0)
-            limit = calls_end if call_wait is not None else start + wait
+            limit = start + wait if call_wait is None else clock() + call_wait
             while self._held and clock() < limit:
                 self._cond.wait(limit - clock())
             return len(self._held)
