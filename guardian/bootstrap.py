@@ -28,7 +28,7 @@ from guardian.adapters.private_files import warn_if_readable
 from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.re2_patterns import Re2Patterns
-from guardian.adapters.resilient_store import ResilientStore
+from guardian.adapters.run_stamps import RunStamps
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned
 from guardian.adapters.sqlite.store import SqliteStore
@@ -43,7 +43,6 @@ from guardian.core.detection.log_rules import LogRule
 from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import LABELS as RESOURCE_LABELS
 from guardian.core.detection.resources import Limit
-from guardian.core.facts import NotificationsNotQueued, StoreRecovered
 from guardian.core.labels import LOGS_MATCH
 from guardian.core.model import ContainerSnapshot
 from guardian.core.outbound import notifications
@@ -82,7 +81,7 @@ from guardian.service.healing.namespaces import Namespaces
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.remediator import Remediator
 from guardian.service.healing.verifier import Verifier
-from guardian.service.healing.written import PublishingStore
+from guardian.service.healing.written import LoopStore
 from guardian.service.loop import Loop
 from guardian.service.operator import Operator
 from guardian.service.outbound.channel_check import ChannelCheck
@@ -408,16 +407,16 @@ def build_status(
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
     changes, facts = changes_followed()
-    resilient, writes = stores_of(sqlite, metrics, clock, facts)
+    loop_store = LoopStore(sqlite, metrics, facts, RunStamps(clock))  # service/healing/written.py
     engine = engine_of(settings, engine, clock)
     hs = healer_settings(settings, detect_self_id(), host)
-    after = hooks(writes, clock, metrics, hs.host) if hooks is not None else None
+    after = hooks(loop_store, clock, metrics, hs.host) if hooks is not None else None
     restarts = RestartRunner(metrics, clock)
     healer, prober, resources, logs = build_loop(
         settings,
         hs,
         engine,
-        writes,
+        loop_store,
         clock,
         metrics,
         hooks=after,
@@ -430,23 +429,23 @@ def build_status(
     return App(
         settings,
         engine,
-        resilient,
+        loop_store,
         clock,
         metrics,
         healer,
         prober,
-        Operator(resilient, clock, hs.host, settings["restart.approval_ttl"], facts),
+        Operator(loop_store, clock, hs.host, settings["restart.approval_ttl"], facts),
         resources,
         loop=Loop(healer.ctx.state, hs.host, healer.follow_step),
         verifier=healer.verifier,
         restarts=restarts,
         logs=logs,
-        edges=Edges(engine.close, resilient.close),
+        edges=Edges(engine.close, loop_store.close),
         prune=sqlite.prune,
         hooks=after,
         changes=changes,
         facts=facts,
-        store_degraded=resilient.degraded,
+        store_degraded=loop_store.degraded,
     )
 
 
@@ -457,23 +456,6 @@ def changes_followed() -> tuple[Changes, FactStream]:
     facts = FactStream()
     facts.subscribe(changes.on_fact)
     return changes, facts
-
-
-def stores_of(
-    sqlite: SqliteStore, metrics: Metrics, clock: Clock, facts: FactStream
-) -> tuple[ResilientStore, PublishingStore]:
-    """The store over SQLite that a full disk does not stop (write failures are logged and
-    counted, not fatal; its recovery and what it could not queue are published as facts), and
-    the one the loop writes through: its own writes published as facts once written
-    (service/healing/written.py)."""
-    resilient = ResilientStore(
-        sqlite,
-        metrics,
-        clock,
-        on_recovered=lambda: facts.publish(StoreRecovered()),
-        on_unqueued=lambda ns: facts.publish(NotificationsNotQueued(tuple(ns))),
-    )
-    return resilient, PublishingStore(resilient, facts)
 
 
 def engine_of(settings: Settings, engine: Engine | None, clock: Clock) -> Engine:

@@ -1,6 +1,6 @@
-"""The small protocols the loop needs from the outside world: Engine, Store, Outbox, Clock,
-Notifier, Metrics, ProbeRunner, HookRunner, ResourceReader. Adapters implement them (adapters/),
-tests use tests/fakes.py.
+"""The small protocols the loop needs from the outside world: Engine, Store, Stamps, Outbox,
+Clock, Notifier, Metrics, ProbeRunner, HookRunner, ResourceReader. Adapters implement them
+(adapters/), tests use tests/fakes.py.
 """
 
 from __future__ import annotations
@@ -382,6 +382,33 @@ class Store(Protocol):
     def event_horizon(self) -> EventHorizon: ...
 
     def close(self) -> None: ...
+
+
+class Stamps(Protocol):
+    """This run's restart requests and counter resets, each kept with a monotonic reading as it
+    is written, so that read back they are placed by the monotonic clock: a step of the wall
+    clock within a run neither shortens nor lengthens a cooldown, an attempt window or the
+    host's budget (docs/design.md rule 12; adapters/run_stamps.py)."""
+
+    def wrote_restart(self, host: str, container: str, container_id: str, at: datetime) -> None:
+        """A restart request is being written (whether or not the store takes it)."""
+
+    def wrote_reset(self, host: str, container: str, at: datetime) -> None: ...
+
+    def restart_times(
+        self,
+        host: str,
+        since: datetime,
+        read: Callable[[datetime], tuple[datetime, ...]],
+        container: str | None = None,
+        container_id: str | None = None,
+    ) -> tuple[datetime, ...]:
+        """Store.restart_times, with `read(after)` asking the store."""
+        ...
+
+    def last_reset(self, host: str, container: str, stored: datetime | None) -> datetime | None:
+        """Store.last_reset, given the store's (`stored`)."""
+        ...
 
 
 class MaintenanceRecords(Protocol):

@@ -32,6 +32,8 @@ class _Stamp:
 
 
 class RunStamps:
+    """The Stamps port over a Clock."""
+
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""ResilientStore: a store that cannot be written never stops healing, and catches up later."""
+"""LoopStore: a store that cannot be written never stops healing, and catches up later."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
-from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
+from guardian.core.facts import Fact, NotificationsNotQueued
 from guardian.core.model import HealthCheckResult, Outcome, ProblemType, RemediationAction
 from guardian.core.outbound import notifications
 from guardian.ports import StoreError
+from guardian.service.facts import FactStream
+from guardian.service.healing.written import LoopStore
 from tests.fakes import T0
 
 
@@ -46,7 +48,7 @@ def test_unwritable_restarts_still_count_are_counted_as_errors_and_written_later
 ) -> None:
     inner = FullDisk(tmp_path / "g.db")
     registry = CollectorRegistry()
-    store = ResilientStore(inner, PrometheusMetrics(registry))
+    store = LoopStore(inner, PrometheusMetrics(registry), FactStream())
     inner.full = True
     temp_id = store.record_intent(restart(1))
     assert temp_id < 0
@@ -70,11 +72,14 @@ def test_unwritable_restarts_still_count_are_counted_as_errors_and_written_later
 def test_the_notifications_of_a_refused_write_are_handed_on_not_dropped(tmp_path: Path) -> None:
     inner = FullDisk(tmp_path / "g.db")
     handed: list[str] = []
-    store = ResilientStore(
-        inner,
-        PrometheusMetrics(CollectorRegistry()),
-        on_unqueued=lambda ns: handed.extend(n.detail for n in ns),
-    )
+    facts = FactStream()
+
+    def unqueued(fact: Fact) -> None:
+        if isinstance(fact, NotificationsNotQueued):
+            handed.extend(n.detail for n in fact.notifications)
+
+    facts.subscribe(unqueued)
+    store = LoopStore(inner, PrometheusMetrics(CollectorRegistry()), facts)
     note = notifications.test_message("h", "slack", T0)
     store.record_intent(restart(1), [replace(note, detail="kept 1")])  # written: queued
     inner.full = True
@@ -94,7 +99,7 @@ def test_an_opening_held_when_the_store_refused_its_release_goes_with_the_next_w
     """An opening judged from the container cache is queued held; the disk fills before the
     restart call returns: the first write that lands releases it, told what the probe said."""
     inner = FullDisk(tmp_path / "g.db")
-    store = ResilientStore(inner, PrometheusMetrics(CollectorRegistry()))
+    store = LoopStore(inner, PrometheusMetrics(CollectorRegistry()), FactStream())
     result = HealthCheckResult("web-id", "web", T0, ProblemType.UNHEALTHY, "health check failing")
     change = incidents.record_detection(None, "h", result, T0)
     opening = replace(notifications.opened(change.incident, None, T0), held=True)

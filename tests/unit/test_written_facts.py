@@ -1,5 +1,5 @@
-"""PublishingStore: the loop's writes are published as facts once written; a write the resilient
-store swallowed is told as "may be unwritten", and held actions written later as StoreRecovered."""
+"""LoopStore: the loop's writes are published as facts once written; a write the store refused
+is told as "may be unwritten", and held actions written later as StoreRecovered."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
-from guardian.adapters.resilient_store import ResilientStore
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
 from guardian.core.facts import AttemptWritten, Fact, IncidentWritten, StoreRecovered
 from guardian.core.model import HealthCheckResult, Outcome, ProblemType, RemediationAction
 from guardian.ports import StoreError
 from guardian.service.facts import FactStream
-from guardian.service.healing.written import PublishingStore
+from guardian.service.healing.written import LoopStore
 from tests.fakes import T0
 
 
@@ -42,15 +41,12 @@ def detection() -> incidents.IncidentChange:
     return incidents.record_detection(None, "h", result, T0)
 
 
-def build(tmp_path: Path) -> tuple[FullDisk, PublishingStore, list[Fact]]:
+def build(tmp_path: Path) -> tuple[FullDisk, LoopStore, list[Fact]]:
     inner = FullDisk(tmp_path / "g.db")
     facts = FactStream()
     heard: list[Fact] = []
     facts.subscribe(heard.append)
-    resilient = ResilientStore(
-        inner, PrometheusMetrics(CollectorRegistry()), None, lambda: facts.publish(StoreRecovered())
-    )
-    return inner, PublishingStore(resilient, facts), heard
+    return inner, LoopStore(inner, PrometheusMetrics(CollectorRegistry()), facts), heard
 
 
 def test_an_incident_write_carries_the_incident_as_written(tmp_path: Path) -> None:

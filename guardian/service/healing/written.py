@@ -1,44 +1,44 @@
-"""The loop's own store writes, published as facts (core.facts) once written.
+"""The one store the loop holds: its writes never stop healing, and each is followed by its fact.
 
-Every part of the loop (the recorder, the remediator, the verifier, the healer, hooks) writes
-through this Store, so each write it makes is followed by its fact, and no adapter tells readers
-what it wrote. Incident writes are published under one lock in the order written: a reader takes
-the incident a fact carries for reading it, so a later write's fact must not come first.
+Reads and a person's writes are the inner store's own, reached directly (a person sees a
+failure at once). The loop's writes (the recorder's, the remediator's, the verifier's, the
+healer's, the host watch's, hooks') take one path, `LoopStore._write`: a write the store refuses
+(a full disk, an I/O error) is logged and counted (guardian_store_errors_total) instead of
+stopping the loop, and then its fact (core.facts) is published, under one lock, so facts come in
+the order of the writes: a reader takes the incident a fact carries for reading it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from guardian.core.facts import (
     AttemptWritten,
+    Fact,
     IncidentWritten,
+    NotificationsNotQueued,
     NotificationsWithdrawn,
     ProblemStartsMoved,
     ResetWritten,
+    StoreRecovered,
 )
-from guardian.core.history import History
 from guardian.core.incidents import IncidentChange
-from guardian.core.model import (
-    ActionKind,
-    Approval,
-    EventHorizon,
-    Incident,
-    IncidentState,
-    Outcome,
-    ProblemType,
-    RecordedEvent,
-    RemediationAction,
-    Silence,
-    Transition,
-)
+from guardian.core.model import ActionKind, Incident, Outcome, RemediationAction
 from guardian.core.outbound.notifications import Notification
-from guardian.ports import Facts, Store
+from guardian.logs import kv
+from guardian.ports import Facts, Metrics, Stamps, Store, StoreError
+
+log = logging.getLogger("guardian.store")
+
+T = TypeVar("T")
 
 MAX_ABOUT = 10_000  # the latest actions whose container is remembered for their outcomes
+MAX_RELEASES = 1024  # held notifications' releases kept while the store refuses them
 
 
 def _counts(action: RemediationAction) -> bool:
@@ -47,51 +47,192 @@ def _counts(action: RemediationAction) -> bool:
     return action.kind != ActionKind.DECISION
 
 
-class PublishingStore:
-    """The Store port over another Store (the resilient one); each loop write is published.
+def _nothing() -> None:
+    return None
 
-    The resilient store swallows a failed write: an incident it could not write comes back as
-    the change's own object (published as "may be unwritten"), an action it holds in memory gets
-    a negative id (published once written, as StoreRecovered)."""
 
-    def __init__(self, inner: Store, facts: Facts) -> None:
+class LoopStore:
+    """The Store port over another (SQLite) for the loop and the operator. A refused write
+    degrades to "healing without a record": an incident comes back as the change's own object
+    (published as "may be unwritten": read again), an intent is held in memory under a negative
+    id, still counts against the restart budget (restart_times) and is written before the next
+    write that lands (published as StoreRecovered); the notifications a refused write would have
+    queued are published to be sent directly (NotificationsNotQueued)."""
+
+    def __init__(
+        self, inner: Store, metrics: Metrics, facts: Facts, stamps: Stamps | None = None
+    ) -> None:
+        """`stamps`: this run's restart requests and counter resets, read back as the monotonic
+        clock places them (None: as the store holds them)."""
         self.inner = inner
+        self.metrics = metrics
         self.facts = facts
-        self._lock = threading.Lock()  # incident writes and their facts, in the same order
+        self.stamps = stamps
+        self._lock = threading.RLock()  # the loop's writes and their facts, one at a time
+        self._next_id = -1
+        # Actions not yet written, by their temporary (negative) id, in order.
+        self._unwritten: dict[int, RemediationAction] = {}
+        # Held notifications a refused write left held (release_held), by incident (None: all),
+        # with what they are to be told; at most MAX_RELEASES (beyond: the next start's).
+        self._releases: dict[int | None, str] = {}
         # What an action awaiting its outcome is about, by id: record_outcome is told its id only.
         self._about: dict[int, tuple[str, int | None, bool]] = {}
-        self._about_lock = threading.Lock()
+        self.failing = False
+        self._why = ""  # the last failure, for degraded()
 
-    @property
-    def path(self) -> object:
-        return getattr(self.inner, "path", "")
+    def __getattr__(self, name: str) -> Any:
+        """What this class does not define (the reads, a person's writes, the store's path) is
+        the inner store's own."""
+        if name.startswith("_") or "inner" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
-    # -- writes, each followed by its fact ----------------------------------------------------
+    # -- the one write path -----------------------------------------------------------------
+
+    def _write(
+        self,
+        op: str,
+        write: Callable[[], T],
+        refused: Callable[[], T],
+        fact: Callable[[T], Fact | None] = lambda _: None,
+        notifications: Sequence[Notification] = (),
+        after_held: bool = False,
+    ) -> T:
+        """`write`, or, when the store refuses it, the failure counted, the `notifications` it
+        would have queued handed on and `refused()` instead; then `fact` of what it returned.
+        `after_held`: the actions held in memory are written first (the write must not pass
+        them); while they cannot be, the write is refused without being tried."""
+        with self._lock:
+            if after_held and not self._flush():
+                self._hand_on(notifications)
+                result = refused()
+            else:
+                try:
+                    result = write()
+                except StoreError as exc:
+                    self._failed(op, exc)
+                    self._hand_on(notifications)
+                    result = refused()
+                else:
+                    self._recovered()
+            told = fact(result)
+            if told is not None:
+                self.facts.publish(told)
+        return result
+
+    def _hand_on(self, notifications: Sequence[Notification]) -> None:
+        """What a write the store refused would have queued: to be sent directly."""
+        if notifications:
+            self.facts.publish(NotificationsNotQueued(tuple(notifications)))
+
+    def _failed(self, op: str, exc: StoreError) -> None:
+        self.metrics.store_failed()
+        self._why = f"{op}: {exc}"
+        if not self.failing:
+            log.error(
+                "store write failed; healing continues, recording resumes when the store recovers",
+                extra=kv(op=op, reason=str(exc)),
+            )
+        else:
+            log.warning("store write failed", extra=kv(op=op, reason=str(exc)))
+        self.failing = True
+
+    def _recovered(self) -> None:
+        """A write landed."""
+        if self.failing:
+            self.failing = False
+            log.info("store writable again; recording resumed")
+
+    def _flush(self) -> bool:
+        """Write the actions held in memory, oldest first, so the history stays in order, then
+        the releases of held notifications kept. False (and the failure counted) when the
+        store still refuses."""
+        with self._lock:
+            held = bool(self._unwritten)
+            for temp_id, action in list(self._unwritten.items()):
+                try:
+                    self.inner.record_intent(replace(action, id=None))
+                except StoreError as exc:
+                    self._failed("record_intent", exc)
+                    return False
+                del self._unwritten[temp_id]
+                self.metrics.store_holding(len(self._unwritten))
+            if held:  # what was read while they were held may have changed
+                self.facts.publish(StoreRecovered())
+            try:
+                self._release_kept()
+            except StoreError as exc:
+                self._failed("release_held", exc)
+                return False
+            return True
+
+    def _release_kept(self) -> int:
+        """Release what refused writes left held, oldest first: how many notifications."""
+        count = 0
+        for incident_id, output in list(self._releases.items()):
+            count += self.inner.release_held(incident_id, output)
+            del self._releases[incident_id]
+        return count
+
+    def _keep(self, action: RemediationAction) -> int:
+        temp_id, self._next_id = self._next_id, self._next_id - 1
+        self._unwritten[temp_id] = action
+        self.metrics.store_holding(len(self._unwritten))
+        return temp_id
+
+    def degraded(self) -> str:
+        """Why the store is not keeping Guardian's record now ("" when it is): for /readyz."""
+        # Without the lock: a write holds it for the store's whole busy timeout, and /healthz
+        # must answer meanwhile (len() of a dict is one atomic read).
+        held = len(self._unwritten)
+        if held:
+            return (
+                f"store degraded: {held} intent(s) held in memory only, not written ({self._why})"
+            )
+        if self.failing:
+            return f"store degraded: writes failing ({self._why})"
+        return ""
+
+    # -- the loop's writes --------------------------------------------------------------------
 
     def save_incident(
         self, change: IncidentChange, notifications: Sequence[Notification] = ()
     ) -> Incident:
-        with self._lock:
-            saved = self.inner.save_incident(change, notifications)
-            landed = saved is not change.incident
-            self.facts.publish(
-                IncidentWritten(saved.container, saved.id, saved if landed else None)
-            )
-        return saved
+        """Refused: the change's own object, recorded at the next detection once writable."""
+        return self._write(
+            "save_incident",
+            lambda: self.inner.save_incident(change, notifications),  # read back in its write
+            lambda: change.incident,
+            lambda saved: IncidentWritten(
+                saved.container, saved.id, None if saved is change.incident else saved
+            ),
+            notifications,
+            after_held=True,
+        )
 
     def record_intent(
         self, action: RemediationAction, notifications: Sequence[Notification] = ()
     ) -> int:
-        action_id = self.inner.record_intent(action, notifications)
-        if action.outcome is None:
-            with self._about_lock:
-                self._about[action_id] = (action.container, action.incident_id, _counts(action))
+        """Refused: held in memory under a negative id, written later without its notifications
+        (they go out now, directly)."""
+        if self.stamps is not None and action.kind == ActionKind.RESTART:
+            self.stamps.wrote_restart(
+                action.host, action.container, action.container_id, action.requested_at
+            )
+        about = (action.container, action.incident_id, _counts(action))
+        with self._lock:
+            action_id = self._write(
+                "record_intent",
+                lambda: self.inner.record_intent(action, notifications),
+                lambda: self._keep(action),
+                lambda written: AttemptWritten(*about) if written >= 0 else None,
+                notifications,
+                after_held=True,
+            )
+            if action.outcome is None:
+                self._about[action_id] = about
                 if len(self._about) > MAX_ABOUT:  # the oldest one's outcome: about anything
                     del self._about[next(iter(self._about))]
-        if action_id >= 0:  # written (a negative id: held until the store recovers)
-            self.facts.publish(
-                AttemptWritten(action.container, action.incident_id, _counts(action))
-            )
         return action_id
 
     def record_outcome(
@@ -103,30 +244,78 @@ class PublishingStore:
         notifications: Sequence[Notification] = (),
         successor: str = "",
     ) -> None:
-        self.inner.record_outcome(action_id, outcome, detail, finished_at, notifications, successor)
-        # An action's outcome may be written more than once (returned, then verified).
-        with self._about_lock:
-            container, incident, others = self._about.get(action_id, (None, None, True))
-        if action_id >= 0:  # a held action's outcome is published when the store recovers
-            self.facts.publish(AttemptWritten(container, incident, others))
+        """A held action's outcome is held with it (published once written: StoreRecovered)."""
+        with self._lock:
+            held = self._unwritten.get(action_id)
+            if held is not None:
+                self._unwritten[action_id] = replace(
+                    held,
+                    outcome=outcome,
+                    detail=detail,
+                    finished_at=finished_at,
+                    successor=successor or held.successor,
+                )
+                self._hand_on(notifications)  # a held action is written without them
+                if self._flush():
+                    self._recovered()
+                return
+            # An action's outcome may be written more than once (returned, then verified).
+            about = self._about.get(action_id, (None, None, True))
+            self._write(
+                "record_outcome",
+                lambda: self.inner.record_outcome(
+                    action_id, outcome, detail, finished_at, notifications, successor
+                ),
+                _nothing,
+                lambda _: AttemptWritten(*about) if action_id >= 0 else None,
+                notifications,
+            )
 
     def withdraw_unsent(self, host: str) -> int:
-        count = self.inner.withdraw_unsent(host)
-        self.facts.publish(NotificationsWithdrawn())
-        return count
+        return self._write(
+            "withdraw_unsent",
+            lambda: self.inner.withdraw_unsent(host),
+            lambda: 0,
+            lambda _: NotificationsWithdrawn(),
+        )
 
     def release_held(self, incident_id: int | None, output: str = "") -> int:
-        return self.inner.release_held(incident_id, output)
+        """Refused, they are released by the first write that lands (else by the next start)."""
+        with self._lock:
+            if len(self._releases) < MAX_RELEASES or incident_id in self._releases:
+                self._releases[incident_id] = output
+            return self._write("release_held", self._release_kept, lambda: 0)
 
     def record_reset(self, host: str, container: str, at: datetime) -> None:
-        self.inner.record_reset(host, container, at)
-        self.facts.publish(ResetWritten(container))
+        if self.stamps is not None:
+            self.stamps.wrote_reset(host, container, at)
+        self._write(
+            "record_reset",
+            lambda: self.inner.record_reset(host, container, at),
+            _nothing,
+            lambda _: ResetWritten(container),
+        )
+
+    def remember(self, host: str, mark: str, at: datetime) -> None:
+        """Written only once the actions held in memory are: a mark says how far the store's
+        record reaches, so it never passes an attempt the store does not hold."""
+        self._write(
+            "remember", lambda: self.inner.remember(host, mark, at), _nothing, after_held=True
+        )
 
     def move_problem_starts(self, host: str, step: timedelta) -> None:
-        self.inner.move_problem_starts(host, step)
-        self.facts.publish(ProblemStartsMoved())
+        self._write(
+            "move_problem_starts",
+            lambda: self.inner.move_problem_starts(host, step),
+            _nothing,
+            lambda _: ProblemStartsMoved(),
+        )
 
-    # -- everything else goes straight through ---------------------------------------------
+    def close(self) -> None:
+        self._flush()
+        self.inner.close()
+
+    # -- the reads that count what this run holds or stamped ----------------------------------
 
     def restart_times(
         self,
@@ -135,101 +324,26 @@ class PublishingStore:
         container: str | None = None,
         container_id: str | None = None,
     ) -> tuple[datetime, ...]:
-        return self.inner.restart_times(host, since, container, container_id)
+        def stored(after: datetime) -> tuple[datetime, ...]:
+            return self.inner.restart_times(host, after, container, container_id)
 
-    def current_incident(self, host: str, container: str, kind: ProblemType) -> Incident | None:
-        return self.inner.current_incident(host, container, kind)
-
-    def open_incidents(self, host: str, container: str | None = None) -> list[Incident]:
-        return self.inner.open_incidents(host, container)
-
-    def get_incident(self, incident_id: int) -> Incident | None:
-        return self.inner.get_incident(incident_id)
-
-    def transitions(
-        self, incident_id: int, limit: int | None = None, after: int | None = None
-    ) -> list[Transition]:
-        return self.inner.transitions(incident_id, limit, after)
-
-    def actions(
-        self,
-        host: str,
-        container: str | None = None,
-        since: datetime | None = None,
-        *,
-        incident: int | None = None,
-        limit: int | None = None,
-    ) -> list[RemediationAction]:
-        return self.inner.actions(host, container, since, incident=incident, limit=limit)
-
-    def last_action(self, incident_id: int) -> RemediationAction | None:
-        return self.inner.last_action(incident_id)
-
-    def unfinished_actions(self, host: str) -> list[RemediationAction]:
-        return self.inner.unfinished_actions(host)
+        if self.stamps is not None:  # the ones held in memory are among this run's
+            return self.stamps.restart_times(host, since, stored, container, container_id)
+        recorded = stored(since)
+        with self._lock:
+            held = tuple(
+                a.requested_at
+                for a in self._unwritten.values()
+                if a.kind == ActionKind.RESTART
+                and a.host == host
+                and a.requested_at > since
+                and (container is None or a.container == container)
+                and (container_id is None or a.container_id == container_id)
+            )
+        return recorded + held
 
     def last_reset(self, host: str, container: str) -> datetime | None:
-        return self.inner.last_reset(host, container)
-
-    def remembered(self, host: str, mark: str) -> datetime | None:
-        return self.inner.remembered(host, mark)
-
-    def history(
-        self, host: str, since: datetime, containers: Collection[str] | None = None
-    ) -> History:
-        return self.inner.history(host, since, containers)
-
-    def remember(self, host: str, mark: str, at: datetime) -> None:
-        self.inner.remember(host, mark, at)
-
-    def list_incidents(self, *args: Any, **kwargs: Any) -> list[Incident]:
-        return self.inner.list_incidents(*args, **kwargs)
-
-    def save_state_change(
-        self,
-        change: IncidentChange,
-        expected: IncidentState,
-        notifications: Sequence[Notification] = (),
-    ) -> Incident | None:
-        return self.inner.save_state_change(change, expected, notifications)
-
-    def add_silence(self, silence: Silence) -> Silence:
-        return self.inner.add_silence(silence)
-
-    def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
-        return self.inner.end_silence(host, container, by, at)
-
-    def active_silence(self, host: str, container: str, now: datetime) -> Silence | None:
-        return self.inner.active_silence(host, container, now)
-
-    def silences(self, host: str, now: datetime, include_ended: bool = False) -> list[Silence]:
-        return self.inner.silences(host, now, include_ended)
-
-    def add_approval(
-        self, approval: Approval, notifications: Sequence[Notification] = ()
-    ) -> Approval:
-        return self.inner.add_approval(approval, notifications)
-
-    def approvals(self, incident_id: int) -> list[Approval]:
-        return self.inner.approvals(incident_id)
-
-    def approval_for(self, host: str, container: str) -> Approval | None:
-        return self.inner.approval_for(host, container)
-
-    def use_approval(self, approval_id: int, at: datetime) -> bool:
-        return self.inner.use_approval(approval_id, at)
-
-    def unused_approvals(self, host: str, now: datetime) -> list[Approval]:
-        return self.inner.unused_approvals(host, now)
-
-    def events_after(self, host: str, cursor: int, limit: int) -> list[RecordedEvent]:
-        return self.inner.events_after(host, cursor, limit)
-
-    def event_cursor_at(self, host: str, at: datetime) -> int:
-        return self.inner.event_cursor_at(host, at)
-
-    def event_horizon(self) -> EventHorizon:
-        return self.inner.event_horizon()
-
-    def close(self) -> None:
-        self.inner.close()
+        stored = self.inner.last_reset(host, container)
+        if self.stamps is None:
+            return stored
+        return self.stamps.last_reset(host, container, stored)
