@@ -400,8 +400,8 @@ class Stamps(Protocol):
         host: str,
         since: datetime,
         read: Callable[[datetime], tuple[datetime, ...]],
-        container: str | None = None,
-        container_id: str | None = None,
+        container: str | None,
+        container_id: str | None,
     ) -> tuple[datetime, ...]:
         """Store.restart_times, with `read(after)` asking the store."""
         ...

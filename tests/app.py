@@ -48,7 +48,7 @@ class TestApp:
     settings: Settings
     clock: FakeClock
     engine: FakeEngine
-    store: SqliteStore  # the SQLite store under the app's resilient one
+    store: SqliteStore  # the SQLite store under the app's LoopStore
     app: App
     daemon: bool
 

@@ -13,7 +13,7 @@ from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
 from guardian.core.facts import AttemptWritten, Fact, IncidentWritten, StoreRecovered
 from guardian.core.model import HealthCheckResult, Outcome, ProblemType, RemediationAction
-from guardian.ports import StoreError
+from guardian.ports import Store, StoreError
 from guardian.service.facts import FactStream
 from guardian.service.healing.written import LoopStore
 from tests.fakes import T0
@@ -81,3 +81,49 @@ def test_held_actions_are_told_once_written(tmp_path: Path) -> None:
     store.record_outcome(written, Outcome.SUCCEEDED, "observed healthy", T0)
     assert heard[-1] == AttemptWritten("web", None, True)
     store.close()
+
+
+# The Store port's methods LoopStore leaves to the inner store (reached through __getattr__).
+READS = {
+    "current_incident",
+    "open_incidents",
+    "get_incident",
+    "transitions",
+    "actions",
+    "last_action",
+    "unfinished_actions",
+    "history",
+    "remembered",
+    "list_incidents",
+    "active_silence",
+    "silences",
+    "approvals",
+    "approval_for",
+    "unused_approvals",
+    "events_after",
+    "event_cursor_at",
+    "event_horizon",
+}
+PERSONS_WRITES = {"save_state_change", "add_silence", "end_silence", "add_approval", "use_approval"}
+
+
+def test_every_other_method_of_the_port_is_a_loop_write_on_the_one_path() -> None:
+    """A method added to the Store port is either a read or a person's write (raising on a
+    failing store, published by the Operator), or a loop write LoopStore takes through _write:
+    none reaches the inner store unnoticed."""
+    port = {name for name in vars(Store) if not name.startswith("_")}
+    own = {name for name in vars(LoopStore) if not name.startswith("_")}
+    assert port - own == READS | PERSONS_WRITES
+    assert port & own == {
+        "save_incident",
+        "record_intent",
+        "record_outcome",
+        "withdraw_unsent",
+        "release_held",
+        "record_reset",
+        "remember",
+        "move_problem_starts",
+        "restart_times",
+        "last_reset",
+        "close",
+    }

@@ -93,6 +93,7 @@ class LoopStore:
         self,
         op: str,
         write: Callable[[], T],
+        *,
         refused: Callable[[], T],
         fact: Callable[[T], Fact | None] = lambda _: None,
         notifications: Sequence[Notification] = (),
@@ -202,11 +203,11 @@ class LoopStore:
         return self._write(
             "save_incident",
             lambda: self.inner.save_incident(change, notifications),  # read back in its write
-            lambda: change.incident,
-            lambda saved: IncidentWritten(
+            refused=lambda: change.incident,
+            fact=lambda saved: IncidentWritten(
                 saved.container, saved.id, None if saved is change.incident else saved
             ),
-            notifications,
+            notifications=notifications,
             after_held=True,
         )
 
@@ -224,9 +225,9 @@ class LoopStore:
             action_id = self._write(
                 "record_intent",
                 lambda: self.inner.record_intent(action, notifications),
-                lambda: self._keep(action),
-                lambda written: AttemptWritten(*about) if written >= 0 else None,
-                notifications,
+                refused=lambda: self._keep(action),
+                fact=lambda written: AttemptWritten(*about) if written >= 0 else None,
+                notifications=notifications,
                 after_held=True,
             )
             if action.outcome is None:
@@ -266,17 +267,17 @@ class LoopStore:
                 lambda: self.inner.record_outcome(
                     action_id, outcome, detail, finished_at, notifications, successor
                 ),
-                _nothing,
-                lambda _: AttemptWritten(*about) if action_id >= 0 else None,
-                notifications,
+                refused=_nothing,
+                fact=lambda _: AttemptWritten(*about) if action_id >= 0 else None,
+                notifications=notifications,
             )
 
     def withdraw_unsent(self, host: str) -> int:
         return self._write(
             "withdraw_unsent",
             lambda: self.inner.withdraw_unsent(host),
-            lambda: 0,
-            lambda _: NotificationsWithdrawn(),
+            refused=lambda: 0,
+            fact=lambda _: NotificationsWithdrawn(),
         )
 
     def release_held(self, incident_id: int | None, output: str = "") -> int:
@@ -284,7 +285,7 @@ class LoopStore:
         with self._lock:
             if len(self._releases) < MAX_RELEASES or incident_id in self._releases:
                 self._releases[incident_id] = output
-            return self._write("release_held", self._release_kept, lambda: 0)
+            return self._write("release_held", self._release_kept, refused=lambda: 0)
 
     def record_reset(self, host: str, container: str, at: datetime) -> None:
         if self.stamps is not None:
@@ -292,23 +293,26 @@ class LoopStore:
         self._write(
             "record_reset",
             lambda: self.inner.record_reset(host, container, at),
-            _nothing,
-            lambda _: ResetWritten(container),
+            refused=_nothing,
+            fact=lambda _: ResetWritten(container),
         )
 
     def remember(self, host: str, mark: str, at: datetime) -> None:
         """Written only once the actions held in memory are: a mark says how far the store's
         record reaches, so it never passes an attempt the store does not hold."""
         self._write(
-            "remember", lambda: self.inner.remember(host, mark, at), _nothing, after_held=True
+            "remember",
+            lambda: self.inner.remember(host, mark, at),
+            refused=_nothing,
+            after_held=True,
         )
 
     def move_problem_starts(self, host: str, step: timedelta) -> None:
         self._write(
             "move_problem_starts",
             lambda: self.inner.move_problem_starts(host, step),
-            _nothing,
-            lambda _: ProblemStartsMoved(),
+            refused=_nothing,
+            fact=lambda _: ProblemStartsMoved(),
         )
 
     def close(self) -> None:
