@@ -10,6 +10,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.adapters.run_stamps import RunStamps
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
 from guardian.core.facts import Fact, NotificationsNotQueued
@@ -18,7 +19,7 @@ from guardian.core.outbound import notifications
 from guardian.ports import StoreError
 from guardian.service.facts import FactStream
 from guardian.service.healing.written import LoopStore
-from tests.fakes import T0
+from tests.fakes import T0, FakeClock
 
 
 class FullDisk(SqliteStore):
@@ -37,6 +38,14 @@ class FullDisk(SqliteStore):
         return super().release_held(incident_id, output)
 
 
+def loop_store(
+    inner: SqliteStore, registry: CollectorRegistry | None = None, facts: FactStream | None = None
+) -> LoopStore:
+    """The loop's store over `inner`, as bootstrap builds it."""
+    metrics = PrometheusMetrics(registry or CollectorRegistry())
+    return LoopStore(inner, metrics, facts or FactStream(), RunStamps(FakeClock()))
+
+
 def restart(at_seconds: float) -> RemediationAction:
     return RemediationAction(
         None, None, "h", "web", "id", "restart", T0 + timedelta(seconds=at_seconds), "allowed"
@@ -48,7 +57,7 @@ def test_unwritable_restarts_still_count_are_counted_as_errors_and_written_later
 ) -> None:
     inner = FullDisk(tmp_path / "g.db")
     registry = CollectorRegistry()
-    store = LoopStore(inner, PrometheusMetrics(registry), FactStream())
+    store = loop_store(inner, registry)
     inner.full = True
     temp_id = store.record_intent(restart(1))
     assert temp_id < 0
@@ -79,7 +88,7 @@ def test_the_notifications_of_a_refused_write_are_handed_on_not_dropped(tmp_path
             handed.extend(n.detail for n in fact.notifications)
 
     facts.subscribe(unqueued)
-    store = LoopStore(inner, PrometheusMetrics(CollectorRegistry()), facts)
+    store = loop_store(inner, facts=facts)
     note = notifications.test_message("h", "slack", T0)
     store.record_intent(restart(1), [replace(note, detail="kept 1")])  # written: queued
     inner.full = True
@@ -99,7 +108,7 @@ def test_an_opening_held_when_the_store_refused_its_release_goes_with_the_next_w
     """An opening judged from the container cache is queued held; the disk fills before the
     restart call returns: the first write that lands releases it, told what the probe said."""
     inner = FullDisk(tmp_path / "g.db")
-    store = LoopStore(inner, PrometheusMetrics(CollectorRegistry()), FactStream())
+    store = loop_store(inner)
     result = HealthCheckResult("web-id", "web", T0, ProblemType.UNHEALTHY, "health check failing")
     change = incidents.record_detection(None, "h", result, T0)
     opening = replace(notifications.opened(change.incident, None, T0), held=True)

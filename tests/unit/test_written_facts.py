@@ -9,6 +9,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.adapters.run_stamps import RunStamps
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core import incidents
 from guardian.core.facts import AttemptWritten, Fact, IncidentWritten, StoreRecovered
@@ -16,7 +17,7 @@ from guardian.core.model import HealthCheckResult, Outcome, ProblemType, Remedia
 from guardian.ports import Store, StoreError
 from guardian.service.facts import FactStream
 from guardian.service.healing.written import LoopStore
-from tests.fakes import T0
+from tests.fakes import T0, FakeClock
 
 
 class FullDisk(SqliteStore):
@@ -46,7 +47,11 @@ def build(tmp_path: Path) -> tuple[FullDisk, LoopStore, list[Fact]]:
     facts = FactStream()
     heard: list[Fact] = []
     facts.subscribe(heard.append)
-    return inner, LoopStore(inner, PrometheusMetrics(CollectorRegistry()), facts), heard
+    return (
+        inner,
+        LoopStore(inner, PrometheusMetrics(CollectorRegistry()), facts, RunStamps(FakeClock())),
+        heard,
+    )
 
 
 def test_an_incident_write_carries_the_incident_as_written(tmp_path: Path) -> None:

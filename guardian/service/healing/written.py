@@ -59,11 +59,10 @@ class LoopStore:
     write that lands (published as StoreRecovered); the notifications a refused write would have
     queued are published to be sent directly (NotificationsNotQueued)."""
 
-    def __init__(
-        self, inner: Store, metrics: Metrics, facts: Facts, stamps: Stamps | None = None
-    ) -> None:
+    def __init__(self, inner: Store, metrics: Metrics, facts: Facts, stamps: Stamps) -> None:
         """`stamps`: this run's restart requests and counter resets, read back as the monotonic
-        clock places them (None: as the store holds them)."""
+        clock places them; a restart request is stamped whether or not the store takes it, so
+        one held in memory counts against the budget as this run's."""
         self.inner = inner
         self.metrics = metrics
         self.facts = facts
@@ -216,7 +215,7 @@ class LoopStore:
     ) -> int:
         """Refused: held in memory under a negative id, written later without its notifications
         (they go out now, directly)."""
-        if self.stamps is not None and action.kind == ActionKind.RESTART:
+        if action.kind == ActionKind.RESTART:
             self.stamps.wrote_restart(
                 action.host, action.container, action.container_id, action.requested_at
             )
@@ -288,8 +287,7 @@ class LoopStore:
             return self._write("release_held", self._release_kept, refused=lambda: 0)
 
     def record_reset(self, host: str, container: str, at: datetime) -> None:
-        if self.stamps is not None:
-            self.stamps.wrote_reset(host, container, at)
+        self.stamps.wrote_reset(host, container, at)
         self._write(
             "record_reset",
             lambda: self.inner.record_reset(host, container, at),
@@ -319,7 +317,7 @@ class LoopStore:
         self._flush()
         self.inner.close()
 
-    # -- the reads that count what this run holds or stamped ----------------------------------
+    # -- the reads of what this run stamped, placed by the monotonic clock ---------------------
 
     def restart_times(
         self,
@@ -328,26 +326,15 @@ class LoopStore:
         container: str | None = None,
         container_id: str | None = None,
     ) -> tuple[datetime, ...]:
-        def stored(after: datetime) -> tuple[datetime, ...]:
-            return self.inner.restart_times(host, after, container, container_id)
-
-        if self.stamps is not None:  # the ones held in memory are among this run's
-            return self.stamps.restart_times(host, since, stored, container, container_id)
-        recorded = stored(since)
-        with self._lock:
-            held = tuple(
-                a.requested_at
-                for a in self._unwritten.values()
-                if a.kind == ActionKind.RESTART
-                and a.host == host
-                and a.requested_at > since
-                and (container is None or a.container == container)
-                and (container_id is None or a.container_id == container_id)
-            )
-        return recorded + held
+        """The stored ones, and those held in memory (this run's own, stamped)."""
+        return self.stamps.restart_times(
+            host,
+            since,
+            lambda after: self.inner.restart_times(host, after, container, container_id),
+            container,
+            container_id,
+        )
 
     def last_reset(self, host: str, container: str) -> datetime | None:
         stored = self.inner.last_reset(host, container)
-        if self.stamps is None:
-            return stored
         return self.stamps.last_reset(host, container, stored)
