@@ -207,7 +207,7 @@ def build_loop(
     (or at once: a log rule matched), `turns` gives a job one container's turn (one thread at
     a time per container), `reader` reads containers' cgroups (default: under
     resources.cgroup_root); `patterns` compiles log rules (RE2)."""
-    state = LoopState()
+    state = LoopState(clock)
     rechecks = HeardRechecks(state.quiet, rechecks)  # a container asked about is judged again
     rules = RuleBook(hs, state.routing)
     namespaces = Namespaces(engine)

@@ -97,9 +97,9 @@ class Healer:
         self._run_marked = mono
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
-        the store the problem starts patience counts from (kept with the incidents)."""
-        self.ctx.state.move_stamps(step)
+        """The wall clock stepped by `step`: the loop's parts move their stamps (its state runs
+        on the monotonic clock), and the store the problem starts patience counts from (kept
+        with the incidents)."""
         self.ctx.state.cache.doubt_all("the wall clock stepped")
         self.quiet.clear()
         self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
