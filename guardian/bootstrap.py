@@ -214,7 +214,7 @@ def build_loop(
     parts = LoopParts(
         resources=resource_watch(settings, rules, engine, clock, reader),
         logs=log_watch(rules, engine, clock, rechecks, patterns, metrics),
-        crash_loops=crash_loops_of(settings, engine),
+        crash_loops=crash_loops_of(settings, engine, clock),
         oom=OomEvents(),
         prober=prober_of(settings, clock, runner),
         namespaces=namespaces,
@@ -282,7 +282,7 @@ def log_watch(
     )
 
 
-def crash_loops_of(settings: Settings, engine: Engine) -> CrashLoops:
+def crash_loops_of(settings: Settings, engine: Engine, clock: Clock) -> CrashLoops:
     return CrashLoops(
         engine,
         CrashLoopSettings(
@@ -290,6 +290,7 @@ def crash_loops_of(settings: Settings, engine: Engine) -> CrashLoops:
             settings["crash_loop.window"],
             settings["crash_loop.log_lines"],
         ),
+        clock,
     )
 
 
@@ -376,12 +377,6 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
         unhealthy_dependencies=p.dependencies.unhealthy,
         followers=p.dependencies.followers,
         relatives=p.namespaces.relatives,
-        stepped=(
-            p.crash_loops.follow_step,
-            p.prober.follow_step,
-            p.host.follow_step,
-            p.logs.follow_step,
-        ),
         verdicts=(hooks.reached,) if hooks is not None else (),
         relapsed=(p.logs.relapsed,),
         notes=(p.logs.unfollowed,),
