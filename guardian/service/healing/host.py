@@ -235,10 +235,7 @@ class HostWatch:
         self._check(self.clock.monotonic())
 
     def detected(self, result: HealthCheckResult) -> None:
-        self._detected(
-            result.container_name,
-            self._clocks().mono_of(result.observed_at),
-        )
+        self._detected(result.container_name, self._clocks().mono_of(result.observed_at))
 
     def on_event(self, event: EngineEvent) -> None:
         """An unhealthy health event is counted on the event stream's thread, before any
