@@ -206,14 +206,14 @@ def build_loop(
     (or at once: a log rule matched), `turns` gives a job one container's turn (one thread at
     a time per container), `reader` reads containers' cgroups (default: under
     resources.cgroup_root); `patterns` compiles log rules (RE2)."""
-    state = LoopState()
+    state = LoopState(clock)
     rechecks = HeardRechecks(state.quiet, rechecks)  # a container asked about is judged again
     rules = RuleBook(hs, state.routing)
     namespaces = Namespaces(engine)
     parts = LoopParts(
         resources=resource_watch(settings, rules, engine, clock, reader),
         logs=log_watch(rules, engine, clock, rechecks, patterns, metrics),
-        crash_loops=crash_loops_of(settings, engine),
+        crash_loops=crash_loops_of(settings, engine, clock),
         oom=OomEvents(),
         prober=prober_of(settings, clock, runner),
         namespaces=namespaces,
@@ -281,7 +281,7 @@ def log_watch(
     )
 
 
-def crash_loops_of(settings: Settings, engine: Engine) -> CrashLoops:
+def crash_loops_of(settings: Settings, engine: Engine, clock: Clock) -> CrashLoops:
     return CrashLoops(
         engine,
         CrashLoopSettings(
@@ -289,6 +289,7 @@ def crash_loops_of(settings: Settings, engine: Engine) -> CrashLoops:
             settings["crash_loop.window"],
             settings["crash_loop.log_lines"],
         ),
+        clock,
     )
 
 
@@ -375,12 +376,6 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
         unhealthy_dependencies=p.dependencies.unhealthy,
         followers=p.dependencies.followers,
         relatives=p.namespaces.relatives,
-        stepped=(
-            p.crash_loops.follow_step,
-            p.prober.follow_step,
-            p.host.follow_step,
-            p.logs.follow_step,
-        ),
         verdicts=(hooks.reached,) if hooks is not None else (),
         relapsed=(p.logs.relapsed,),
         notes=(p.logs.unfollowed,),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+from guardian.core.stamps import JITTER as JITTER  # one home; run_stamps reads it here
 from guardian.ports import Clock
 
 # CLOCK_BOOTTIME counts suspend (a host that slept for an hour has waited an hour); where the
@@ -23,10 +24,6 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return monotonic()
-
-
-# Two readings of wall-minus-monotonic differ by microseconds unless the wall clock stepped.
-JITTER = 1.0
 
 
 def wall_offset(clock: Clock) -> float:

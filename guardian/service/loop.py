@@ -16,18 +16,20 @@ class Loop:
     def __init__(self, state: LoopState, host: str, stepped: Callable[[timedelta], None]) -> None:
         self._state = state
         self.host = host
-        # Told of a step of the wall clock, in order: the loop's own parts (Healer.follow_step),
-        # then what keeps stamps beside it (also_stepped).
+        # Told of a step of the wall clock, in order: the loop (Healer.follow_step: the store's
+        # problem starts, the cache doubted), then what keeps wall stamps at an edge beside it
+        # (also_stepped: the outbox's retry times).
         self._stepped = [stepped]
 
     def also_stepped(self, follow: Callable[[timedelta], None]) -> None:
-        """`follow` keeps stamps of its own beside the loop (the delivery worker's retry times):
-        told of each step after the loop's parts. At build time only."""
+        """`follow` keeps wall stamps of its own beside the loop (the delivery worker's outbox:
+        its retry times): told of each step after the loop. At build time only."""
         self._stepped.append(follow)
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped (service.watchers.clock_steps): every duration keeps its
-        length."""
+        """The wall clock stepped (service.watchers.clock_steps): the wall stamps kept at the
+        store's edge move with it, so every duration keeps its length (those held in memory
+        run on the monotonic clock)."""
         for follow in self._stepped:
             follow(step)
 

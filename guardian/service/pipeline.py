@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from guardian.core.assessment import Assessment
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
@@ -99,8 +99,6 @@ class Pipeline:
     followers: Callable[[str, str], tuple[tuple[str, str], ...]] = _no_followers
     # A recreate's relatives: the names that joined its namespaces, the listed names by id.
     relatives: Callable[[str], tuple[tuple[str, ...], dict[str, str]]] = _no_relatives
-    # The wall clock stepped by this much: the stamps a part holds for durations move with it.
-    stepped: tuple[Callable[[timedelta], None], ...] = ()
     verdicts: tuple[Callable[[ActionVerdict], None], ...] = ()  # an action's verdict (hooks)
     # What went wrong since a restarted container's start that no health status shows (its
     # log matched a rule again): a verification fails on it. None: nothing.

@@ -16,6 +16,7 @@ from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.model import ActionOutcome, Outcome
 from guardian.service.state.state import LoopState
 from tests.app import make_app
+from tests.fakes import FakeClock
 
 Call = Callable[[], None]
 
@@ -105,7 +106,7 @@ def test_a_restart_claimed_again_after_an_engine_error_is_restarted(tmp_path: Pa
 
 
 def test_ending_a_claim_twice_ends_it_once_and_never_a_newer_claim() -> None:
-    claims = LoopState().claims
+    claims = LoopState(FakeClock()).claims
     first = claims.claim("web", timedelta(seconds=10))
     assert first.release() and not first.release()
     second = claims.claim("web")
@@ -114,14 +115,14 @@ def test_ending_a_claim_twice_ends_it_once_and_never_a_newer_claim() -> None:
 
 
 def test_a_block_that_raises_releases_its_claim() -> None:
-    claims = LoopState().claims
+    claims = LoopState(FakeClock()).claims
     with pytest.raises(OSError), claims.claim("web"):
         raise OSError("the store failed before the call was handed over")
     assert not claims.running("web")
 
 
 def test_a_claim_passed_on_with_its_call_is_ended_by_the_call_on_its_thread() -> None:
-    claims = LoopState().claims
+    claims = LoopState(FakeClock()).claims
     started, go = threading.Event(), threading.Event()
 
     def call() -> None:

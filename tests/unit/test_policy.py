@@ -981,7 +981,7 @@ def simulate_with_steps(policy: RestartPolicy, script):
         if new_run and not forward:
             stamps, healthy_since, running = RunStamps(clock), {}, set()
             step = -abs(step)
-        else:  # what StepWatch hands the loop's state (LoopState.move_stamps)
+        else:  # a streak's start is held on the monotonic clock (HealthyStreaks)
             healthy_since = {k: t + timedelta(seconds=step) for k, t in healthy_since.items()}
             forward = forward or step > 0
         clock.step(step)

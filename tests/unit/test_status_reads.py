@@ -40,14 +40,15 @@ def crash_looping(tmp_path: Path) -> TestApp:
 
 
 def state_of(state: LoopState) -> dict[tuple[str, str], object]:
-    """What each part of the loop's state holds, without its lock or the parts it shares."""
+    """What each part of the loop's state holds, without its lock, its clock or the parts it
+    shares."""
     parts = [p for p in vars(state).values() if hasattr(p, "__dict__")]
     return copy.deepcopy(
         {
             (type(part).__name__, k): v
             for part in parts
             for k, v in vars(part).items()
-            if k != "_lock" and not any(v is p for p in parts)
+            if k not in ("_lock", "_clock") and not any(v is p for p in parts)
         }
     )
 

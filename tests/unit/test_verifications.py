@@ -22,7 +22,7 @@ def pending(container: str, action_id: int) -> PendingVerify:
 
 
 def test_a_claim_handed_over_is_never_seen_neither_running_nor_verifying() -> None:
-    state = LoopState()
+    state = LoopState(FakeClock())
     seen: set[tuple[int, bool, bool]] = set()
     done = threading.Event()
 
@@ -56,7 +56,7 @@ def test_a_claim_handed_over_is_never_seen_neither_running_nor_verifying() -> No
 
 
 def test_a_restart_handed_over_is_verifying_at_once_and_judged_once_recorded() -> None:
-    state = LoopState()
+    state = LoopState(FakeClock())
     claim = state.claims.claim("web", timedelta(seconds=10))
     p = pending("web", 7)
     with state.lock:
@@ -76,7 +76,7 @@ def test_a_restart_handed_over_is_verifying_at_once_and_judged_once_recorded() -
 
 
 def test_a_verification_settled_meanwhile_is_not_put_back_by_a_late_look() -> None:
-    verifications = LoopState().verifications
+    verifications = LoopState(FakeClock()).verifications
     p = pending("web", 7)
     verifications.resume(p)
     now = FakeClock().now()
@@ -92,7 +92,7 @@ def test_a_verification_settled_meanwhile_is_not_put_back_by_a_late_look() -> No
 
 
 def test_what_was_read_while_a_restart_came_and_went_is_stale() -> None:
-    state = LoopState()
+    state = LoopState(FakeClock())
     epoch = state.epoch_of("web")
     assert state.no_restart_since("web", epoch)
     state.claims.claim("web").release()  # a whole restart call between the read and the check
@@ -103,7 +103,7 @@ def test_what_was_read_while_a_restart_came_and_went_is_stale() -> None:
 def test_a_stop_heard_after_the_restarts_start_is_a_persons_while_its_verdict_awaits() -> None:
     """The engine's events come in order: Guardian's restart stops, then starts, the container;
     a stop heard after that start, while the verdict still awaits, is a person's (sim F4)."""
-    state = LoopState()
+    state = LoopState(FakeClock())
     claim = state.claims.claim("web")
     assert state.caused_by_restart("web-id", "web")  # the call runs: its own stop and kill
     state.heard_start("web")  # the restart's start, heard before or after the call returns

@@ -97,14 +97,12 @@ class Healer:
         self._run_marked = mono
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: the loop's state and parts move their stamps, and
-        the store the problem starts patience counts from (kept with the incidents)."""
-        self.ctx.state.move_stamps(step)
+        """The wall clock stepped by `step`: what the loop holds in memory runs on the
+        monotonic clock and keeps its length; the store moves the problem starts patience
+        counts from (kept with the incidents), and every container is judged afresh."""
         self.ctx.state.cache.doubt_all("the wall clock stepped")
         self.quiet.clear()
         self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
-        for follow in self.ctx.pipeline.stepped:
-            follow(step)
         self.ctx.facts.publish(ClockStepped(step))
 
     # -- observe ----------------------------------------------------------------------------

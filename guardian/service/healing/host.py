@@ -7,6 +7,9 @@ canary through: healed, restarts resume within the budget; not healed, the hold 
 `storm.max_hold`) and the incident escalates once. Any other counted container is a bystander,
 held one cooldown at most: whoever can start containers can make a storm. An acknowledgement
 releases the hold at once.
+
+The storm's window and hold and how long the engine has been unreachable run on the monotonic
+clock; the wall clock only says them to people and to decide() (docs/design.md rule 12).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from guardian.core.model import (
     ProblemType,
 )
 from guardian.core.outbound import notifications
+from guardian.core.stamps import Reading
 from guardian.core.storm import StormHold, StormSettings, counts, next_hold, storm_size
 from guardian.logs import kv
 from guardian.ports import Clock, EngineEvent, Store
@@ -70,34 +74,27 @@ class HostWatch:
         self.announce = announce
         self._lock = threading.Lock()
         self._watched: set[str] = set()  # the containers the storm counts (storm.count)
-        self._unhealthy: dict[str, datetime] = {}  # container -> first detection of this episode
-        self._engine_down_since: datetime | None = None
+        # Moments of the monotonic clock, as every time held here.
+        self._unhealthy: dict[str, float] = {}  # container -> first detection of this episode
+        self._engine_down_since: float | None = None
         # The hold of the open storm (its incident id, length, end) and its canary in flight.
         self._storm_id: int | None = None
         self._hold = storm.hold
-        self._hold_until: datetime | None = None
+        self._hold_until: float | None = None
         self._canary: str | None = None
         self._failed_canary: str | None = None
         # When the storm opened (or was held afresh) and the containers that made it (unhealthy
         # within storm.window of then); any other counted container is a bystander.
-        self._opened: datetime | None = None
+        self._opened: float | None = None
+        self._window = storm.window.total_seconds()
         self._members: frozenset[str] = frozenset()
         # Event threads and the sweep may judge at once: one opening per incident.
         self._judging = threading.Lock()
 
-    # -- storm ------------------------------------------------------------------------------
+    def _clocks(self) -> Reading:
+        return Reading(self.clock.now(), self.clock.monotonic())
 
-    def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped: the storm's hold and window, and how long the engine has
-        been unreachable, keep their length."""
-        with self._lock:
-            self._unhealthy = {k: at + step for k, at in self._unhealthy.items()}
-            if self._engine_down_since is not None:
-                self._engine_down_since += step
-            if self._hold_until is not None:
-                self._hold_until += step
-            if self._opened is not None:
-                self._opened += step
+    # -- storm ------------------------------------------------------------------------------
 
     def storm_holds(self, snap: ContainerSnapshot) -> StormHold | None:
         """The hold of an open storm nobody acknowledged on `snap` (an input to decide()), else
@@ -107,40 +104,42 @@ class HostWatch:
         incident = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
         if incident is None or incident.state is not IncidentState.ACTIVE:
             return None
-        now = self.clock.now()
+        clocks = self._clocks()
         with self._lock:
             if self._storm_id != incident.id or self._hold_until is None:
                 # Opened by an earlier process: hold afresh from now rather than guess what that
                 # process decided; the first sweep finds the containers it held.
                 hold = self.settings.max_hold if incident.escalated else self.settings.hold
-                self._begin_hold(incident.id, hold, now)
-                self._own((), now)
+                self._begin_hold(incident.id, hold, clocks.mono)
+                self._own((), clocks.mono)
             assert self._hold_until is not None and self._opened is not None
+            bystander = self._bystander(snap.name, clocks.mono)
             return StormHold(
-                self._hold_until,
+                clocks.wall_of(self._hold_until),
                 self._canary,
                 self._failed_canary,
-                self._bystander(snap.name, now),
+                clocks.wall_of(bystander) if bystander is not None else None,
             )
 
-    def _bystander(self, container: str, now: datetime) -> datetime | None:
+    def _bystander(self, container: str, now: float) -> float | None:
         """None for one of the storm's own: unhealthy within storm.window of its opening, before
         or after (a shared cause fails containers over a few health checks). Else since when a
         bystander is held: its detection (now, for a problem not recorded yet: the judgement
-        that records it), or the opening if later (call under the lock)."""
+        that records it), or the opening if later (call under the lock; monotonic)."""
         assert self._opened is not None
         if container in self._members:
             return None
         detected = self._unhealthy.get(container, now)
-        if abs(detected - self._opened) <= self.settings.window:
+        if abs(detected - self._opened) <= self._window:
             return None
         return max(self._opened, detected)
 
-    def _begin_hold(self, incident_id: int | None, hold: timedelta, now: datetime) -> None:
-        self._storm_id, self._hold, self._hold_until = incident_id, hold, now + hold
+    def _begin_hold(self, incident_id: int | None, hold: timedelta, now: float) -> None:
+        self._storm_id, self._hold = incident_id, hold
+        self._hold_until = now + hold.total_seconds()
         self._canary = self._failed_canary = None
 
-    def _own(self, members: Collection[str], opened: datetime) -> None:
+    def _own(self, members: Collection[str], opened: float) -> None:
         """The storm opened at `opened`, made by `members` (they stay its own if they recover
         and fail again) and whoever turns unhealthy within storm.window (call under the lock)."""
         self._members, self._opened = frozenset(members), opened
@@ -163,11 +162,11 @@ class HostWatch:
             current = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
             if current is None or current.state is not IncidentState.ACTIVE:
                 return  # acknowledged or over meanwhile: the canary changes nothing
-            now = self.clock.now()
+            clocks = self._clocks()
             if healed:
-                self._canary_healed(current, container, now)
+                self._canary_healed(current, container, clocks.wall)
             else:
-                self._canary_failed(current, container, outcome, now)
+                self._canary_failed(current, container, outcome, clocks)
 
     def _canary_healed(self, storm: Incident, container: str, now: datetime) -> None:
         reason = f"canary {container} healthy after restart: restarts resume within the budget"
@@ -176,15 +175,19 @@ class HostWatch:
         self._save(change, note)
         log.warning("storm: canary healed, restarts resume", extra=kv(canary=container))
 
-    def _canary_failed(self, storm: Incident, container: str, outcome: str, now: datetime) -> None:
+    def _canary_failed(
+        self, storm: Incident, container: str, outcome: str, clocks: Reading
+    ) -> None:
+        now = clocks.wall
         with self._lock:
-            self._begin_hold(storm.id, next_hold(self._hold, self.settings), now)
+            self._begin_hold(storm.id, next_hold(self._hold, self.settings), clocks.mono)
             self._failed_canary = container
             hold, until = self._hold, self._hold_until
         assert until is not None
+        next_canary = clocks.wall_of(until).isoformat(timespec="seconds")
         detail = (
             f"canary {container} not healed ({outcome}): restarts held for "
-            f"{format_duration(hold)}, next canary at {until.isoformat(timespec='seconds')}"
+            f"{format_duration(hold)}, next canary at {next_canary}"
         )
         log.error("storm: canary not healed, hold doubled", extra=kv(canary=container, hold=hold))
         if storm.escalated:
@@ -205,7 +208,7 @@ class HostWatch:
                 return False
             if self._storm_id != incident.id or self._opened is None:
                 return True  # opened before this process and not held since: as it was
-            return self._bystander(container, self.clock.now()) is None
+            return self._bystander(container, self.clock.monotonic()) is None
 
     def follow(self, seen: Listed) -> None:
         """Keep the last sweep's counted containers (storm.count): a storm's size is a share of
@@ -218,9 +221,10 @@ class HostWatch:
 
     def assessed(self, rows: list[Assessment]) -> None:
         """A whole sweep at once: count every problem before any container is acted on."""
+        clocks = self._clocks()
         for row in rows:
             if row.result.problem is not None:
-                self._detected(row.snapshot.name, row.result.observed_at, check=False)
+                self._detected(row.snapshot.name, clocks.mono_of(row.result.observed_at), False)
         with self._lock:
             # A healthy look ends its container's count; with none counted (an idle host) there
             # is nothing to end, and the rows are not walked again.
@@ -228,10 +232,10 @@ class HostWatch:
                 for row in rows:
                     if row.result.problem is None and row.result.skipped is None:
                         self._unhealthy.pop(row.snapshot.name, None)
-        self._check(self.clock.now())
+        self._check(self.clock.monotonic())
 
     def detected(self, result: HealthCheckResult) -> None:
-        self._detected(result.container_name, result.observed_at)
+        self._detected(result.container_name, self._clocks().mono_of(result.observed_at))
 
     def on_event(self, event: EngineEvent) -> None:
         """An unhealthy health event is counted on the event stream's thread, before any
@@ -242,11 +246,12 @@ class HostWatch:
         comes before the look that tells whether Guardian watches it."""
         if event.action != "health_status" or event.attributes.get("health_status") != "unhealthy":
             return
+        at = self._clocks().mono_of(event.at)  # the event's time, in Guardian's frame
         with self._lock:
             if event.container_name in self._watched:
-                self._unhealthy.setdefault(event.container_name, event.at)
+                self._unhealthy.setdefault(event.container_name, at)
 
-    def _detected(self, container: str, at: datetime, check: bool = True) -> None:
+    def _detected(self, container: str, at: float, check: bool = True) -> None:
         with self._lock:
             if not self._counted(container):
                 return
@@ -264,23 +269,22 @@ class HostWatch:
         with self._lock:
             was_unhealthy = self._unhealthy.pop(container, None) is not None
         if check and was_unhealthy:
-            self._check(self.clock.now())
+            self._check(self.clock.monotonic())
 
-    def _check(self, now: datetime) -> None:
+    def _check(self, at: float) -> None:
         with self._judging:
-            self._check_locked(now)
+            self._check_locked(at)
 
-    def _check_locked(self, now: datetime) -> None:
+    def _check_locked(self, at: float) -> None:
         with self._lock:
             watched = max(len(self._watched), len(self._unhealthy))
             unhealthy = sorted(self._unhealthy)
-            recent = sorted(
-                n for n, t in self._unhealthy.items() if now - t <= self.settings.window
-            )
+            recent = sorted(n for n, t in self._unhealthy.items() if at - t <= self._window)
         need = storm_size(watched, self.settings)
-        # The window is judged at the detection's time; the incident records when it was judged
-        # (a storm is in force from then on, whatever the detection's own timestamp).
-        now = self.clock.now()
+        # The window is judged at the detection's time (`at`); the incident records when it was
+        # judged (a storm is in force from then on, whatever the detection's own timestamp).
+        clocks = self._clocks()
+        now = clocks.wall
         current = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)
         if current is not None and current.is_open:
             if len(unhealthy) < need:
@@ -309,8 +313,8 @@ class HostWatch:
         note = replace(notifications.opened(change.incident, None, now), next_step=next_step)
         incident = self._save(change, note)
         with self._lock:
-            self._begin_hold(incident.id, hold, now)
-            self._own(recent, now)
+            self._begin_hold(incident.id, hold, clocks.mono)
+            self._own(recent, clocks.mono)
         # Openings still waiting in the outbox (notify.group_wait) are withdrawn: the storm's
         # one notification names those containers.
         withdrawn = self.store.withdraw_unsent(self.host)
@@ -330,15 +334,20 @@ class HostWatch:
             self._engine_state_locked(up, error)
 
     def _engine_state_locked(self, up: bool, error: str) -> None:
-        now = self.clock.now()
+        clocks = self._clocks()
+        now = clocks.wall
         current = self.store.current_incident(
             self.host, HOST_SUBJECT, ProblemType.ENGINE_UNREACHABLE
         )
         if up:
-            since, self._engine_down_since = self._engine_down_since, None
+            down_since, self._engine_down_since = self._engine_down_since, None
             if current is not None and current.is_open:
                 # The outage began before the incident opened (docker.timeout earlier).
-                began = since or current.opened_at - self.engine_timeout
+                began = (
+                    clocks.wall_of(down_since)
+                    if down_since is not None
+                    else current.opened_at - self.engine_timeout
+                )
                 reason = (
                     f"docker engine answers again after {format_elapsed(now - began)} "
                     f"unreachable (since {began.isoformat(timespec='seconds')})"
@@ -347,9 +356,12 @@ class HostWatch:
                 incident = self._save(change, notifications.resolved(change.incident, reason, now))
                 self.announce("engine_reachable", incident)
             return
-        since = self._engine_down_since = self._engine_down_since or now
-        if now - since < self.engine_timeout or (current is not None and current.is_open):
+        if self._engine_down_since is None:
+            self._engine_down_since = clocks.mono
+        down = timedelta(seconds=clocks.mono - self._engine_down_since)
+        if down < self.engine_timeout or (current is not None and current.is_open):
             return
+        since = clocks.wall_of(self._engine_down_since)
         result = HealthCheckResult(
             "",
             HOST_SUBJECT,

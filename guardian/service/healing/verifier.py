@@ -25,7 +25,7 @@ from guardian.core.model import (
 )
 from guardian.core.outbound import notifications
 from guardian.core.outbound.hooks import ActionVerdict
-from guardian.core.stamps import no_later_than
+from guardian.core.stamps import Reading, no_later_than
 from guardian.core.verification import (
     PendingVerify,
     awaiting_first_check,
@@ -81,28 +81,41 @@ class Verifier:
     ) -> None:
         """Judge one due verification, on its container's turn (`tick`: the verify tick's,
         which notes a look that reached no verdict). Raises EngineUnavailable."""
-        ctx = self.ctx
+        ctx, verifications = self.ctx, self.ctx.state.verifications
         summary = listed.get(p.container_id)
-        if summary is not None and awaiting_first_check(p, summary, ctx.clock.now()):
-            ctx.state.verifications.looked(p, ctx.clock.now())
+        before = Reading(ctx.clock.now(), ctx.clock.monotonic())
+        waits = summary is not None and awaiting_first_check(
+            verifications.placed(p, before), summary, before.wall
+        )
+        if waits:
+            verifications.looked(p, before.wall)
             return
         # The loop's own look: it fills the container cache too, so the restarted container's
         # next unhealthy event needs no inspect (service.state.container_cache).
         snap = ctx.inspect_kept(p.container_id)
-        now = ctx.clock.now()
+        clocks = Reading(ctx.clock.now(), ctx.clock.monotonic())
+        now = clocks.wall
         if snap is None:
             self.finish(p, Outcome.PERMANENT_FAILURE, "container removed during verification", now)
             return
-        outcome = judge(p, snap, now, ctx.settings.verify_timeout)
-        relapse = self._relapse(p, snap) if outcome in HEALED_OR_UNDECIDED else None
+        if clocks.stepped_since(before):
+            # The wall clock stepped while the container was read: its stamps may lie on the
+            # clock before the step, the verification's after it. Judged at the next look.
+            if tick:
+                verifications.looked(p, now)
+            return
+        # The verification's stamps (held on the monotonic clock) where the snapshot's are.
+        placed = verifications.placed(p, clocks)
+        outcome = judge(placed, snap, now, ctx.settings.verify_timeout)
+        relapse = self._relapse(placed, snap) if outcome in HEALED_OR_UNDECIDED else None
         if relapse is not None:
             # A problem of the new run (its log matched again): not healed, whatever its
             # health says.
             self.finish(p, Outcome.UNHEALTHY_AFTER_RESTART, relapse, now)
         elif outcome is not None:
-            self.finish(p, outcome, verdict_detail(outcome, snap, p, now), now)
+            self.finish(p, outcome, verdict_detail(outcome, snap, placed, now), now)
         elif tick:
-            ctx.state.verifications.looked(p, now)
+            verifications.looked(p, now)
 
     def _relapse(self, p: PendingVerify, snap: ContainerSnapshot) -> str | None:
         """What the pipeline saw go wrong since the restart's start (a log match), or None."""

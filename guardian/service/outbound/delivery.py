@@ -4,6 +4,8 @@ Each tick: fan new events out to every channel, queue reminders for escalated in
 send at most one message per channel whose pacing allows it (grouping bursts within
 group_wait), and record each typed outcome. Between ticks the thread sleeps until woken (a row
 was queued: wake()) or until the next send falls due. Time comes from the Clock; tests call tick().
+A channel's pacing and the worker's waits run on the monotonic clock; the outbox's stamps (queued,
+retry at, reminded) are the store's, on the wall clock (docs/design.md rule 12).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from guardian.core.outbound.notifications import (
 )
 from guardian.core.outbound.routing import Routing
 from guardian.core.redaction import Redactor
+from guardian.core.stamps import Reading
 from guardian.logs import kv
 from guardian.ports import Clock, Facts, Metrics, Notifier, Outbox, QueuedDelivery
 from guardian.service.facts import FactStream
@@ -92,14 +95,15 @@ class DeliveryWorker:
         self.redact = redact or Redactor()
         # Told once a send's rows are recorded as dead letters: the status page lists them.
         self.facts: Facts = facts if facts is not None else FactStream()
-        self._next_send: dict[str, datetime] = {}
-        self._next_reminder: datetime | None = None
+        # Moments of the monotonic clock, as every wait held here.
+        self._next_send: dict[str, float] = {}
+        self._next_reminder: float | None = None
         self._depth = 0
         for channel in self.channels:
             metrics.notification_channel(channel.name)
         self._stopping = threading.Event()
         self._woken = threading.Event()  # set by wake(): rows were queued
-        self._due: datetime | None = None  # the next time a tick has something to send
+        self._due: float | None = None  # the next time a tick has something to send
         self._thread: threading.Thread | None = None
         # By channel: notifications to send directly, once (the store could not queue them).
         self._unqueued: deque[Notification] = deque(maxlen=DIRECT_MAX)  # not yet routed
@@ -140,16 +144,16 @@ class DeliveryWorker:
 
     def tick(self) -> int:
         """Do what is due now; returns how many messages were sent (whatever their outcome)."""
-        now = self.clock.now()
+        clocks = Reading(self.clock.now(), self.clock.monotonic())
         self._due = None
         self.outbox.fan_out([c.name for c in self.channels], self._select)
         self._hold_unqueued()
-        self._remind(now)
+        self._remind(clocks)
         sent = 0
         for channel in self.channels:
             if self._stopping.is_set():
                 break
-            sent += self._deliver(channel, now)
+            sent += self._deliver(channel, clocks)
             refresh = getattr(channel, "refresh", None)
             if refresh is not None:
                 refresh()
@@ -173,25 +177,28 @@ class DeliveryWorker:
                 )
         return self.routing.channels_of(n)
 
-    def _remind(self, now: datetime) -> None:
+    def _remind(self, clocks: Reading) -> None:
         """Queue the reminders due, and note when the next one will be (the worker wakes then)."""
         if not self.channels:
             return
-        host, repeat = self.settings.host, self.settings.repeat_interval
+        now, host, repeat = clocks.wall, self.settings.host, self.settings.repeat_interval
         for incident, opened_at in self.outbox.reminders_due(host, repeat, now):
             self.outbox.enqueue([reminder(incident, now - opened_at, now)])
             log.info(
                 "reminder queued", extra=kv(incident=incident.id, container=incident.container)
             )
-        self._next_reminder = self.outbox.next_reminder_at(host, repeat)
+        at = self.outbox.next_reminder_at(host, repeat)
+        self._next_reminder = clocks.mono_of(at) if at is not None else None
 
-    def _due_at(self, at: datetime | None) -> None:
+    def _due_at(self, at: float | None) -> None:
+        """The next tick has something to send at `at` (monotonic), or sooner."""
         if at is not None and (self._due is None or at < self._due):
             self._due = at
 
-    def _deliver(self, channel: Notifier, now: datetime) -> int:
-        paced_until = self._next_send.get(channel.name, now)
-        if now < paced_until:
+    def _deliver(self, channel: Notifier, clocks: Reading) -> int:
+        now = clocks.wall
+        paced_until = self._next_send.get(channel.name, clocks.mono)
+        if clocks.mono < paced_until:
             self._due_at(paced_until)
             return 0
         if self._direct.get(channel.name):
@@ -202,7 +209,8 @@ class DeliveryWorker:
         pending = [q.pending for q in queued]
         batch = pick_batch(pending, self.settings.group_wait, channel.max_batch, now)
         if not batch:
-            self._due_at(next_batch_at(pending, self.settings.group_wait, now))
+            at = next_batch_at(pending, self.settings.group_wait, now)
+            self._due_at(clocks.mono_of(at) if at is not None else None)
             return 0
         chosen = {p.row_id for p in batch}
         rows = [q for q in queued if q.pending.row_id in chosen]
@@ -210,15 +218,17 @@ class DeliveryWorker:
             result = channel.send([q.notification for q in rows])
         except Exception as exc:  # noqa: BLE001 - a channel bug must not stop the worker
             result = Result(Status.TRANSIENT, f"channel error: {type(exc).__name__}")
-        done = self.clock.now()
+        after = Reading(self.clock.now(), self.clock.monotonic())
+        done = after.wall
         reason = self.redact(result.reason)
         attempts = max(q.attempts for q in rows) + 1
         nxt = next_state(result, attempts, self.settings.retry, channel.idempotent, done)
         self.outbox.record([q.pending.row_id for q in rows], nxt, reason, done)
-        self._next_send[channel.name] = done + channel.min_interval
+        paced = after.mono + channel.min_interval.total_seconds()
         if result.status is Status.RATE_LIMITED and nxt.at is not None:
-            self._next_send[channel.name] = max(self._next_send[channel.name], nxt.at)
-        self._due_at(self._next_send[channel.name])  # what is left goes out then, at the soonest
+            paced = max(paced, after.mono_of(nxt.at))
+        self._next_send[channel.name] = paced
+        self._due_at(paced)  # what is left goes out then, at the soonest
         for _ in rows:
             self.metrics.notification_sent(channel.name, _outcome(result, nxt.state))
         self._log(channel, rows, result, nxt.state, nxt.at, reason)
@@ -238,9 +248,9 @@ class DeliveryWorker:
             result = channel.send(batch)
         except Exception as exc:  # noqa: BLE001 - a channel bug must not stop the worker
             result = Result(Status.TRANSIENT, f"channel error: {type(exc).__name__}")
-        done = self.clock.now()
-        self._next_send[channel.name] = done + channel.min_interval
-        self._due_at(self._next_send[channel.name])
+        paced = self.clock.monotonic() + channel.min_interval.total_seconds()
+        self._next_send[channel.name] = paced
+        self._due_at(paced)
         state = RowState.DELIVERED if result.ok else RowState.DEAD
         for _ in batch:
             self.metrics.notification_sent(channel.name, _outcome(result, state))
@@ -304,13 +314,9 @@ class DeliveryWorker:
             log.warning("notification dead-lettered after retries", extra=fields)
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped: a channel's pacing and the next wake keep their length (the
-        outbox's retry times move with it: Outbox.follow_step)."""
-        self._next_send = {k: at + step for k, at in self._next_send.items()}
-        if self._due is not None:
-            self._due += step
-        if self._next_reminder is not None:
-            self._next_reminder += step
+        """The wall clock stepped: the outbox's retry times (the store's stamps) move with it
+        (Outbox.follow_step), and the worker looks again at once; a channel's pacing and its
+        waits run on the monotonic clock and keep their length."""
         self.outbox.follow_step(step)
         self.wake()
 
@@ -333,16 +339,18 @@ class DeliveryWorker:
         """Seconds the thread may sleep after a tick unless woken (None: until woken): until the
         next send falls due, the next reminder or a channel's next refresh, at least
         min_pause."""
+        clocks = Reading(self.clock.now(), self.clock.monotonic())
         wakes = [at for at in (self._due, self._next_reminder) if at is not None]
         for channel in self.channels:
-            # A channel that keeps something alive (Alertmanager's firing alerts) says when.
+            # A channel that keeps something alive (Alertmanager's firing alerts) says when, on
+            # the wall clock.
             next_refresh_at = getattr(channel, "next_refresh_at", None)
             at = next_refresh_at() if next_refresh_at is not None else None
             if at is not None:
-                wakes.append(at)
+                wakes.append(clocks.mono_of(at))
         if not wakes:
             return None
-        wait = (min(wakes) - self.clock.now()).total_seconds()
+        wait = min(wakes) - clocks.mono
         return max(wait, self.settings.min_pause.total_seconds())
 
     def run(self) -> None:
@@ -352,7 +360,7 @@ class DeliveryWorker:
                 self.tick()
             except Exception:
                 log.exception("notification delivery failed")
-                self._due = self.clock.now() + self.settings.min_pause
+                self._due = self.clock.monotonic() + self.settings.min_pause.total_seconds()
             if self._stopping.is_set():
                 return
             self._woken.wait(self.pause())

@@ -1,15 +1,18 @@
 """Claims: the restart calls running, each held by a Claim that ends exactly once, and the
-restart.max_concurrent slots they hold."""
+restart.max_concurrent slots they hold, each until a moment of the monotonic clock (a step of
+the wall clock changes no slot's length: docs/design.md rule 12)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 
+from guardian.core.stamps import Reading
 from guardian.core.verification import PendingVerify
+from guardian.ports import Clock
 from guardian.service.state.epochs import RestartEpochs
 from guardian.service.state.verifications import Verifications
 
@@ -17,13 +20,13 @@ from guardian.service.state.verifications import Verifications
 @dataclass(frozen=True)
 class RestartCall:
     """A restart call running: the stop timeout the engine may wait out, and until when it holds
-    a restart.max_concurrent slot (None: until it returns)."""
+    a restart.max_concurrent slot, on the monotonic clock (None: until it returns)."""
 
     stop_timeout: timedelta
-    slot_until: datetime | None = None
+    slot_until: float | None = None
 
-    def holds_slot(self, now: datetime) -> bool:
-        return self.slot_until is None or now < self.slot_until
+    def holds_slot(self, mono: float) -> bool:
+        return self.slot_until is None or mono < self.slot_until
 
 
 class Claim:
@@ -45,8 +48,9 @@ class Claim:
 
     @property
     def slot_until(self) -> datetime | None:
-        """Until when the call holds its restart.max_concurrent slot (None: until it ends)."""
-        return self.call.slot_until
+        """Until when the call holds its restart.max_concurrent slot, on the wall clock as it
+        reads now (None: until it ends)."""
+        return self._claims.on_wall_clock(self.call.slot_until)
 
     def release(self) -> bool:
         """The call is over without a verification to follow; False if the claim had ended."""
@@ -94,15 +98,23 @@ class Claims:
     one step (Claim.hand_over), and both change the containers' RestartEpochs."""
 
     def __init__(
-        self, lock: threading.RLock, epochs: RestartEpochs, verifications: Verifications
+        self,
+        lock: threading.RLock,
+        epochs: RestartEpochs,
+        verifications: Verifications,
+        clock: Clock,
     ) -> None:
         self._lock = lock
+        self._clock = clock
         self._epochs = epochs
         self._verifications = verifications
         self._running: dict[str, Claim] = {}
         # Containers restart.max_concurrent held back, oldest first: name -> container id.
         self._slot_waiters: dict[str, str] = {}
         self._recording = True
+
+    def _clocks(self) -> Reading:
+        return Reading(self._clock.now(), self._clock.monotonic())
 
     def claim(
         self,
@@ -112,9 +124,11 @@ class Claims:
     ) -> Claim:
         """A restart call for `container` starts (under the restart lock, after deciding);
         Docker may legitimately take `stop_timeout` longer than any other engine call. It counts
-        against restart.max_concurrent until `slot_until` (None: until it returns)."""
+        against restart.max_concurrent until `slot_until` (None: until it returns), a time of
+        this run's wall clock, held on the monotonic clock."""
+        until = None if slot_until is None else self._clocks().mono_of(slot_until)
         with self._lock:
-            claim = Claim(self, container, RestartCall(stop_timeout, slot_until))
+            claim = Claim(self, container, RestartCall(stop_timeout, until))
             self._running[container] = claim
             self._slot_waiters.pop(container, None)
             self._epochs.advance(container, claimed=True)
@@ -159,19 +173,28 @@ class Claims:
 
     def slots_held(self, now: datetime) -> int:
         """The restart calls that hold a restart.max_concurrent slot at `now`."""
+        at = self._clocks().mono_of(now)
         with self._lock:
-            return sum(1 for c in self._running.values() if c.call.holds_slot(now))
+            return sum(1 for c in self._running.values() if c.call.holds_slot(at))
 
     def long_stops(self, now: datetime) -> int:
         """The restart calls past their slot: only waiting out a container's own stop timeout."""
+        at = self._clocks().mono_of(now)
         with self._lock:
-            return sum(1 for c in self._running.values() if not c.call.holds_slot(now))
+            return sum(1 for c in self._running.values() if not c.call.holds_slot(at))
 
     def next_slot_free(self, now: datetime) -> datetime | None:
         """When the next running restart call gives its slot up by time (None: none will)."""
+        clocks = self._clocks()
+        at = clocks.mono_of(now)
         with self._lock:
-            ends = [c.slot_until for c in self._running.values() if c.slot_until is not None]
-            return min((t for t in ends if t > now), default=None)
+            ends = [c.call.slot_until for c in self._running.values()]
+            soonest = min((t for t in ends if t is not None and t > at), default=None)
+        return None if soonest is None else clocks.wall_of(soonest)
+
+    def on_wall_clock(self, mono: float | None) -> datetime | None:
+        """A slot's end held on the monotonic clock, on the wall clock as it reads now."""
+        return None if mono is None else self._clocks().wall_of(mono)
 
     def longest_stop(self) -> timedelta:
         """The longest stop timeout of the restarts running now: how much longer than usual
@@ -190,10 +213,3 @@ class Claims:
         """What a returning restart call says is still recorded (Guardian is not stopping)."""
         with self._lock:
             return self._recording
-
-    def move_stamps(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: a slot held until a time keeps its length."""
-        with self._lock:
-            for claim in self._running.values():
-                if claim.call.slot_until is not None:
-                    claim.call = replace(claim.call, slot_until=claim.call.slot_until + step)

@@ -1,7 +1,7 @@
 """Maintenance windows in force (core.detection.windows), held to their end: a container seen in a
 window is not restarted until the window's end, as its real length places it (docs/design.md
-rule 12: a clock step moves the end with it, so a step back does not end the window early, nor a
-step forward).
+rule 12: the end is held on the monotonic clock, so a step of the wall clock back does not end
+the window early, nor a step forward).
 And the windows' runs as the store records them (MaintenanceLog: the events feed's
 maintenance.started and maintenance.ended)."""
 
@@ -11,7 +11,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from guardian.core.detection.windows import (
     LABEL,
@@ -22,6 +22,7 @@ from guardian.core.detection.windows import (
 )
 from guardian.core.facts import ContainersListed, Fact
 from guardian.core.model import ContainerSnapshot, Silence, same_snapshots
+from guardian.core.stamps import Reading
 from guardian.logs import kv
 from guardian.ports import Clock, MaintenanceRecords, StoreError
 from guardian.service.state.present import only_present
@@ -33,39 +34,38 @@ LABEL_ORIGIN = f"label {LABEL}"  # a window's origin when a container's label wr
 
 
 class MaintenanceHolds:
-    """Per container name, the end of the window that holds it and the window.
+    """Per container name, the end of the window that holds it (a moment of the monotonic
+    clock) and the window.
 
     Invariant: once a container was seen in a window, it stays held until that window's end
-    (moved with every clock step), whatever the wall clock says of the calendar meanwhile."""
+    as its real length places it, whatever the wall clock says of the calendar meanwhile."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
-        self._held: dict[str, tuple[datetime, MaintenanceWindow]] = {}
+        self._held: dict[str, tuple[float, MaintenanceWindow]] = {}
 
     def silence(
         self, host: str, name: str, windows: Iterable[MaintenanceWindow], now: datetime
     ) -> Silence | None:
-        """The hold on `name` at `now` as a silence decide() honours (until the window's end),
-        or None: no window holds it."""
+        """The hold on `name` at `now` as a silence decide() honours (until the window's end,
+        on the wall clock as it reads now), or None: no window holds it."""
         found = in_force(name, windows, now)
+        clocks = Reading(self._clock.now(), self._clock.monotonic())
+        at = clocks.mono_of(now)
         with self._lock:
             held = self._held.get(name)
-            if found is not None and (held is None or found[1] > held[0]):
-                held = (found[1], found[0])
+            if found is not None and (held is None or clocks.mono_of(found[1]) > held[0]):
+                held = (clocks.mono_of(found[1]), found[0])
                 self._held[name] = held
-            if held is not None and held[0] <= now:
+            if held is not None and held[0] <= at:
                 del self._held[name]
                 held = None
         if held is None:
             return None
         until, window = held
         reason = f"maintenance window ({window.origin}): {window.describe()}"
-        return Silence(None, host, name, now, until, reason, CALENDAR)
-
-    def move_stamps(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: each hold keeps its length (docs/design.md rule 12)."""
-        with self._lock:
-            self._held = {k: (end + step, w) for k, (end, w) in self._held.items()}
+        return Silence(None, host, name, now, clocks.wall_of(until), reason, CALENDAR)
 
     def keep_only(self, present: set[str]) -> None:
         """Forget the holds of containers no longer listed."""

@@ -12,6 +12,8 @@ import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta
 
+from guardian.core.stamps import Reading
+from guardian.ports import Clock
 from guardian.service.state.claims import Claims
 from guardian.service.state.container_cache import ContainerCache
 from guardian.service.state.engine_memory import EngineMemory
@@ -87,56 +89,60 @@ class HealthyStreaks:
     reset_after).
 
     Invariant: a streak begins at the first healthy look after a problem and ends at the next
-    problem; its start moves only with a step of the wall clock; the store is asked about a
-    reset at most once per streak and start."""
+    problem; its start is a moment of the monotonic clock (a step of the wall clock changes no
+    streak's length), placed on the wall clock as it reads when asked; the store is asked about
+    a reset at most once per streak."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
-        self._since: dict[str, datetime] = {}
-        self._reset_checked: dict[str, datetime] = {}  # streaks already reset or checked
+        self._since: dict[str, float] = {}
+        self._reset_checked: set[str] = set()  # their streak was already reset or checked
 
     def seen_healthy(self, container: str, now: datetime) -> datetime:
         """`container` was seen healthy at `now`: returns when its healthy streak began (now,
-        when this starts one)."""
+        when this starts one), on the wall clock as it reads now."""
+        clocks = Reading(self._clock.now(), self._clock.monotonic())
         with self._lock:
-            return self._since.setdefault(container, now)
+            since = self._since.get(container)
+            if since is None:
+                since = self._since[container] = clocks.mono_of(now)
+                self._reset_checked.discard(container)
+        return clocks.wall_of(since)
 
     def ended(self, container: str) -> None:
         with self._lock:
             self._since.pop(container, None)
+            self._reset_checked.discard(container)
 
     def first_reset_check(self, container: str, since: datetime) -> bool:
-        """True once per healthy streak: reset marks only move forward, so a streak that was
-        checked (or reset) needs no second look at the store."""
+        """True once per healthy streak (the one seen_healthy said began at `since`): reset
+        marks only move forward, so a streak that was checked (or reset) needs no second look
+        at the store."""
         with self._lock:
-            if self._reset_checked.get(container) == since:
+            if container in self._reset_checked:
                 return False
-            self._reset_checked[container] = since
+            self._reset_checked.add(container)
             return True
 
     def quiet_until(self, container: str, reset_after: timedelta) -> datetime | None:
         """Until when another healthy look at `container` changes nothing (service/state/quiet.py):
         until its streak's reset check is due, FOREVER once it was made (or when it lies beyond
         any date); None: no streak."""
+        clocks = Reading(self._clock.now(), self._clock.monotonic())
         with self._lock:
             since = self._since.get(container)
             if since is None:
                 return None
-            if self._reset_checked.get(container) != since:
+            if container not in self._reset_checked:
                 with contextlib.suppress(OverflowError):
-                    return since + reset_after
+                    return clocks.wall_of(since) + reset_after
             return FOREVER
 
     def keep_only(self, present: set[str]) -> None:
         with self._lock:
             self._since = only_present(self._since, present)
-            self._reset_checked = only_present(self._reset_checked, present)
-
-    def move_stamps(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: a streak keeps its length (docs/design.md rule 12)."""
-        with self._lock:
-            self._since = {k: at + step for k, at in self._since.items()}
-            self._reset_checked = {k: at + step for k, at in self._reset_checked.items()}
+            self._reset_checked &= present
 
 
 class PersonStops:
@@ -213,18 +219,18 @@ class LoopState:
     claims under one hold of it, and a claim becomes a verification in one step. Every other
     part has a lock of its own, as none changes together with another."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
         self.lock = threading.RLock()
         self.epochs = RestartEpochs()
-        self.verifications = Verifications(self.lock, self.epochs)
-        self.claims = Claims(self.lock, self.epochs, self.verifications)
+        self.verifications = Verifications(self.lock, self.epochs, clock)
+        self.claims = Claims(self.lock, self.epochs, self.verifications, clock)
         self.approvals = Approvals()
         self.routing = NotificationRouting()
-        self.streaks = HealthyStreaks()
+        self.streaks = HealthyStreaks(clock)
         self.person_stops = PersonStops()
         self.engine = EngineLiveness()
         self.remembered = EngineMemory()  # the engine's record of starts (docs/design.md rule 16)
-        self.maintenance = MaintenanceHolds()  # windows in force, held to their end
+        self.maintenance = MaintenanceHolds(clock)  # windows in force, held to their end
         self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
         self.quiet = QuietRows()  # the containers a sweep need not judge again
         # The epoch at which the start of Guardian's own restart of a container was heard (under
@@ -300,14 +306,3 @@ class LoopState:
             keep = self.present_or_underway(present)
             self.epochs.forget_except(keep)
             self._start_heard = only_present(self._start_heard, keep)
-
-    def move_stamps(self, step: timedelta) -> None:
-        """The wall clock stepped by `step` (service.watchers.clock_steps): the stamps held here
-        move with it, so a verification's timeout, the next look, a slot and a healthy streak keep
-        their length (docs/design.md rule 12); the engine presents the stamps it had shown moved
-        alike (adapters.engine.engine_clock)."""
-        with self.lock:
-            self.verifications.move_stamps(step)
-            self.claims.move_stamps(step)
-        self.streaks.move_stamps(step)
-        self.maintenance.move_stamps(step)

@@ -1,7 +1,10 @@
 """StepWatch: notices the wall clock stepping against the monotonic clock, logs each step once
-and counts it (guardian_clock_steps_total), and hands it to `on_step`: the loop's parts move the
-stamps they hold for durations by it (deadlines, holds, streaks, pacing, probe schedules), and
-the scheduler its jobs' run times (runtime/scheduling.py), so no duration depends on a step.
+and counts it (guardian_clock_steps_total), and hands it to `on_step`. What the loop holds in
+memory for durations (deadlines, holds, streaks, pacing, probe schedules) is held on the
+monotonic clock and needs no telling; a step is followed only where wall stamps are kept at an
+edge: the store's problem starts and the outbox's retry times (Loop.follow_step), the
+scheduler's run times (APScheduler keeps them on the wall clock: runtime/scheduling.py), and
+the container cache, whose entries are doubted. So no duration depends on a step.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ once, sweeps inspect containers in state `restarting`). The result is a `crash_l
 Guardian reports with the last exit codes and a log tail, and never restarts: Docker already does.
 
 The count never scrolls out: RestartCount lasts the container's life and the window is
-Guardian's own record. A `die` event the engine's ring dropped costs the report an exit code,
+Guardian's own record, on the monotonic clock (a step of the wall clock moves no restart in or
+out of it). A `die` event the engine's ring dropped costs the report an exit code,
 never the count. Restarts before Guardian's first look are not counted: a loop is reported later,
 never sooner.
 """
@@ -18,7 +19,8 @@ from datetime import datetime, timedelta
 
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.core.redaction import untrusted
-from guardian.ports import Engine, EngineEvent, EngineUnavailable
+from guardian.core.stamps import Reading
+from guardian.ports import Clock, Engine, EngineEvent, EngineUnavailable
 
 MAX_DETAIL = 1500
 MAX_TAIL = 800  # characters of log tail in an incident's detail
@@ -34,7 +36,8 @@ class CrashLoopSettings:
 
 @dataclass
 class _Track:
-    seen: list[tuple[datetime, int]] = field(default_factory=list)  # (when, RestartCount)
+    # (when, monotonic; RestartCount then)
+    seen: list[tuple[float, int]] = field(default_factory=list)
     exit_codes: list[int] = field(default_factory=list)
     # The engine's `die` events carry each death's exit code: once one has, they are the
     # record (an inspect finds a fast loop running again, its exit code its start's 0).
@@ -45,17 +48,18 @@ class _Track:
 class CrashLoops:
     """A judge of the loop: turns a container's result into `crash_loop` while it loops."""
 
-    def __init__(self, engine: Engine, settings: CrashLoopSettings) -> None:
+    def __init__(self, engine: Engine, settings: CrashLoopSettings, clock: Clock) -> None:
         self.engine = engine
         self.settings = settings
+        self.clock = clock
+        self._window = settings.window.total_seconds()
         self._lock = threading.Lock()
         self._tracks: dict[str, _Track] = {}
 
-    def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped: the restarts seen keep their place in the window."""
-        with self._lock:
-            for track in self._tracks.values():
-                track.seen = [(at + step, count) for at, count in track.seen]
+    def _moment(self, at: datetime) -> float:
+        """`at` (a judgement's time, this run's wall clock as it reads now) on the monotonic
+        clock."""
+        return Reading(self.clock.now(), self.clock.monotonic()).mono_of(at)
 
     def on_event(self, event: EngineEvent) -> None:
         """A `die` event: the exit code of that death, for the report of a loop."""
@@ -67,9 +71,10 @@ class CrashLoops:
             track.codes_from_events = True
             track.exit_codes = [*track.exit_codes, int(code)][-5:]
 
-    def rises(self, track: _Track, now: datetime) -> int:
-        """Restarts within the window: the count now minus the count at the window's start."""
-        start = now - self.settings.window
+    def rises(self, track: _Track, now: float) -> int:
+        """Restarts within the window: the count `now` (monotonic) minus the count at the
+        window's start."""
+        start = now - self._window
         before = [c for t, c in track.seen if t <= start]
         inside = [c for t, c in track.seen if t > start]
         if not inside:
@@ -81,14 +86,16 @@ class CrashLoops:
         """A looping container that a sweep catches running for a moment (Podman restarts
         without a `restarting` state in between) is still looping: the sweep inspects it, or its
         incident would be resolved and reopened at every such glimpse."""
+        at = self._moment(now)
         with self._lock:
             track = self._tracks.get(snap.id)
-            return track is not None and self.rises(track, now) >= self.settings.restarts
+            rises = self.rises(track, at) if track is not None else 0
+        return rises >= self.settings.restarts
 
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
         if not snap.inspected:
             return result
-        now = result.observed_at
+        now = self._moment(result.observed_at)
         with self._lock:
             track = self._tracks.setdefault(snap.id, _Track())
             if not track.seen or track.seen[-1][1] != snap.restart_count:
@@ -102,7 +109,7 @@ class CrashLoops:
                 ):
                     track.exit_codes = [*track.exit_codes, snap.exit_code][-5:]
             # Keep one observation from before the window as the baseline.
-            start = now - self.settings.window
+            start = now - self._window
             while len(track.seen) > 1 and track.seen[1][0] <= start:
                 track.seen.pop(0)
             rises = self.rises(track, now)
@@ -119,9 +126,10 @@ class CrashLoops:
     def look(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
         """What judge() says from what is tracked already, changing nothing (no observation
         recorded, no log fetched): for `guardian status` and GET /api/v1/containers."""
+        at = self._moment(result.observed_at)
         with self._lock:
             track = self._tracks.get(snap.id)
-            rises = self.rises(track, result.observed_at) if track is not None else 0
+            rises = self.rises(track, at) if track is not None else 0
         if track is None or rises < self.settings.restarts:
             return result
         return self._looping(snap, track, rises, result)

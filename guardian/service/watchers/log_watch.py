@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from guardian.core.detection import log_rules
 from guardian.core.detection.log_rules import (
@@ -27,8 +27,16 @@ from guardian.core.detection.log_rules import (
     rank,
 )
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.core.stamps import Reading
 from guardian.logs import kv
-from guardian.ports import Clock, Engine, EngineEvent, LogPattern, Patterns, Rechecks
+from guardian.ports import (
+    Clock,
+    Engine,
+    EngineEvent,
+    LogPattern,
+    Patterns,
+    Rechecks,
+)
 from guardian.service.state.present import only_present
 from guardian.service.watchers.log_follower import Compiled, LogFollower
 
@@ -45,9 +53,10 @@ WAITING = (
 
 @dataclass(frozen=True)
 class LogMatch:
-    """The first match since the container's last start: when it was read, what it says."""
+    """The first match since the container's last start: when it was read (on the monotonic
+    clock; placed on the wall clock as it reads when judged), what it says."""
 
-    at: datetime
+    at: float
     detail: str
 
 
@@ -264,11 +273,6 @@ class LogWatch:
             )
         self._count_waiting(count)
 
-    def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped: a match keeps its place against the container's start."""
-        with self._lock:
-            self._matches = {k: LogMatch(m.at + step, m.detail) for k, m in self._matches.items()}
-
     # -- judgements ----------------------------------------------------------------------
 
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
@@ -277,9 +281,10 @@ class LogWatch:
         found = self._match_of(snap)
         if found is None or result.problem is not None or result.skipped is not None:
             return result
+        detail, since = found
         return HealthCheckResult(
-            snap.id, snap.name, result.observed_at, ProblemType.LOG_MATCH, found.detail,
-            source=result.source, since=found.at, since_exact=True,
+            snap.id, snap.name, result.observed_at, ProblemType.LOG_MATCH, detail,
+            source=result.source, since=since, since_exact=True,
         )  # fmt: skip
 
     def matched(self, snap: ContainerSnapshot, _now: datetime) -> bool:
@@ -293,15 +298,21 @@ class LogWatch:
         found = self._match_of(snap)
         if found is None or snap.started_at is None:
             return None
-        return f"matched again after the restart: {found.detail}"
+        return f"matched again after the restart: {found[0]}"
 
-    def _match_of(self, snap: ContainerSnapshot) -> LogMatch | None:
+    def _match_of(self, snap: ContainerSnapshot) -> tuple[str, datetime] | None:
+        """What the container matched since its last start, and when, on the wall clock as it
+        reads now (the engine's stamps are in the same frame: adapters/engine/engine_clock)."""
+        clocks = Reading(self.clock.now(), self.clock.monotonic())
         with self._lock:
             found = self._matches.get(snap.id)
-            if found is not None and snap.started_at is not None and snap.started_at > found.at:
+            if found is None:
+                return None
+            at = clocks.wall_of(found.at)
+            if snap.started_at is not None and snap.started_at > at:
                 del self._matches[snap.id]  # from a run before its last start
                 return None
-        return found
+        return found.detail, at
 
     # -- followers -----------------------------------------------------------------------
 
@@ -379,8 +390,9 @@ class LogWatch:
         )
 
     def _matched(self, f: LogFollower, rule: LogRule, line: bytes) -> None:
-        now = self.clock.now()
-        found = LogMatch(now, log_rules.detail(rule, line.decode("utf-8", errors="replace")))
+        clocks = Reading(self.clock.now(), self.clock.monotonic())
+        said = log_rules.detail(rule, line.decode("utf-8", errors="replace"))
+        now, found = clocks.wall, LogMatch(clocks.mono, said)
         with self._lock:
             if self._followers.get(f.container_id) is not f or f.container_id in self._matches:
                 return  # a follower of a previous run, or matched already

@@ -4,7 +4,8 @@ due, and the failure/success streaks that turn a container `probe_failed` and he
 A probe verdict is a judge of the loop: a failing probe turns the container's result into
 `probe_failed`, which takes the healer's usual incident and decision path. Each probe runs on a
 thread of its own, at most one per container: a target that never answers costs its own probe
-(failed at its timeout), never another's, never the tick, never a stop.
+(failed at its timeout), never another's, never the tick, never a stop. Periods and timeouts
+run on the monotonic clock (docs/design.md rule 12).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from guardian.core.detection.probes import ProbeSpec, parse_probe, probe_host
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
@@ -32,13 +33,13 @@ class _Target:
     spec: ProbeSpec
     container_id: str
     address: str
-    next_due: datetime
+    next_due: float  # monotonic, as `started`
     failures: int = 0
     successes: int = 0
     failing: bool = False
     detail: str = ""
     running: bool = False  # a probe thread runs (at most one per target)
-    started: datetime | None = None
+    started: float | None = None
     overdue: bool = False  # judged failed at its timeout; the thread's answer is dropped
     answer: tuple[bool, str] | None = None  # a finished probe's, until the next tick
 
@@ -61,21 +62,13 @@ class Prober:
         self._targets: dict[str, _Target] = {}  # container name -> target
         self._warned: set[tuple[str, str]] = set()
 
-    def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped: every probe keeps its period and its timeout."""
-        with self._lock:
-            for t in self._targets.values():
-                t.next_due += step
-                if t.started is not None:
-                    t.started += step
-
     def has_targets(self) -> bool:
         with self._lock:
             return bool(self._targets)
 
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
         """Follow these containers: running ones with a probe label are probed."""
-        now = self.clock.now()
+        now = self.clock.monotonic()
         seen = set()
         for snap in snapshots:
             spec, warnings = parse_probe(snap.labels, self.defaults)
@@ -122,13 +115,14 @@ class Prober:
         """Record the probes that finished since the last tick and start the ones that are due;
         never waits for a probe. Returns the ids of the containers whose verdict flipped, for
         the healer to judge at once."""
-        now = self.clock.now()
+        now = self.clock.monotonic()
         flips, starts = [], []
         with self._lock:
             running = sum(1 for t in self._targets.values() if t.running)
             for name, t in self._targets.items():
                 answer, t.answer = t.answer, None
-                late = t.started is not None and now - t.started > t.spec.timeout + OVERDUE
+                allowed = (t.spec.timeout + OVERDUE).total_seconds()
+                late = t.started is not None and now - t.started > allowed
                 if answer is None and t.running and not t.overdue and late:
                     t.overdue = True
                     answer = (False, f"no answer within {t.spec.timeout.total_seconds():g}s")
@@ -136,7 +130,8 @@ class Prober:
                     if self._recorded(name, t, *answer):
                         flips.append(t.container_id)
                 elif not t.running and t.next_due <= now and running < MAX_IN_FLIGHT:
-                    t.running, t.started, t.next_due = True, now, now + t.spec.period
+                    t.running, t.started = True, now
+                    t.next_due = now + t.spec.period.total_seconds()
                     running += 1
                     starts.append(t)
         for t in starts:
