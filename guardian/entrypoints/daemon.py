@@ -22,7 +22,6 @@ from guardian.adapters.instance import CLAIMS_SHOWN, rivals_of
 from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.core.assessment import SweepReport
-from guardian.core.facts import StoreWrittenElsewhere
 from guardian.entrypoints import health
 from guardian.entrypoints.event_listener import EventListener
 from guardian.entrypoints.http_server import HttpServer, ListenError, Routes
@@ -246,7 +245,8 @@ class Daemon:
 
     def _swept(self, report: SweepReport, started: float, swept_at: datetime) -> None:
         """After a sweep that ran (whether or not the engine answered it all): its duration,
-        the loop's turn, the marks a next start reads, and a look for the CLI's writes."""
+        the loop's turn, the marks a next start reads, and a look for other processes'
+        writes."""
         finished = self.app.clock.now()
         completed = report.engine_error is None
         self.app.metrics.sweep_finished(
@@ -259,14 +259,21 @@ class Daemon:
             self.first_sweep_done.set()
             handled = self.events.handled_through() if self.events is not None else None
             self.app.healer.mark_swept(swept_at, handled)
-        if self.app.delivery is not None:
-            try:
-                if self.app.delivery.look_elsewhere():  # after the sweep: no timer of its own
-                    self.app.healer.ctx.facts.publish(StoreWrittenElsewhere())  # a CLI write
-            except StoreError as exc:
-                self._store_failed("sweep", exc)
-            problems = [r for r in report.rows if r.result.problem is not None]
-            log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
+        self.look_elsewhere()
+        problems = [r for r in report.rows if r.result.problem is not None]
+        log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
+
+    def look_elsewhere(self) -> None:
+        """What other processes (a `guardian` command) wrote to the store since the last look:
+        the readers told what the store's change feed names (service/elsewhere.py), the
+        delivery worker woken for the notifications they queued. After each sweep."""
+        if self.app.elsewhere is None:
+            return
+        try:
+            if self.app.elsewhere.look() and self.app.delivery is not None:
+                self.app.delivery.written_elsewhere()
+        except StoreError as exc:
+            self._store_failed("writes elsewhere", exc)
 
     def run_probes(self) -> None:
         try:
