@@ -32,6 +32,7 @@ from guardian.runtime.http_front import Front
 from guardian.runtime.http_limits import Limits
 from guardian.runtime.restart_calls import MAX_RESTART_THREADS
 from guardian.runtime.scheduling import SteadyScheduler
+from guardian.runtime.store_watch import StoreWatch
 from guardian.runtime.wakeup import Wakeup, WakingEvent
 from guardian.runtime.watchdog import STARTING, SupervisorLink, SweepLiveness, stall_limit
 from guardian.runtime.work_queue import KeyedQueue, Work
@@ -117,6 +118,9 @@ class Daemon:
                 extra=kv(names=app.lock.squatted, holders="; ".join(app.lock.squatters)),
             )
         self._listener: threading.Thread | None = None
+        # What other processes write to the store, heard at once (None: after each sweep).
+        self.store_watch: StoreWatch | None = None
+        self._store_watcher: threading.Thread | None = None
         self.events: EventListener | None = None  # once watch.events starts it
         self.http: HttpServer | None = None
         liveness = SweepLiveness(stall_limit(app.settings), monotonic, app.loop.longest_stop)
@@ -245,8 +249,8 @@ class Daemon:
 
     def _swept(self, report: SweepReport, started: float, swept_at: datetime) -> None:
         """After a sweep that ran (whether or not the engine answered it all): its duration,
-        the loop's turn, the marks a next start reads, and a look for other processes'
-        writes."""
+        the loop's turn, the marks a next start reads, and a look for other processes' writes
+        (on the store watch's thread where there is one: in case it missed a write)."""
         finished = self.app.clock.now()
         completed = report.engine_error is None
         self.app.metrics.sweep_finished(
@@ -259,14 +263,19 @@ class Daemon:
             self.first_sweep_done.set()
             handled = self.events.handled_through() if self.events is not None else None
             self.app.healer.mark_swept(swept_at, handled)
-        self.look_elsewhere()
+        if self.store_watch is not None:
+            self.store_watch.poke()
+        else:
+            self.look_elsewhere()
         problems = [r for r in report.rows if r.result.problem is not None]
         log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
 
     def look_elsewhere(self) -> None:
         """What other processes (a `guardian` command) wrote to the store since the last look:
         the readers told what the store's change feed names (service/elsewhere.py), the
-        delivery worker woken for the notifications they queued. After each sweep."""
+        delivery worker woken for the notifications they queued. On the store watch's thread
+        as soon as the store is written, and after each sweep; on the sweep's thread where
+        there is no watch. One look at a time."""
         if self.app.elsewhere is None:
             return
         try:
@@ -475,6 +484,7 @@ class Daemon:
         self.scheduler.start()
         if self.app.delivery is not None:
             self.app.delivery.start()
+        self.watch_store()
         if settings["watch.events"]:
             self._listener = threading.Thread(target=self.listen, name="events", daemon=True)
             self._listener.start()
@@ -489,6 +499,28 @@ class Daemon:
             ),
         )
         self.systemd.serving(STARTING)
+
+    def watch_store(self) -> None:
+        """Hear other processes' writes to the store as they land (runtime/store_watch.py): a
+        person's command reaches the page and the channels at once; where the store cannot be
+        watched, after the next sweep."""
+        path = self.app.store_file
+        if self.app.elsewhere is None or path is None:
+            return
+        self.store_watch, reason = StoreWatch.of(path)
+        if self.store_watch is None:
+            log.info(
+                "store not watched; other processes' writes are found after each sweep",
+                extra=kv(reason=reason),
+            )
+            return
+        self._store_watcher = threading.Thread(
+            target=self.store_watch.run,
+            args=(self.look_elsewhere,),
+            name="store-watch",
+            daemon=True,  # a look held up by the store never holds up the process's end
+        )
+        self._store_watcher.start()
 
     def reschedule_sweep(self) -> None:
         """A reload changed watch.interval: the sweep job, and what counts as a stall."""
@@ -519,6 +551,11 @@ class Daemon:
             self.http.stop()
         if self._listener is not None:
             self._listener.join(timeout=5)
+        if self.store_watch is not None and self._store_watcher is not None:
+            self.store_watch.stop()
+            self._store_watcher.join(timeout=5)
+            if not self._store_watcher.is_alive():  # else its descriptors go with the process
+                self.store_watch.close()
         if self.app.delivery is not None:
             self.app.delivery.stop()
         self.app.edges.close()
