@@ -398,7 +398,7 @@ class FeedRow:
     incident: int | None
 
 
-FEED_NAME = 255  # the longest container name a feed row is taken to name (the CLI's bound)
+FEED_NAME = 255  # the longest name a feed row is taken to name (the CLI's: operator.MAX_CONTAINER)
 
 
 @dataclass(frozen=True)

@@ -481,10 +481,10 @@ class Daemon:
         # has stopped and started its container), and rechecks are delayed looks.
         self.app.restarts.start(self.reactions, self.slot_freed)
         self.app.logs.start()  # log rules: followed from the first sweep on
+        self.watch_store()  # before the first sweep: its look is the watch's, one at a time
         self.scheduler.start()
         if self.app.delivery is not None:
             self.app.delivery.start()
-        self.watch_store()
         if settings["watch.events"]:
             self._listener = threading.Thread(target=self.listen, name="events", daemon=True)
             self._listener.start()
@@ -522,6 +522,16 @@ class Daemon:
         )
         self._store_watcher.start()
 
+    def unwatch_store(self) -> None:
+        """Stop the store watch's thread (a look under way ends first) and release the watch."""
+        watch, thread = self.store_watch, self._store_watcher
+        if watch is None or thread is None:
+            return
+        watch.stop()
+        thread.join(timeout=5)
+        if not thread.is_alive():  # else its descriptors go with the process
+            watch.close()
+
     def reschedule_sweep(self) -> None:
         """A reload changed watch.interval: the sweep job, and what counts as a stall."""
         self.systemd.liveness.set_limit(stall_limit(self.app.settings))
@@ -551,11 +561,7 @@ class Daemon:
             self.http.stop()
         if self._listener is not None:
             self._listener.join(timeout=5)
-        if self.store_watch is not None and self._store_watcher is not None:
-            self.store_watch.stop()
-            self._store_watcher.join(timeout=5)
-            if not self._store_watcher.is_alive():  # else its descriptors go with the process
-                self.store_watch.close()
+        self.unwatch_store()
         if self.app.delivery is not None:
             self.app.delivery.stop()
         self.app.edges.close()

@@ -25,11 +25,12 @@ MAX_ROWS = 100
 
 def attributed(row: FeedRow) -> RecordWrittenElsewhere | None:
     """The fact a row tells, or None when it names no container's record a reader can read
-    again alone (a kind not in FEED_WRITES, an empty, overlong or control-character name)."""
+    again alone (a kind not in FEED_WRITES; an empty, overlong or unprintable name: a control
+    character, an escape sequence)."""
     name = row.container
     if row.kind.split(".", 1)[0] not in FEED_WRITES:
         return None
-    if not 0 < len(name) <= FEED_NAME or any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if not 0 < len(name) <= FEED_NAME or not name.isprintable():
         return None
     return RecordWrittenElsewhere(name, row.incident, row.kind)
 

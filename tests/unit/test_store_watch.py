@@ -139,10 +139,7 @@ def test_a_cli_write_reaches_the_readers_and_the_channels_without_a_sweep(
         wait_until(kinds, 5, 0.01, "the resolution sent")
         assert kinds() == ["resolved"]
     finally:
-        if d.store_watch is not None:
-            d.store_watch.stop()
-        if d._store_watcher is not None:  # noqa: SLF001 - the thread watch_store started
-            d._store_watcher.join(5)  # noqa: SLF001
+        d.unwatch_store()
         worker.stop()
         t.store.close()
 

@@ -170,6 +170,10 @@ UNATTRIBUTED = {
         "INSERT INTO silences (host, container, created_at, until, reason, created_by)"
         " VALUES ('h', 'app' || char(27) || '[2J', '2026-01-01', '2026-01-02', 'x', 'y')"
     ),
+    "a container name with a C1 escape": (
+        "INSERT INTO silences (host, container, created_at, until, reason, created_by)"
+        " VALUES ('h', 'app' || char(155) || '2J', '2026-01-01', '2026-01-02', 'x', 'y')"
+    ),
     "an overlong container name": (
         "INSERT INTO silences (host, container, created_at, until, reason, created_by)"
         " VALUES ('h', printf('%.300c', 'a'), '2026-01-01', '2026-01-02', 'x', 'y')"
