@@ -13,6 +13,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -29,6 +30,7 @@ from guardian.adapters.probe_runner import SocketProbeRunner
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.re2_patterns import Re2Patterns
 from guardian.adapters.run_stamps import RunStamps
+from guardian.adapters.sqlite.feed import SqliteFeed
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.retention import Pruned
 from guardian.adapters.sqlite.store import SqliteStore
@@ -71,6 +73,7 @@ from guardian.readside.changes import Changes
 from guardian.runtime.edges import Edges
 from guardian.runtime.restart_calls import RestartRunner
 from guardian.service.context import LoopContext
+from guardian.service.elsewhere import Elsewhere
 from guardian.service.facts import FactStream
 from guardian.service.healing.decisions import DecisionPoint
 from guardian.service.healing.dependencies import Dependencies
@@ -133,6 +136,10 @@ class App:
     facts: FactStream = field(default_factory=FactStream)  # the loop's stream of facts
     # Why the store is not keeping Guardian's record now ("": it is): /readyz and /healthz say so.
     store_degraded: Callable[[], str] = field(default=lambda: "")
+    # `guardian run`: what other processes wrote to the store, told to readers from its change
+    # feed; the store's file, whose writes the daemon watches for it.
+    elsewhere: Elsewhere | None = None
+    store_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -512,6 +519,7 @@ def build_daemon(
         raise
     app.loop.also_stepped(app.delivery.follow_step)
     record_maintenance(app, sqlite)  # the daemon's alone (`guardian check` sweeps too)
+    follow_elsewhere(app, sqlite)
     secrets.update(app.delivery.redact)
     if app.api_token:
         secrets.add(app.api_token)
@@ -536,6 +544,13 @@ def record_maintenance(app: App, store: SqliteStore) -> None:
         tuning=lambda: rules.settings,
     )
     app.facts.subscribe(windows.on_fact)
+
+
+def follow_elsewhere(app: App, store: SqliteStore) -> None:
+    """What other processes (a `guardian` command) write to the store, told to the readers
+    from its change feed as they land (the daemon watches the store's file for it)."""
+    app.elsewhere = Elsewhere(SqliteFeed(store.db), app.facts, app.healer.ctx.settings.host)
+    app.store_file = store.db.path
 
 
 def hooks_builder(

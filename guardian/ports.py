@@ -1,5 +1,5 @@
 """The small protocols the loop needs from the outside world: Engine, Store, Stamps, Outbox,
-Clock, Notifier, Metrics, ProbeRunner, HookRunner, ResourceReader. Adapters implement them
+Feed, Clock, Notifier, Metrics, ProbeRunner, HookRunner, ResourceReader. Adapters implement them
 (adapters/), tests use tests/fakes.py.
 """
 
@@ -411,6 +411,49 @@ class Stamps(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class FeedRow:
+    """One row of the store's change feed (core.model.RecordedEvent) another process wrote, as
+    far as a reader of facts needs it: `kind` (incident.changed, silence.set, ...), the
+    container and incident it is about. What another process wrote is only as trustworthy as
+    the file: a row holding a value of the wrong type reads as kind "" (nothing to attribute),
+    and a container is read at most FEED_NAME + 1 characters long."""
+
+    cursor: int
+    kind: str
+    container: str
+    incident: int | None
+
+
+FEED_NAME = 255  # the longest name a feed row is taken to name (the CLI's: operator.MAX_CONTAINER)
+
+
+@dataclass(frozen=True)
+class WrittenElsewhere:
+    """What other processes wrote to the store since the last look (Feed.written_elsewhere).
+
+    `changed`: another connection committed (SQLite's data_version). `rows`: the feed's rows
+    those commits wrote, oldest first, of this host; `whole`: they are all of them (False: more
+    than the look reads, or retention forgot some after the cursor: `rows` is empty then, and
+    anything may have been written)."""
+
+    changed: bool
+    rows: tuple[FeedRow, ...] = ()
+    whole: bool = True
+
+
+class Feed(Protocol):
+    """The store's change feed, followed by cursor for what other processes (a `guardian`
+    command) wrote: the cursor and what was seen last are kept by the adapter, from the feed's
+    end when it was built. One caller at a time (the daemon's store watch, or its sweep where
+    there is no watch); raises StoreError."""
+
+    def written_elsewhere(self, host: str, limit: int) -> WrittenElsewhere:
+        """What other processes wrote since the last call (at most `limit` rows: beyond, none
+        and not whole); the cursor moves past it all, this process's own rows included."""
+        ...
+
+
 class MaintenanceRecords(Protocol):
     """The runs of maintenance windows the store holds (the events feed tells each start and
     end). Raise StoreError when the store cannot be read or written."""
@@ -479,9 +522,6 @@ class Outbox(Protocol):
 
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped by `step`: pending deliveries' retry times move with it."""
-
-    def changed_elsewhere(self) -> bool:
-        """Whether another process (the CLI) wrote to the outbox's store since the last call."""
 
     def ref(self, channel: str, incident_id: int) -> tuple[str, str] | None:
         """A channel's reference kept for an incident (a thread root, a firing alert, a mark)."""

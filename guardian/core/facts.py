@@ -8,6 +8,7 @@ or silence as the write left it, so a reader need not read the store again for i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -158,7 +159,34 @@ class NotificationsNotQueued:
 
 @dataclass(frozen=True)
 class StoreWrittenElsewhere:
-    """Another process (a `guardian` command) wrote the store: read everything again."""
+    """Another process (a `guardian` command) wrote the store, and what it wrote is not known
+    (the change feed does not tell it, or not all of it): read everything again."""
+
+
+# What a record another process wrote tells readers, by the first word of its kind in the
+# store's change feed (core.model.RecordedEvent): the kind of record (ports.Record's value), and
+# whether it may change what is decided for other containers too (an incident, a restart:
+# dependencies, the host's budget). A kind not here names nothing a reader can bring up to date
+# alone: readers read everything again (StoreWrittenElsewhere).
+FEED_WRITES: Mapping[str, tuple[str, bool]] = {
+    "incident": ("incidents", True),
+    "action": ("actions", True),
+    "approval": ("approvals", False),
+    "silence": ("silences", False),
+}
+
+
+@dataclass(frozen=True)
+class RecordWrittenElsewhere:
+    """Another process (a `guardian` command: an acknowledgement, a silence, an approval) wrote
+    a record about `container`, as the store's change feed tells it: `kind` the feed's kind
+    (its first word one of FEED_WRITES), `incident` the incident it belongs to (None: none).
+    Readers read that container's records of that kind again: nothing of the record itself is
+    carried, since another process's row is only as trustworthy as the file."""
+
+    container: str
+    incident: int | None
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -187,5 +215,6 @@ Fact = (
     | NotificationsWithdrawn
     | StoreRecovered
     | StoreWrittenElsewhere
+    | RecordWrittenElsewhere
     | SettingsReloaded
 )

@@ -22,7 +22,6 @@ from guardian.adapters.instance import CLAIMS_SHOWN, rivals_of
 from guardian.bootstrap import App
 from guardian.config import Settings
 from guardian.core.assessment import SweepReport
-from guardian.core.facts import StoreWrittenElsewhere
 from guardian.entrypoints import health
 from guardian.entrypoints.event_listener import EventListener
 from guardian.entrypoints.http_server import HttpServer, ListenError, Routes
@@ -33,6 +32,7 @@ from guardian.runtime.http_front import Front
 from guardian.runtime.http_limits import Limits
 from guardian.runtime.restart_calls import MAX_RESTART_THREADS
 from guardian.runtime.scheduling import SteadyScheduler
+from guardian.runtime.store_watch import StoreWatch
 from guardian.runtime.wakeup import Wakeup, WakingEvent
 from guardian.runtime.watchdog import STARTING, SupervisorLink, SweepLiveness, stall_limit
 from guardian.runtime.work_queue import KeyedQueue, Work
@@ -118,6 +118,9 @@ class Daemon:
                 extra=kv(names=app.lock.squatted, holders="; ".join(app.lock.squatters)),
             )
         self._listener: threading.Thread | None = None
+        # What other processes write to the store, heard at once (None: after each sweep).
+        self.store_watch: StoreWatch | None = None
+        self._store_watcher: threading.Thread | None = None
         self.events: EventListener | None = None  # once watch.events starts it
         self.http: HttpServer | None = None
         liveness = SweepLiveness(stall_limit(app.settings), monotonic, app.loop.longest_stop)
@@ -246,7 +249,8 @@ class Daemon:
 
     def _swept(self, report: SweepReport, started: float, swept_at: datetime) -> None:
         """After a sweep that ran (whether or not the engine answered it all): its duration,
-        the loop's turn, the marks a next start reads, and a look for the CLI's writes."""
+        the loop's turn, the marks a next start reads, and a look for other processes' writes
+        (on the store watch's thread where there is one: in case it missed a write)."""
         finished = self.app.clock.now()
         completed = report.engine_error is None
         self.app.metrics.sweep_finished(
@@ -259,14 +263,26 @@ class Daemon:
             self.first_sweep_done.set()
             handled = self.events.handled_through() if self.events is not None else None
             self.app.healer.mark_swept(swept_at, handled)
-        if self.app.delivery is not None:
-            try:
-                if self.app.delivery.look_elsewhere():  # after the sweep: no timer of its own
-                    self.app.healer.ctx.facts.publish(StoreWrittenElsewhere())  # a CLI write
-            except StoreError as exc:
-                self._store_failed("sweep", exc)
-            problems = [r for r in report.rows if r.result.problem is not None]
-            log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
+        if self.store_watch is not None:
+            self.store_watch.poke()
+        else:
+            self.look_elsewhere()
+        problems = [r for r in report.rows if r.result.problem is not None]
+        log.debug("sweep done", extra=kv(watched=len(report.rows), problems=len(problems)))
+
+    def look_elsewhere(self) -> None:
+        """What other processes (a `guardian` command) wrote to the store since the last look:
+        the readers told what the store's change feed names (service/elsewhere.py), the
+        delivery worker woken for the notifications they queued. On the store watch's thread
+        as soon as the store is written, and after each sweep; on the sweep's thread where
+        there is no watch. One look at a time."""
+        if self.app.elsewhere is None:
+            return
+        try:
+            if self.app.elsewhere.look() and self.app.delivery is not None:
+                self.app.delivery.written_elsewhere()
+        except StoreError as exc:
+            self._store_failed("writes elsewhere", exc)
 
     def run_probes(self) -> None:
         try:
@@ -465,6 +481,7 @@ class Daemon:
         # has stopped and started its container), and rechecks are delayed looks.
         self.app.restarts.start(self.reactions, self.slot_freed)
         self.app.logs.start()  # log rules: followed from the first sweep on
+        self.watch_store()  # before the first sweep: its look is the watch's, one at a time
         self.scheduler.start()
         if self.app.delivery is not None:
             self.app.delivery.start()
@@ -482,6 +499,38 @@ class Daemon:
             ),
         )
         self.systemd.serving(STARTING)
+
+    def watch_store(self) -> None:
+        """Hear other processes' writes to the store as they land (runtime/store_watch.py): a
+        person's command reaches the page and the channels at once; where the store cannot be
+        watched, after the next sweep."""
+        path = self.app.store_file
+        if self.app.elsewhere is None or path is None:
+            return
+        self.store_watch, reason = StoreWatch.of(path)
+        if self.store_watch is None:
+            log.info(
+                "store not watched; other processes' writes are found after each sweep",
+                extra=kv(reason=reason),
+            )
+            return
+        self._store_watcher = threading.Thread(
+            target=self.store_watch.run,
+            args=(self.look_elsewhere,),
+            name="store-watch",
+            daemon=True,  # a look held up by the store never holds up the process's end
+        )
+        self._store_watcher.start()
+
+    def unwatch_store(self) -> None:
+        """Stop the store watch's thread (a look under way ends first) and release the watch."""
+        watch, thread = self.store_watch, self._store_watcher
+        if watch is None or thread is None:
+            return
+        watch.stop()
+        thread.join(timeout=5)
+        if not thread.is_alive():  # else its descriptors go with the process
+            watch.close()
 
     def reschedule_sweep(self) -> None:
         """A reload changed watch.interval: the sweep job, and what counts as a stall."""
@@ -512,6 +561,7 @@ class Daemon:
             self.http.stop()
         if self._listener is not None:
             self._listener.join(timeout=5)
+        self.unwatch_store()
         if self.app.delivery is not None:
             self.app.delivery.stop()
         self.app.edges.close()

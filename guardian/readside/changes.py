@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from guardian.core.facts import (
+    FEED_WRITES,
     ApprovalGiven,
     ApprovalUsed,
     AttemptWritten,
@@ -32,6 +33,7 @@ from guardian.core.facts import (
     InspectAsked,
     NotificationsWithdrawn,
     ProblemStartsMoved,
+    RecordWrittenElsewhere,
     ResetWritten,
     SettingsReloaded,
     SilenceLifted,
@@ -332,10 +334,23 @@ class Changes:
                 self.wrote(container, None, False, Record.RESETS)
             case ProblemStartsMoved():
                 self.wrote(None, None, False, Record.INCIDENTS)
+            case RecordWrittenElsewhere(container, incident, kind):
+                self.written_elsewhere(container, incident, kind)
             case NotificationsWithdrawn() | StoreRecovered() | StoreWrittenElsewhere():
                 self.wrote()
             case SettingsReloaded():
                 self.changed()
+
+    def written_elsewhere(self, container: str, incident: int | None, kind: str) -> None:
+        """Another process wrote a record of `kind` (the change feed's) about `container`: a
+        write of that record, which tells nothing of it (the reader reads it again); a kind
+        that names no record is a write of anything."""
+        told = FEED_WRITES.get(kind.split(".", 1)[0])
+        if told is None:
+            self.wrote()
+            return
+        record, others = told
+        self.wrote(container, incident, others, Record(record))
 
     def listed(self, watched: Sequence[ContainerSnapshot]) -> None:
         """A sweep's containers: a change naming those whose id, state or health differs from

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,12 +16,14 @@ from guardian.adapters.sqlite.store import SqliteStore
 from guardian.entrypoints.cli.tables import cell
 from tests.helpers import wait_until
 from tests.integration.conftest import REPO, RUN_ID
+from tests.live import LiveStream, sign_in
 
 HEALTH = "test ! -f /run/sick"
 # Other test sessions may run Guardians on the same engine watching `guardian.enable`: opt in
 # with a label of this run only, so no other Guardian touches these containers.
 WATCH = {"label": f"gdt.{RUN_ID}.watch"}
 OPT_IN = {"enable": None, "labels": {WATCH["label"]: "true"}}
+TOKEN = "operator-cli-token-0123456789abcdef"
 
 
 def cli(g: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -133,6 +136,55 @@ def test_people_steer_an_incident_while_guardian_runs(containers, guardian):
 
     missing = cli(g, "incidents", "ack", "999", "--by", "alice")
     assert (missing.returncode, missing.stderr.strip()) == (1, "guardian: incident 999 not found")
+    assert g.stop() == 0
+
+
+def arrived(stream: LiveStream, text: bytes) -> float | None:
+    """When (monotonic) the stream's bytes first held `text`: the chunk that completed it."""
+    received = b""
+    for at, chunk in list(stream.received):
+        received += chunk
+        if text in received:
+            return at
+    return None
+
+
+def test_an_acknowledgement_from_the_cli_reaches_the_live_page_at_once(containers, guardian):
+    """A sweep an hour apart: only the store's own change feed, heard as the CLI writes it,
+    can bring `guardian incidents ack` to an open page's live stream within seconds (without
+    the store watch, this waits for the sweep: it fails)."""
+    name = containers.run("ack-live", health_cmd=HEALTH, **OPT_IN)
+    containers.wait_health(name, "healthy")
+    g = guardian(
+        env={"GUARDIAN_API_TOKEN": TOKEN},
+        watch={**WATCH, "interval": "1h"},
+        restart={"dry_run": True},  # the incident stays open, nothing restarts it
+    )
+    host, port = g.http_url.removeprefix("http://").rsplit(":", 1)
+    stream = LiveStream((host, int(port)), sign_in(g.http_url, TOKEN))
+    try:
+        stream.wait_events(1)
+        containers.make_unhealthy(name)  # the health event opens the incident
+        [incident] = wait_until(
+            lambda: listing(g, "incidents", "incidents", "list", "--container", name),
+            20,
+            0.5,
+            "incident",
+        )
+        iid = incident["id"]
+        active = f"#{iid} unhealthy, active".encode()
+        wait_until(lambda: arrived(stream, active), 10, 0.05, "the incident on the page")
+        acknowledged = f"#{iid} unhealthy, acknowledged".encode()
+        assert arrived(stream, acknowledged) is None
+
+        ok(g, "incidents", "ack", str(iid), "--by", "alice")  # another process
+        done = time.monotonic()
+        shown = wait_until(lambda: arrived(stream, acknowledged), 10, 0.01, "the ack on the page")
+        # The write lands before the command's exit: the page may show it before it returns.
+        assert shown - done < 2.0, f"shown {shown - done:.2f}s after the CLI returned"
+    finally:
+        stream.close()
+    assert "store not watched" not in g.log()
     assert g.stop() == 0
 
 

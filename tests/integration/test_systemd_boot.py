@@ -96,6 +96,9 @@ def test_journal_shows_guardians_log_lines(unit: SystemdHost) -> None:
     assert len(started) == 1, lines
     assert started[0].startswith("ts=") and "level=info" in started[0]
     assert any('msg="http server listening"' in line for line in lines)
+    # The unit's hardening (MemoryDenyWriteExecute, SystemCallFilter) lets ctypes and inotify
+    # make the store watch: a CLI write reaches the page at once, not after a sweep.
+    assert not any("store not watched" in line for line in lines), lines
 
 
 def test_serves_http_within_the_units_open_file_limit(unit: SystemdHost) -> None:

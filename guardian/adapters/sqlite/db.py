@@ -38,7 +38,6 @@ class Database:
         self._lock = threading.RLock()
         self._outbox_listeners: list[Callable[[], object]] = []
         self._outbox_written = False  # by the transaction in progress (under the lock)
-        self._data_version = 0  # see changed_elsewhere
         try:
             # Incidents quote what containers print: nobody else on the host reads them.
             private_dirs(self.path.parent)
@@ -64,7 +63,6 @@ class Database:
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
             self._watch_outbox()
-            self._data_version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store {self.path}: {exc}{_LEFT_ALONE}") from None
         except OSError as exc:
@@ -147,6 +145,21 @@ class Database:
             finally:
                 self._outbox_written = False
 
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction holding the lock: every statement in the block reads one snapshot
+        of the file (the first statement takes it), and may write this connection's temporary
+        tables. Ended when the block ends; sqlite3 errors leave it as StoreError."""
+        with self._lock, self._translated():
+            self._conn.execute("BEGIN DEFERRED")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """The rows of one statement, read outside any transaction; errors as StoreError."""
         with self._lock, self._translated():
@@ -155,14 +168,6 @@ class Database:
     @property
     def schema_version(self) -> int:
         return int(self.query("PRAGMA user_version")[0][0])
-
-    def changed_elsewhere(self) -> bool:
-        """Whether another connection (another process: the CLI) committed since the last call
-        (SQLite's data_version); the first call compares with the file as it was opened."""
-        version = int(self.query("PRAGMA data_version")[0][0])
-        with self._lock:
-            seen, self._data_version = self._data_version, version
-        return version != seen
 
     def trace(self, callback: Callable[[str], object] | None) -> None:
         """Call `callback` with every statement run from now on (None stops); for tests that

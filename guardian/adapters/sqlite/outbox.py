@@ -256,9 +256,6 @@ class SqliteOutbox:
         last = from_text(rows[0][0]) if rows else None
         return last + repeat_interval if last is not None else None
 
-    def changed_elsewhere(self) -> bool:
-        return self.db.changed_elsewhere()
-
     def follow_step(self, step: timedelta) -> None:
         """The wall clock stepped: the pending deliveries' retry times move with it, so a
         backoff or a Retry-After keeps its length (a step back no longer stops them)."""

@@ -326,14 +326,12 @@ class DeliveryWorker:
         """Rows were queued: tick now rather than at the next due time (any thread)."""
         self._woken.set()
 
-    def look_elsewhere(self) -> bool:
-        """Whether another process (the CLI acknowledging an incident) wrote to the store since
-        the last look, and if so wake: the daemon calls this after each sweep, its one
-        periodic job, rather than the worker waking on a timer of its own."""
-        changed = self.outbox.changed_elsewhere()
-        if changed and self.channels:
+    def written_elsewhere(self) -> None:
+        """Another process wrote the store (the CLI acknowledging an incident queues its
+        notification there, unseen by this process's commits): tick now. The daemon tells it
+        as soon as it sees the write, rather than the worker waking on a timer of its own."""
+        if self.channels:
             self.wake()
-        return changed
 
     def pause(self) -> float | None:
         """Seconds the thread may sleep after a tick unless woken (None: until woken): until the
