@@ -28,9 +28,6 @@ KNOWN = {
     "F8": "after the wall clock stepped back within a run, the next run orders the store's stamps"
     " wrongly: a counter reset written before the step looks later than the restarts made after"
     " it, and they stop counting against max_attempts",
-    "F9": "after the wall clock steps back, the event stream's replay (events since the last one"
-    " handled, by their stamps) brings back events from before the step: an old start of a"
-    " container a person stopped since makes Guardian forget the stop (PersonStops.forget)",
     "F10": "a person's stop no run of Guardian could keep is restarted like a crash when its"
     " process answered docker stop with exit code 1: made while no Guardian listened (the"
     " stream cut, Guardian down), then dropped from the engine's ring (256 events) before a run"

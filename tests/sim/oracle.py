@@ -114,7 +114,6 @@ class Oracle:
     # failed then (the run could not keep it).
     acted_from: dict[str, int] = field(default_factory=dict)
     learnt: dict[str, tuple[int, bool]] = field(default_factory=dict)
-    stale_start: dict[str, Moment] = field(default_factory=dict)  # a held stop forgotten
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
     emitted: Callable[[], list[EngineEvent]] = list  # every event the engine emitted, in order
     silences: list[Silenced] = field(default_factory=list)
@@ -167,15 +166,11 @@ class Oracle:
             return container_id in self.well_now
         return container_id in self.well_at.get(at, set())
 
-    def heard(self, action: str, container_id: str, own: bool, forgot: bool) -> None:
-        """Guardian's event stream handed it an event (on_event); `own`: Guardian took it for
-        one of its own restart's; `forgot`: it made Guardian forget a person's stop it held,
-        though no person started the container since (a stale start, replayed from before a
-        step back of the clock)."""
+    def heard(self, action: str, container_id: str) -> None:
+        """Guardian's event stream handed it an event (on_event): a held act's is learnt,
+        whatever Guardian made of it."""
         if action in ("kill", "stop", "destroy"):
             self._learnt(container_id)
-        elif forgot and container_id in self.held:
-            self.stale_start[container_id] = self.frame.now()
 
     def read(self, events: tuple[EngineEvent, ...]) -> None:
         """Guardian read the engine's record (history): a held act among what it returned is
@@ -241,16 +236,13 @@ class Oracle:
         self._unwell(req.container_id, req.name).saw(now)
 
     def _explained(self, container_id: str, held: Moment | None) -> str:
-        """The known bug a restart after a person's stop at `held` comes from: F9 when a stale
-        start was heard since; F10 when no run of Guardian could keep the stop (none heard it
-        or read it in the engine's record before the engine's ring dropped it, or only runs
-        whose store refused writes then); "" otherwise (F3, a stop not heard as an event, and
-        F4, a stop taken for Guardian's own restart's, are fixed)."""
+        """The known bug a restart after a person's stop at `held` comes from: F10 when no run
+        of Guardian could keep the stop (none heard it or read it in the engine's record before
+        the engine's ring dropped it, or only runs whose store refused writes then); ""
+        otherwise (fixed: F3, a stop not heard as an event; F4, a stop taken for Guardian's own
+        restart's; F9, a stop forgotten for a stale start replayed after a step back)."""
         if held is None:
             return ""
-        stale = self.stale_start.get(container_id)
-        if stale is not None and stale > held:
-            return "F9"
         learnt = self.learnt.get(container_id)
         if learnt is None:
             return "F10"

@@ -41,7 +41,6 @@ KEPT: list[tuple[int, float, str]] = [
     (73, 1, "steps sharing one wall time: a verdict of an earlier step held to this one's view"),
     # Seeds that found a bug in Guardian since fixed (known.py no longer names it).
     (52, 1, "F3: a person's stop not heard yet, undone by a sweep"),
-    # F9's seed: the stop its stale start made Guardian forget is held by the store's mark.
     (5185, 1, "F9: a person's stop forgotten for a start replayed after a step back"),
 ]
 
