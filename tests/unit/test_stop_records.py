@@ -145,3 +145,12 @@ def test_a_new_container_under_a_stopped_ones_name_starts_fresh(w: TestApp) -> N
     w.engine.set("app", state="exited", exit_code=1, finished_at=w.clock.now())
     w.restart_guardian().healer.sweep()
     assert w.restarted() == ["app"]
+
+
+def test_a_signal_that_stopped_nothing_is_not_kept_past_guardians_restart(w: TestApp) -> None:
+    snap = w.engine.add("app", health=None)
+    w.healer.on_event(event(w, "kill", snap, signal="1"))  # a SIGHUP to reload: it runs on
+    w.clock.advance(3600)
+    w.engine.set("app", state="exited", exit_code=1, finished_at=w.clock.now())  # a crash
+    w.restart_guardian().healer.sweep()
+    assert w.restarted() == ["app"]

@@ -67,10 +67,11 @@ class StopRecords:
     # -- the events ---------------------------------------------------------------------------
 
     def on_event(self, event: EngineEvent) -> None:
-        """After the healer's book-keeping: a stop or kill it took for a person's, of a watched
-        container, is written to the store (`docker stop` writes twice: its kill, its stop)."""
+        """After the healer's book-keeping: the exit of a watched container it holds as a
+        person's stop is written to the store, at its `die` and its `stop` (a `kill` that
+        ended nothing, a SIGHUP to reload, is not)."""
         cid, action = event.container_id, event.action
-        if action not in ("stop", "kill") or not self.stops.holds(cid):
+        if action not in ("die", "stop") or not self.stops.holds(cid):
             return
         if self.watches(event.attributes):
             self._keep(cid, event.container_name, event.at)
