@@ -102,6 +102,7 @@ from guardian.service.watchers.log_watch import LogWatch
 from guardian.service.watchers.oom import OomEvents
 from guardian.service.watchers.prober import Prober
 from guardian.service.watchers.resources import ResourceWatch
+from guardian.service.watchers.stop_records import StopRecords
 
 log = logging.getLogger("guardian")
 
@@ -154,6 +155,7 @@ class LoopParts:
     namespaces: Namespaces
     dependencies: Dependencies
     host: HostWatch
+    stops: StopRecords
 
 
 def claim_instance(settings: Settings) -> HostLock:
@@ -226,6 +228,7 @@ def build_loop(
         namespaces=namespaces,
         dependencies=Dependencies(store, state.verifications, hs.host, namespaces),
         host=host_watch(settings, store, clock, hs.host),
+        stops=stop_records(engine, store, state, clock, rules),
     )
     pipeline = pipeline_of(parts, hooks)
     ctx = LoopContext(
@@ -288,6 +291,18 @@ def log_watch(
     )
 
 
+def stop_records(
+    engine: Engine, store: Store, state: LoopState, clock: Clock, rules: RuleBook
+) -> StopRecords:
+    """A person's stops kept in the store and found in the engine's record, of the containers
+    watched under the settings in force (a reload may change them)."""
+
+    def watched(labels: dict[str, str]) -> bool:
+        return rules.settings.watches(labels)
+
+    return StopRecords(engine, store, state, clock, rules.settings.host, watched)
+
+
 def crash_loops_of(settings: Settings, engine: Engine, clock: Clock) -> CrashLoops:
     return CrashLoops(
         engine,
@@ -335,12 +350,14 @@ def host_watch(settings: Settings, store: Store, clock: Clock, host: str) -> Hos
     )
 
 
+# Long: the pipeline's one literal table, a row a line, read top to bottom.
 def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
     """The loop's one literal table: the order of each row is the order things run in."""
     return Pipeline(
         judges=(
             p.crash_loops.judge,
             p.oom.judge,
+            p.stops.judge,
             p.prober.judge,
             p.resources.judge,
             p.logs.judge,
@@ -349,6 +366,7 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
         looks=(
             p.crash_loops.look,
             p.oom.judge,
+            p.stops.look,
             p.prober.judge,
             p.resources.judge,
             p.logs.judge,
@@ -362,6 +380,7 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
             watched_only(p.logs.update),
             p.dependencies.follow,
             p.host.follow,
+            watched_only(p.stops.retry),
         ),
         assessed=(p.dependencies.assessed, p.host.assessed),
         act_order=p.dependencies.act_order,
@@ -370,6 +389,7 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
         engine_state=(p.host.engine_state,),
         ended=(p.host.restart_ended, p.resources.restart_ended),
         events=(
+            p.stops.on_event,
             p.oom.on_event,
             p.crash_loops.on_event,
             p.namespaces.on_event,
@@ -377,6 +397,7 @@ def pipeline_of(p: LoopParts, hooks: Hooks | None) -> Pipeline:
             p.logs.on_event,
             p.host.on_event,
         ),
+        record_read=(p.stops.learn,),
         storm_holds=p.host.storm_holds,
         storm_canary=p.host.canary_claimed,
         storm_speaks_for=p.host.storm_speaks_for,

@@ -15,7 +15,7 @@ from guardian.core.assessment import Assessment
 from guardian.core.model import ContainerSnapshot, HealthCheckResult
 from guardian.core.outbound.hooks import ActionVerdict
 from guardian.core.storm import StormHold
-from guardian.ports import EngineEvent
+from guardian.ports import EngineEvent, EngineHistory
 from guardian.service.state.listing import Listed
 
 Judge = Callable[[ContainerSnapshot, HealthCheckResult], HealthCheckResult]
@@ -88,6 +88,8 @@ class Pipeline:
     recovered: tuple[Callable[[str], None], ...] = ()  # a container seen without a problem
     engine_state: tuple[Callable[[bool, str], None], ...] = ()
     events: tuple[Callable[[EngineEvent], None], ...] = ()
+    # The engine's record of events as read at start-up and after the store recovered.
+    record_read: tuple[Callable[[EngineHistory], None], ...] = ()
     ended: tuple[Callable[[str, str], None], ...] = ()  # a restart's final outcome
     # An unacknowledged storm's hold on a container (None: no storm, or one it leaves alone).
     storm_holds: Callable[[ContainerSnapshot], StormHold | None] = _no_hold

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from guardian.core.escalation.recreate import RecreateSpec
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
-from guardian.ports import EngineEvent, EngineStep, EngineUnavailable
+from guardian.ports import EngineEvent, EngineHistory, EngineStep, EngineUnavailable
 from tests.fakes import FakeEngine
 
 RING = 256  # events the engine keeps (Docker 20.10's ring)
@@ -52,7 +52,8 @@ class SimEngine(FakeEngine):
 
     Contract: every request that reaches the engine and changes a container is appended to
     `received` (and told to `on_request`) before it takes effect; every state change is told to
-    `on_change`; every snapshot handed to Guardian (list, inspect) is told to `on_handed`."""
+    `on_change`; every snapshot handed to Guardian (list, inspect) is told to `on_handed`, every
+    event of its record Guardian read (history) to `on_history`."""
 
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     armed: Fault | None = None  # the next changing request's fault
@@ -64,6 +65,7 @@ class SimEngine(FakeEngine):
     on_request: list[Callable[[Request], None]] = field(default_factory=list)
     on_change: list[Callable[[str, ContainerSnapshot | None], None]] = field(default_factory=list)
     on_handed: list[Callable[[ContainerSnapshot], None]] = field(default_factory=list)
+    on_history: list[Callable[[tuple[EngineEvent, ...]], None]] = field(default_factory=list)
     generations: Counter[str] = field(default_factory=Counter)  # `docker run` again, by name
     gone: dict[str, ContainerSnapshot] = field(default_factory=dict)  # name -> as removed
     # The wall clock's steps, summed: in all, when this run of Guardian began, and when each
@@ -97,6 +99,12 @@ class SimEngine(FakeEngine):
     def inspect(self, container_id: str) -> ContainerSnapshot | None:
         snap = super().inspect(container_id)
         return None if snap is None else self._hand([self._presented(snap)])[0]
+
+    def history(self, since: datetime, until: datetime) -> EngineHistory:
+        record = super().history(since, until)
+        for told in self.on_history:
+            told(record.events)
+        return record
 
     # -- the wall clock's steps, as DockerEngine presents stamps (adapters/engine/engine_clock.py)
 

@@ -15,10 +15,6 @@ KNOWN = {
     " its stamps: pick_batch() takes a queueing stamp ahead of the clock as queued now at every"
     " tick (group_wait never ends), and compares a next attempt ahead of the clock (a step not"
     " followed: Guardian was down) with the clock as it is",
-    "F3": "a person's stop Guardian has not heard of through the event stream (still on its"
-    " way, the stream cut, or made before this run of Guardian began: PersonStops lives in"
-    " memory and the replay reaches back to the last mark only) is not recognised as one by a"
-    " sweep: a container whose process answered docker stop with exit code 1 is restarted",
     "F5": "a restart the store lost (a full disk, then a crash) and the next run counts from the"
     " engine's record stays at its wall time when the clock steps forward: EngineMemory keeps"
     " its attempts unmoved by the steps (rule 12), so the window and cooldown end early",
@@ -32,7 +28,9 @@ KNOWN = {
     "F8": "after the wall clock stepped back within a run, the next run orders the store's stamps"
     " wrongly: a counter reset written before the step looks later than the restarts made after"
     " it, and they stop counting against max_attempts",
-    "F9": "after the wall clock steps back, the event stream's replay (events since the last one"
-    " handled, by their stamps) brings back events from before the step: an old start of a"
-    " container a person stopped since makes Guardian forget the stop (PersonStops.forget)",
+    "F10": "a person's stop no run of Guardian could keep is restarted like a crash when its"
+    " process answered docker stop with exit code 1: made while no Guardian listened (the"
+    " stream cut, Guardian down), then dropped from the engine's ring (256 events) before a run"
+    " heard it or read it in the engine's record; or learnt only by a run whose store refused"
+    " writes until it ended (the stop's mark, service.watchers.stop_records, was never written)",
 }

@@ -13,12 +13,16 @@ from datetime import datetime
 from enum import Enum
 
 from guardian.core.model import ContainerSnapshot
+from guardian.ports import EngineEvent
 from tests.sim.engine import SIGKILL, SIGTERM, Request
 from tests.sim.frame import Frame, Moment, Unwell
 from tests.sim.host import ROLES, Role
 from tests.sim.known import KNOWN
 
 MINUTE = 60.0
+# How many events the engine emits at most for a person's act, with the restart it completes
+# before it (kill, die, stop, start, restart; then kill, die, stop).
+ACT_EVENTS = 16
 
 
 class Promise(Enum):
@@ -104,11 +108,14 @@ class Oracle:
     host_attempts: list[Attempt] = field(default_factory=list)
     sightings: dict[str, Unwell] = field(default_factory=dict)
     held: dict[str, Moment] = field(default_factory=dict)  # stopped, killed, removed by a person
-    # This run of Guardian heard the event of a stop, kill or removal, by container id: when,
-    # and whether Guardian took it for its own restart's.
-    heard_stop: dict[str, tuple[Moment, bool]] = field(default_factory=dict)
-    stale_start: dict[str, Moment] = field(default_factory=dict)  # a held stop forgotten
+    # Where each held act's events begin among those the engine emitted (its kill, stop or
+    # destroy), and when a run of Guardian first learnt of them, by container id: heard from
+    # the stream or read in the engine's record, in which run, and whether the store's writes
+    # failed then (the run could not keep it).
+    acted_from: dict[str, int] = field(default_factory=dict)
+    learnt: dict[str, tuple[int, bool]] = field(default_factory=dict)
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
+    emitted: Callable[[], list[EngineEvent]] = list  # every event the engine emitted, in order
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
     well_at: dict[datetime, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -159,21 +166,40 @@ class Oracle:
             return container_id in self.well_now
         return container_id in self.well_at.get(at, set())
 
-    def heard(self, action: str, container_id: str, own: bool, forgot: bool) -> None:
-        """Guardian's event stream handed it an event (on_event); `own`: Guardian took it for
-        one of its own restart's; `forgot`: it made Guardian forget a person's stop it held,
-        though no person started the container since (a stale start, replayed from before a
-        step back of the clock)."""
+    def heard(self, action: str, container_id: str) -> None:
+        """Guardian's event stream handed it an event (on_event): a held act's is learnt,
+        whatever Guardian made of it."""
         if action in ("kill", "stop", "destroy"):
-            self.heard_stop[container_id] = (self.frame.now(), own)
-        elif forgot and container_id in self.held:
-            self.stale_start[container_id] = self.frame.now()
+            self._learnt(container_id)
+
+    def read(self, events: tuple[EngineEvent, ...]) -> None:
+        """Guardian read the engine's record (history): a held act among what it returned is
+        learnt."""
+        returned = {id(e) for e in events}
+        emitted = self.emitted()
+        for container_id, start in list(self.acted_from.items()):
+            # The act's own events, right after it (after a restart the engine completed first).
+            own = [e for e in emitted[start : start + ACT_EVENTS] if e.container_id == container_id]
+            starts = [i for i, e in enumerate(own) if e.action in ("start", "restart")]
+            acts = own[starts[-1] + 1 :] if starts else own
+            if any(id(e) in returned and e.action in ("kill", "stop", "destroy") for e in acts):
+                self._learnt(container_id)
+
+    def _learnt(self, container_id: str) -> None:
+        if container_id in self.held and container_id not in self.learnt:
+            run = self.frame.run_index(self.frame.now())
+            self.learnt[container_id] = (run, self.disk_full())
+            self.acted_from.pop(container_id, None)
 
     def person(self, what: str, container_id: str) -> None:
+        self.learnt.pop(container_id, None)
         if what in ("stop", "kill", "remove"):
             self.held[container_id] = self.frame.now()
+            if what != "remove":  # a removed container is never asked about again
+                self.acted_from[container_id] = len(self.emitted())
         else:
             self.held.pop(container_id, None)
+            self.acted_from.pop(container_id, None)
 
     def request(self, req: Request) -> None:
         """A request that changes a container reached the engine."""
@@ -189,6 +215,8 @@ class Oracle:
         )
         if held is not None and req.verb in ("restart", "create"):
             del self.held[req.container_id]  # it runs again now: told once
+            self.acted_from.pop(req.container_id, None)
+            self.learnt.pop(req.container_id, None)
         if req.verb != "restart":
             return
         self._check(
@@ -208,17 +236,19 @@ class Oracle:
         self._unwell(req.container_id, req.name).saw(now)
 
     def _explained(self, container_id: str, held: Moment | None) -> str:
-        """The known bug a restart after a person's stop at `held` comes from: F9 when a stale
-        start was heard since, F3 when this run of Guardian heard no stop, kill or removal of it
-        since; "" otherwise (F4, a stop taken for Guardian's own restart's, is fixed)."""
+        """The known bug a restart after a person's stop at `held` comes from: F10 when no run
+        of Guardian could keep the stop (none heard it or read it in the engine's record before
+        the engine's ring dropped it, or only runs whose store refused writes then); ""
+        otherwise (fixed: F3, a stop not heard as an event; F4, a stop taken for Guardian's own
+        restart's; F9, a stop forgotten for a stale start replayed after a step back)."""
         if held is None:
             return ""
-        stale = self.stale_start.get(container_id)
-        if stale is not None and stale > held:
-            return "F9"
-        heard, _own = self.heard_stop.get(container_id, (None, False))
-        if heard is None or heard < held or heard < self.frame.runs[-1]:
-            return "F3"
+        learnt = self.learnt.get(container_id)
+        if learnt is None:
+            return "F10"
+        run, unwritable = learnt
+        if run < self.frame.run_index(self.frame.now()) and unwritable:
+            return "F10"
         return ""
 
     def _approved(self, req: Request) -> None:

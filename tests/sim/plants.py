@@ -12,8 +12,16 @@ from typing import Any
 import guardian.core.policy as policy
 import guardian.service.healing.decisions as decisions
 import guardian.service.healing.verifier as verifier
-from guardian.core.model import Decision, Outcome, Reason, Verdict
-from guardian.service.state.state import PersonStops
+from guardian.core.model import (
+    ContainerSnapshot,
+    Decision,
+    HealthCheckResult,
+    Outcome,
+    Reason,
+    Verdict,
+)
+from guardian.service.state.person_stops import PersonStops
+from guardian.service.watchers.stop_records import StopRecords
 
 _decide = decisions.decide
 
@@ -54,13 +62,23 @@ def _never_held(self: PersonStops, container_id: str) -> bool:
     return False
 
 
+def _never_found(
+    self: StopRecords, snap: ContainerSnapshot, result: HealthCheckResult
+) -> HealthCheckResult:
+    """A person's stop neither the store kept nor the engine's record shows."""
+    return result
+
+
 PLANTS: dict[str, Callable[[], list[tuple[object, str, object]]]] = {
     # (a) two restarts where one may be in flight: the decision point always allows.
     "always_allow": lambda: [(decisions, "decide", _always_restart)],
     # (b) the cooldown ignored.
     "no_cooldown": lambda: [(policy, "RULES", _without("cooldown"))],
     # (c) a person's stop undone: the person-stop check patched away.
-    "forget_person_stops": lambda: [(PersonStops, "holds", _never_held)],
+    "forget_person_stops": lambda: [
+        (PersonStops, "holds", _never_held),
+        (StopRecords, "judge", _never_found),
+    ],
     # An orchestrator's container restarted: the owner and opt-in rules let everything through.
     "ignore_owners": lambda: [(policy, "RULES", _without("orchestrated", "not_opted_in"))],
     # Reported healed without being well: a verdict of unhealthy after restart turned into

@@ -106,7 +106,7 @@ class Subject:
     reconciled: bool = False
     store_errors: int = 0
     events_lost: int = 0  # events that left the engine's ring before a stream read them
-    on_heard: list[Callable[[str, str, bool, bool], None]] = field(default_factory=list)
+    on_heard: list[Callable[[str, str], None]] = field(default_factory=list)
 
     @property
     def app(self) -> TestApp:
@@ -197,16 +197,11 @@ class Subject:
             return None
         event, replayed = read
         self.last_at = event.at
-        healer, state = self.app.healer, self.app.healer.ctx.state
-        own = state.caused_by_restart(event.container_id, event.container_name)
-        held = state.person_stops.holds(event.container_id)
+        healer = self.app.healer
         with self.job("events"):
             wanted = healer.on_event(event)
-            # What Guardian made of it, for the oracle to name a known bug: taken for its own
-            # restart's, or a person's stop it held forgotten.
-            forgot = held and not state.person_stops.holds(event.container_id)
-            for told in self.on_heard:
-                told(event.action, event.container_id, own, forgot)
+            for told in self.on_heard:  # what this run of Guardian heard, for the oracle
+                told(event.action, event.container_id)
             assert self.judge_from is not None
             if wanted and event.at >= self.judge_from:
                 if replayed and event.container_id in self.judged:

@@ -53,6 +53,8 @@ class World:
         self.engine.on_request.append(self._received)
         self.engine.on_change.append(self.oracle.changed)
         self.engine.on_handed.append(self.oracle.handed)
+        self.engine.on_history.append(self.oracle.read)
+        self.oracle.emitted = lambda: self.engine.emitted
         self.host.on_person.append(self.oracle.person)
         self.subject = Subject(self.tmp, self.engine, self.clock, Disk(), Channel(self.rng))
         self.oracle.disk_full = lambda: self.subject.disk.full

@@ -101,6 +101,7 @@ class Healer:
         monotonic clock and keeps its length; the store moves the problem starts patience
         counts from (kept with the incidents), and every container is judged afresh."""
         self.ctx.state.cache.doubt_all("the wall clock stepped")
+        self.ctx.state.person_stops.follow_step(step)  # the engine's stamps move with the step
         self.quiet.clear()
         self.ctx.store.move_problem_starts(self.ctx.settings.host, step)
         self.ctx.facts.publish(ClockStepped(step))
@@ -147,9 +148,15 @@ class Healer:
     def read_engine_record(self) -> None:
         """At start-up and after the store recovered from failed writes: read the engine's
         record of starts over the restart window (docs/design.md rule 16; raises
-        EngineUnavailable, and is read at the next sweep)."""
+        EngineUnavailable, and is read at the next sweep), and tell the pipeline what it read
+        (a person's stops in it)."""
         ctx, s = self.ctx, self.ctx.settings
-        ctx.state.remembered.read_if_due(ctx.engine, ctx.store, s.host, s.policy.window, ctx.clock)
+        read = ctx.state.remembered.read_if_due(
+            ctx.engine, ctx.store, s.host, s.policy.window, ctx.clock
+        )
+        if read is not None:
+            for told in ctx.pipeline.record_read:
+                told(read)
 
     def mark_swept(self, swept_at: datetime, events_through: datetime | None) -> None:
         """After a sweep: the store's record reaches `swept_at` (a mark the resilient store

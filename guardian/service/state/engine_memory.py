@@ -15,7 +15,7 @@ from guardian.core.engine_record import EngineLog, Witness, unrecorded_attempts
 from guardian.core.facts import Fact, StoreRecovered
 from guardian.core.model import ContainerSnapshot
 from guardian.logs import kv
-from guardian.ports import Clock, Engine, Store
+from guardian.ports import Clock, Engine, EngineHistory, Store
 
 log = logging.getLogger("guardian.engine_memory")
 
@@ -51,17 +51,19 @@ class EngineMemory:
 
     def read_if_due(
         self, engine: Engine, store: Store, host: str, window: timedelta, clock: Clock
-    ) -> None:
+    ) -> EngineHistory | None:
         """When due, read the engine's starts of the last `window` and how far the store's
-        record reaches (raises EngineUnavailable: still due). A caller that comes while another
-        reads waits for that read: nothing is judged on a record half read."""
+        record reaches (raises EngineUnavailable: still due); what was read, None when it was
+        not due. A caller that comes while another reads waits for that read: nothing is judged
+        on a record half read."""
         with self._lock:
-            if self._due:
-                self._read(engine, store, host, window, clock.now())
+            if not self._due:
+                return None
+            return self._read(engine, store, host, window, clock.now())
 
     def _read(
         self, engine: Engine, store: Store, host: str, window: timedelta, now: datetime
-    ) -> None:
+    ) -> EngineHistory:
         since = now - window
         history = engine.history(since, now)
         starts: dict[str, list[datetime]] = defaultdict(list)
@@ -81,6 +83,7 @@ class EngineMemory:
                 recorded_through=through,
             ),
         )
+        return history
 
     def unrecorded(
         self,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import OrderedDict
 from datetime import datetime, timedelta
 
 from guardian.core.stamps import Reading
@@ -19,6 +18,7 @@ from guardian.service.state.container_cache import ContainerCache
 from guardian.service.state.engine_memory import EngineMemory
 from guardian.service.state.epochs import RestartEpochs
 from guardian.service.state.maintenance import MaintenanceHolds
+from guardian.service.state.person_stops import PersonStops
 from guardian.service.state.present import only_present
 from guardian.service.state.quiet import FOREVER, QuietRows
 from guardian.service.state.verifications import Verifications
@@ -143,43 +143,6 @@ class HealthyStreaks:
         with self._lock:
             self._since = only_present(self._since, present)
             self._reset_checked &= present
-
-
-class PersonStops:
-    """Containers a person stopped (`docker stop`/`kill` that no restart of Guardian's made),
-    and the last MAX_REMOVED a person removed (`docker rm -f`: a kill, then the destroy).
-
-    Invariant: held from the person's stop until the container starts again, and past its
-    removal (an id is never used again; a reaction that read the container before may still
-    be deciding on it); never undone by Guardian meanwhile."""
-
-    MAX_REMOVED = 4096
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids: set[str] = set()
-        self._removed: OrderedDict[str, None] = OrderedDict()
-
-    def stopped(self, container_id: str) -> None:
-        with self._lock:
-            self._ids.add(container_id)
-
-    def forget(self, container_id: str) -> None:
-        """The container started again: no longer held as stopped by a person."""
-        with self._lock:
-            self._ids.discard(container_id)
-
-    def removed(self, container_id: str) -> None:
-        """The container is gone: held among the last MAX_REMOVED removed."""
-        with self._lock:
-            self._ids.discard(container_id)
-            self._removed[container_id] = None
-            if len(self._removed) > self.MAX_REMOVED:
-                self._removed.popitem(last=False)
-
-    def holds(self, container_id: str) -> bool:
-        with self._lock:
-            return container_id in self._ids or container_id in self._removed
 
 
 class EngineLiveness:
