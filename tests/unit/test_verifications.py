@@ -5,8 +5,10 @@ the store while a restart came and went is known to be stale."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import timedelta
 
+from guardian.core.stamps import Reading
 from guardian.core.verification import PendingVerify
 from guardian.service.state.state import LoopState
 from tests.fakes import T0, FakeClock
@@ -117,3 +119,25 @@ def test_a_stop_heard_after_the_restarts_start_is_a_persons_while_its_verdict_aw
     assert not state.caused_by_restart("web-id", "web")
     state.heard_start("db")  # a start of a container no restart is under way for: nothing kept
     assert not state.caused_by_restart("db-id", "db")
+
+
+def test_the_containers_start_before_a_restart_is_kept_to_the_microsecond_until_a_step() -> None:
+    # A restart left to the engine is verified against the container's start before it: the
+    # same start means the engine has not restarted it yet. Placed again a moment later, when
+    # the two clocks read a few microseconds apart (they do: slewing, reading them one after
+    # the other), it must still equal the start an inspect shows, or the old run is taken for
+    # the restart's and judged (a second restart followed, in CI). A real step moves it.
+    clock = FakeClock()
+    state = LoopState(clock)
+    started = T0 - timedelta(minutes=5, microseconds=123_457)
+    p = replace(pending("web", 1), previous_started_at=started, left_to_engine=True)
+    state.verifications.resume(p)
+    [due] = state.verifications.pending()
+    for _ in range(3):
+        clock.advance(1)
+        clock.step(microseconds=-1)  # the wall clock a microsecond behind the monotonic
+        placed = state.verifications.placed(due, Reading(clock.now(), clock.monotonic()))
+        assert placed.previous_started_at == started
+    clock.step(seconds=30)
+    placed = state.verifications.placed(due, Reading(clock.now(), clock.monotonic()))
+    assert placed.previous_started_at == started + timedelta(seconds=30, microseconds=-3)

@@ -20,21 +20,33 @@ VERIFY_BACKOFF_MAX = timedelta(seconds=8)
 
 @dataclass(frozen=True)
 class _Moments:
-    """A verification's stamps as moments of the monotonic clock: the restart's request, its
-    deadline, and the container's start before it (an engine stamp, None: unknown)."""
+    """A verification's stamps as moments of the monotonic clock: the restart's request and
+    its deadline; and the container's start before it (an engine stamp, None: unknown), kept
+    as the engine wrote it with the reading it was placed at. It is compared for equality with
+    the start an inspect shows, so it moves only with a step of the wall clock (the engine's
+    stamps are shown moved alike: adapters.engine.engine_clock), never by the microseconds two
+    readings of the clocks differ by."""
 
     restarted_at: float
     deadline: float
-    previous_started_at: float | None
+    previous_started_at: datetime | None
+    read: Reading
 
     @classmethod
     def of(cls, p: PendingVerify, clocks: Reading) -> _Moments:
-        before = p.previous_started_at
         return cls(
             clocks.mono_of(p.restarted_at),
             clocks.mono_of(p.deadline),
-            clocks.mono_of(before) if before is not None else None,
+            p.previous_started_at,
+            clocks,
         )
+
+    def previous_start(self, clocks: Reading) -> datetime | None:
+        """The container's start before the restart, in the frame of `clocks`."""
+        before = self.previous_started_at
+        if before is None or not clocks.stepped_since(self.read):
+            return before
+        return clocks.wall_of(self.read.mono_of(before))
 
 
 class Verifications:
@@ -116,12 +128,11 @@ class Verifications:
             if self._pending.get(p.container) is not p:
                 return p
             m = self._moments[p.container]
-        before = m.previous_started_at
         return replace(
             p,
             restarted_at=clocks.wall_of(m.restarted_at),
             deadline=clocks.wall_of(m.deadline),
-            previous_started_at=clocks.wall_of(before) if before is not None else None,
+            previous_started_at=m.previous_start(clocks),
         )
 
     def begin_verdict(self, p: PendingVerify) -> bool:
