@@ -35,4 +35,11 @@ KNOWN = {
     "F9": "after the wall clock steps back, the event stream's replay (events since the last one"
     " handled, by their stamps) brings back events from before the step: an old start of a"
     " container a person stopped since makes Guardian forget the stop (PersonStops.forget)",
+    "F10": "a restart the engine still carries out (its call timed out after sending), asked"
+    " again by the next run when the wall clock stepped forward after it:"
+    " Verifier._may_still_stop compares the request's stamp with the stepped clock",
+    "F11": "a person's stop or kill heard while Guardian holds a claim to restart the container"
+    " (decided, its call queued for the container's worker or in flight at the engine) is"
+    " taken for the restart's own: LoopState.caused_by_restart answers yes to any stop while a"
+    " claim runs, so PersonStops never holds it and Guardian restarts the container",
 }

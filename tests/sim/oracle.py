@@ -13,6 +13,7 @@ from datetime import datetime
 from enum import Enum
 
 from guardian.core.model import ContainerSnapshot
+from guardian.ports import EngineEvent
 from tests.sim.engine import SIGKILL, SIGTERM, Request
 from tests.sim.frame import Frame, Moment, Unwell
 from tests.sim.host import ROLES, Role
@@ -28,6 +29,7 @@ class Promise(Enum):
     MAX_ATTEMPTS = "at most max_attempts restarts of a container within the window"
     COOLDOWN = "never two restarts of a container within its cooldown (with its backoff)"
     HOST_BUDGET = "never more restarts on the host than restart.max_per_minute in any minute"
+    AT_ONCE = "never more restart calls under way on the host than restart.max_concurrent"
     PERSON_STOP = "never a restart of a container a person stopped or removed"
     SCOPE = "nothing outside scope touched (opted out, not opted in, an orchestrator's)"
     SILENCE = "never a restart of a container while a person's silence holds it"
@@ -109,6 +111,10 @@ class Oracle:
     heard_stop: dict[str, tuple[Moment, bool]] = field(default_factory=dict)
     stale_start: dict[str, Moment] = field(default_factory=dict)  # a held stop forgotten
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
+    # The events of each person's act (by id(event)), and when Guardian heard one of them and
+    # took it for its own restart's while it held a claim to restart that container (F11).
+    act_events: dict[int, str] = field(default_factory=dict)
+    taken_for_own: dict[str, Moment] = field(default_factory=dict)
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
     well_at: dict[datetime, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -169,6 +175,24 @@ class Oracle:
         elif forgot and container_id in self.held:
             self.stale_start[container_id] = self.frame.now()
 
+    def acted(self, container_id: str, events: tuple[EngineEvent, ...]) -> None:
+        """A person's act emitted these events."""
+        for event in events:
+            self.act_events[id(event)] = container_id
+
+    def heard_event(self, event: EngineEvent, own: bool, claimed: bool) -> None:
+        """Guardian's event stream handed it `event`; `own`: taken for its own restart's,
+        `claimed`: while Guardian held a claim to restart that container (decided, queued or
+        in flight)."""
+        if own and claimed and self.act_events.get(id(event)) == event.container_id:
+            self.taken_for_own[event.container_id] = self.frame.now()
+
+    def _taken_for_own(self, container_id: str, held: Moment | None) -> str:
+        """F11 when Guardian heard the person's act while it held a claim to restart the
+        container and took it for the restart's own: "" otherwise."""
+        taken = self.taken_for_own.get(container_id)
+        return "F11" if held is not None and taken is not None and taken > held else ""
+
     def person(self, what: str, container_id: str) -> None:
         if what in ("stop", "kill", "remove"):
             self.held[container_id] = self.frame.now()
@@ -185,7 +209,7 @@ class Oracle:
             Promise.PERSON_STOP,
             held is None,
             f"{req.verb} of {req.name} after a person stopped, killed or removed it",
-            self._explained(req.container_id, held),
+            self._taken_for_own(req.container_id, held) or self._explained(req.container_id, held),
         )
         if held is not None and req.verb in ("restart", "create"):
             del self.held[req.container_id]  # it runs again now: told once
@@ -195,14 +219,16 @@ class Oracle:
             Promise.ONE_IN_FLIGHT,
             not req.under_way,
             f"restart of {req.name} while the engine still restarts it",
-            "F7" if self._unwritten_before(self.attempts[req.container_id][-1:], now) else "",
+            self._in_flight_known(self.attempts[req.container_id][-1:], now),
         )
         silenced = [s for s in self.silences if s.name == req.name and s.holds(req.wall)]
         self._check(Promise.SILENCE, not silenced, f"restart of {req.name} while silenced")
         if role.asks:
             self._approved(req)
         self._budget(req, role, now)
-        attempt = Attempt(now, self.disk_full())
+        # Counted from Guardian's decision when the call waited in its work queue since: the
+        # budget is Guardian's to keep from when it decided, not from when a worker got to it.
+        attempt = Attempt(req.asked if isinstance(req.asked, Moment) else now, self.disk_full())
         self.attempts[req.container_id].append(attempt)
         self.host_attempts.append(attempt)
         self._unwell(req.container_id, req.name).saw(now)
@@ -250,9 +276,15 @@ class Oracle:
             self._check(
                 Promise.COOLDOWN,
                 gap >= need,
-                f"restart of {req.name} {gap:.0f}s after the last (cooldown {need:.0f}s)",
+                f"restart of {req.name} {gap:.3f}s after the last (cooldown {need:.0f}s)",
                 self._lost([*counted, prior[-1]], now) or self._misordered(prior, now),
             )
+        self._check(
+            Promise.AT_ONCE,
+            req.at_once < p.max_concurrent,
+            f"restart of {req.name}: {req.at_once} restart calls already under way "
+            f"(max_concurrent {p.max_concurrent})",
+        )
         minute = set(self.frame.within([a.at for a in self.host_attempts], now, MINUTE))
         recent = [a for a in self.host_attempts if a.at in minute]
         self._check(
@@ -262,6 +294,17 @@ class Oracle:
             f"(max_per_minute {p.max_per_minute})",
             "F1" if any(a.unwritten and a.at < self.frame.run_start(now) for a in recent) else "",
         )
+
+    def _in_flight_known(self, last: list[Attempt], now: Moment) -> str:
+        """The known bug a second restart while the engine still does the first comes from: F7
+        when the store lost the first (made while its writes failed, in an earlier run); F10
+        when an earlier run asked it and the wall clock stepped forward since; "" otherwise."""
+        if self._unwritten_before(last, now):
+            return "F7"
+        runs = self.frame.run_index
+        earlier = [a for a in last if runs(a.at) < runs(now)]
+        forward = any(s > 0 and at > a.at for a in earlier for at, s in self.frame.steps)
+        return "F10" if forward else ""
 
     def _lost(self, attempts: list[Attempt], now: Moment) -> str:
         """The known bug that forgot or misplaced one of `attempts` the store lost (made while
