@@ -26,10 +26,14 @@ DRAIN_TICKS = 400  # delivery ticks, 15 s apart at most, for the outbox to drain
 # (2 under simulation), so a budget of calls at once that Guardian overran would show.
 MAX_IN_FLIGHT = 3
 IN_FLIGHT_CHANCE = 0.2  # at each of a call's two moments (sent; carried out), that steps run
+# That another worker takes a restart call waiting meanwhile (the sweep's calls for several
+# containers run at once, each on its container's worker).
+BESIDE_CALLS = 0.5
 IN_FLIGHT_STEPS = 3  # at most, each moment: seconds at most, well within the stop timeout
 # What may happen while a call is in flight: anything but minutes passing (the engine answers a
 # restart within the container's stop timeout, 10 s under simulation).
 BESIDE = tuple(s for s in STEPS if s.name not in ("minutes", "long wait"))
+ANOTHER_CALL = Step("worker", 0, lambda w: w.work(calls=True))
 
 
 def replay_command(seed: int, hours: float, plant: str = "") -> str:
@@ -141,9 +145,12 @@ def in_flight(world: World, container_id: str, done: bool) -> None:
     """A restart call of Guardian's is in flight (`done`: the engine carried it out and its
     answer is on its way): now and then a few steps run beside the worker waiting on it, among
     them other workers, sweeps, events, a person's acts and kill -9 (Killed unwinds the call)."""
-    if world.depth >= MAX_IN_FLIGHT or world.rng.random() >= IN_FLIGHT_CHANCE:
+    if world.depth >= MAX_IN_FLIGHT:
         return
-    n = world.rng.randint(1, IN_FLIGHT_STEPS)
+    another = bool(world.with_calls()) and world.rng.random() < BESIDE_CALLS
+    if not another and world.rng.random() >= IN_FLIGHT_CHANCE:
+        return
+    n = 1 if another else world.rng.randint(1, IN_FLIGHT_STEPS)
     name = world.engine.containers[container_id].name
     moment = "carried out, its answer on its way" if done else "under way"
     world.trace.append(f"  meanwhile, the restart of {name} is {moment}:")
@@ -154,7 +161,7 @@ def in_flight(world: World, container_id: str, done: bool) -> None:
         for _ in range(n):
             if _found(world):
                 return
-            _take(world, world.rng.choices(BESIDE, weights)[0])
+            _take(world, ANOTHER_CALL if another else world.rng.choices(BESIDE, weights)[0])
     finally:
         world.depth -= 1
         world.oracle.step = step

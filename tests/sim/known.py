@@ -42,4 +42,8 @@ KNOWN = {
     " (decided, its call queued for the container's worker or in flight at the engine) is"
     " taken for the restart's own: LoopState.caused_by_restart answers yes to any stop while a"
     " claim runs, so PersonStops never holds it and Guardian restarts the container",
+    "F12": "a silence a person sets after Guardian decided a restart and before its call reached"
+    " the engine (queued for the container's worker: the sweep decided it) does not hold the"
+    " call back: a silence is read by decide() only (DecisionPoint._silence), never again"
+    " before the call",
 }

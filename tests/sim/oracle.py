@@ -89,6 +89,7 @@ class Silenced:
     since: datetime
     until: datetime
     lifted: datetime | None = None
+    set_at: Moment | None = None  # when the person set it, in the order of what happened
 
     def holds(self, now: datetime) -> bool:
         return self.since <= now < self.until and (self.lifted is None or now < self.lifted)
@@ -222,7 +223,12 @@ class Oracle:
             self._in_flight_known(self.attempts[req.container_id][-1:], now),
         )
         silenced = [s for s in self.silences if s.name == req.name and s.holds(req.wall)]
-        self._check(Promise.SILENCE, not silenced, f"restart of {req.name} while silenced")
+        self._check(
+            Promise.SILENCE,
+            not silenced,
+            f"restart of {req.name} while silenced",
+            self._silenced_after(req, silenced),
+        )
         if role.asks:
             self._approved(req)
         self._budget(req, role, now)
@@ -246,6 +252,16 @@ class Oracle:
         if heard is None or heard < held or heard < self.frame.runs[-1]:
             return "F3"
         return ""
+
+    @staticmethod
+    def _silenced_after(req: Request, silenced: list[Silenced]) -> str:
+        """F12 when every silence holding the restart back was set after Guardian decided it
+        (its call waited in the work queue meanwhile): "" otherwise."""
+        asked = req.asked
+        if not silenced or not isinstance(asked, Moment):
+            return ""
+        after = all(s.set_at is not None and s.set_at > asked for s in silenced)
+        return "F12" if after else ""
 
     def _approved(self, req: Request) -> None:
         """Each restart of an `ask` container uses one approval given before it, unexpired."""

@@ -220,7 +220,7 @@ def operator(w: World) -> str:
             for earlier in w.oracle.silences:  # a silence replaces the one in force
                 if earlier.name == name and earlier.lifted is None and earlier.until > now:
                     earlier.lifted = now
-            w.oracle.silences.append(Silenced(name, s.created_at, s.until))
+            w.oracle.silences.append(Silenced(name, s.created_at, s.until, set_at=w.frame.now()))
             return f"a person silences {name} until {s.until.isoformat()}"
         if what == "unsilence":
             held = sorted({s.name for s in w.oracle.silences if s.holds(now)})

@@ -112,11 +112,7 @@ class World:
             self.subject.look_for_approvals()
 
     def _calls_first(self) -> None:
-        queue = self.subject.queue if self.running else None
-        while queue is not None and not queue.dead:
-            calls = [k for k in queue.ready if queue.waiting[k].calls]
-            if not calls:
-                return
+        while calls := self.with_calls():
             self._run(calls[self.rng.randrange(len(calls))])
 
     def _next_due(self) -> float | None:
@@ -135,15 +131,24 @@ class World:
                 self.counts["looks when due"] += 1
                 self._run(key)
 
-    def work(self) -> str:
-        """One worker takes a container's key, whichever the threads pick, and runs its work
-        (the restart calls decided for it, then a look): what it ran, or that none waits."""
+    def work(self, calls: bool = False) -> str:
+        """One worker takes a container's key, whichever the threads pick (`calls`: one with a
+        restart call waiting), and runs its work (the restart calls decided for it, then a
+        look): what it ran, or that none waits."""
         queue = self.subject.queue
         assert queue is not None
         self._when_due()
-        if not queue.ready:
+        keys = self.with_calls() if calls else queue.ready
+        if not keys:
             return "no work waiting"
-        return self._run(queue.ready[self.rng.randrange(len(queue.ready))])
+        return self._run(keys[self.rng.randrange(len(keys))])
+
+    def with_calls(self) -> list[str]:
+        """The keys waiting for a worker with a restart call among their work."""
+        queue = self.subject.queue if self.running else None
+        if queue is None or queue.dead:
+            return []
+        return [k for k in queue.ready if queue.waiting[k].calls]
 
     def _run(self, key: str) -> str:
         queue = self.subject.queue
