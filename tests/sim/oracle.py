@@ -92,7 +92,9 @@ class Silenced:
     set_at: Moment | None = None  # when the person set it, in the order of what happened
 
     def holds(self, now: datetime) -> bool:
-        return self.since <= now < self.until and (self.lifted is None or now < self.lifted)
+        """In force at wall time `now`, asked after everything so far: a silence lifted is
+        over, whatever the wall clock says since (it may have stepped back before its lift)."""
+        return self.since <= now < self.until and self.lifted is None
 
 
 @dataclass(repr=False)
@@ -116,6 +118,10 @@ class Oracle:
     # took it for its own restart's while it held a claim to restart that container (F11).
     act_events: dict[int, str] = field(default_factory=dict)
     taken_for_own: dict[str, Moment] = field(default_factory=dict)
+    # And when one was taken for a restart's own while no claim ran (the restart awaiting its
+    # verdict), with whether that restart was made by an earlier run of Guardian (F13).
+    taken_verifying: dict[str, tuple[Moment, bool]] = field(default_factory=dict)
+    act_heard: dict[str, Moment] = field(default_factory=dict)  # one of its events, last heard
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
     well_at: dict[datetime, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -185,14 +191,30 @@ class Oracle:
         """Guardian's event stream handed it `event`; `own`: taken for its own restart's,
         `claimed`: while Guardian held a claim to restart that container (decided, queued or
         in flight)."""
-        if own and claimed and self.act_events.get(id(event)) == event.container_id:
-            self.taken_for_own[event.container_id] = self.frame.now()
+        cid = event.container_id
+        if self.act_events.get(id(event)) != cid:
+            return
+        now = self.frame.now()
+        self.act_heard[cid] = now
+        if not own:
+            return
+        if claimed:
+            self.taken_for_own[cid] = now
+            return
+        runs, last = self.frame.run_index, self.attempts[cid][-1:]
+        self.taken_verifying[cid] = (now, any(runs(a.at) < runs(now) for a in last))
 
     def _taken_for_own(self, container_id: str, held: Moment | None) -> str:
-        """F11 when Guardian heard the person's act while it held a claim to restart the
-        container and took it for the restart's own: "" otherwise."""
+        """The known bug that took the person's act at `held` for a restart's own: F11 when
+        Guardian held a claim to restart the container then, F13 when the restart awaiting its
+        verdict was an earlier run's; "" otherwise."""
+        if held is None:
+            return ""
         taken = self.taken_for_own.get(container_id)
-        return "F11" if held is not None and taken is not None and taken > held else ""
+        if taken is not None and taken > held:
+            return "F11"
+        verifying, earlier = self.taken_verifying.get(container_id, (None, False))
+        return "F13" if verifying is not None and verifying > held and earlier else ""
 
     def person(self, what: str, container_id: str) -> None:
         if what in ("stop", "kill", "remove"):
@@ -210,7 +232,9 @@ class Oracle:
             Promise.PERSON_STOP,
             held is None,
             f"{req.verb} of {req.name} after a person stopped, killed or removed it",
-            self._taken_for_own(req.container_id, held) or self._explained(req.container_id, held),
+            self._taken_for_own(req.container_id, held)
+            or self._explained(req.container_id, held)
+            or self._act_unheard(req.container_id, held),
         )
         if held is not None and req.verb in ("restart", "create"):
             del self.held[req.container_id]  # it runs again now: told once
@@ -252,6 +276,13 @@ class Oracle:
         if heard is None or heard < held or heard < self.frame.runs[-1]:
             return "F3"
         return ""
+
+    def _act_unheard(self, container_id: str, held: Moment | None) -> str:
+        """F3 (while it is known) when this run of Guardian never heard the act's own events,
+        though it heard another stop of the container since (its own restart's, replayed)."""
+        heard = self.act_heard.get(container_id)
+        unheard = held is not None and (heard is None or heard < self.frame.runs[-1])
+        return "F3" if unheard and "F3" in KNOWN else ""
 
     @staticmethod
     def _silenced_after(req: Request, silenced: list[Silenced]) -> str:

@@ -7,6 +7,7 @@ until the bug is fixed, when strict turns the pass into a failure to notice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from guardian.core.model import ContainerSnapshot
 from tests.sim.driver import TICK, quiet_guardian
 from tests.sim.known import KNOWN
-from tests.sim.oracle import Promise
+from tests.sim.oracle import Promise, Silenced
+from tests.sim.steps import PERSON
 from tests.sim.world import World
 
 
@@ -70,6 +72,13 @@ def wait(w: World, seconds: int) -> None:
     """Time passes as the daemon lets it: events read, the workers run, verify ticks."""
     act(w, w.catch_up)
     act(w, lambda: w.advance(seconds))
+
+
+def silence(w: World, name: str) -> None:
+    """A person silences `name` for ten minutes (`guardian silence`)."""
+    op = w.subject.app.app.operator
+    s = op.silence(name, timedelta(minutes=10), "maintenance", PERSON)
+    w.oracle.silences.append(Silenced(name, s.created_at, s.until, set_at=w.frame.now()))
 
 
 def broken(w: World) -> set[Promise]:
@@ -164,3 +173,51 @@ def test_a_persons_stop_while_a_restart_awaits_its_verdict_is_not_undone(w: Worl
         wait(w, 60)
         act(w, lambda: sweep(w))
     assert Promise.PERSON_STOP not in broken(w)
+
+
+# -- the work queue's interleavings -----------------------------------------------------------
+
+
+def test_a_sweep_beside_a_restart_call_in_flight_leaves_the_container_to_its_worker(
+    w: World,
+) -> None:
+    """KeyedQueue.turn: while web's worker waits on the engine's restart (carried out, its
+    answer on the way), a sweep takes no turn of web; a look is left for the worker, which
+    takes it once the call returned. One restart, nothing broken."""
+    queue = w.subject.queue
+    assert queue is not None
+    beside: list[bool] = []
+
+    def meanwhile(container_id: str, done: bool) -> None:
+        if done and not beside:
+            w.subject.sweep()
+            beside.append(queue.waiting[container_id].look)
+
+    w.engine.meanwhile = meanwhile
+    act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
+    act(w, lambda: hear_all(w))
+    act(w, w.work)  # web's worker: the event's look decides and calls the engine at once
+    assert beside == [True] and waiting(w) == ["web"]
+    act(w, w.work)  # the look the sweep left
+    assert w.counts["engine received: restart"] == 1 and not w.oracle.violations
+
+
+@pytest.mark.xfail(strict=True, reason=f"known bug F11: {KNOWN['F11']}")
+def test_a_persons_stop_heard_while_a_restart_waits_for_its_worker_is_not_undone(
+    w: World,
+) -> None:
+    act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
+    act(w, w.subject.sweep)  # decided and claimed: the call waits for web's worker
+    act(w, lambda: w.host.stop(container(w, "web")))
+    act(w, lambda: hear_all(w))  # the person's stop, heard while the claim runs
+    act(w, lambda: work_all(w))
+    assert Promise.PERSON_STOP not in broken(w)
+
+
+@pytest.mark.xfail(strict=True, reason=f"known bug F12: {KNOWN['F12']}")
+def test_a_silence_set_while_a_restart_waits_for_its_worker_holds_it_back(w: World) -> None:
+    act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
+    act(w, w.subject.sweep)  # decided and claimed: the call waits for web's worker
+    act(w, lambda: silence(w, "web"))
+    act(w, lambda: work_all(w))
+    assert Promise.SILENCE not in broken(w)
