@@ -151,7 +151,8 @@ def in_flight(world: World, container_id: str, done: bool) -> None:
     if not another and world.rng.random() >= IN_FLIGHT_CHANCE:
         return
     n = 1 if another else world.rng.randint(1, IN_FLIGHT_STEPS)
-    name = world.engine.containers[container_id].name
+    snap = world.engine.containers.get(container_id)  # a person may have removed it meanwhile
+    name = snap.name if snap is not None else container_id[:12]
     moment = "carried out, its answer on its way" if done else "under way"
     world.trace.append(f"  meanwhile, the restart of {name} is {moment}:")
     world.counts["steps beside a call in flight"] += n

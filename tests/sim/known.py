@@ -46,9 +46,9 @@ KNOWN = {
     " the engine (queued for the container's worker: the sweep decided it) does not hold the"
     " call back: a silence is read by decide() only (DecisionPoint._silence), never again"
     " before the call",
-    "F13": "a person's stop or kill of a container whose restart an earlier run of Guardian made"
-    " (reconciled at this start: its outcome was never written) is taken for that restart's own"
-    " while its verification awaits: this run never heard the restart's start"
-    " (LoopState.caused_by_restart counts every stop until a start is heard), so PersonStops"
+    "F13": "a person's stop or kill heard while a restart awaits its verdict whose start this run"
+    " of Guardian never heard (an earlier run made it and its outcome was never written, or the"
+    " stream was cut and the engine's ring dropped its events) is taken for that restart's own:"
+    " LoopState.caused_by_restart counts every stop until the start is heard, so PersonStops"
     " never holds it and Guardian restarts the container",
 }

@@ -118,9 +118,9 @@ class Oracle:
     # took it for its own restart's while it held a claim to restart that container (F11).
     act_events: dict[int, str] = field(default_factory=dict)
     taken_for_own: dict[str, Moment] = field(default_factory=dict)
-    # And when one was taken for a restart's own while no claim ran (the restart awaiting its
-    # verdict), with whether that restart was made by an earlier run of Guardian (F13).
-    taken_verifying: dict[str, tuple[Moment, bool]] = field(default_factory=dict)
+    # And when one was taken for a restart's own while no claim ran: the restart awaited its
+    # verdict, its start unheard (F13).
+    taken_verifying: dict[str, Moment] = field(default_factory=dict)
     act_heard: dict[str, Moment] = field(default_factory=dict)  # one of its events, last heard
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
@@ -167,9 +167,10 @@ class Oracle:
 
     def was_well(self, container_id: str, at: datetime) -> bool:
         """Whether the engine showed the container well at wall time `at`: within this step
-        when `at` is now, else within any step at that wall time (a record written late)."""
-        if at == self.frame.clock.now():
-            return container_id in self.well_now
+        when `at` is now, else within any step at that wall time (a record written late; a wall
+        time the clock had passed before it stepped back, come round again)."""
+        if at == self.frame.clock.now() and container_id in self.well_now:
+            return True
         return container_id in self.well_at.get(at, set())
 
     def heard(self, action: str, container_id: str, own: bool, forgot: bool) -> None:
@@ -201,20 +202,20 @@ class Oracle:
         if claimed:
             self.taken_for_own[cid] = now
             return
-        runs, last = self.frame.run_index, self.attempts[cid][-1:]
-        self.taken_verifying[cid] = (now, any(runs(a.at) < runs(now) for a in last))
+        self.taken_verifying[cid] = now
 
     def _taken_for_own(self, container_id: str, held: Moment | None) -> str:
         """The known bug that took the person's act at `held` for a restart's own: F11 when
-        Guardian held a claim to restart the container then, F13 when the restart awaiting its
-        verdict was an earlier run's; "" otherwise."""
+        Guardian held a claim to restart the container then, F13 when a restart awaited its
+        verdict (F4's fix tells a person's stop once the restart's start was heard: this one's
+        was not); "" otherwise."""
         if held is None:
             return ""
         taken = self.taken_for_own.get(container_id)
         if taken is not None and taken > held:
             return "F11"
-        verifying, earlier = self.taken_verifying.get(container_id, (None, False))
-        return "F13" if verifying is not None and verifying > held and earlier else ""
+        verifying = self.taken_verifying.get(container_id)
+        return "F13" if verifying is not None and verifying > held else ""
 
     def person(self, what: str, container_id: str) -> None:
         if what in ("stop", "kill", "remove"):
