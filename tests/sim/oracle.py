@@ -364,11 +364,12 @@ class Oracle:
         return "F5" if any(s > 0 and at > began for at, s in self.frame.steps) else "F6"
 
     def _misordered(self, attempts: list[Attempt], now: Moment) -> str:
-        """F8 when one of `attempts` was made in an earlier run after the wall clock stepped
-        back in that run (its stamp lies before stamps written earlier); "" otherwise."""
+        """F8 when one of `attempts` was made after the wall clock stepped back in an earlier
+        run, in that run or a later one (its stamp lies before stamps that run wrote before the
+        step, a counter reset among them); "" otherwise."""
         runs = self.frame.run_index
         back = [at for at, seconds in self.frame.steps if seconds < 0 and runs(at) < runs(now)]
-        after = any(runs(a.at) == runs(at) and a.at > at for at in back for a in attempts)
+        after = any(a.at > at for at in back for a in attempts)
         return "F8" if after else ""
 
     def _unwritten_before(self, attempts: list[Attempt], now: Moment) -> bool:

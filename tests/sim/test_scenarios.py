@@ -14,6 +14,7 @@ import pytest
 
 from guardian.core.model import ContainerSnapshot
 from tests.sim.driver import TICK, quiet_guardian
+from tests.sim.engine import Fault
 from tests.sim.known import KNOWN
 from tests.sim.oracle import Promise, Silenced
 from tests.sim.steps import PERSON
@@ -161,6 +162,21 @@ def test_a_persons_stop_is_not_undone_by_the_next_run_of_guardian(w: World) -> N
     act(w, w.start)
     act(w, lambda: sweep(w))
     assert Promise.PERSON_STOP not in broken(w)
+
+
+@pytest.mark.xfail(strict=True, reason=f"known bug F10: {KNOWN['F10']}")
+def test_a_restart_the_engine_still_carries_out_is_not_asked_again_after_a_step_forward(
+    w: World,
+) -> None:
+    act(w, lambda: setattr(w.engine, "armed", Fault.TIMEOUT))
+    act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
+    act(w, lambda: sweep(w))  # timed out after sending: the engine restarts it within 10 s
+    assert w.engine.deferred
+    act(w, lambda: w.step_clock(600))
+    act(w, w.subject.crash)
+    act(w, w.start)
+    act(w, lambda: sweep(w))  # the reconciled intent looks older than its stop timeout
+    assert Promise.ONE_IN_FLIGHT not in broken(w)
 
 
 def test_a_persons_stop_while_a_restart_awaits_its_verdict_is_not_undone(w: World) -> None:

@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 KEPT: list[tuple[int, float, str]] = [
     (0, 1, "a verdict written at the end of a wait was checked against a moment never looked at"),
     (73, 1, "steps sharing one wall time: a verdict of an earlier step held to this one's view"),
+    (1436, 1, "a silence lifted before a step back of the wall clock held as in force again"),
+    (6606, 1, "a verdict written late whose wall time came round again after a step back"),
 ]
 
 # Seeds that found a bug in Guardian (tests/sim/known.py): they run into it until it is
@@ -45,12 +47,15 @@ KEPT: list[tuple[int, float, str]] = [
 FOUND: list[tuple[int, float, str]] = [
     (2266, 1, "F1"),  # the host's minute forgets a restart the store lost
     (20, 1, "F2"),  # notifications held after a step back of the wall clock
-    (52, 1, "F3"),  # a person's stop Guardian has not heard of, undone by a sweep
-    (43, 1, "F5"),  # a lost restart counted from the engine, unmoved by a step forward
-    (60, 1, "F6"),  # a lost restart not recovered from the engine's record
-    (2643, 1, "F7"),  # a lost restart the engine still carries out, restarted again
-    (3570, 1, "F8"),  # a step back in one run misorders the next run's stamps
+    (38, 1, "F3"),  # a person's stop Guardian has not heard of, undone by a sweep
+    (1503, 1, "F5"),  # a lost restart counted from the engine, unmoved by a step forward
+    (235, 1, "F6"),  # a lost restart not recovered from the engine's record
+    (240, 1, "F7"),  # a lost restart the engine still carries out, restarted again
+    (5710, 1, "F8"),  # a step back in one run misorders the next run's stamps
     (5185, 1, "F9"),  # a stale start replayed after a step back: a person's stop forgotten
+    (59, 1, "F11"),  # a person's stop heard while a restart is claimed, taken for its own
+    (408, 1, "F12"),  # a silence set while a decided restart waits for its worker
+    (7668, 1, "F13"),  # a person's stop taken for a verifying restart's own, its start unheard
 ]
 
 
