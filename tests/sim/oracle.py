@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import Enum
 
 from guardian.core.model import ContainerSnapshot
-from guardian.ports import EngineEvent
+from tests.sim.acts import Acts
 from tests.sim.engine import SIGKILL, SIGTERM, Request
 from tests.sim.frame import Frame, Moment, Unwell
 from tests.sim.host import ROLES, Role
@@ -114,18 +114,14 @@ class Oracle:
     heard_stop: dict[str, tuple[Moment, bool]] = field(default_factory=dict)
     stale_start: dict[str, Moment] = field(default_factory=dict)  # a held stop forgotten
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
-    # The events of each person's act (by id(event)), and when Guardian heard one of them and
-    # took it for its own restart's while it held a claim to restart that container (F11).
-    act_events: dict[int, str] = field(default_factory=dict)
-    taken_for_own: dict[str, Moment] = field(default_factory=dict)
-    # And when one was taken for a restart's own while no claim ran: the restart awaited its
-    # verdict, its start unheard (F13).
-    taken_verifying: dict[str, Moment] = field(default_factory=dict)
-    act_heard: dict[str, Moment] = field(default_factory=dict)  # one of its events, last heard
+    acts: Acts = field(init=False)  # what Guardian made of a person's acts
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
     well_at: dict[datetime, set[str]] = field(default_factory=lambda: defaultdict(set))
     well_now: set[str] = field(default_factory=set)  # well at some moment of this step
+
+    def __post_init__(self) -> None:
+        self.acts = Acts(self.frame)
 
     def violated(self, promise: Promise, detail: str, known: str = "") -> None:
         self.violations.append(Violation(promise, self.step, detail, known))
@@ -183,40 +179,6 @@ class Oracle:
         elif forgot and container_id in self.held:
             self.stale_start[container_id] = self.frame.now()
 
-    def acted(self, container_id: str, events: tuple[EngineEvent, ...]) -> None:
-        """A person's act emitted these events."""
-        for event in events:
-            self.act_events[id(event)] = container_id
-
-    def heard_event(self, event: EngineEvent, own: bool, claimed: bool) -> None:
-        """Guardian's event stream handed it `event`; `own`: taken for its own restart's,
-        `claimed`: while Guardian held a claim to restart that container (decided, queued or
-        in flight)."""
-        cid = event.container_id
-        if self.act_events.get(id(event)) != cid:
-            return
-        now = self.frame.now()
-        self.act_heard[cid] = now
-        if not own:
-            return
-        if claimed:
-            self.taken_for_own[cid] = now
-            return
-        self.taken_verifying[cid] = now
-
-    def _taken_for_own(self, container_id: str, held: Moment | None) -> str:
-        """The known bug that took the person's act at `held` for a restart's own: F11 when
-        Guardian held a claim to restart the container then, F13 when a restart awaited its
-        verdict (F4's fix tells a person's stop once the restart's start was heard: this one's
-        was not); "" otherwise."""
-        if held is None:
-            return ""
-        taken = self.taken_for_own.get(container_id)
-        if taken is not None and taken > held:
-            return "F11"
-        verifying = self.taken_verifying.get(container_id)
-        return "F13" if verifying is not None and verifying > held else ""
-
     def person(self, what: str, container_id: str) -> None:
         if what in ("stop", "kill", "remove"):
             self.held[container_id] = self.frame.now()
@@ -233,9 +195,9 @@ class Oracle:
             Promise.PERSON_STOP,
             held is None,
             f"{req.verb} of {req.name} after a person stopped, killed or removed it",
-            self._taken_for_own(req.container_id, held)
+            self.acts.taken_for_own(req.container_id, held)
             or self._explained(req.container_id, held)
-            or self._act_unheard(req.container_id, held),
+            or self.acts.unheard(req.container_id, held),
         )
         if held is not None and req.verb in ("restart", "create"):
             del self.held[req.container_id]  # it runs again now: told once
@@ -277,13 +239,6 @@ class Oracle:
         if heard is None or heard < held or heard < self.frame.runs[-1]:
             return "F3"
         return ""
-
-    def _act_unheard(self, container_id: str, held: Moment | None) -> str:
-        """F3 (while it is known) when this run of Guardian never heard the act's own events,
-        though it heard another stop of the container since (its own restart's, replayed)."""
-        heard = self.act_heard.get(container_id)
-        unheard = held is not None and (heard is None or heard < self.frame.runs[-1])
-        return "F3" if unheard and "F3" in KNOWN else ""
 
     @staticmethod
     def _silenced_after(req: Request, silenced: list[Silenced]) -> str:

@@ -13,7 +13,6 @@ changes, re-point these methods at it and the driver and the oracle stay as they
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -21,10 +20,9 @@ from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
-from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
-from guardian.core.outbound.delivery import DELIVERED, Result, RetryPolicy, Status
+from guardian.core.outbound.delivery import RetryPolicy
 from guardian.entrypoints.event_listener import IN_FLIGHT, REPLAY_LIMIT
 from guardian.ports import EngineEvent, EngineUnavailable, StoreError
 from guardian.runtime.work_queue import Work
@@ -33,62 +31,11 @@ from guardian.service.state.engine_memory import EVENTS_THROUGH
 from guardian.service.watchers.clock_steps import StepWatch
 from tests.app import TestApp, make_app
 from tests.fakes import FakeClock
+from tests.sim.edges import Channel, Disk, FillingDatabase
 from tests.sim.engine import SimEngine
 from tests.sim.host import CONFIG
 from tests.sim.stream import Stream
 from tests.sim.workers import SimQueue
-
-
-@dataclass
-class Disk:
-    """The store's disk: while `full`, every write transaction fails as on a full disk."""
-
-    full: bool = False
-
-
-class FillingDatabase(Database):
-    """A real SQLite database whose writes fail while its disk is full."""
-
-    def __init__(self, path: Path, disk: Disk) -> None:
-        self.disk = disk
-        super().__init__(path)
-
-    @contextmanager
-    def transaction(self) -> Iterator[object]:  # type: ignore[override]
-        if self.disk.full:
-            raise StoreError(f"store {self.path}: database or disk is full")
-        with super().transaction() as conn:
-            yield conn
-
-
-@dataclass
-class Channel:
-    """A notification channel (the Notifier port) that answers from the simulation's dice:
-    mostly delivered; sometimes a 5xx, a 429, a 4xx, or no answer after sending."""
-
-    rng: random.Random
-    name: str = "sim"
-    idempotent: bool = False
-    max_batch: int = 50
-    min_interval: timedelta = timedelta(0)
-    down: int = 0  # the next sends that fail (a channel outage)
-    sent: int = 0
-
-    def send(self, batch: object) -> Result:
-        self.sent += 1
-        if self.down > 0:
-            self.down -= 1
-            return Result(Status.TRANSIENT, "503 (simulated outage)")
-        roll = self.rng.random()
-        if roll < 0.04:
-            return Result(Status.TRANSIENT, "502 (simulated)")
-        if roll < 0.06:
-            return Result(Status.RATE_LIMITED, "429 (simulated)", timedelta(seconds=30))
-        if roll < 0.07:
-            return Result(Status.PERMANENT, "400 invalid_payload (simulated)")
-        if roll < 0.08:
-            return Result(Status.UNKNOWN, "timed out after sending (simulated)")
-        return DELIVERED
 
 
 @dataclass(repr=False)

@@ -17,12 +17,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.fakes import FakeClock
+from tests.sim.edges import Channel, Disk
 from tests.sim.engine import Request, SimEngine
 from tests.sim.frame import Frame
 from tests.sim.host import Host
 from tests.sim.oracle import Oracle, Promise
 from tests.sim.records import Records
-from tests.sim.subject import Channel, Disk, Subject
+from tests.sim.subject import Subject
 
 # How long an engine event may wait for the events thread before time moves on: under
 # IN_FLIGHT (5 s), the daemon's own assumption when it marks events handled.
@@ -64,8 +65,8 @@ class World:
         self.subject = Subject(self.tmp, self.engine, self.clock, Disk(), Channel(self.rng))
         self.oracle.disk_full = lambda: self.subject.disk.full
         self.subject.on_heard.append(self.oracle.heard)
-        self.subject.on_heard_event.append(self.oracle.heard_event)
-        self.host.on_acted.append(self.oracle.acted)
+        self.subject.on_heard_event.append(self.oracle.acts.heard_event)
+        self.host.on_acted.append(self.oracle.acts.acted)
         self.subject.on_raised.append(
             lambda exc: self.oracle.violated(Promise.NO_RAISE, raised_at(exc))
         )
@@ -116,9 +117,10 @@ class World:
             self._run(calls[self.rng.randrange(len(calls))])
 
     def _next_due(self) -> float | None:
+        """When the engine completes a restart or Guardian's next look or timer is due."""
         queue = self.subject.queue if self.running else None
-        due = [d for d in (self.engine.next_due(), queue and queue.next_due()) if d is not None]
-        return min(due, default=None)
+        due = [self.engine.next_due(), queue.next_due() if queue is not None else None]
+        return min((d for d in due if d is not None), default=None)
 
     def _when_due(self, by: float | None = None) -> None:
         """The delayed looks and timers due by `by` (default: now): each look on its key's
@@ -151,13 +153,15 @@ class World:
         return [k for k in queue.ready if queue.waiting[k].calls]
 
     def _run(self, key: str) -> str:
+        """`key`'s worker runs what waits for it: what that was, for the trace."""
         queue = self.subject.queue
         assert queue is not None
         name = self.engine.containers[key].name if key in self.engine.containers else key[:12]
         work = queue.run(key)
         self.counts["worker turns"] += 1
         self.counts["restart calls queued and run"] += len(work.calls)
-        said = [f"{len(work.calls)} calls"] if work.calls else []
+        n = len(work.calls)
+        said = [f"{n} restart call" + ("s" if n > 1 else "")] if n else []
         return f"a worker takes {name}: " + ", ".join([*said, "a look"] if work.look else said)
 
     def step_clock(self, seconds: int) -> None:
