@@ -53,6 +53,7 @@ FOUND: list[tuple[int, float, str]] = [
     (240, 1, "F7"),  # a lost restart the engine still carries out, restarted again
     (5710, 1, "F8"),  # a step back in one run misorders the next run's stamps
     (5185, 1, "F9"),  # a stale start replayed after a step back: a person's stop forgotten
+    (404786, 1, "F10"),  # a restart the engine still does, asked again after a step forward
     (59, 1, "F11"),  # a person's stop heard while a restart is claimed, taken for its own
     (408, 1, "F12"),  # a silence set while a decided restart waits for its worker
     (7668, 1, "F13"),  # a person's stop taken for a verifying restart's own, its start unheard
