@@ -3,9 +3,11 @@
 # changes with each run unless given, so each soak explores seeds CI never tried.
 #   bench/sim_soak.sh                        # 2000 seeds x 1 h, from a base taken from the time
 #   SEEDS=300 HOURS=4 BASE=7000 bench/sim_soak.sh
-# Prints the figures: seeds, simulated hours, steps, the steps and faults of each kind,
-# invariants checked, the known bugs hit (and by which seeds), and every seed that broke a
-# promise with the one command that replays it. Exits 1 when a seed found something new.
+# Prints the figures: seeds, simulated hours, steps, the steps and faults of each kind (the work
+# queue's among them: worker turns, restart calls queued and run, looks when due, steps beside a
+# call in flight, crashes beside one), invariants checked, the known bugs hit (and by which
+# seeds), and every seed that broke a promise with the one command that replays it. Exits 1
+# when a seed found something new.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}

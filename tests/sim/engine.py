@@ -18,6 +18,7 @@ from guardian.core.escalation.recreate import RecreateSpec
 from guardian.core.model import ActionOutcome, ContainerSnapshot, Outcome
 from guardian.ports import EngineEvent, EngineHistory, EngineStep, EngineUnavailable
 from tests.fakes import FakeEngine
+from tests.sim.workers import Killed
 
 RING = 256  # events the engine keeps (Docker 20.10's ring)
 SIGTERM, SIGKILL = 143, 137  # exit codes of a stop and a kill
@@ -43,7 +44,9 @@ class Request:
     labels: dict[str, str]
     mono: float  # when it was received, on the monotonic clock (true time)
     wall: datetime  # and on the wall clock
-    under_way: bool = False  # a restart of the container the engine has not completed yet
+    under_way: bool = False  # a restart of it the engine has not completed, or not answered
+    at_once: int = 0  # Guardian's restart calls the engine had not answered yet (others')
+    asked: object = None  # when Guardian decided it, if it waited in its work queue since
 
 
 @dataclass
@@ -73,6 +76,13 @@ class SimEngine(FakeEngine):
     stepped: float = 0.0
     run_began: float = 0.0
     written_at: dict[str, float] = field(default_factory=dict)
+    # Guardian's restart calls not answered yet, by container id (the engine at them), and
+    # what happens meanwhile (tests/sim/driver.py: other steps, beside the call's worker),
+    # told the container and whether the engine has carried the restart out yet.
+    calling: list[str] = field(default_factory=list)
+    meanwhile: Callable[[str, bool], None] | None = None
+    asked: Callable[[], object] = lambda: None  # when the call under way now was decided
+    guardian_dead: bool = False  # kill -9: a request from the dying run's frames unwinds them
 
     # -- reads: an outage, and what Guardian was shown ---------------------------------------
 
@@ -131,6 +141,8 @@ class SimEngine(FakeEngine):
     # -- requests that change a container ----------------------------------------------------
 
     def _receive(self, verb: str, snap: ContainerSnapshot) -> None:
+        if self.guardian_dead:
+            raise Killed(f"{verb} of {snap.name} from a run of Guardian that was killed")
         request = Request(
             verb,
             snap.id,
@@ -138,7 +150,9 @@ class SimEngine(FakeEngine):
             dict(snap.labels),
             self.clock.monotonic(),
             self.clock.now(),
-            snap.id in self.deferred,
+            snap.id in self.deferred or snap.id in self.calling,
+            len(self.calling) if verb == "restart" else 0,
+            self.asked() if verb == "restart" else None,
         )
         self.received.append(request)
         for told in self.on_request:
@@ -158,6 +172,8 @@ class SimEngine(FakeEngine):
     def restart(
         self, container_id: str, stop_timeout: timedelta, previous_started_at: datetime | None
     ) -> ActionOutcome:
+        if self.guardian_dead:
+            raise Killed("a restart from a run of Guardian that was killed")
         self.restarts.append(container_id)
         fault = self._unsent()
         if fault is Fault.REFUSED:
@@ -169,10 +185,23 @@ class SimEngine(FakeEngine):
             return ActionOutcome(Outcome.PERMANENT_FAILURE, "container no longer exists (404)")
         self.steps.append(("restart", snap.name))
         self._receive("restart", snap)
-        if fault is Fault.TIMEOUT:
-            return self._timed_out(snap, stop_timeout, previous_started_at)
-        self._restart_now(container_id)
-        return ActionOutcome(Outcome.RESTARTED, "restart request completed")
+        self.calling.append(container_id)
+        try:
+            if fault is Fault.TIMEOUT:
+                return self._timed_out(snap, stop_timeout, previous_started_at)
+            # Under way until the engine has stopped and started it: a request about the
+            # container meanwhile waits for it (settle), as Docker's container lock makes it.
+            self.deferred[container_id] = self.clock.monotonic() + stop_timeout.total_seconds()
+            self._meanwhile(container_id, False)
+            self.settle(container_id)
+            self._meanwhile(container_id, True)  # carried out; the answer on its way
+            return ActionOutcome(Outcome.RESTARTED, "restart request completed")
+        finally:
+            self.calling.remove(container_id)
+
+    def _meanwhile(self, container_id: str, done: bool) -> None:
+        if self.meanwhile is not None:
+            self.meanwhile(container_id, done)
 
     def _timed_out(
         self, snap: ContainerSnapshot, stop_timeout: timedelta, previous: datetime | None
@@ -183,6 +212,7 @@ class SimEngine(FakeEngine):
             self._restart_now(snap.id)
         else:
             self.deferred[snap.id] = self.clock.monotonic() + stop_timeout.total_seconds()
+        self._meanwhile(snap.id, snap.id not in self.deferred)  # until the call times out
         try:
             after = self.inspect(snap.id)
         except EngineUnavailable:

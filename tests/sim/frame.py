@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 
 from tests.fakes import FakeClock
 
+# The clock's resolution: Guardian's stamps keep microseconds, while true time here is a sum of
+# floats; a look Guardian asked for at a deadline runs on it, so Guardian may count up to this
+# much more than the floats say.
+RESOLUTION = 1e-6
+
 
 @dataclass(frozen=True, order=True)
 class Moment:
@@ -74,7 +79,7 @@ class Frame:
         wall clock's steps forward between `before` and the start of the run `after` lies in
         (when `before` lies in an earlier run). A step back may make Guardian count less (a
         stamp ahead of the clock counts as now): safe, so never demanded."""
-        gap = after.mono - before.mono
+        gap = after.mono - before.mono + RESOLUTION
         start = self.run_start(after)
         if before < start:
             first = bisect.bisect_right(self._step_at, before)
@@ -94,7 +99,7 @@ class Unwell:
     after_clean: list[Moment] = field(default_factory=list)
 
     def saw(self, at: Moment) -> None:
-        if self.last is None or at.mono - self.last.mono >= self.reset_after:
+        if self.last is None or at.mono - self.last.mono + RESOLUTION >= self.reset_after:
             self.after_clean.append(at)
         self.last = at
 
@@ -103,6 +108,6 @@ class Unwell:
         count against max_attempts, earlier ones may have been reset. `at` itself when the
         stretch before it is clean. Lenient on purpose: Guardian resets only once it observed
         reset_after of health, never on a sighting it was not shown."""
-        if self.last is None or at.mono - self.last.mono >= self.reset_after:
+        if self.last is None or at.mono - self.last.mono + RESOLUTION >= self.reset_after:
             return at
         return self.after_clean[-1]

@@ -14,6 +14,7 @@ from enum import Enum
 
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import EngineEvent
+from tests.sim.acts import Acts
 from tests.sim.engine import SIGKILL, SIGTERM, Request
 from tests.sim.frame import Frame, Moment, Unwell
 from tests.sim.host import ROLES, Role
@@ -32,6 +33,7 @@ class Promise(Enum):
     MAX_ATTEMPTS = "at most max_attempts restarts of a container within the window"
     COOLDOWN = "never two restarts of a container within its cooldown (with its backoff)"
     HOST_BUDGET = "never more restarts on the host than restart.max_per_minute in any minute"
+    AT_ONCE = "never more restart calls under way on the host than restart.max_concurrent"
     PERSON_STOP = "never a restart of a container a person stopped or removed"
     SCOPE = "nothing outside scope touched (opted out, not opted in, an orchestrator's)"
     SILENCE = "never a restart of a container while a person's silence holds it"
@@ -91,9 +93,12 @@ class Silenced:
     since: datetime
     until: datetime
     lifted: datetime | None = None
+    set_at: Moment | None = None  # when the person set it, in the order of what happened
 
     def holds(self, now: datetime) -> bool:
-        return self.since <= now < self.until and (self.lifted is None or now < self.lifted)
+        """In force at wall time `now`, asked after everything so far: a silence lifted is
+        over, whatever the wall clock says since (it may have stepped back before its lift)."""
+        return self.since <= now < self.until and self.lifted is None
 
 
 @dataclass(repr=False)
@@ -116,10 +121,14 @@ class Oracle:
     learnt: dict[str, tuple[int, bool]] = field(default_factory=dict)
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
     emitted: Callable[[], list[EngineEvent]] = list  # every event the engine emitted, in order
+    acts: Acts = field(init=False)  # what Guardian made of a person's acts
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
     well_at: dict[datetime, set[str]] = field(default_factory=lambda: defaultdict(set))
     well_now: set[str] = field(default_factory=set)  # well at some moment of this step
+
+    def __post_init__(self) -> None:
+        self.acts = Acts(self.frame)
 
     def violated(self, promise: Promise, detail: str, known: str = "") -> None:
         self.violations.append(Violation(promise, self.step, detail, known))
@@ -161,9 +170,10 @@ class Oracle:
 
     def was_well(self, container_id: str, at: datetime) -> bool:
         """Whether the engine showed the container well at wall time `at`: within this step
-        when `at` is now, else within any step at that wall time (a record written late)."""
-        if at == self.frame.clock.now():
-            return container_id in self.well_now
+        when `at` is now, else within any step at that wall time (a record written late; a wall
+        time the clock had passed before it stepped back, come round again)."""
+        if at == self.frame.clock.now() and container_id in self.well_now:
+            return True
         return container_id in self.well_at.get(at, set())
 
     def heard(self, action: str, container_id: str) -> None:
@@ -211,7 +221,9 @@ class Oracle:
             Promise.PERSON_STOP,
             held is None,
             f"{req.verb} of {req.name} after a person stopped, killed or removed it",
-            self._explained(req.container_id, held),
+            self.acts.taken_for_own(req.container_id, held)
+            or self._explained(req.container_id, held)
+            or self.acts.unheard(req.container_id, held),
         )
         if held is not None and req.verb in ("restart", "create"):
             del self.held[req.container_id]  # it runs again now: told once
@@ -223,14 +235,21 @@ class Oracle:
             Promise.ONE_IN_FLIGHT,
             not req.under_way,
             f"restart of {req.name} while the engine still restarts it",
-            "F7" if self._unwritten_before(self.attempts[req.container_id][-1:], now) else "",
+            self._in_flight_known(self.attempts[req.container_id][-1:], now),
         )
         silenced = [s for s in self.silences if s.name == req.name and s.holds(req.wall)]
-        self._check(Promise.SILENCE, not silenced, f"restart of {req.name} while silenced")
+        self._check(
+            Promise.SILENCE,
+            not silenced,
+            f"restart of {req.name} while silenced",
+            self._silenced_after(req, silenced),
+        )
         if role.asks:
             self._approved(req)
         self._budget(req, role, now)
-        attempt = Attempt(now, self.disk_full())
+        # Counted from Guardian's decision when the call waited in its work queue since: the
+        # budget is Guardian's to keep from when it decided, not from when a worker got to it.
+        attempt = Attempt(req.asked if isinstance(req.asked, Moment) else now, self.disk_full())
         self.attempts[req.container_id].append(attempt)
         self.host_attempts.append(attempt)
         self._unwell(req.container_id, req.name).saw(now)
@@ -250,6 +269,16 @@ class Oracle:
         if run < self.frame.run_index(self.frame.now()) and unwritable:
             return "F10"
         return ""
+
+    @staticmethod
+    def _silenced_after(req: Request, silenced: list[Silenced]) -> str:
+        """F13 when every silence holding the restart back was set after Guardian decided it
+        (its call waited in the work queue meanwhile): "" otherwise."""
+        asked = req.asked
+        if not silenced or not isinstance(asked, Moment):
+            return ""
+        after = all(s.set_at is not None and s.set_at > asked for s in silenced)
+        return "F13" if after else ""
 
     def _approved(self, req: Request) -> None:
         """Each restart of an `ask` container uses one approval given before it, unexpired."""
@@ -280,9 +309,15 @@ class Oracle:
             self._check(
                 Promise.COOLDOWN,
                 gap >= need,
-                f"restart of {req.name} {gap:.0f}s after the last (cooldown {need:.0f}s)",
+                f"restart of {req.name} {gap:.3f}s after the last (cooldown {need:.0f}s)",
                 self._lost([*counted, prior[-1]], now) or self._misordered(prior, now),
             )
+        self._check(
+            Promise.AT_ONCE,
+            req.at_once < p.max_concurrent,
+            f"restart of {req.name}: {req.at_once} restart calls already under way "
+            f"(max_concurrent {p.max_concurrent})",
+        )
         minute = set(self.frame.within([a.at for a in self.host_attempts], now, MINUTE))
         recent = [a for a in self.host_attempts if a.at in minute]
         self._check(
@@ -292,6 +327,17 @@ class Oracle:
             f"(max_per_minute {p.max_per_minute})",
             "F1" if any(a.unwritten and a.at < self.frame.run_start(now) for a in recent) else "",
         )
+
+    def _in_flight_known(self, last: list[Attempt], now: Moment) -> str:
+        """The known bug a second restart while the engine still does the first comes from: F7
+        when the store lost the first (made while its writes failed, in an earlier run); F11
+        when an earlier run asked it and the wall clock stepped forward since; "" otherwise."""
+        if self._unwritten_before(last, now):
+            return "F7"
+        runs = self.frame.run_index
+        earlier = [a for a in last if runs(a.at) < runs(now)]
+        forward = any(s > 0 and at > a.at for a in earlier for at, s in self.frame.steps)
+        return "F11" if forward else ""
 
     def _lost(self, attempts: list[Attempt], now: Moment) -> str:
         """The known bug that forgot or misplaced one of `attempts` the store lost (made while
@@ -303,11 +349,12 @@ class Oracle:
         return "F5" if any(s > 0 and at > began for at, s in self.frame.steps) else "F6"
 
     def _misordered(self, attempts: list[Attempt], now: Moment) -> str:
-        """F8 when one of `attempts` was made in an earlier run after the wall clock stepped
-        back in that run (its stamp lies before stamps written earlier); "" otherwise."""
+        """F8 when one of `attempts` was made after the wall clock stepped back in an earlier
+        run, in that run or a later one (its stamp lies before stamps that run wrote before the
+        step, a counter reset among them); "" otherwise."""
         runs = self.frame.run_index
         back = [at for at, seconds in self.frame.steps if seconds < 0 and runs(at) < runs(now)]
-        after = any(runs(a.at) == runs(at) and a.at > at for at in back for a in attempts)
+        after = any(a.at > at for at in back for a in attempts)
         return "F8" if after else ""
 
     def _unwritten_before(self, attempts: list[Attempt], now: Moment) -> bool:

@@ -84,6 +84,9 @@ PLANTS: dict[str, Callable[[], list[tuple[object, str, object]]]] = {
     # Reported healed without being well: a verdict of unhealthy after restart turned into
     # succeeded.
     "healed_anyway": lambda: [(verifier, "judge", _healed_anyway)],
+    # The host's restarts at once (restart.max_concurrent) ignored: only the work queue's
+    # interleavings find it, restart calls of several containers in flight together.
+    "ignore_max_concurrent": lambda: [(policy, "RULES", _without("concurrency"))],
 }
 
 

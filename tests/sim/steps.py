@@ -17,6 +17,7 @@ from guardian.service.operator import BadRequest, NotFound, Refused
 from tests.sim.engine import SIGTERM, Fault
 from tests.sim.host import CAST, ROLES
 from tests.sim.oracle import Silenced
+from tests.sim.workers import Killed
 from tests.sim.world import LAG, World
 
 PERSON = "sim-person"
@@ -73,17 +74,10 @@ def hear(w: World) -> str:
     return ", ".join(r for r in read if r is not None) or "nothing to read"
 
 
-def react(w: World) -> str:
-    """One reaction runs, whichever the threads pick; now and then one runs twice."""
-    s = w.subject
-    if not s.reactions:
-        return "no reaction waiting"
-    reaction = s.reactions.pop(w.rng.randrange(len(s.reactions)))
-    if w.rng.random() < 0.1:
-        s.reactions.append(reaction)
-        w.counts["reactions run twice"] += 1
-    s.react(reaction)
-    return f"react to {reaction.name}"
+def work(w: World) -> str:
+    """A worker of the daemon's work queue takes one container's work, whichever the threads
+    pick (tests/sim/workers.py)."""
+    return w.work()
 
 
 def cut(w: World) -> str:
@@ -105,12 +99,17 @@ def cut(w: World) -> str:
 
 
 def crash(w: World) -> str:
-    if w.rng.random() < 0.5:
+    """kill -9: what waits in the work queue is lost; beside a restart call in flight, the call
+    ends there too (Killed), left to the engine."""
+    if w.rng.random() < 0.5 and not w.depth:
         w.catch_up()
-    lost = len(w.subject.reactions)
-    w.subject.crash()
+    dropped = w.subject.crash()
     w.counts["crashes"] += 1
-    return f"Guardian is killed (kill -9), {lost} reactions lost"
+    said = f"Guardian is killed (kill -9), the work of {dropped} containers lost"
+    if w.depth:
+        w.counts["crashes beside a call in flight"] += 1
+        raise Killed(said)
+    return said
 
 
 # -- the host -----------------------------------------------------------------------------
@@ -221,7 +220,7 @@ def operator(w: World) -> str:
             for earlier in w.oracle.silences:  # a silence replaces the one in force
                 if earlier.name == name and earlier.lifted is None and earlier.until > now:
                     earlier.lifted = now
-            w.oracle.silences.append(Silenced(name, s.created_at, s.until))
+            w.oracle.silences.append(Silenced(name, s.created_at, s.until, set_at=w.frame.now()))
             return f"a person silences {name} until {s.until.isoformat()}"
         if what == "unsilence":
             held = sorted({s.name for s in w.oracle.silences if s.holds(now)})
@@ -271,7 +270,7 @@ STEPS: tuple[Step, ...] = (
     Step("verify", 6, verify, needs_guardian=True),
     Step("deliver", 4, deliver, needs_guardian=True),
     Step("events", 12, hear, needs_guardian=True),
-    Step("react", 10, react, needs_guardian=True),
+    Step("worker", 10, work, needs_guardian=True),
     Step("stream", 2, cut, needs_guardian=True),
     Step("crash", 0.5, crash, needs_guardian=True),
     Step("operator", 2, operator, needs_guardian=True),

@@ -2,8 +2,7 @@
 in the engine's order, live while it stays open, replayed out of the engine's ring from a time
 when it (re)opens, so an event is lost only when it left the ring, and the last one handled
 before a cut comes again (the replay starts at its time). What an event asks to be judged
-becomes a reaction, which the daemon runs on a thread of its own: the simulator runs them in
-any order, late, or twice.
+becomes a look in the daemon's work queue (tests/sim/workers.py).
 """
 
 from __future__ import annotations
@@ -14,15 +13,6 @@ from datetime import datetime
 
 from guardian.ports import EngineEvent
 from tests.sim.engine import SimEngine
-
-
-@dataclass(frozen=True)
-class Reaction:
-    """`Healer.react(container_id, detected_at)`, as the daemon schedules it for an event."""
-
-    container_id: str
-    name: str
-    detected_at: datetime | None
 
 
 @dataclass

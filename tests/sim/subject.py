@@ -1,89 +1,41 @@
 """Guardian under simulation, driven on one thread as the daemon drives it today.
 
-Built through bootstrap (tests/app.py make_app, build_status: restart calls run inline on the
-caller's thread, rechecks are dropped) over the simulated engine, a FakeClock and a real SQLite
-store on a disk that may fill. Its methods are the daemon's jobs (entrypoints/daemon.py: the
-sweep, verify ticks, the delivery worker), its events thread and the reactions it schedules
-(entrypoints/event_listener.py), and a person's commands. This is the one place that knows how
-today's loop is driven: when the loop becomes a keyed work queue (docs/design.md rule 21),
-re-point these methods at it and the driver and the oracle stay as they are.
+Built through bootstrap (tests/app.py make_app, build_status) over the simulated engine, a
+FakeClock and a real SQLite store on a disk that may fill, with the daemon's work queue started
+as Daemon.start starts it (App.restarts.start) over tests/sim/workers.py's SimQueue: restart
+calls run on their container's worker (at once when the deciding thread is that worker, else
+queued for it), rechecks are delayed looks, the jobs take a container's turn. Its methods are the
+daemon's jobs (entrypoints/daemon.py: the sweep, verify ticks, the approvals look, the delivery
+worker, reconcile on a worker), its events thread (entrypoints/event_listener.py), and a
+person's commands. This is the one place that knows how today's loop is driven: when the loop
+changes, re-point these methods at it and the driver and the oracle stay as they are.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
-from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
-from guardian.core.outbound.delivery import DELIVERED, Result, RetryPolicy, Status
+from guardian.core.outbound.delivery import RetryPolicy
 from guardian.entrypoints.event_listener import IN_FLIGHT, REPLAY_LIMIT
-from guardian.ports import EngineUnavailable, StoreError
+from guardian.ports import EngineEvent, EngineUnavailable, StoreError
+from guardian.runtime.work_queue import Work
 from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.state.engine_memory import EVENTS_THROUGH
 from guardian.service.watchers.clock_steps import StepWatch
 from tests.app import TestApp, make_app
 from tests.fakes import FakeClock
+from tests.sim.edges import Channel, Disk, FillingDatabase
 from tests.sim.engine import SimEngine
 from tests.sim.host import CONFIG
-from tests.sim.stream import Reaction, Stream
-
-
-@dataclass
-class Disk:
-    """The store's disk: while `full`, every write transaction fails as on a full disk."""
-
-    full: bool = False
-
-
-class FillingDatabase(Database):
-    """A real SQLite database whose writes fail while its disk is full."""
-
-    def __init__(self, path: Path, disk: Disk) -> None:
-        self.disk = disk
-        super().__init__(path)
-
-    @contextmanager
-    def transaction(self) -> Iterator[object]:  # type: ignore[override]
-        if self.disk.full:
-            raise StoreError(f"store {self.path}: database or disk is full")
-        with super().transaction() as conn:
-            yield conn
-
-
-@dataclass
-class Channel:
-    """A notification channel (the Notifier port) that answers from the simulation's dice:
-    mostly delivered; sometimes a 5xx, a 429, a 4xx, or no answer after sending."""
-
-    rng: random.Random
-    name: str = "sim"
-    idempotent: bool = False
-    max_batch: int = 50
-    min_interval: timedelta = timedelta(0)
-    down: int = 0  # the next sends that fail (a channel outage)
-    sent: int = 0
-
-    def send(self, batch: object) -> Result:
-        self.sent += 1
-        if self.down > 0:
-            self.down -= 1
-            return Result(Status.TRANSIENT, "503 (simulated outage)")
-        roll = self.rng.random()
-        if roll < 0.04:
-            return Result(Status.TRANSIENT, "502 (simulated)")
-        if roll < 0.06:
-            return Result(Status.RATE_LIMITED, "429 (simulated)", timedelta(seconds=30))
-        if roll < 0.07:
-            return Result(Status.PERMANENT, "400 invalid_payload (simulated)")
-        if roll < 0.08:
-            return Result(Status.UNKNOWN, "timed out after sending (simulated)")
-        return DELIVERED
+from tests.sim.stream import Stream
+from tests.sim.workers import SimQueue
 
 
 @dataclass(repr=False)
@@ -99,7 +51,7 @@ class Subject:
     steps: StepWatch | None = None
     delivery: DeliveryWorker | None = None
     stream: Stream | None = None
-    reactions: list[Reaction] = field(default_factory=list)
+    queue: SimQueue | None = None  # the daemon's work queue of this run
     judged: set[str] = field(default_factory=set)  # containers judged for replayed events
     judge_from: datetime | None = None
     last_at: datetime | None = None  # the last event handled
@@ -107,6 +59,8 @@ class Subject:
     store_errors: int = 0
     events_lost: int = 0  # events that left the engine's ring before a stream read them
     on_heard: list[Callable[[str, str], None]] = field(default_factory=list)
+    on_heard_event: list[Callable[[EngineEvent, bool, bool], None]] = field(default_factory=list)
+    on_raised: list[Callable[[Exception], None]] = field(default_factory=list)
 
     @property
     def app(self) -> TestApp:
@@ -123,6 +77,7 @@ class Subject:
         """Start Guardian over the store file (as `guardian run` does after a crash)."""
         sqlite = SqliteStore(FillingDatabase(self.tmp / "guardian.db", self.disk))
         self.engine.guardian_started()
+        self.engine.guardian_dead = False
         self.t = make_app(self.tmp, engine=self.engine, clock=self.clock, sqlite=sqlite, **CONFIG)
         app = self.t.app
         self.steps = StepWatch(self.clock, app.metrics, app.loop.follow_step)
@@ -137,18 +92,38 @@ class Subject:
         )
         app.facts.subscribe(self.delivery.on_fact)
         app.loop.also_stepped(self.delivery.follow_step)
-        self.reactions, self.reconciled = [], False
+        # Daemon.start: restart calls run on their containers' workers from now on, rechecks
+        # are delayed looks, and a freed slot's waiter is looked at (Daemon.slot_freed).
+        queue = self.queue = SimQueue(self.reconcile, self.clock.monotonic, self._raised)
+        app.restarts.start(queue, partial(self._slot_freed, queue))  # type: ignore[arg-type]
+        self.reconciled = False
         app.loop.follows_events(self.clock.now())
         self.stream = Stream(self.engine, live=self.stream.live if self.stream else 0)
         self.connect(self._replay_from())
 
-    def crash(self) -> None:
-        """kill -9: whatever Guardian held in memory is gone (reactions not yet run, restart
-        intents the store refused); the store file and the engine stay."""
+    def crash(self) -> int:
+        """kill -9: whatever Guardian held in memory is gone (looks and restart calls queued,
+        restart intents the store refused); the store file and the engine stay. A call the
+        engine was carrying out goes on there. How many containers had work queued."""
+        dropped = self.queue.drop() if self.queue is not None else 0
+        self.engine.guardian_dead = True
         self.sqlite.close()
         self.t = self.steps = self.delivery = None
         if self.stream is not None:
             self.stream.cut()
+        return dropped
+
+    def _raised(self, exc: Exception) -> None:
+        for told in self.on_raised:
+            told(exc)
+
+    def _slot_freed(self, queue: SimQueue) -> None:
+        """Daemon.slot_freed: the container held back longest for a restart slot is looked at
+        (not by a run that was killed: its frames are unwinding)."""
+        if not queue.dead:
+            waiter = self.app.app.loop.next_slot_waiter()
+            if waiter is not None:
+                queue.add(waiter)
 
     def _replay_from(self) -> datetime | None:
         """EventListener.replay_from: the store's mark of the last event handled."""
@@ -197,19 +172,25 @@ class Subject:
             return None
         event, replayed = read
         self.last_at = event.at
-        healer = self.app.healer
+        healer, state = self.app.healer, self.app.healer.ctx.state
+        own = state.caused_by_restart(event.container_id, event.container_name)
+        claimed = state.claims.running(event.container_name)
         with self.job("events"):
             wanted = healer.on_event(event)
-            for told in self.on_heard:  # what this run of Guardian heard, for the oracle
+            # What this run of Guardian heard, for the oracle: a held act's learnt, and whether
+            # Guardian took it for its own restart's (to name a known bug).
+            for told in self.on_heard:
                 told(event.action, event.container_id)
+            for heard in self.on_heard_event:
+                heard(event, own, claimed)
             assert self.judge_from is not None
             if wanted and event.at >= self.judge_from:
                 if replayed and event.container_id in self.judged:
                     return f"{event.action} {event.container_name} (replayed again)"
                 if replayed:
                     self.judged.add(event.container_id)
-                at = healer.reported_at(event)
-                self.reactions.append(Reaction(event.container_id, event.container_name, at))
+                assert self.queue is not None
+                self.queue.add(event.container_id, healer.reported_at(event))  # react_soon
         return f"{event.action} {event.container_name}" + (" (replayed)" if replayed else "")
 
     def handled_through(self) -> datetime | None:
@@ -223,16 +204,48 @@ class Subject:
 
     @contextmanager
     def job(self, name: str) -> Iterator[None]:
-        """A job as the daemon runs it: a store that fails ends the job, counted (the daemon
-        logs it); anything else propagates, for the oracle to report."""
+        """A job as the daemon runs it, on a thread of its own: a store that fails ends the
+        job, counted (the daemon logs it); anything else propagates, for the oracle to report."""
+        with self._thread(name), self._counted():
+            yield
+
+    def _thread(self, name: str) -> AbstractContextManager[None]:
+        return self.queue.acting(name) if self.queue is not None else nullcontext()
+
+    @contextmanager
+    def _counted(self) -> Iterator[None]:
         try:
             yield
         except StoreError:
             self.store_errors += 1
 
-    def react(self, reaction: Reaction) -> None:
-        with self.job("react"):
-            self.app.healer.react(reaction.container_id, reaction.detected_at)
+    # -- the work queue's workers ------------------------------------------------------------
+
+    def reconcile(self, container_id: str, work: Work) -> None:
+        """Daemon.reconcile, on the key's worker: the restart calls decided for it
+        (RestartRunner.carry: their failures logged there), then a look."""
+        for call in work.calls:
+            call()
+        if work.look:
+            self.react(container_id, work.detected_at)
+
+    def react(self, container_id: str, detected_at: datetime | None) -> None:
+        """Daemon.react, on the worker that holds the container."""
+        with self._counted():
+            self.app.healer.react(container_id, detected_at)
+
+    def look_for_approvals(self) -> None:
+        """Daemon.look_for_approvals: a container whose restart awaits a person's approval is
+        looked at once one was given."""
+        with self.job("approvals"):
+            loop = self.app.app.loop
+            awaited = loop.approvals_awaited()
+            if not awaited:
+                return
+            found = self.app.app.store.unused_approvals(loop.host, self.clock.now())
+            assert self.queue is not None
+            for container in sorted({a.container for a in found if a.container in awaited}):
+                self.queue.add(awaited[container])
 
     def sweep(self) -> str:
         """Daemon.sweep: the first of a run reconciles what the last run left unfinished; the
@@ -270,4 +283,5 @@ class Subject:
     def look_at_clock(self) -> timedelta:
         """The scheduler's step watch looks at the clock (every turn of the daemon's loop)."""
         assert self.steps is not None
-        return self.steps.look()
+        with self._thread("scheduler"):
+            return self.steps.look()

@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import pytest
 
+from tests.sim import driver
 from tests.sim.driver import Report, simulate
 from tests.sim.oracle import Promise
 
-BUDGET = {Promise.ONE_IN_FLIGHT, Promise.COOLDOWN, Promise.MAX_ATTEMPTS, Promise.HOST_BUDGET}
+BUDGET = {
+    Promise.ONE_IN_FLIGHT,
+    Promise.COOLDOWN,
+    Promise.MAX_ATTEMPTS,
+    Promise.HOST_BUDGET,
+    Promise.AT_ONCE,
+}
 HANDFUL = 30  # seeds tried at most; each plant is found within the first few
 
 
@@ -35,6 +42,8 @@ def first_found(plant: str) -> Report:
         # and the other promises' own: an orchestrator's container touched, healed unseen
         ("ignore_owners", {Promise.SCOPE}),
         ("healed_anyway", {Promise.HEALED}),
+        # the host's restarts at once: only restart calls in flight together show it
+        ("ignore_max_concurrent", {Promise.AT_ONCE}),
     ],
 )
 def test_a_planted_bug_is_found_named_and_replayable(plant: str, promises: set[Promise]) -> None:
@@ -47,6 +56,18 @@ def test_a_planted_bug_is_found_named_and_replayable(plant: str, promises: set[P
     # The command replays it: the same seed, the same plant, the same promise broken there.
     again = simulate(report.seed, 1.0, plant)
     assert again.failed == report.failed
+
+
+def test_restarts_at_once_over_the_budget_need_calls_in_flight_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seed that finds the host's budget of restarts at once ignored finds nothing when
+    no step runs beside a restart call in flight (as before the work queue was simulated:
+    each call ran alone, inline)."""
+    report = first_found("ignore_max_concurrent")
+    monkeypatch.setattr(driver, "MAX_IN_FLIGHT", 0)
+    alone = simulate(report.seed, 1.0, "ignore_max_concurrent")
+    assert Promise.AT_ONCE not in alone.broken(), alone.explain()
 
 
 def test_without_the_plant_the_same_seeds_keep_the_promise() -> None:
