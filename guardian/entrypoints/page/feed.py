@@ -79,7 +79,10 @@ class Feed:
         self.boot = secrets.token_hex(4)  # an id from another run never matches this run's
         # The open streams, joined or not, and `slots`, which counts them: one thing, one lock.
         self._lock = threading.Lock()
-        self._reading = {True: threading.Lock(), False: threading.Lock()}
+        # The reads of the parts, one at a time, and `_cache`: one snapshot per audience and
+        # version (a step's event is made once, by versions, for every stream that makes it).
+        # One lock for both audiences: the pump reads them one after the other anyway.
+        self._reading = threading.Lock()
         self._cache: dict[bool, Snapshot] = {}
         self._events_made: dict[tuple[bool, int, int], bytes] = {}
         self._streams: list[Stream] = []  # every stream with a slot, until its close()
@@ -105,7 +108,7 @@ class Feed:
 
     def snapshot(self, signed: bool) -> Snapshot:
         """The parts as of the latest change, read once for every stream that asks."""
-        with self._reading[signed]:
+        with self._reading:
             version = self.changes.version
             cached = self._cache.get(signed)
             if cached is not None and cached.version == version:
