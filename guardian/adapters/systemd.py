@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Mapping
 from datetime import timedelta
@@ -41,15 +40,21 @@ def watchdog_interval(env: Mapping[str, str], pid: int) -> timedelta | None:
 
 
 class SystemdSupervisor:
-    """Talks to the service manager over sd_notify. `address` None: systemd did not ask for it."""
+    """Talks to the service manager over sd_notify. `address` None: systemd did not ask for it.
+
+    Safe from any thread without a lock (the main loop pings and reloads while the sweep job
+    sends STATUS): each datagram is one sendto() on one socket, which the kernel delivers
+    whole, and the socket and address are each taken once per call. close() comes after the
+    jobs that notify were joined (Daemon.stop); a datagram sent after it fails as any send
+    does (logged once). Only where start-up could not open the socket may two threads each
+    open one: the one not kept is closed by its finalizer."""
 
     def __init__(
         self, address: str | bytes | None = None, watchdog: timedelta | None = None
     ) -> None:
         self.address = address
         self.watchdog = watchdog
-        self._failed = False
-        self._lock = threading.Lock()  # the main loop pings while a sweep job sends STATUS
+        self._failed = False  # a send failed: the next failure is not logged again
         self._sock: socket.socket | None = None
         if address is not None:
             self._sock = self._open()
@@ -81,29 +86,29 @@ class SystemdSupervisor:
 
     def notify(self, *fields: str) -> bool:
         """Send one datagram with `fields` (e.g. "READY=1", "STATUS=..."); False if it failed."""
-        if self.address is None:
+        address = self.address
+        if address is None:
             return False
         message = "\n".join(f.replace("\n", " ") for f in fields).encode()
-        with self._lock:
-            if self._sock is None:
-                self._sock = self._open()  # only when start-up could not open it
-                if self._sock is None:
-                    return False
-            try:
-                self._sock.sendto(message, self.address)
-            except OSError as exc:
-                self._report(exc)
+        sock = self._sock
+        if sock is None:
+            sock = self._sock = self._open()  # only when start-up could not open it
+            if sock is None:
                 return False
-            self._failed = False
-            return True
+        try:
+            sock.sendto(message, address)
+        except OSError as exc:
+            self._report(exc)
+            return False
+        self._failed = False
+        return True
 
     def close(self) -> None:
         """Close the socket; every later call is a no-op."""
-        with self._lock:
-            self.address = None
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None
+        self.address = None
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
 
     def ready(self, status: str) -> bool:
         return self.notify("READY=1", f"STATUS={status}")

@@ -6,7 +6,6 @@ letters. Plain values for the templates.
 
 from __future__ import annotations
 
-import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
@@ -262,9 +261,9 @@ class PageReader:
         self.dead_letters = dead_letters
         self.monotonic = monotonic
         self.started = monotonic()
-        # One read at a time: it guards what is kept here and `statuses`, which has no lock of
-        # its own (asked only from read(), under this lock).
-        self._lock = threading.Lock()
+        # What is kept here and in `statuses` (asked only from read()) is brought up to date by
+        # each read: one read at a time, which its owner keeps (the status page reads under its
+        # Feed's reading lock, entrypoints/page/feed.py), so no lock of its own.
         # Each container's status and row as last read, the rows in order, each row's
         # position in it, and the summary's counts (kept up to date row by row); the first
         # time the clock alone changes a row (a maintenance window; maybe earlier than any).
@@ -291,26 +290,25 @@ class PageReader:
         """Everything the page shows. `with_output` False: nothing a container printed (health
         output, log tails) is included, for readers who have not signed in. The lists of a part
         that did not change are the very lists of the last read (the renderer keeps their
-        HTML)."""
+        HTML). Not from two threads at once: each read moves on what the last one kept."""
         records, now = self.records, self.records.clock.now()
         data = PageData(records.host, now, __version__, self._uptime(), None)
-        with self._lock:  # the rows follow the statuses' reads one after the other
-            moved = self._history_changed(now)
-            try:
-                statuses, changed = self.statuses.read_changed()
-                more = None
-                if moved is not None and changed is not None:  # a row it has not: read whole
-                    more = changed | frozenset(n for n in moved if n in self._rows)
-                self._rows_of(statuses, more, now)
-            except EngineUnavailable as exc:
-                self._rows_of([], None, now)
-                data.engine_error = str(exc)
-            # The page's stream wakes when a window starts or ends with nothing else changing.
-            due = self._due
-            self.changes.due((due - now).total_seconds() if due is not None else None)
-            data.rows = list(self._ordered)
-            counts = self._counts
-            parts = self._store_parts(with_output, now)
+        moved = self._history_changed(now)
+        try:
+            statuses, changed = self.statuses.read_changed()
+            more = None
+            if moved is not None and changed is not None:  # a row it has not: read whole
+                more = changed | frozenset(n for n in moved if n in self._rows)
+            self._rows_of(statuses, more, now)
+        except EngineUnavailable as exc:
+            self._rows_of([], None, now)
+            data.engine_error = str(exc)
+        # The page's stream wakes when a window starts or ends with nothing else changing.
+        due = self._due
+        self.changes.due((due - now).total_seconds() if due is not None else None)
+        data.rows = list(self._ordered)
+        counts = self._counts
+        parts = self._store_parts(with_output, now)
         data.incidents, data.incidents_hidden = parts.incidents, parts.incidents_hidden
         data.actions, data.dead_letters = parts.actions, parts.dead_letters
         data.silences = parts.silences

@@ -13,7 +13,6 @@ that waits for a container's stop timeout (up to 10 m by label): it extends the 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -46,6 +45,11 @@ class SweepLiveness:
     """Tracks the sweep job: alive while a sweep runs for less than `limit`, or ended within it.
 
     `allowance()` is extra time granted now: the longest stop timeout of the restarts running.
+
+    A sweep that runs counts from its start, one that ended from its end: either way from the
+    sweep job's last sign of progress, one monotonic reading. It is replaced by one assignment
+    and read by one (the sweep job writes it, the main loop's tick and /healthz read it), so
+    no lock: a reader sees the last start or end, never half of one.
     """
 
     def __init__(
@@ -57,18 +61,13 @@ class SweepLiveness:
         self.limit = limit.total_seconds()
         self._now = now
         self._allowance = allowance
-        self._lock = threading.Lock()
-        self._running_since: float | None = None
-        self._last_end = now()  # the first sweep starts at once; count from start-up
+        self._progress = now()  # the first sweep starts at once; count from start-up
 
     def started(self) -> None:
-        with self._lock:
-            self._running_since = self._now()
+        self._progress = self._now()
 
     def finished(self) -> None:
-        with self._lock:
-            self._running_since = None
-            self._last_end = self._now()
+        self._progress = self._now()
 
     def set_limit(self, limit: timedelta) -> None:
         """A reload changed watch.interval: sweeps may now be that far apart."""
@@ -76,9 +75,7 @@ class SweepLiveness:
 
     def stalled_for(self) -> float:
         """Seconds since the sweep job last showed progress; compare with `limit`."""
-        with self._lock:
-            since = self._running_since if self._running_since is not None else self._last_end
-        return self._now() - since
+        return self._now() - self._progress
 
     def limit_now(self) -> float:
         """Seconds the sweep may show no progress now: `limit` plus the allowance."""

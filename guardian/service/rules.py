@@ -6,8 +6,7 @@ and a bad label is reported once). A reload retunes the settings and forgets the
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from guardian.core.detection.log_rules import rules_for as log_rules_for
 from guardian.core.detection.resources import limits_for
@@ -16,20 +15,38 @@ from guardian.core.labels import ContainerRules, rules_for
 from guardian.core.model import ContainerSnapshot
 from guardian.logs import kv
 from guardian.service.settings import HealerSettings
-from guardian.service.state.present import only_present
 from guardian.service.state.state import NotificationRouting
 
 log = logging.getLogger("guardian.labels")
 
 
+@dataclass(frozen=True)
+class _Book:
+    """The settings and what was worked out under them: replaced whole by a reload."""
+
+    settings: HealerSettings
+    # By container id: the labels and name the rules were worked out from.
+    rules: dict[str, tuple[dict[str, str], str, ContainerRules]] = field(default_factory=dict)
+    # (container name, warning) -> the call that logged it (dict.setdefault: only one does).
+    warned: dict[tuple[str, str], object] = field(default_factory=dict)
+
+
 class RuleBook:
+    """No lock: the settings and the rules worked out under them are one _Book, published by
+    one assignment (retune) and taken once per call, so a rule worked out under settings a
+    reload replaced meanwhile lands in the book the reload dropped, never in the new one.
+    Within a book each step is one dict operation, atomic in CPython: two threads that both
+    miss a container's rules (its worker, a status read, a watcher) both work out the same
+    rules from the same labels, and the later assignment keeps them; which of them logs a
+    bad label is settled by one setdefault."""
+
     def __init__(self, settings: HealerSettings, routing: NotificationRouting) -> None:
-        self.settings = settings
         self.routing = routing
-        self._lock = threading.Lock()
-        # By container id: the labels and name the rules were worked out from.
-        self._rules: dict[str, tuple[dict[str, str], str, ContainerRules]] = {}
-        self._warned: set[tuple[str, str]] = set()
+        self._book = _Book(settings)
+
+    @property
+    def settings(self) -> HealerSettings:
+        return self._book.settings
 
     def observed(self, snap: ContainerSnapshot) -> ContainerRules:
         """The rules of a container the loop observes now (sweep, event, restart_with): its
@@ -41,11 +58,11 @@ class RuleBook:
     def of(self, snap: ContainerSnapshot) -> ContainerRules:
         """The rules of `snap` from its labels, worked out once per container; a bad label is
         logged once. Changes no loop state (status and the API ask this)."""
-        with self._lock:
-            cached = self._rules.get(snap.id)
+        book = self._book
+        cached = book.rules.get(snap.id)
         if cached is not None and cached[0] == snap.labels and cached[1] == snap.name:
             return cached[2]
-        s = self.settings
+        s = book.settings
         rules = rules_for(
             snap.labels,
             s.policy,
@@ -67,11 +84,9 @@ class RuleBook:
         log_rules = log_rules_for(snap.name, s.log_rules)
         if log_rules:
             rules = replace(rules, log_rules=rules.log_rules + log_rules)
-        with self._lock:
-            if self.settings is s:  # not retuned meanwhile: these rules are still the ones
-                self._rules[snap.id] = (dict(snap.labels), snap.name, rules)
-            fresh = [w for w in rules.warnings if (snap.name, w) not in self._warned]
-            self._warned.update((snap.name, w) for w in fresh)
+        book.rules[snap.id] = (dict(snap.labels), snap.name, rules)
+        mine = object()
+        fresh = [w for w in rules.warnings if book.warned.setdefault((snap.name, w), mine) is mine]
         for warning in fresh:
             log.warning("bad label ignored", extra=kv(container=snap.name, problem=warning))
         return rules
@@ -79,12 +94,11 @@ class RuleBook:
     def retune(self, settings: HealerSettings) -> None:
         """New settings from a reload: every container's labels are judged again against them
         (and a bad label is reported again). Restarts and verifications in flight keep theirs."""
-        with self._lock:
-            self.settings = settings
-            self._rules.clear()
-            self._warned.clear()
+        self._book = _Book(settings)
 
     def keep_only(self, container_ids: set[str]) -> None:
-        """Forget the rules of containers the engine no longer lists."""
-        with self._lock:
-            self._rules = only_present(self._rules, container_ids)
+        """Forget the rules of containers the engine no longer lists (from the book in force,
+        in place: a reload meanwhile is never undone)."""
+        rules = self._book.rules
+        for gone in rules.keys() - container_ids:
+            rules.pop(gone, None)

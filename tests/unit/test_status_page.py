@@ -18,7 +18,7 @@ from guardian.entrypoints.credential_limiter import PER_CLIENT
 from guardian.entrypoints.http_server import Request, Response, Routes
 from guardian.entrypoints.page.feed import delta
 from guardian.entrypoints.page.handler import StatusPage
-from guardian.entrypoints.page.sessions import Sessions
+from guardian.entrypoints.page.sessions import COOKIE, MAX_SESSIONS, Session, Sessions
 from guardian.readside.page import PageReader
 from tests.app import TestApp, make_app
 from tests.helpers import wait_until
@@ -195,6 +195,28 @@ def test_the_session_cookie_is_httponly_strict_expiring_and_secure_only_behind_t
     assert get(routes, "/", session).status == 200 and "Sign out" in html(get(routes, "/", session))
     now.t += 3601
     assert 'type="password"' in html(get(routes, "/", session))
+
+
+def test_past_max_sessions_the_oldest_end_even_when_people_sign_in_at_once() -> None:
+    sessions = Sessions(TOKEN, 3600, Clock())
+    first = [sessions.sign_in(TOKEN, "early", "10.0.0.1") for _ in range(MAX_SESSIONS)]
+    later: list[Session] = []
+
+    def sign_in_50() -> None:
+        later.extend(sessions.sign_in(TOKEN, "late", "10.0.0.2") for _ in range(50))
+
+    threads = [threading.Thread(target=sign_in_50) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    def live(session: Session) -> bool:
+        return sessions.get(f"{COOKIE}={session.id}") is not None
+
+    assert all(live(s) for s in later)  # every one of the 400 new sessions
+    # as many early ones ended as were signed in past the cap, no more: the oldest
+    assert [live(s) for s in first] == [False] * 400 + [True] * (MAX_SESSIONS - 400)
 
 
 def test_a_trusted_proxy_makes_the_cookie_secure(g: TestApp) -> None:

@@ -5,7 +5,6 @@ another way (its event names, health events and version components).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -100,10 +99,15 @@ class ListedSnapshots:
     an unchanged container costs a comparison, not a new snapshot, and the loop can tell it
     unchanged by identity (service/state/quiet.py). What a snapshot is made of is compared (the
     Status text only for its health: "Up 5 minutes" moves with the clock); the last complete
-    list's are kept, no more, moved on by the lists of some containers by id."""
+    list's are kept, no more, moved on by the lists of some containers by id.
+
+    No lock: what is kept is a dict never changed once published, replaced whole by one
+    assignment, and a list takes the reference once. Two lists at once (the sweep, a worker's
+    list by id) may each publish theirs, the later one winning; what the other kept is then
+    made anew on the next list: a snapshot of the same content, never a wrong one, since a
+    kept snapshot is reused only for an item that shows exactly what it was made of."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._last: dict[str, tuple[tuple[Any, ...], ContainerSnapshot]] = {}
 
     def snapshots(
@@ -111,8 +115,7 @@ class ListedSnapshots:
     ) -> list[ContainerSnapshot]:
         """`items` as snapshots; `complete`: the list shows every container (kept for the next);
         `ids`: it shows those of these ids that exist (they replace theirs in what is kept)."""
-        with self._lock:
-            last = self._last
+        last = self._last
         seen: dict[str, tuple[tuple[Any, ...], ContainerSnapshot]] = {}
         out = []
         for item in items:
@@ -129,12 +132,10 @@ class ListedSnapshots:
             seen[snap.id] = (key, snap)
             out.append(snap)
         if complete:
-            with self._lock:
-                self._last = seen
+            self._last = seen
         elif ids:
-            with self._lock:
-                kept = {k: v for k, v in self._last.items() if k not in ids}
-                self._last = {**kept, **seen}
+            kept = {k: v for k, v in self._last.items() if k not in ids}
+            self._last = {**kept, **seen}
         return out
 
 

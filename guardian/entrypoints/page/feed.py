@@ -79,7 +79,12 @@ class Feed:
         self.boot = secrets.token_hex(4)  # an id from another run never matches this run's
         # The open streams, joined or not, and `slots`, which counts them: one thing, one lock.
         self._lock = threading.Lock()
-        self._reading = {True: threading.Lock(), False: threading.Lock()}
+        # Every read of the page's data, one at a time: the parts' reads here, which keep one
+        # snapshot per audience and version in `_cache` (a step's event is made once, by
+        # versions, for every stream that makes it), and the whole page's (StatusPage.index);
+        # the reader (readside.page.PageReader) keeps no lock of its own. One lock for both
+        # audiences: the pump reads them one after the other anyway.
+        self.reading = threading.Lock()
         self._cache: dict[bool, Snapshot] = {}
         self._events_made: dict[tuple[bool, int, int], bytes] = {}
         self._streams: list[Stream] = []  # every stream with a slot, until its close()
@@ -105,7 +110,7 @@ class Feed:
 
     def snapshot(self, signed: bool) -> Snapshot:
         """The parts as of the latest change, read once for every stream that asks."""
-        with self._reading[signed]:
+        with self.reading:
             version = self.changes.version
             cached = self._cache.get(signed)
             if cached is not None and cached.version == version:

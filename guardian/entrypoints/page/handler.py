@@ -77,9 +77,8 @@ class StatusPage:
             max_streams, public_reads and sessions.enabled, streams_per_address
         )
         self.feed = Feed(changes, self._read_parts, slots, sessions.time_left)
-        # By audience: (the version read at, when, what was read), replaced whole. No lock: a
-        # dict.get and an item assignment are each atomic under the GIL, and two threads that
-        # both miss read twice, as they did when a lock guarded each step on its own.
+        # By audience: (the version read at, when, what was read), replaced whole; read and
+        # written under the feed's reading lock, as every read of the page (_data's callers).
         self._read_cache: dict[bool, tuple[int, float, PageData]] = {}
         self._static = {
             name: resources.files("guardian.entrypoints.page").joinpath("static", name).read_bytes()
@@ -156,7 +155,8 @@ class StatusPage:
         if session is None and not self.public_reads:
             return self._signin_page()
         signed = session is not None
-        data = self._data(signed)
+        with self.feed.reading:  # the reader reads for one caller at a time
+            data = self._data(signed)
         notice, ok = "", True
         if session is not None and session.notice:
             notice, ok, session.notice = session.notice, session.notice_ok, ""
@@ -251,7 +251,7 @@ class StatusPage:
     def _data(self, signed: bool) -> PageData:
         """What the page shows, read again only after a change (or READ_MAX_AGE, for what the
         clock alone moves): any number of reloads and streams cost one read per change, and
-        that read reads what the change was about (PageReader)."""
+        that read reads what the change was about (PageReader). Under the feed's reading lock."""
         version = self.feed.changes.version
         cached = self._read_cache.get(signed)
         if cached is not None:

@@ -7,10 +7,11 @@ that keeps guessing gets 429, and the right token always signs in.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import secrets
-import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,7 +40,13 @@ class SignInRefused(Exception):
 
 
 class Sessions:
-    """Who is signed in. `token` None: nobody can sign in."""
+    """Who is signed in. `token` None: nobody can sign in.
+
+    Safe from the HTTP threads without a lock: every step is one operation of an OrderedDict
+    (get, item assignment, pop, popitem), each atomic in CPython, and no step reads a session
+    and writes it back. A sign-in adds one session and, past MAX_SESSIONS, drops one, the
+    oldest: each adds before it looks at the size, so two at once never drop more than they
+    added."""
 
     def __init__(
         self,
@@ -52,8 +59,7 @@ class Sessions:
         self.ttl = ttl
         self.now = now
         self.limiter = limiter or CredentialLimiter(now=now)
-        self._lock = threading.Lock()
-        self._sessions: dict[str, Session] = {}
+        self._sessions: OrderedDict[str, Session] = OrderedDict()  # oldest first
 
     @property
     def enabled(self) -> bool:
@@ -71,29 +77,27 @@ class Sessions:
             )
         if not right:
             raise SignInRefused("That is not Guardian's API token. You are not signed in.")
-        now = self.now()
-        with self._lock:
-            name = name.strip()[:MAX_NAME]
-            if not name or any(ord(c) < 32 for c in name):
-                name = "page"
-            session = Session(secrets.token_urlsafe(32), name, now + self.ttl)
-            self._sessions[session.id] = session
-            while len(self._sessions) > MAX_SESSIONS:
-                del self._sessions[next(iter(self._sessions))]
-            return session
+        name = name.strip()[:MAX_NAME]
+        if not name or any(ord(c) < 32 for c in name):
+            name = "page"
+        session = Session(secrets.token_urlsafe(32), name, self.now() + self.ttl)
+        self._sessions[session.id] = session
+        if len(self._sessions) > MAX_SESSIONS:
+            with contextlib.suppress(KeyError):  # emptied meanwhile by sign-outs
+                self._sessions.popitem(last=False)
+        return session
 
     def get(self, cookie_header: str) -> Session | None:
         sid = session_id(cookie_header)
         if not sid:
             return None
-        with self._lock:
-            session = self._sessions.get(sid)
-            if session is None:
-                return None
-            if session.expires <= self.now():
-                del self._sessions[sid]
-                return None
-            return session
+        session = self._sessions.get(sid)
+        if session is None:
+            return None
+        if session.expires <= self.now():
+            self._sessions.pop(sid, None)  # or another thread did
+            return None
+        return session
 
     def time_left(self, session_id: str) -> float:
         """Seconds the session has left: 0 once it was signed out, ended or expired. Asked
@@ -102,8 +106,7 @@ class Sessions:
         return max(0.0, session.expires - self.now()) if session is not None else 0.0
 
     def sign_out(self, session: Session) -> None:
-        with self._lock:
-            self._sessions.pop(session.id, None)
+        self._sessions.pop(session.id, None)
 
 
 def session_id(cookie_header: str) -> str:
