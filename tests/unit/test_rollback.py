@@ -301,3 +301,28 @@ def test_a_record_still_run_is_seen_daily_so_retention_keeps_it(tmp_path: Path) 
     assert w.store.kept_records(w.host, "web") == [later]  # seen since the cut-off: kept
     w.store.prune(later.seen_at + timedelta(hours=1))
     assert w.store.kept_records(w.host, "web") == []  # a name not seen since: forgotten
+
+
+def test_containers_whose_owners_fill_their_records_cannot_fill_the_store(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Whoever runs a container writes its environment and labels: a record beyond
+    MAX_RECORD_CHARS is not kept, and all names' records stay within the store's budget, the
+    least recently seen going first."""
+    from guardian.adapters.sqlite import kept as kept_table
+    from guardian.core.escalation.rollback import MAX_RECORD_CHARS
+
+    w = rolling(tmp_path)
+    huge = w.engine.add("huge", labels=LABELS)
+    w.engine.record_extra["huge"] = {"Config": {"Env": ["X=" + "x" * MAX_RECORD_CHARS]}}
+    w.healer.sweep()
+    assert w.store.kept_records(w.host, "huge") == []
+    del w.engine.containers[huge.id]
+    monkeypatch.setattr(kept_table, "MAX_KEPT_BYTES", 3_000)  # about three small records
+    for n in range(12):
+        w.engine.add(f"app{n}", labels=LABELS)
+        w.healer.sweep()
+        w.clock.advance(1)
+    sizes = w.store.db.query("SELECT name, size FROM kept_records ORDER BY seen_at")
+    assert sum(r["size"] for r in sizes) <= 3_000
+    assert sizes[-1]["name"] == "app11"  # the latest kept; the least recently seen went

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.schema import from_text, to_text
-from guardian.core.escalation.rollback import MAX_KEPT, Kept
+from guardian.core.escalation.rollback import MAX_KEPT, MAX_KEPT_BYTES, Kept
 
 
 def of_name(db: Database, host: str, name: str) -> list[Kept]:
@@ -27,10 +27,10 @@ def keep(db: Database, host: str, k: Kept) -> None:
     with db.transaction() as conn:
         conn.execute(
             "INSERT INTO kept_records (host, name, digest, image_id, image_ref, container_id,"
-            " project, service, created, seen_at, healthy_at, failed_at, record)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " project, service, created, seen_at, healthy_at, failed_at, record, size)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             " ON CONFLICT(host, name, digest) DO UPDATE SET seen_at=excluded.seen_at,"
-            " container_id=excluded.container_id, record=excluded.record,"
+            " container_id=excluded.container_id, record=excluded.record, size=excluded.size,"
             " healthy_at=COALESCE(healthy_at, excluded.healthy_at),"
             " failed_at=CASE WHEN excluded.healthy_at IS NOT NULL THEN NULL"
             " ELSE COALESCE(excluded.failed_at, failed_at) END",
@@ -48,9 +48,11 @@ def keep(db: Database, host: str, k: Kept) -> None:
                 to_text(k.healthy_at),
                 to_text(k.failed_at),
                 k.record,
+                len(k.record.encode()),
             ),
         )
         _trim(conn, host, k.name)
+        _within_budget(conn, k)
 
 
 def touch(db: Database, host: str, name: str, container_id: str, at: datetime) -> bool:
@@ -77,6 +79,22 @@ def _trim(conn: sqlite3.Connection, host: str, name: str) -> None:
         " kept_records WHERE host=? AND name=? ORDER BY seen_at DESC, id DESC LIMIT ?)",
         (host, name, host, name, MAX_KEPT),
     )
+
+
+def _within_budget(conn: sqlite3.Connection, k: Kept) -> None:
+    """All names' records together within MAX_KEPT_BYTES: the least recently seen go first,
+    never the one just kept."""
+    (total,) = conn.execute("SELECT COALESCE(SUM(size), 0) FROM kept_records").fetchone()
+    while total > MAX_KEPT_BYTES:
+        oldest = conn.execute(
+            "SELECT id, size FROM kept_records WHERE NOT (name=? AND digest=?)"
+            " ORDER BY seen_at, id LIMIT 1",
+            (k.name, k.digest),
+        ).fetchone()
+        if oldest is None:
+            return
+        conn.execute("DELETE FROM kept_records WHERE id=?", (oldest["id"],))
+        total -= oldest["size"]
 
 
 def _kept(row: sqlite3.Row) -> Kept:

@@ -303,8 +303,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 13: the ladder's rollback (docs/restarts.md): the records of a name that ran healthy, and
     # those a rollback left (failed_at), each the container's whole inspect (private as a
-    # recreate's record), at most a few per name; and a rollback's replaced record, written with
-    # its intent beside the record it creates.
+    # recreate's record) with its size, at most a few per name and a budget of bytes in all;
+    # and a rollback's replaced record, written with its intent beside the record it creates.
     """
     ALTER TABLE actions ADD COLUMN replaced TEXT NOT NULL DEFAULT '';
     CREATE TABLE kept_records (
@@ -312,7 +312,7 @@ MIGRATIONS: tuple[str, ...] = (
         host TEXT NOT NULL, name TEXT NOT NULL, digest TEXT NOT NULL,
         image_id TEXT NOT NULL, image_ref TEXT NOT NULL, container_id TEXT NOT NULL,
         project TEXT NOT NULL, service TEXT NOT NULL, created TEXT, seen_at TEXT NOT NULL,
-        healthy_at TEXT, failed_at TEXT, record TEXT NOT NULL
+        healthy_at TEXT, failed_at TEXT, record TEXT NOT NULL, size INTEGER NOT NULL
     );
     CREATE UNIQUE INDEX kept_records_digest ON kept_records(host, name, digest);
     CREATE INDEX kept_records_seen ON kept_records(seen_at);

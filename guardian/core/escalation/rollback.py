@@ -27,11 +27,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from guardian.core.durations import format_duration, format_elapsed
+from guardian.core.escalation.record_bounds import oversize
 from guardian.core.escalation.recreate import Refusal
 from guardian.core.redaction import untrusted
 from guardian.core.relations.dependencies import COMPOSE_PROJECT, COMPOSE_SERVICE
 
 MAX_KEPT = 4  # records kept per name (healthy or failed); the oldest go first
+# A record kept is at most this long as JSON (a busy Compose service's inspect is ~15 KB): one
+# beyond is not kept, so a container's owner cannot fill the store with one huge environment.
+MAX_RECORD_CHARS = 256_000
+MAX_KEPT_BYTES = 64 * 1024 * 1024  # all names' records together; the least recently seen go
 SHOWN = 80  # characters of a tag shown in a reason
 _IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
@@ -95,9 +100,13 @@ def kept_from(
     record: Mapping[str, Any], name: str, created: datetime | None, now: datetime
 ) -> Kept | None:
     """The record a container runs healthy on, as kept; None when the record is not one a
-    container could be created from again (no image ID, not an inspect)."""
+    container could be created from again (no image ID, not an inspect, beyond the record's
+    bounds or MAX_RECORD_CHARS)."""
     found = digest(record)
-    if not found:
+    if not found or oversize(record):
+        return None
+    text = json.dumps(record, sort_keys=True, default=str)
+    if len(text) > MAX_RECORD_CHARS:
         return None
     config = record.get("Config")
     labels = config.get("Labels") if isinstance(config, Mapping) else None
@@ -114,7 +123,7 @@ def kept_from(
         healthy_at=now,
         project=str(labels.get(COMPOSE_PROJECT, "")),
         service=str(labels.get(COMPOSE_SERVICE, "")),
-        record=json.dumps(record, sort_keys=True, default=str),
+        record=text,
     )
 
 
