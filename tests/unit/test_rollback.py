@@ -326,3 +326,15 @@ def test_containers_whose_owners_fill_their_records_cannot_fill_the_store(
     sizes = w.store.db.query("SELECT name, size FROM kept_records ORDER BY seen_at")
     assert sum(r["size"] for r in sizes) <= 3_000
     assert sizes[-1]["name"] == "app11"  # the latest kept; the least recently seen went
+
+
+def test_the_page_says_rolled_back(tmp_path: Path) -> None:
+    from tests.unit.test_status_page import get, page_of, sign_in
+
+    w = rolling(tmp_path)
+    ran_v1_then_v2_failed(w)
+    turn(w)
+    _, routes = page_of(w)
+    page = get(routes, "/", sign_in(routes)).body.decode()
+    assert "<td>rolled back (incident #1)</td><td>succeeded</td>" in page
+    assert "VERSION=" not in page  # the records stay in the store
