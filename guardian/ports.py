@@ -15,6 +15,7 @@ from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.usage import Usage
 from guardian.core.detection.windows import MaintenancePeriod
 from guardian.core.escalation.recreate import RecreateSpec
+from guardian.core.escalation.rollback import Kept
 from guardian.core.facts import Fact
 from guardian.core.history import History
 from guardian.core.incidents import IncidentChange
@@ -203,6 +204,10 @@ class Engine(Protocol):
     def create_container(self, spec: RecreateSpec) -> EngineStep:
         """Create (under the spec's name), connect and start a container from `spec`."""
 
+    def has_image(self, image_id: str) -> bool:
+        """Whether the engine holds the image `image_id` (Guardian pulls nothing); raises
+        EngineUnavailable when it cannot tell."""
+
     def events(self, since: datetime | None) -> Iterator[EngineEvent]:
         """Container events from `since` on; ends or raises EngineUnavailable when cut off."""
 
@@ -317,6 +322,17 @@ class Store(Protocol):
     ) -> History:
         """What happened to `containers` (None: every one) since `since`: problem spans,
         silences, restarts, stops and recreates, and Guardian's runs (see core.history)."""
+
+    def kept_records(self, host: str, name: str) -> list[Kept]:
+        """The records kept of `name` for the rollback rung (seen healthy, or left by a
+        rollback), the most recently seen first."""
+
+    def keep_record(self, host: str, record: Kept) -> None:
+        """Keep a record seen healthy (lifting a failed mark), or one a rollback left (failed);
+        one per record of a name, at most a few per name."""
+
+    def touch_kept(self, host: str, name: str, container_id: str, at: datetime) -> bool:
+        """Whether the record that `container_id` runs on is kept as healthy; seen at `at`."""
 
     def remembered(self, host: str, mark: str) -> datetime | None:
         """The time last kept under `mark` (None: never): how far the store's record reaches

@@ -148,8 +148,10 @@ class FakeEngine:
     # (by name; e.g. "Mounts" with an anonymous volume).
     record_extra: dict[str, dict[str, object]] = field(default_factory=dict)
     create_refusal: str = ""  # a create the engine refuses (a port taken): its reason
+    images: set[str] | None = None  # the image IDs the engine holds (has_image); None: all
     _specs: dict[str, RecreateSpec] = field(default_factory=dict)  # name -> the last create's
     _removed: dict[str, ContainerSnapshot] = field(default_factory=dict)  # name -> as removed
+    _made: dict[str, RecreateSpec] = field(default_factory=dict)  # id -> the spec it was made from
 
     def add(self, name: str, **fields: object) -> ContainerSnapshot:
         base = {
@@ -305,6 +307,16 @@ class FakeEngine:
         snap = self.containers.get(container_id)
         if snap is None:
             return None
+        spec = self._made.get(container_id)
+        if spec is not None:  # made by a create: the record it was made from, its own id
+            config = json.loads(spec.config)
+            host = config.pop("HostConfig")
+            return {
+                **fake_record(snap),
+                "Image": spec.image_id,
+                "Config": config,
+                "HostConfig": host,
+            }
         return {**fake_record(snap), **self.record_extra.get(snap.name, {})}
 
     def remove_container(self, container_id: str, stop_timeout: timedelta) -> EngineStep:
@@ -342,7 +354,12 @@ class FakeEngine:
             restart_count=0,
         )
         self.containers[snap.id] = snap
+        self._made[snap.id] = spec
         return EngineStep(True, container_id=snap.id)
+
+    def has_image(self, image_id: str) -> bool:
+        self._check()
+        return self.images is None or image_id in self.images
 
     def spec_of(self, name: str) -> RecreateSpec:
         """The spec the last create of `name` was asked with."""

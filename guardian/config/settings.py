@@ -451,10 +451,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
         # An approval (action ask) allows one restart of its incident until it expires.
         "approval_ttl": _with(_duration(M, 7 * DAY), H),
         # The ladder once max_attempts restarts did not help (core.detection.restart_policy.RUNGS):
-        # recreate from the container's own record, then stop and page. [] gives up as ever.
+        # roll a new record back to the last one that ran healthy, recreate from the
+        # container's own record, then stop and page. [] gives up as ever.
         "escalate": _with(_keys_of(RUNGS), ()),
         # The rungs a person approves first, on every container (guardian.action=ask: all).
         "escalate_ask": _with(_keys_of(RUNGS), ()),
+        # The rollback rung's monitor: a record first unhealthy within this long of its
+        # creation failed early (Swarm's update_config.monitor).
+        "rollback_monitor": _with(_duration(S, DAY), 5 * M),
     },
     # Labels may only tighten the restart policy; the keys listed here may ask for more too
     # (more attempts, a shorter cooldown). Whoever starts a container writes its labels.
@@ -663,6 +667,7 @@ class Settings:
             act_after=r["act_after"],
             escalate=r["escalate"],
             escalate_ask=r["escalate_ask"],
+            rollback_monitor=r["rollback_monitor"],
         )
 
 

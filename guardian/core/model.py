@@ -222,6 +222,11 @@ class Verdict(StrEnum):
     GIVE_UP = "give_up"  # attempts exhausted: escalate, keep the incident open
     STOP = "stop"  # guardian.action=stop, or the ladder's stop rung: stop it, a person acts
     RECREATE = "recreate"  # the ladder's recreate rung: remove it, create it from its record
+    ROLLBACK = "rollback"  # the ladder's rollback rung: replace it by its last healthy record
+
+
+# The verdicts on which Guardian acts on the container (Decision.acts).
+ACTING = frozenset({Verdict.RESTART, Verdict.STOP, Verdict.RECREATE, Verdict.ROLLBACK})
 
 
 class Reason(StrEnum):
@@ -279,7 +284,7 @@ class Decision:
     @property
     def acts(self) -> bool:
         """Guardian acts on the container now (a restart or, by its action, a stop)."""
-        return self.verdict in (Verdict.RESTART, Verdict.STOP, Verdict.RECREATE)
+        return self.verdict in ACTING
 
 
 @dataclass(frozen=True)
@@ -337,6 +342,13 @@ class ActionKind(StrEnum):
     APPROVAL = "approval"  # a person approved or denied a restart (guardian.action=ask)
     HOOK = "hook"  # an operator's hook run after a verdict (core.outbound.hooks), with its output
     RECREATE = "recreate"  # the ladder's recreate: its record stored before the removal
+    # The ladder's rollback (or a person's): the record that ran healthy (what is created) and
+    # the one replaced (`replaced`), both stored before the removal.
+    ROLLBACK = "rollback"
+
+
+# The actions that remove a container and create one under its name (its successor).
+REPLACING = frozenset({ActionKind.RECREATE, ActionKind.ROLLBACK})
 
 
 @dataclass(frozen=True)
@@ -360,6 +372,8 @@ class RemediationAction:
     # with the intent; the new container's id, written with the outcome.
     record: str = ""
     successor: str = ""
+    # A rollback's: the record of the container it replaced (its inspect as JSON).
+    replaced: str = ""
 
 
 def same_snapshots(last: Sequence[ContainerSnapshot], now: Sequence[ContainerSnapshot]) -> bool:

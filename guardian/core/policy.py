@@ -381,11 +381,11 @@ RULES: tuple[Rule, ...] = (
 
 
 def _climb(case: Case, rung: str) -> Decision:
-    """The ladder's next rung, its restarts spent: recreate or stop, Reason.ESCALATED; with a
-    person's usable approval first when the container asks (`ask`) or the operator asks for
-    this rung (restart.escalate_ask)."""
+    """The ladder's next rung, its restarts spent: rollback, recreate or stop,
+    Reason.ESCALATED; with a person's usable approval first when the container asks (`ask`) or
+    the operator asks for this rung (restart.escalate_ask)."""
     policy, approval = case.policy, case.approval
-    verdict = Verdict.RECREATE if rung == "recreate" else Verdict.STOP
+    verdict = {"rollback": Verdict.ROLLBACK, "recreate": Verdict.RECREATE}.get(rung, Verdict.STOP)
     place = f"rung {policy.escalate.index(rung) + 2} of {len(policy.escalate) + 1}"
     why = f"{case.used} restarts did not help: {rung}, the ladder's {place}"
 

@@ -37,7 +37,7 @@ def test_the_operators_ladder_is_read_in_the_ladders_order(tmp_path: Path) -> No
     [
         (
             "restart:\n  escalate: [reboot]\n",
-            "restart.escalate = ['reboot']: expected a list of recreate, stop (or empty)",
+            "restart.escalate = ['reboot']: expected a list of rollback, recreate, stop (or empty)",
         ),
         (
             "restart:\n  escalate: [stop]\n  escalate_ask: [recreate]\n",
@@ -88,6 +88,6 @@ def test_a_label_of_unknown_rungs_is_one_bounded_warning() -> None:
     r = rules("reboot " + "x" * 5000)
     assert r.policy.escalate == ()
     assert r.warnings == (
-        f"label guardian.escalate={('reboot ' + 'x' * 33)!r}: expected rungs among recreate, "
-        "stop, or none",
+        f"label guardian.escalate={('reboot ' + 'x' * 33)!r}: expected rungs among rollback, "
+        "recreate, stop, or none",
     )

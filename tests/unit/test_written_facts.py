@@ -108,6 +108,7 @@ READS = {
     "events_after",
     "event_cursor_at",
     "event_horizon",
+    "kept_records",
 }
 PERSONS_WRITES = {"save_state_change", "add_silence", "end_silence", "add_approval", "use_approval"}
 
@@ -128,6 +129,8 @@ def test_every_other_method_of_the_port_is_a_loop_write_on_the_one_path() -> Non
         "record_reset",
         "remember",
         "move_problem_starts",
+        "keep_record",
+        "touch_kept",
         "restart_times",
         "last_reset",
         "close",

@@ -397,6 +397,17 @@ class DockerEngine:
             return EngineStep(False, str(exc), sent=False)
         return _step(DockerRecreator(api).create(spec))
 
+    def has_image(self, image_id: str) -> bool:
+        try:
+            self._call(lambda api: api.inspect_image(image_id))
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as exc:
+            raise EngineUnavailable(
+                f"docker engine refused to inspect an image: {exc.explanation}"
+            ) from None
+        return True
+
     def logs(self, container_id: str, tail: int) -> str:
         """The last `tail` lines of the container's output; "" when it has none or is gone."""
         try:

@@ -13,7 +13,9 @@ from guardian.adapters.sqlite.schema import from_text, to_text
 from guardian.core.history import RUN_MARK, ContainerHistory, History, Mark, Shade, Span
 from guardian.core.model import HOST_SUBJECT, ActionKind, ProblemType
 
-MARKED = (str(ActionKind.RESTART), str(ActionKind.STOP), str(ActionKind.RECREATE))
+MARKED = tuple(
+    str(k) for k in (ActionKind.RESTART, ActionKind.STOP, ActionKind.RECREATE, ActionKind.ROLLBACK)
+)
 _OPEN = ("active", "acknowledged", "in_progress")
 
 

@@ -3,10 +3,11 @@
 An incident closed (or, for a host-level incident, resolved) before the cut-off is deleted with
 everything that hangs off it: its transitions, remediation actions, queued notifications and
 their delivery rows, and channel references (Slack threads, firing alerts). Silences that ended
-or ran out before the cut-off go too, maintenance windows' runs that ended before it, and
-actions of no incident requested before it. Open incidents are never deleted, whatever their
-age, nor anything of theirs. Each batch of
-incidents is one transaction: a crash mid-way leaves whole incidents behind, never part of one.
+or ran out before the cut-off go too, maintenance windows' runs that ended before it,
+actions of no incident requested before it, and the records kept for the rollback rung that
+were not seen since it (a name gone that long is forgotten). Open incidents are never
+deleted, whatever their age, nor anything of theirs. Each batch of incidents is one
+transaction: a crash mid-way leaves whole incidents behind, never part of one.
 The events feed forgets the events before the first one recorded since the cut-off (of open
 incidents too: the feed tells what happened, the incident stays) and keeps the cursor up to
 which it forgot, so a client asking from before it learns it missed some (410).
@@ -18,6 +19,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 
+from guardian.adapters.sqlite import kept
 from guardian.adapters.sqlite.db import Database
 from guardian.adapters.sqlite.schema import to_text
 from guardian.core.history import RUN_MARK
@@ -68,6 +70,7 @@ def prune(db: Database, before: datetime, batch: int = BATCH) -> Pruned:
             "DELETE FROM silences WHERE COALESCE(ended_at, until) < ?", (cutoff,)
         ).rowcount
         conn.execute("DELETE FROM maintenance WHERE ended_at < ?", (cutoff,))
+        kept.forget(conn, cutoff)  # the rollback's records of names not seen since
         events = _forget_events(conn, cutoff)
     return Pruned(incidents, silences, events)
 

@@ -301,6 +301,22 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX silences_open ON silences(host, container, until) WHERE ended_at IS NULL;
     """,
+    # 13: the ladder's rollback (docs/restarts.md): the records of a name that ran healthy, and
+    # those a rollback left (failed_at), each the container's whole inspect (private as a
+    # recreate's record) with its size, at most a few per name and a budget of bytes in all;
+    # and a rollback's replaced record, written with its intent beside the record it creates.
+    """
+    ALTER TABLE actions ADD COLUMN replaced TEXT NOT NULL DEFAULT '';
+    CREATE TABLE kept_records (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL, name TEXT NOT NULL, digest TEXT NOT NULL,
+        image_id TEXT NOT NULL, image_ref TEXT NOT NULL, container_id TEXT NOT NULL,
+        project TEXT NOT NULL, service TEXT NOT NULL, created TEXT, seen_at TEXT NOT NULL,
+        healthy_at TEXT, failed_at TEXT, record TEXT NOT NULL, size INTEGER NOT NULL
+    );
+    CREATE UNIQUE INDEX kept_records_digest ON kept_records(host, name, digest);
+    CREATE INDEX kept_records_seen ON kept_records(seen_at);
+    """,
 )
 
 
@@ -369,6 +385,7 @@ def action_row(row: sqlite3.Row) -> RemediationAction:
         extra=json.loads(row["extra"]),
         record=row["record"],
         successor=row["successor"],
+        replaced=row["replaced"],
     )
 
 

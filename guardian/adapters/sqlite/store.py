@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from guardian.adapters.sqlite import kept
 from guardian.adapters.sqlite.db import Database, where
 from guardian.adapters.sqlite.history import read_history
 from guardian.adapters.sqlite.maintenance import end_period, open_periods, start_period
@@ -26,6 +27,7 @@ from guardian.adapters.sqlite.schema import (
     to_text,
 )
 from guardian.core.detection.windows import MaintenancePeriod
+from guardian.core.escalation.rollback import Kept
 from guardian.core.history import History
 from guardian.core.incidents import IncidentChange
 from guardian.core.model import (
@@ -160,7 +162,7 @@ class SqliteStore(OperatorQueries):
             cur = conn.execute(
                 "INSERT INTO actions (incident_id, host, container, container_id, kind,"
                 " requested_at, reason, attempt, outcome, detail, finished_at, extra, record,"
-                " successor) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " successor, replaced) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     action.incident_id,
                     action.host,
@@ -176,6 +178,7 @@ class SqliteStore(OperatorQueries):
                     json.dumps(action.extra),
                     action.record,
                     action.successor,
+                    action.replaced,
                 ),
             )
             return int(cur.lastrowid or 0)
@@ -271,6 +274,17 @@ class SqliteStore(OperatorQueries):
         self, host: str, since: datetime, containers: Collection[str] | None = None
     ) -> History:
         return read_history(self.db, host, since, containers)
+
+    # -- records kept for the rollback rung (adapters/sqlite/kept.py) -----------------------
+
+    def kept_records(self, host: str, name: str) -> list[Kept]:
+        return kept.of_name(self.db, host, name)
+
+    def keep_record(self, host: str, record: Kept) -> None:
+        kept.keep(self.db, host, record)
+
+    def touch_kept(self, host: str, name: str, container_id: str, at: datetime) -> bool:
+        return kept.touch(self.db, host, name, container_id, at)
 
     def remembered(self, host: str, mark: str) -> datetime | None:
         rows = self.db.query("SELECT at FROM marks WHERE host=? AND name=?", (host, mark))

@@ -9,9 +9,10 @@ from datetime import timedelta
 # What Guardian does once decide() allows it, from most to least it does on its own: restart;
 # stop it and leave it to a person; ask a person to approve each restart; only notify.
 ACTIONS = ("restart", "stop", "ask", "notify")
-# The escalation ladder's rungs past restarts, in the only order they may be climbed: recreate
-# the container from its own record, then stop it and page (restart.escalate).
-RUNGS = ("recreate", "stop")
+# The escalation ladder's rungs past restarts, in the only order they may be climbed: roll a
+# new record back to the last one that ran healthy, recreate the container from its own record,
+# then stop it and page (restart.escalate).
+RUNGS = ("rollback", "recreate", "stop")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class RestartPolicy:
     # ever), and the rungs a person approves before Guardian takes them.
     escalate: tuple[str, ...] = ()
     escalate_ask: tuple[str, ...] = ()
+    # The rollback rung's monitor (restart.rollback_monitor, Swarm's update_config.monitor): a
+    # record first unhealthy within this long of its creation failed early.
+    rollback_monitor: timedelta = timedelta(minutes=5)
 
     def next_rung(self, taken: tuple[str, ...]) -> str | None:
         """The ladder's next rung once the restarts are spent: the one above the highest taken

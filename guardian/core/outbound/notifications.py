@@ -190,6 +190,8 @@ def plan(decision: Decision | None) -> str:
             return "Guardian stops it (guardian.action=stop) and leaves it to a person"
         case Verdict.RECREATE:
             return f"Guardian recreates it from its own record ({decision.detail})"
+        case Verdict.ROLLBACK:
+            return f"Guardian rolls it back to the record that last ran healthy ({decision.detail})"
 
 
 def opened(incident: Incident, decision: Decision | None, now: datetime) -> Notification:

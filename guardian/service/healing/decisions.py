@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from guardian.core.detection.restart_policy import RestartPolicy
 from guardian.core.labels import ContainerRules
 from guardian.core.model import (
+    REPLACING,
     ActionKind,
     Approval,
     ContainerSnapshot,
@@ -31,15 +32,15 @@ RUNG_REASONS = (str(Reason.ESCALATED), str(Reason.APPROVED))
 
 
 def lineage(actions: Sequence[RemediationAction], container_id: str) -> frozenset[str]:
-    """The ids `container_id` was recreated from by Guardian (its recreates' outcomes name the
-    new container), itself included: one container for its budget, so a recreated container
-    never starts the ladder again."""
+    """The ids `container_id` was recreated (or rolled back) from by Guardian (the outcomes name
+    the new container), itself included: one container for its budget, so a recreated
+    container never starts the ladder again."""
     ids = {container_id}
     while True:
         more = {
             a.container_id
             for a in actions
-            if a.kind == ActionKind.RECREATE and a.successor in ids and a.container_id not in ids
+            if a.kind in REPLACING and a.successor in ids and a.container_id not in ids
         }
         if not more:
             return frozenset(ids)
@@ -59,15 +60,18 @@ def ladder_history(
         if a.kind == ActionKind.RESTART and a.container_id in ids - {container_id}
     )
     rungs = tuple(
-        ("recreate" if a.kind == ActionKind.RECREATE else "stop", a.requested_at)
+        (str(a.kind) if a.kind in REPLACING else "stop", a.requested_at)
         for a in actions
         if a.container_id in ids
-        and (
-            a.kind == ActionKind.RECREATE
-            or (a.kind == ActionKind.STOP and a.reason in RUNG_REASONS)
-        )
+        and (a.kind in REPLACING or (a.kind == ActionKind.STOP and a.reason in RUNG_REASONS))
     )
     return before, rungs
+
+
+def made_by_rollback(actions: Sequence[RemediationAction], container_id: str) -> bool:
+    """Whether a rollback made `container_id`, or a container it was recreated from."""
+    ids = lineage(actions, container_id)
+    return any(a.kind == ActionKind.ROLLBACK and a.successor in ids for a in actions)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from guardian.service.context import LoopContext
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.recreator import removed_by_recreate
 from guardian.service.healing.remediator import Remediator
+from guardian.service.healing.rollbacks import KeptRecords
 from guardian.service.healing.verifier import Verifier
 from guardian.service.state.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
 from guardian.service.state.listing import Listed, Listings
@@ -70,6 +71,7 @@ class Healer:
         self.recorder = recorder
         self.remediator = remediator
         self.verifier = verifier
+        self.kept_records = KeptRecords(ctx)  # the records run healthy, for the rollback rung
         self._tickets = itertools.count(1)  # pairs an inspect's question with its answer
         self.quiet = ctx.state.quiet  # the containers a sweep need not judge again
         # What a sweep lists: all, or only what it must judge again (service/state/listing.py).
@@ -623,6 +625,7 @@ class Healer:
     ) -> None:
         ctx, host, name = self.ctx, self.ctx.settings.host, snap.name
         since = ctx.state.streaks.seen_healthy(name, now)
+        self.kept_records.seen_healthy(snap, now - since)
         if open_names is None or name in open_names:
             # A restart that started, or was verified, while the store was read makes what was
             # read stale: its verification has the say.
@@ -655,5 +658,6 @@ class Healer:
                     continue  # its record is kept for a person: the incident stays open
                 self.recorder.gone(incident, "no longer listed by the engine", now)
         ctx.state.forget_absent(present)
+        self.kept_records.forget(present)
         # A restart in flight still counts for its container, whatever the list said.
         ctx.metrics.containers_present(ctx.state.present_or_underway(present))

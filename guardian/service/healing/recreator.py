@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from guardian.core import incidents
 from guardian.core.assessment import Assessment
 from guardian.core.escalation.recreate import RecreateSpec, Refusal, build
+from guardian.core.escalation.rollback import Kept, kept_from
 from guardian.core.labels import ALL
 from guardian.core.model import (
+    REPLACING,
     ActionKind,
     Decision,
     Incident,
@@ -49,17 +51,35 @@ def spec_of(
     return build(record, followers, leaders)
 
 
-def refused_detail(reason: str, command: str) -> str:
-    """A recreate not done, in one line: why, and what a person would run instead."""
-    return f"recreate refused: {reason}; a person would run: {command}"
+def refused_detail(reason: str, command: str, verb: str = "recreate") -> str:
+    """A recreate (or rollback) not done, in one line: why, and what a person would run."""
+    return f"{verb} refused: {reason}; a person would run: {command}"
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What replaces a container under its name: its own record (a recreate) or the last one of
+    its name that ran healthy (a rollback), with what is stored before the removal."""
+
+    kind: ActionKind  # RECREATE or ROLLBACK
+    spec: RecreateSpec  # what is created
+    record: str  # the record created from, as JSON: stored with the intent
+    replaced: str = ""  # a rollback's: the record of the container it removes
+    done: str = "recreated from its record as"  # the outcome's words, before the new id
+    failed: Kept | None = None  # a rollback's: the record it leaves, kept as failed once done
+
+    @property
+    def verb(self) -> str:
+        return str(self.kind)
 
 
 def removed_by_recreate(action: RemediationAction | None) -> bool:
-    """Whether `action` removed its container and no create followed (the engine refused it):
-    the container is gone, its record kept, and its incident waits for a person."""
+    """Whether `action` (a recreate or a rollback) removed its container and no create followed
+    (the engine refused it): the container is gone, its record kept, and its incident waits for
+    a person."""
     return (
         action is not None
-        and action.kind == ActionKind.RECREATE
+        and action.kind in REPLACING
         and bool(action.record)
         and not action.successor
         and action.outcome is Outcome.PERMANENT_FAILURE
@@ -100,42 +120,60 @@ class Recreator:
         )
         built = spec_of(record, ctx.pipeline.relatives(snap.name))
         if isinstance(built, Refusal):
-            self._refused(incident, decision, action, built)
+            self.refused(incident, decision, action, built)
             return
         text = json.dumps(record, sort_keys=True, default=str)
+        self.carry_out(
+            a, incident, decision, claim, action, Replacement(ActionKind.RECREATE, built, text)
+        )
+
+    def carry_out(
+        self,
+        a: Assessment,
+        incident: Incident,
+        decision: Decision,
+        claim: Claim,
+        action: RemediationAction,
+        by: Replacement,
+    ) -> None:
+        """Write the intent with the record(s), then (on `calls`) remove, create, record the
+        outcome and hand the new container to verification."""
+        ctx, snap = self.ctx, a.snapshot
         # The intent and the whole record first: nothing is removed before they are stored.
-        action_id = ctx.store.record_intent(replace(action, record=text))
+        action_id = ctx.store.record_intent(replace(action, record=by.record, replaced=by.replaced))
         if action_id < 0:
             # Held in memory only (the store refused the write: a full disk): a crash after
             # the removal would lose the container, so nothing is removed (docs/design.md
             # rule 20).
             kept = EngineStep(False, "the store did not keep its record: nothing was removed")
-            self._ended(incident, decision, action_id, Outcome.TRANSIENT_FAILURE, kept)
+            self._ended(incident, decision, action_id, Outcome.TRANSIENT_FAILURE, kept, by.verb)
             return
         log.warning(
-            "recreating container (restarts did not help)",
+            f"{'rolling back' if by.kind == ActionKind.ROLLBACK else 'recreating'} container"
+            " (restarts did not help)",
             extra=kv(container=snap.name, incident=incident.id, detail=decision.detail),
         )
 
         def call() -> None:
-            self._remove_then_create(a, incident, decision, claim, action_id, built)
+            self._remove_then_create(a, incident, decision, claim, action_id, by)
 
         self._calls.run(claim.carried_by(call), claim.slot_until, a.snapshot.id)
 
-    def _refused(
+    def refused(
         self, incident: Incident, decision: Decision, action: RemediationAction, refusal: Refusal
     ) -> None:
-        """A recreate that would not be faithful or safe: the rung is taken (recorded with its
-        reason, so the ladder moves on), the incident and the attempt's notification say why."""
+        """A recreate (or rollback) that would not be faithful or safe: the rung is taken
+        (recorded with its reason, so the ladder moves on), the incident and the attempt's
+        notification say why."""
         ctx, now = self.ctx, self.ctx.clock.now()
-        detail = refused_detail(refusal.reason, refusal.command)
+        detail = refused_detail(refusal.reason, refusal.command, action.kind)
         incident = self.recorder.save(incidents.probe_said(incident, detail))
         notes = self._notes(incident, decision, Outcome.POLICY_DENIED, detail, now)
         done = replace(action, outcome=Outcome.POLICY_DENIED, detail=detail, finished_at=now)
         ctx.store.record_intent(done, notes)
         ctx.metrics.restart_ended(incident.container, str(Outcome.POLICY_DENIED))
         log.warning(
-            "recreate refused", extra=kv(container=incident.container, reason=refusal.reason)
+            f"{action.kind} refused", extra=kv(container=incident.container, reason=refusal.reason)
         )
 
     def _remove_then_create(
@@ -145,7 +183,7 @@ class Recreator:
         decision: Decision,
         claim: Claim,
         action_id: int,
-        spec: RecreateSpec,
+        by: Replacement,
     ) -> None:
         """On the container's worker: remove, then create from the spec. The claim ends when the
         engine is done, or passes to the new container's verification."""
@@ -154,14 +192,14 @@ class Recreator:
         if not removed.done:
             # Still there (or unknown): nothing lost; the next decision sees what is there.
             claim.release()
-            self._ended(incident, decision, action_id, Outcome.TRANSIENT_FAILURE, removed)
+            self._ended(incident, decision, action_id, Outcome.TRANSIENT_FAILURE, removed, by.verb)
             return
-        created = ctx.engine.create_container(spec)
+        created = ctx.engine.create_container(by.spec)
         if not created.done:
             claim.release()
-            self._create_refused(incident, decision, action_id, spec, created)
+            self._create_refused(incident, decision, action_id, by, created)
             return
-        self._created(incident, decision, claim, action_id, created.container_id, snap.name)
+        self._created(incident, decision, claim, action_id, created.container_id, by)
 
     def _created(
         self,
@@ -170,11 +208,14 @@ class Recreator:
         claim: Claim,
         action_id: int,
         new_id: str,
-        name: str,
+        by: Replacement,
     ) -> None:
         """The new container runs: the outcome names it, the incident follows it (its id), and
-        it is verified as a restart is (healthy within verify_timeout resolves the incident)."""
-        ctx, done = self.ctx, self.ctx.clock.now()
+        it is verified as a restart is (healthy within verify_timeout resolves the incident). A
+        rollback's record left is kept as failed on the name."""
+        ctx, done, name = self.ctx, self.ctx.clock.now(), by.spec.name
+        if by.failed is not None:
+            ctx.store.keep_record(ctx.settings.host, replace(by.failed, failed_at=done))
         incident = self.recorder.save(
             incidents.IncidentChange(replace(incident, container_id=new_id))
         )
@@ -190,7 +231,7 @@ class Recreator:
             decision.max_attempts,
         )
         claim.hand_over(pending)
-        detail = f"recreated from its record as container {new_id[:12]}"
+        detail = f"{by.done} container {new_id[:12]}"
         notes = self._notes(incident, decision, Outcome.RESTARTED, detail, done)
         try:
             ctx.store.record_outcome(
@@ -198,22 +239,23 @@ class Recreator:
             )
         finally:
             ctx.state.verifications.outcome_written(pending)
-        log.info("container recreated", extra=kv(container=name, new_id=new_id[:12]))
+        said = "rolled back" if by.kind == ActionKind.ROLLBACK else "recreated"
+        log.info(f"container {said}", extra=kv(container=name, new_id=new_id[:12]))
 
     def _create_refused(
         self,
         incident: Incident,
         decision: Decision,
         action_id: int,
-        spec: RecreateSpec,
+        by: Replacement,
         created: EngineStep,
     ) -> None:
         """Removed, and the engine refused the create (a port taken, the image gone): the
         stored record stays, the incident says so and names what a person would run."""
-        command = f"docker compose up -d --force-recreate, or docker run --name {spec.name}"
+        command = f"docker compose up -d --force-recreate, or docker run --name {by.spec.name}"
         command += " with the options of the record Guardian stored with this action (its store's"
         command += f" actions table, column record, action {action_id})"
-        detail = f"recreate failed after the removal: {created.reason}; a person would run: "
+        detail = f"{by.verb} failed after the removal: {created.reason}; a person would run: "
         detail += command
         current = self.ctx.store.get_incident(incident.id or 0) or incident
         # Escalated: the container is gone until a person creates it (its record is kept).
@@ -221,7 +263,7 @@ class Recreator:
             incidents.escalate(incidents.probe_said(current, detail).incident)
         )
         step = EngineStep(False, detail)
-        self._ended(incident, decision, action_id, Outcome.PERMANENT_FAILURE, step)
+        self._ended(incident, decision, action_id, Outcome.PERMANENT_FAILURE, step, by.verb)
 
     def _ended(
         self,
@@ -230,17 +272,16 @@ class Recreator:
         action_id: int,
         outcome: Outcome,
         step: EngineStep,
+        verb: str,
     ) -> None:
         ctx, done = self.ctx, self.ctx.clock.now()
         notes = self._notes(incident, decision, outcome, step.reason, done)
         ctx.store.record_outcome(action_id, outcome, step.reason, done, notes)
         ctx.restart_ended(incident.container, str(outcome))
         ctx.verdict_reached(
-            ActionVerdict(
-                incident.container, incident.container_id, "recreate", outcome, incident.id
-            )
+            ActionVerdict(incident.container, incident.container_id, verb, outcome, incident.id)
         )
-        log.warning("recreate failed", extra=kv(container=incident.container, reason=step.reason))
+        log.warning(f"{verb} failed", extra=kv(container=incident.container, reason=step.reason))
 
     def _notes(
         self,
@@ -279,12 +320,28 @@ class Leftovers:
         there = ctx.engine.list_containers(ALL, "", names=(action.container,))
         if there:
             # Created before the crash (or by a person since): that one is the outcome.
-            detail = f"found as container {there[0].id[:12]} after Guardian stopped mid-recreate"
+            detail = (
+                f"found as container {there[0].id[:12]} after Guardian stopped mid-{action.kind}"
+            )
             ctx.store.record_outcome(
                 action_id, Outcome.RESTARTED, detail, now, successor=there[0].id
             )
+            self._left_failed(action, now)
             return self._verify(action, there[0].id, now)
         return self._create(action, now)
+
+    def _left_failed(self, action: RemediationAction, now: datetime) -> None:
+        """A rollback's replaced record, kept as failed on the name once the rollback is done."""
+        if action.kind != ActionKind.ROLLBACK or not action.replaced:
+            return
+        try:
+            record = json.loads(action.replaced)
+        except ValueError:
+            return
+        left = kept_from(record, action.container, None, now) if isinstance(record, dict) else None
+        if left is not None:
+            failed = replace(left, healthy_at=None, failed_at=now)
+            self.ctx.store.keep_record(self.ctx.settings.host, failed)
 
     def _create(self, action: RemediationAction, now: datetime) -> PendingVerify | None:
         """Removed, and never created: created now from the stored record, once."""
@@ -310,6 +367,7 @@ class Leftovers:
         new_id = created.container_id
         detail = f"created from its stored record as {new_id[:12]} after Guardian stopped"
         ctx.store.record_outcome(action_id, Outcome.RESTARTED, detail, now, successor=new_id)
+        self._left_failed(action, now)
         log.warning("recreate finished at start", extra=kv(container=action.container))
         return self._verify(action, new_id, now)
 

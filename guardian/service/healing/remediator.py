@@ -40,6 +40,7 @@ from guardian.service.healing.decisions import DecisionPoint
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.recreator import Recreator
 from guardian.service.healing.refusals import Refusals
+from guardian.service.healing.rollbacks import Rollbacks
 from guardian.service.state.claims import Claim
 
 log = logging.getLogger("guardian.remediator")
@@ -88,6 +89,7 @@ class Remediator:
         self._rechecks = rechecks
         self.refusals = Refusals(ctx, recorder)
         self.recreator = Recreator(ctx, recorder, calls)
+        self.rollbacks = Rollbacks(ctx, recorder, self.recreator)
 
     @contextmanager
     def decided(
@@ -142,6 +144,8 @@ class Remediator:
                 called = True
             case Verdict.RECREATE if self._approval_used(a, incident, decision):
                 self.recreator.recreate(a, incident, decision, _held(claim))
+            case Verdict.ROLLBACK if self._approval_used(a, incident, decision):
+                self.rollbacks.rollback(a, incident, decision, _held(claim))
             case Verdict.STOP if self._approval_used(a, incident, decision):
                 self._stop_incident(a, incident, decision, _held(claim))
             case Verdict.GIVE_UP:

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from guardian.core.model import (
+    REPLACING,
     ActionKind,
     ContainerSnapshot,
     IncidentState,
@@ -214,7 +215,7 @@ class Verifier:
         for action in unfinished:
             count += 1
             action_id = action.id or 0
-            if action.kind == ActionKind.RECREATE:
+            if action.kind in REPLACING:
                 pending = self.leftovers.settle(action)
                 if pending is not None:
                     ctx.state.verifications.resume(pending)

@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from guardian.core.escalation.rollback import Kept
 from guardian.core.facts import (
     AttemptWritten,
     Fact,
@@ -303,6 +304,18 @@ class LoopStore:
             lambda: self.inner.remember(host, mark, at),
             refused=_nothing,
             after_held=True,
+        )
+
+    def keep_record(self, host: str, record: Kept) -> None:
+        self._write("keep_record", lambda: self.inner.keep_record(host, record), refused=_nothing)
+
+    def touch_kept(self, host: str, name: str, container_id: str, at: datetime) -> bool:
+        """Refused: taken as kept, so a failing store costs no inspect per look (the record is
+        kept again at the next day's look)."""
+        return self._write(
+            "touch_kept",
+            lambda: self.inner.touch_kept(host, name, container_id, at),
+            refused=lambda: True,
         )
 
     def move_problem_starts(self, host: str, step: timedelta) -> None:
