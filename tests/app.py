@@ -4,6 +4,7 @@ in: a FakeEngine, a FakeClock, a real SQLite store in a temp dir and a fresh Pro
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,6 +84,20 @@ class TestApp:
 
     def verify(self) -> None:
         self.app.verifier.verify()
+
+    def climb(self, times: int = 30) -> None:
+        """Sweeps and verifications with the clock moving between them, as a daemon's would
+        run: `times` rounds of a sweep, a second, a verification, two seconds."""
+        for _ in range(times):
+            self.healer.sweep()
+            self.clock.advance(1)
+            self.healer.verifier.verify()
+            self.clock.advance(2)
+
+    def queued(self) -> list[dict[str, Any]]:
+        """The notifications in the outbox, oldest first, as their payloads."""
+        rows = self.store.db.query("SELECT payload FROM outbox ORDER BY id")
+        return [json.loads(r["payload"]) for r in rows]
 
     def metric(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0

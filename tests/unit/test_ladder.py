@@ -50,23 +50,10 @@ def ladder(tmp: Path, **restart: Any) -> TestApp:
     return w
 
 
-def turn(w: TestApp, times: int = 30) -> None:
-    for _ in range(times):
-        w.healer.sweep()
-        w.clock.advance(1)
-        w.healer.verifier.verify()
-        w.clock.advance(2)
-
-
-def queued(w: TestApp) -> list[dict[str, Any]]:
-    rows = w.store.db.query("SELECT payload FROM outbox ORDER BY id")
-    return [json.loads(r["payload"]) for r in rows]
-
-
 def test_the_ladder_climbs_restart_restart_recreate_stop_then_nothing(tmp_path: Path) -> None:
     w = ladder(tmp_path)
     w.engine.add("web", health="unhealthy", labels=LABELS)
-    turn(w)
+    w.climb()
     assert w.engine.steps == [
         ("restart", "web"),
         ("restart", "web"),
@@ -89,16 +76,16 @@ def test_the_ladder_climbs_restart_restart_recreate_stop_then_nothing(tmp_path: 
     taken = "guardian_restart_decisions_total"
     assert w.metric(taken, decision="recreate", reason="escalated") == 1
     assert w.metric(taken, decision="stop", reason="escalated") == 1
-    turn(w, 10)  # nothing after the stop: no restart, no second page
+    w.climb(10)  # nothing after the stop: no restart, no second page
     assert len(w.engine.steps) == 5
-    assert [n["kind"] for n in queued(w)].count("gave_up") == 0
+    assert [n["kind"] for n in w.queued()].count("gave_up") == 0
 
 
 def test_each_rung_is_told_once_and_only_the_stop_rung_is_critical(tmp_path: Path) -> None:
     w = ladder(tmp_path)
     w.engine.add("web", health="unhealthy", labels=LABELS)
-    turn(w)
-    attempts = [n for n in queued(w) if n["kind"] == "attempt"]
+    w.climb()
+    attempts = [n for n in w.queued() if n["kind"] == "attempt"]
     rungs = [n for n in attempts if "restarts did not help" in n["detail"]]
     assert [("recreate" in n["detail"], n["outcome"]) for n in rungs] == [
         (True, "restarted"),
@@ -113,7 +100,7 @@ def test_each_rung_is_told_once_and_only_the_stop_rung_is_critical(tmp_path: Pat
         fields.pop("receivers", None)
         return severity(Notification(**fields))
 
-    critical = [n for n in queued(w) if sev(n) == "critical"]
+    critical = [n for n in w.queued() if sev(n) == "critical"]
     assert [n["outcome"] for n in critical] == ["stopped"]  # never an attempt before it
     assert all(sev(n) != "critical" for n in attempts if n["outcome"] != "stopped")
 
@@ -122,11 +109,11 @@ def test_a_recreated_container_keeps_its_budget(tmp_path: Path) -> None:
     """Its history is its lineage's: the new id does not start a fresh budget (no loop)."""
     w = ladder(tmp_path, escalate=["recreate"])
     w.engine.add("web", health="unhealthy", labels=LABELS)
-    turn(w, 60)
+    w.climb(60)
     assert [s for s, _ in w.engine.steps] == ["restart", "restart", "remove", "create"]
     [incident] = w.store.open_incidents("h")
     assert incident.escalated  # no rung left: given up once
-    assert [n["kind"] for n in queued(w)].count("gave_up") == 1
+    assert [n["kind"] for n in w.queued()].count("gave_up") == 1
 
 
 def test_a_recreate_that_would_lose_an_anonymous_volume_is_refused_and_the_ladder_moves_on(
@@ -136,7 +123,7 @@ def test_a_recreate_that_would_lose_an_anonymous_volume_is_refused_and_the_ladde
     w.engine.add("db", health="unhealthy", labels=LABELS)
     anonymous = {"Type": "volume", "Name": "f" * 64, "Destination": "/var/lib/data"}
     w.engine.record_extra["db"] = {"Mounts": [anonymous]}
-    turn(w)
+    w.climb()
     assert [s for s, _ in w.engine.steps] == ["restart", "restart", "stop"]  # never removed
     [recreate] = [a for a in w.actions("db") if a.kind == ActionKind.RECREATE]
     assert recreate.outcome is Outcome.POLICY_DENIED and recreate.record == ""
@@ -147,7 +134,7 @@ def test_a_recreate_that_would_lose_an_anonymous_volume_is_refused_and_the_ladde
     assert any(
         "recreate refused: an anonymous volume" in getattr(e, "detail", "") for e in timeline
     )
-    told = [n for n in queued(w) if n["kind"] == "attempt" and n["outcome"] == "policy_denied"]
+    told = [n for n in w.queued() if n["kind"] == "attempt" and n["outcome"] == "policy_denied"]
     assert len(told) == 1 and "recreate refused: an anonymous volume" in told[0]["detail"]
 
 
@@ -157,7 +144,7 @@ def test_a_create_the_engine_refuses_keeps_the_record_and_says_what_to_run(
     w = ladder(tmp_path, escalate=["recreate"])
     w.engine.add("web", health="unhealthy", labels=LABELS)
     w.engine.create_refusal = "create: a published port is taken (port is already allocated)"
-    turn(w)
+    w.climb()
     [recreate] = [a for a in w.actions("web") if a.kind == ActionKind.RECREATE]
     assert recreate.outcome is Outcome.PERMANENT_FAILURE and json.loads(recreate.record)
     [incident] = w.store.open_incidents("h")
@@ -169,11 +156,11 @@ def test_a_create_the_engine_refuses_keeps_the_record_and_says_what_to_run(
 def test_escalate_ask_waits_for_a_persons_approval_before_the_recreate(tmp_path: Path) -> None:
     w = ladder(tmp_path, escalate_ask=["recreate"])
     w.engine.add("web", health="unhealthy", labels=LABELS)
-    turn(w)
+    w.climb()
     assert [s for s, _ in w.engine.steps] == ["restart", "restart"]  # waiting for a person
     [incident] = w.store.open_incidents("h")
     w.app.operator.answer(incident.id or 0, True, "alice", "recreate it")
-    turn(w, 3)
+    w.climb(3)
     assert [s for s, _ in w.engine.steps][:4] == ["restart", "restart", "remove", "create"]
     [recreate] = [a for a in w.actions("web") if a.kind == ActionKind.RECREATE]
     assert recreate.reason == "approved"
@@ -182,11 +169,11 @@ def test_escalate_ask_waits_for_a_persons_approval_before_the_recreate(tmp_path:
 def test_a_storm_holds_every_rung_as_it_holds_restarts(tmp_path: Path) -> None:
     w = ladder(tmp_path)
     w.engine.add("web", health="unhealthy", labels=LABELS)
-    turn(w, 2)  # the two restarts
+    w.climb(2)  # the two restarts
     assert [s for s, _ in w.engine.steps] == ["restart", "restart"]
     for i in range(12):  # a storm breaks out: most of the host unhealthy at once
         w.engine.add(f"other{i}", health="unhealthy", labels=LABELS)
-    turn(w, 10)
+    w.climb(10)
     steps = [s for s, n in w.engine.steps if n == "web"]
     assert "remove" not in steps and "stop" not in steps
 
@@ -294,7 +281,7 @@ def test_status_and_the_page_say_the_rung_guardian_takes_next(tmp_path: Path) ->
     w = ladder(tmp_path)
     w.engine.add("web", health="unhealthy", labels=LABELS)
     while [s for s in w.engine.steps if s[0] == "restart"] != [("restart", "web")] * 2:
-        turn(w, 1)
+        w.climb(1)
     w.healer.verifier.verify()
     w.clock.advance(3)  # past the cooldown: the recreate is what decide() says now
     [row] = [c for c in container_status(w.healer, w.app.operator) if c.name == "web"]
@@ -335,8 +322,8 @@ def test_a_recreate_whose_record_the_store_did_not_keep_removes_nothing(tmp_path
     w.engine.after_restart_health = "unhealthy"
     w.engine.add("web", health="unhealthy", labels=LABELS)
     while [s for s in w.engine.steps if s[0] == "restart"] != [("restart", "web")] * 2:
-        turn(w, 1)
+        w.climb(1)
     store.full = True
-    turn(w, 10)
+    w.climb(10)
     assert ("remove", "web") not in w.engine.steps  # the container is still there, once
     assert [c.name for c in w.engine.containers.values()] == ["web"]

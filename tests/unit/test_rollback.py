@@ -67,19 +67,6 @@ def version(w: TestApp, n: int, health: str = "healthy", **fields: Any) -> Conta
     return snap
 
 
-def turn(w: TestApp, times: int = 20) -> None:
-    for _ in range(times):
-        w.healer.sweep()
-        w.clock.advance(1)
-        w.healer.verifier.verify()
-        w.clock.advance(2)
-
-
-def queued(w: TestApp) -> list[dict[str, Any]]:
-    rows = w.store.db.query("SELECT payload FROM outbox ORDER BY id")
-    return [json.loads(r["payload"]) for r in rows]
-
-
 def web(w: TestApp) -> ContainerSnapshot:
     [now] = [c for c in w.engine.containers.values() if c.name == "web"]
     return now
@@ -108,7 +95,7 @@ def test_a_new_record_that_failed_is_rolled_back_to_the_last_that_ran_healthy(
 ) -> None:
     w = rolling(tmp_path)
     ran_v1_then_v2_failed(w)
-    turn(w)
+    w.climb(20)
     assert w.engine.steps == [("restart", "web"), ("remove", "web"), ("create", "web")]
     record = w.engine.record(web(w).id)
     assert record is not None
@@ -121,7 +108,7 @@ def test_a_new_record_that_failed_is_rolled_back_to_the_last_that_ran_healthy(
     assert rollback.successor == web(w).id and rollback.outcome is Outcome.SUCCEEDED
     assert json.loads(rollback.record)["Image"] == V1  # what was created, stored first
     assert json.loads(rollback.replaced)["Image"] == V2  # what was removed, stored first
-    [told] = [n["detail"] for n in queued(w) if "rolled back to" in n["detail"]]
+    [told] = [n["detail"] for n in w.queued() if "rolled back to" in n["detail"]]
     assert "first unhealthy 0s after it was created from app:latest (sha256:2222" in told
     assert "rolled back to app:latest (sha256:1111" in told
     [incident] = w.store.list_incidents(w.host, container="web")
@@ -136,7 +123,7 @@ def test_a_container_that_never_ran_healthy_on_any_record_is_not_rolled_back(
     w = rolling(tmp_path)
     version(w, 2, health="unhealthy")
     w.engine.after_restart_health = "unhealthy"
-    turn(w)
+    w.climb(20)
     assert w.engine.steps == [("restart", "web"), ("stop", "web")]  # the ladder went on
     assert (w.engine.record(web(w).id) or {})["Image"] == V2  # its image unchanged
     [refused] = rollbacks(w)
@@ -155,7 +142,7 @@ def test_a_record_that_ran_healthy_beyond_the_monitor_is_not_rolled_back(tmp_pat
     w.clock.advance(600)  # ... for ten minutes, then fails
     w.engine.containers[web(w).id] = ContainerSnapshot(**{**web(w).__dict__, "health": "unhealthy"})
     w.engine.after_restart_health = "unhealthy"
-    turn(w)
+    w.climb(20)
     assert w.engine.steps == [("restart", "web"), ("stop", "web")]
     [refused] = rollbacks(w)
     assert "beyond restart.rollback_monitor (5m): the update did not fail early" in refused.detail
@@ -165,7 +152,7 @@ def test_a_rollback_whose_image_was_removed_is_refused_with_the_command(tmp_path
     w = rolling(tmp_path)
     ran_v1_then_v2_failed(w)
     w.engine.images = {V2}  # v1's image was pruned since
-    turn(w)
+    w.climb(20)
     assert ("remove", "web") not in w.engine.steps  # nothing removed
     [refused] = rollbacks(w)
     assert "no longer on the host and Guardian pulls nothing" in refused.detail
@@ -178,12 +165,12 @@ def test_a_second_update_to_the_same_failed_image_is_not_rolled_back_again(
 ) -> None:
     w = rolling(tmp_path)
     ran_v1_then_v2_failed(w)
-    turn(w)
+    w.climb(20)
     assert len(rollbacks(w)) == 1
     w.clock.advance(120)
     version(w, 2, health="unhealthy")  # Watchtower's next run updates it again
     w.engine.after_restart_health = "unhealthy"
-    turn(w)
+    w.climb(20)
     assert [s for s, _ in w.engine.steps[-2:]] == ["restart", "stop"]  # not removed again
     done, refused = rollbacks(w)
     assert done.outcome is Outcome.SUCCEEDED
@@ -195,14 +182,14 @@ def test_a_second_update_to_the_same_failed_image_is_not_rolled_back_again(
 def test_what_a_rollback_made_is_never_rolled_back(tmp_path: Path) -> None:
     w = rolling(tmp_path, max_attempts=1, reset_after="1h")
     ran_v1_then_v2_failed(w)
-    turn(w)
+    w.climb(20)
     w.clock.advance(30)
     restored = web(w)
     w.engine.containers[restored.id] = ContainerSnapshot(
         **{**restored.__dict__, "health": "unhealthy"}
     )
     w.engine.after_restart_health = "unhealthy"
-    turn(w)
+    w.climb(20)
     assert len(rollbacks(w)) == 1  # its rung was taken: the ladder goes on to stop
     assert w.engine.steps[-1] == ("stop", "web")
 
@@ -281,7 +268,7 @@ def test_a_kept_record_is_private_to_the_store(tmp_path: Path) -> None:
 
     w = rolling(tmp_path)
     ran_v1_then_v2_failed(w)
-    turn(w)
+    w.climb(20)
     [rollback] = rollbacks(w)
     shown = json.dumps(action_view(rollback))
     assert "VERSION=1" not in shown and "VERSION=2" not in shown
@@ -334,7 +321,7 @@ def test_the_page_says_rolled_back(tmp_path: Path) -> None:
 
     w = rolling(tmp_path)
     ran_v1_then_v2_failed(w)
-    turn(w)
+    w.climb(20)
     reader = PageReader(w.healer, w.app.operator, w.app.changes)
     page = Renderer().parts(reader.read(with_output=True), signed=True)["part-actions"]
     assert "<td>rolled back (incident #1)</td><td>succeeded</td>" in page

@@ -98,26 +98,11 @@ class Recreator:
         """Read the record, build the spec, then write the intent with the record and (on
         `calls`) remove, create, record the outcome and hand the new container to
         verification. A refusal is written as the rung taken, with its reason."""
-        ctx, snap, now = self.ctx, a.snapshot, self.ctx.clock.now()
-        try:
-            record = ctx.engine.record(snap.id)
-        except EngineUnavailable as exc:
-            log.warning("recreate postponed", extra=kv(container=snap.name, reason=str(exc)))
-            return  # nothing was done: the next decision asks again
-        if record is None:
-            self.recorder.gone(incident, "removed before its recreate", now)
+        ctx, snap = self.ctx, a.snapshot
+        begun = self.begin(a, incident, decision, ActionKind.RECREATE)
+        if begun is None:
             return
-        incident = self.recorder.save(incidents.start_remediation(incident, "recreating", now))
-        action = action_row(
-            ctx.settings.host,
-            incident.id,
-            (snap.name, snap.id),
-            ActionKind.RECREATE,
-            now,
-            str(decision.reason),
-            decision,
-            detail=decision.detail,
-        )
+        record, incident, action = begun
         built = spec_of(record, ctx.pipeline.relatives(snap.name))
         if isinstance(built, Refusal):
             self.refused(incident, decision, action, built)
@@ -126,6 +111,35 @@ class Recreator:
         self.carry_out(
             a, incident, decision, claim, action, Replacement(ActionKind.RECREATE, built, text)
         )
+
+    def begin(
+        self, a: Assessment, incident: Incident, decision: Decision, kind: ActionKind
+    ) -> tuple[Mapping[str, Any], Incident, RemediationAction] | None:
+        """The container's record as it runs now, its incident under remediation, and the
+        action (not yet written) of a recreate or rollback; None when there is nothing to
+        replace: the engine did not answer (the next decision asks again) or it is gone."""
+        ctx, snap, now = self.ctx, a.snapshot, self.ctx.clock.now()
+        try:
+            record = ctx.engine.record(snap.id)
+        except EngineUnavailable as exc:
+            log.warning(f"{kind} postponed", extra=kv(container=snap.name, reason=str(exc)))
+            return None  # nothing was done: the next decision asks again
+        if record is None:
+            self.recorder.gone(incident, f"removed before its {kind}", now)
+            return None
+        doing = "rolling back" if kind == ActionKind.ROLLBACK else "recreating"
+        incident = self.recorder.save(incidents.start_remediation(incident, doing, now))
+        action = action_row(
+            ctx.settings.host,
+            incident.id,
+            (snap.name, snap.id),
+            kind,
+            now,
+            str(decision.reason),
+            decision,
+            detail=decision.detail,
+        )
+        return record, incident, action
 
     def carry_out(
         self,

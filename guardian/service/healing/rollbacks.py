@@ -23,7 +23,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from guardian.core import incidents
 from guardian.core.assessment import Assessment
 from guardian.core.escalation.recreate import RecreateSpec, Refusal
 from guardian.core.escalation.rollback import (
@@ -40,7 +39,6 @@ from guardian.core.model import ActionKind, ContainerSnapshot, Decision, Inciden
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.context import LoopContext
-from guardian.service.healing.actions import action_row
 from guardian.service.healing.decisions import made_by_rollback
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.recreator import Recreator, Replacement, spec_of
@@ -129,27 +127,11 @@ class Rollbacks:
     def rollback(self, a: Assessment, incident: Incident, decision: Decision, claim: Claim) -> None:
         """Read the running record, judge, then replace the container by the record of its name
         that ran healthy, or record why not (the rung taken, with its reason)."""
-        ctx, snap, now = self.ctx, a.snapshot, self.ctx.clock.now()
-        host = ctx.settings.host
-        try:
-            record = ctx.engine.record(snap.id)
-        except EngineUnavailable as exc:
-            log.warning("rollback postponed", extra=kv(container=snap.name, reason=str(exc)))
-            return  # nothing was done: the next decision asks again
-        if record is None:
-            self.recorder.gone(incident, "removed before its rollback", now)
+        snap, now = a.snapshot, self.ctx.clock.now()
+        begun = self.recreator.begin(a, incident, decision, ActionKind.ROLLBACK)
+        if begun is None:
             return
-        incident = self.recorder.save(incidents.start_remediation(incident, "rolling back", now))
-        action = action_row(
-            host,
-            incident.id,
-            (snap.name, snap.id),
-            ActionKind.ROLLBACK,
-            now,
-            str(decision.reason),
-            decision,
-            detail=decision.detail,
-        )
+        record, incident, action = begun
         running = self._running(a, incident, record)
         target = self._target(a, running)
         if isinstance(target, Refusal):
