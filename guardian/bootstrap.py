@@ -449,6 +449,7 @@ def build_status(
         turns=restarts,
         reader=resource_reader,
     )
+    facts.subscribe(healer.requested.on_fact)  # a person's rollback: a look at the container
     return App(
         settings,
         engine,
@@ -457,7 +458,7 @@ def build_status(
         metrics,
         healer,
         prober,
-        Operator(loop_store, clock, hs.host, settings["restart.approval_ttl"], facts),
+        Operator(loop_store, clock, hs.host, settings["restart.approval_ttl"], facts, engine),
         resources,
         loop=Loop(healer.ctx.state, hs.host, healer.follow_step),
         verifier=healer.verifier,
@@ -600,15 +601,24 @@ def hooks_builder(
 
 
 def build_operator(
-    settings: Settings, *, store: Store | None = None, clock: Clock | None = None, host: str = ""
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    clock: Clock | None = None,
+    host: str = "",
+    engine: Engine | bool = False,
 ) -> Operator:
-    """The store and clock alone, for CLI commands that do not need the engine."""
+    """The store and clock alone, for CLI commands that do not need the engine; `engine`:
+    with the engine too (True: Docker at docker.url), for a person's rollback."""
     store = store or SqliteStore(existing_store_path(settings))
+    clock = clock or SystemClock()
+    with_engine = engine_of(settings, None, clock) if engine is True else engine or None
     return Operator(
         store,
-        clock or SystemClock(),
+        clock,
         host or socket.gethostname(),
         settings["restart.approval_ttl"],
+        engine=with_engine,
     )
 
 
