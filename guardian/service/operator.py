@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -133,6 +133,8 @@ class Operator:
     facts: Facts = field(default_factory=FactStream)
     # What a container runs now, for a person's rollback (None: a command without the engine).
     engine: Engine | None = None
+    # In the daemon: the loop looks at a container a person's rollback was asked for.
+    on_rollback: Callable[[], object] | None = None
     # A silence's fact carries the silence as the store keeps it: the facts of two writes go
     # out in the order the writes landed, so the later one is the one a reader keeps.
     _in_order: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -242,12 +244,7 @@ class Operator:
                 f" Guardian pulls nothing; {image_gone_command(target, running.labels, container)}"
             )
         now = self.clock.now()
-        for pending in self.store.rollback_requests(self.host, now):
-            if pending.container == container and pending.container_id == snap.id:
-                raise Refused(
-                    f"{container}: a rollback was already requested by {pending.by}, not done"
-                    f" yet (expires {pending.expires_at.isoformat(timespec='seconds')})"
-                )
+        self._not_requested(container, snap.id, now)
         request = self.store.add_rollback_request(
             RollbackRequest(
                 None,
@@ -264,11 +261,22 @@ class Operator:
             )
         )
         self.facts.publish(RollbackRequested(container))
+        if self.on_rollback is not None:
+            self.on_rollback()
         log.info(
             "rollback requested",
             extra=kv(container=container, to=target.short, by=by, reason=reason),
         )
         return request, target
+
+    def _not_requested(self, container: str, container_id: str, now: datetime) -> None:
+        """Refused: a rollback of this container is requested already and not used."""
+        for pending in self.store.rollback_requests(self.host, now):
+            if pending.container == container and pending.container_id == container_id:
+                raise Refused(
+                    f"{container}: a rollback was already requested by {pending.by}, not done"
+                    f" yet (expires {pending.expires_at.isoformat(timespec='seconds')})"
+                )
 
     # -- what people read (the read side's Records) -------------------------------------------
 

@@ -545,7 +545,7 @@ class Healer:
         read them; None reads the store for this container."""
         ctx = self.ctx
         result, name = a.result, a.snapshot.name
-        if self.requested.pending(a.snapshot.id) and self.requested.act(a):
+        if ctx.state.rollbacks.pending(a.snapshot.id) and self.requested.act(a):
             return  # a person's rollback replaced it (or was refused): nothing else this turn
         if result.skipped is not None:
             return
@@ -669,6 +669,5 @@ class Healer:
                 self.recorder.gone(incident, "no longer listed by the engine", now)
         ctx.state.forget_absent(present)
         self.kept_records.forget(present)
-        self.requested.keep_only(present)
         # A restart in flight still counts for its container, whatever the list said.
         ctx.metrics.containers_present(ctx.state.present_or_underway(present))

@@ -1,8 +1,8 @@
 """A person's rollback reaching the loop (guardian rollback NAME, POST
-/api/v1/containers/NAME/rollback): the Operator writes a request to the store and says so
-(RollbackRequested; from another process, the store's change feed: rollback.requested). This
-subscriber reads the requests still usable and asks for a look at each container on its worker;
-the look decides it through decide() (Remediator.person_rollback), once.
+/api/v1/containers/NAME/rollback): the Operator writes a request to the store and, in the
+daemon, calls `look_for` (from another process, the store's change feed tells it:
+rollback.requested, service/elsewhere.py), which reads the requests still usable and asks for a
+look at each container on its worker; the look decides it through decide() (`act`), once.
 
 A request is for the container that ran when it was made (its id): a container created since
 under the name needs a request of its own.
@@ -11,17 +11,10 @@ under the name needs a request of its own.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from guardian.core import incidents
 from guardian.core.assessment import Assessment
-from guardian.core.facts import (
-    Fact,
-    RecordWrittenElsewhere,
-    RollbackRequested,
-    StoreWrittenElsewhere,
-)
 from guardian.core.model import (
     ContainerSnapshot,
     HealthCheckResult,
@@ -38,12 +31,10 @@ from guardian.service.healing.remediator import Remediator
 
 log = logging.getLogger("guardian.rollback")
 
-KIND = "rollback.requested"  # the change feed's kind of a request
-
 
 class RequestedRollbacks:
-    """The containers a usable request names (id -> name), and the look that decides it.
-    `look(container_id)` has the container judged soon on its worker."""
+    """The look that decides a person's request (the containers it names are kept in
+    ctx.state.rollbacks). `look(container_id)` has the container judged soon on its worker."""
 
     def __init__(
         self,
@@ -56,37 +47,20 @@ class RequestedRollbacks:
         self.remediator = remediator
         self.recorder = recorder
         self._look = look
-        self._lock = threading.Lock()
-        self._pending: dict[str, str] = {}
-
-    def on_fact(self, fact: Fact) -> None:
-        """A subscriber of the facts: a request written here or by another process."""
-        match fact:
-            case RollbackRequested() | StoreWrittenElsewhere():
-                self.look_for()
-            case RecordWrittenElsewhere(kind=kind) if kind == KIND:
-                self.look_for()
 
     def look_for(self) -> int:
         """Read the usable requests (at start, and when one is written) and ask for a look at
         each container they name; how many. Raises StoreError."""
         ctx = self.ctx
         found = ctx.store.rollback_requests(ctx.settings.host, ctx.clock.now())
-        with self._lock:
-            for request in found:
-                self._pending[request.container_id] = request.container
         for request in found:
+            ctx.state.rollbacks.requested(request.container_id, request.container)
             log.info(
                 "rollback request found",
                 extra=kv(container=request.container, by=request.by),
             )
             self._look(request.container_id)
         return len(found)
-
-    def pending(self, container_id: str) -> bool:
-        """Whether a request may name this container (no store read while none does)."""
-        with self._lock:
-            return container_id in self._pending
 
     def take(self, snap: ContainerSnapshot) -> RollbackRequest | None:
         """The usable request for `snap` (its name and id), or None (then it is no longer
@@ -95,18 +69,8 @@ class RequestedRollbacks:
         for request in ctx.store.rollback_requests(ctx.settings.host, ctx.clock.now()):
             if request.container == snap.name and request.container_id == snap.id:
                 return request
-        self.done(snap.id)
+        self.ctx.state.rollbacks.done(snap.id)
         return None
-
-    def done(self, container_id: str) -> None:
-        with self._lock:
-            self._pending.pop(container_id, None)
-
-    def keep_only(self, present: set[str]) -> None:
-        """After a sweep's list: forget the containers no longer there."""
-        with self._lock:
-            for cid in [c for c, name in self._pending.items() if name not in present]:
-                self._pending.pop(cid, None)
 
     def act(self, a: Assessment) -> bool:
         """On the container's turn, when a request names it: decide the person's rollback
@@ -134,7 +98,7 @@ class RequestedRollbacks:
                     ),
                 )
                 return False
-            self.done(snap.id)
+            self.ctx.state.rollbacks.done(snap.id)
             if not ctx.store.use_rollback_request(request.id, ctx.clock.now()):
                 return True  # used already: never twice
             incident = self._opened(a, request, decision.detail)
