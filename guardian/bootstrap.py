@@ -423,9 +423,9 @@ def build_status(
     resource_reader: ResourceReader | None = None,
 ) -> App:
     """The loop without delivery, systemd or the API: for `guardian status` and `guardian check`
-    (no notification secrets; `hooks` builds hooks for build_daemon). `restart_calls` (tests):
-    where restart calls run, by default here until the daemon starts its work queue
-    (App.restarts); `resource_reader` (tests): the cgroup reader. Raises StoreError."""
+    (no notification secrets; `hooks` builds build_daemon's hooks). `restart_calls` (tests): where
+    restart calls run, by default here until the daemon starts its work queue (App.restarts);
+    `resource_reader` (tests): the cgroup reader. Raises StoreError."""
     clock = clock or SystemClock()
     metrics = metrics or PrometheusMetrics(CollectorRegistry())
     sqlite = store or SqliteStore(store_path(settings))
@@ -457,7 +457,7 @@ def build_status(
         metrics,
         healer,
         prober,
-        Operator(loop_store, clock, hs.host, settings["restart.approval_ttl"], facts),
+        loop_operator(settings, loop_store, clock, hs.host, facts, engine, healer),
         resources,
         loop=Loop(healer.ctx.state, hs.host, healer.follow_step),
         verifier=healer.verifier,
@@ -470,6 +470,21 @@ def build_status(
         facts=facts,
         store_degraded=loop_store.degraded,
     )
+
+
+def loop_operator(
+    settings: Settings,
+    store: Store,
+    clock: Clock,
+    host: str,
+    facts: FactStream,
+    engine: Engine,
+    healer: Healer,
+) -> Operator:
+    """The operator actions in the loop's process (the API's): a person's rollback asked here
+    is looked at at once, on the container's worker."""
+    ttl = settings["restart.approval_ttl"]
+    return Operator(store, clock, host, ttl, facts, engine, healer.requested.look_for)
 
 
 def changes_followed() -> tuple[Changes, FactStream]:
@@ -570,7 +585,12 @@ def record_maintenance(app: App, store: SqliteStore) -> None:
 def follow_elsewhere(app: App, store: SqliteStore) -> None:
     """What other processes (a `guardian` command) write to the store, told to the readers
     from its change feed as they land (the daemon watches the store's file for it)."""
-    app.elsewhere = Elsewhere(SqliteFeed(store.db), app.facts, app.healer.ctx.settings.host)
+    app.elsewhere = Elsewhere(
+        SqliteFeed(store.db),
+        app.facts,
+        app.healer.ctx.settings.host,
+        on_rollback=app.healer.requested.look_for,  # `guardian rollback` asked: a look at it
+    )
     app.store_file = store.db.path
 
 
@@ -600,15 +620,24 @@ def hooks_builder(
 
 
 def build_operator(
-    settings: Settings, *, store: Store | None = None, clock: Clock | None = None, host: str = ""
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    clock: Clock | None = None,
+    host: str = "",
+    engine: Engine | bool = False,
 ) -> Operator:
-    """The store and clock alone, for CLI commands that do not need the engine."""
+    """The store and clock alone, for CLI commands that do not need the engine; `engine`:
+    with the engine too (True: Docker at docker.url), for a person's rollback."""
     store = store or SqliteStore(existing_store_path(settings))
+    clock = clock or SystemClock()
+    with_engine = engine_of(settings, None, clock) if engine is True else engine or None
     return Operator(
         store,
-        clock or SystemClock(),
+        clock,
         host or socket.gethostname(),
         settings["restart.approval_ttl"],
+        engine=with_engine,
     )
 
 

@@ -31,6 +31,7 @@ from guardian.core.model import (
     ProblemType,
     RecordedEvent,
     RemediationAction,
+    RollbackRequest,
     Silence,
     Transition,
 )
@@ -386,6 +387,15 @@ class Store(Protocol):
         """Compare-and-set: False when the approval was used already."""
 
     def unused_approvals(self, host: str, now: datetime) -> list[Approval]: ...
+
+    def add_rollback_request(self, request: RollbackRequest) -> RollbackRequest:
+        """Store a person's rollback request (guardian rollback); returns it with its id."""
+
+    def rollback_requests(self, host: str, now: datetime) -> list[RollbackRequest]:
+        """The rollback requests not used and not expired at `now`, oldest first."""
+
+    def use_rollback_request(self, request_id: int, at: datetime) -> bool:
+        """Compare-and-set: False when the request was used already."""
 
     def events_after(self, host: str, cursor: int, limit: int) -> list[RecordedEvent]:
         """The events feed: the first `limit` events of `host` recorded after `cursor`."""

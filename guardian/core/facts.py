@@ -100,6 +100,14 @@ class ApprovalGiven:
 
 
 @dataclass(frozen=True)
+class RollbackRequested:
+    """A person asked for a rollback of `container` (guardian rollback, the API): the loop
+    looks at it on its worker."""
+
+    container: str
+
+
+@dataclass(frozen=True)
 class ApprovalUsed:
     """The loop tried to use an approval once (it may have been used already)."""
 
@@ -173,6 +181,8 @@ FEED_WRITES: Mapping[str, tuple[str, bool]] = {
     "action": ("actions", True),
     "approval": ("approvals", False),
     "silence": ("silences", False),
+    # A person's rollback request: its own container's decision only (its action follows).
+    "rollback": ("actions", False),
 }
 
 
@@ -207,6 +217,7 @@ Fact = (
     | SilenceLifted
     | ApprovalGiven
     | ApprovalUsed
+    | RollbackRequested
     | NotificationsNotQueued
     | IncidentWritten
     | AttemptWritten

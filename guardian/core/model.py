@@ -31,6 +31,9 @@ class ProblemType(StrEnum):
     MEMORY_HIGH = "memory_high"
     CPU_HIGH = "cpu_high"
     # Host-level problems: their incidents use HOST_SUBJECT as the container.
+    # A person asked for a rollback (guardian rollback NAME): opened when decide() lets it
+    # through, resolved by the rollback's verification.
+    ROLLBACK_REQUESTED = "rollback_requested"
     STORM = "storm"  # too many watched containers unhealthy at once
     ENGINE_UNREACHABLE = "engine_unreachable"
 
@@ -253,6 +256,7 @@ class Reason(StrEnum):
     APPROVED = "approved"  # allowed: a person approved this restart of the incident
     APPROVAL_DENIED = "approval_denied"  # a person said no to restarting this incident
     ESCALATED = "escalated"  # allowed: restarts did not help, the ladder's next rung
+    REQUESTED = "requested"  # allowed: a person asked for this rollback (guardian rollback)
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,7 @@ class Decision:
     max_attempts: int = 0
     detail: str = ""  # e.g. which dependency is unhealthy
     approval: Approval | None = None  # the approval a restart (reason approved) uses
+    request: RollbackRequest | None = None  # the person's request a rollback (requested) uses
     # The ladder's rung this decision is about (restart.escalate), "" for a restart's: its
     # `attempt` is then the restarts used (all of them), as a give-up's is.
     rung: str = ""
@@ -305,6 +310,30 @@ class Approval:
 
     def usable(self, now: datetime) -> bool:
         return self.approved and self.used_at is None and now < self.expires_at
+
+
+@dataclass(frozen=True)
+class RollbackRequest:
+    """A person's rollback of the container `container_id` (guardian rollback NAME, or the
+    API) to the record of its name that ran healthy with `digest`: usable once (`used_at`,
+    compare-and-set) until `expires_at` (restart.approval_ttl), through decide() like every
+    action."""
+
+    id: int | None
+    host: str
+    container: str
+    container_id: str
+    digest: str
+    image_id: str
+    image_ref: str
+    by: str
+    reason: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+
+    def usable(self, now: datetime) -> bool:
+        return self.used_at is None and now < self.expires_at
 
 
 class Outcome(StrEnum):

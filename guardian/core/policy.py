@@ -11,12 +11,20 @@ nowhere else; docs/restarts.md lists the same rules in the same order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from guardian.core.detection.restart_policy import RestartPolicy
-from guardian.core.model import Approval, Decision, ProblemType, Reason, Silence, Verdict
+from guardian.core.model import (
+    Approval,
+    Decision,
+    ProblemType,
+    Reason,
+    RollbackRequest,
+    Silence,
+    Verdict,
+)
 from guardian.core.stamps import ahead, no_later_than
 from guardian.core.storm import StormHold
 
@@ -124,6 +132,8 @@ class Case:
     canary: bool
     # The ladder's next rung (restart.escalate) should the restarts be spent; None: give up.
     rung: str | None = None
+    # A person's rollback of this container (guardian rollback), asked in place of a restart.
+    request: RollbackRequest | None = None
 
     @property
     def used(self) -> int:
@@ -409,11 +419,24 @@ def _climb(case: Case, rung: str) -> Decision:
     return said(verdict, Reason.APPROVED, f"{why}; approved by {approval.by}", approval)
 
 
+def _requested(case: Case, request: RollbackRequest | None) -> Decision:
+    """A person's rollback that every rule let through: once, while the request is usable (it
+    is a person's own decision: no approval asked on top, whatever the container's action)."""
+    if request is None or not request.usable(case.now):
+        return Decision(
+            Verdict.DENY, Reason.REQUESTED, detail="the rollback request expired or was used"
+        )
+    said = f"requested by {request.by}" + (f": {request.reason}" if request.reason else "")
+    return replace(case.numbered(Verdict.ROLLBACK, Reason.REQUESTED, detail=said), request=request)
+
+
 def _act(case: Case) -> Decision:
     """The verdict for the container's action, once every rule let the request through: a
     restart (the storm's canary says so), a stop, or for `ask` a restart only with a usable
     approval of a person, once; the ladder's next rung once the restarts are spent."""
     policy, approval = case.policy, case.approval
+    if case.request is not None or case.target.problem is ProblemType.ROLLBACK_REQUESTED:
+        return _requested(case, case.request)
     if case.rung is not None and case.used >= policy.max_attempts:
         return _climb(case, case.rung)
     if policy.action == "stop":
@@ -443,19 +466,22 @@ def decide(
     now: datetime,
     silence: Silence | None = None,
     approval: Approval | None = None,
+    request: RollbackRequest | None = None,
 ) -> Decision:
     """Say whether `target` may be restarted at `now`, and if not, why and until when.
 
     The rules in `RULES` are asked in their order and the first refusal is the decision (the
     table in docs/restarts.md lists them); a request that every rule lets through gets the
     verdict of the container's action (`_act`): restart, stop, or for `ask` a restart only
-    with a person's usable approval.
+    with a person's usable approval; with a person's `request`, that rollback (Reason.REQUESTED).
     """
     counted = tuple(counted_attempts(history, policy, now))
     canary = _is_canary(target, host, now)
     # The ladder follows restarts: a container whose action is stop is stopped already.
     rung = policy.next_rung(taken_rungs(history, policy, now)) if policy.action != "stop" else None
-    case = Case(target, history, host, policy, now, silence, approval, counted, canary, rung)
+    case = Case(
+        target, history, host, policy, now, silence, approval, counted, canary, rung, request
+    )
     for rule in RULES:
         refusal = rule.check(case)
         if refusal is not None:

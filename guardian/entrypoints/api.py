@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from guardian.core.durations import parse_duration, parse_rfc3339
+from guardian.core.escalation.rollback import requested
 from guardian.core.incidents import InvalidTransition
 from guardian.core.model import IncidentState
 from guardian.entrypoints.credential_limiter import CredentialLimiter
@@ -224,6 +225,8 @@ class Api:
                 return self.silence
             case ("DELETE", ["silences", container]):
                 return lambda r: self.unsilence(r, container)
+            case ("POST", ["containers", container, "rollback"]):
+                return lambda r: self.rollback(r, container)
         return None
 
     # -- endpoints --------------------------------------------------------------------------
@@ -299,6 +302,25 @@ class Api:
         body = _body(request, set(), {"by"})
         s = self.op.unsilence(container, body.get("by", "api"))
         return _json(200, {"silence": silence_view(s, self.op.clock.now())})
+
+    def rollback(self, request: Request, container: str) -> Response:
+        """A person's rollback of `container` (guardian rollback NAME): refused at once (409)
+        when there is nothing to roll back to; else requested, and the daemon acts at its next
+        look, through decide()."""
+        body = _body(request, {"by"}, {"reason"})
+        asked, to = self.op.request_rollback(container, body["by"], body.get("reason", ""))
+        return _json(
+            202,
+            {
+                "rollback": {
+                    "container": asked.container,
+                    "to": to.told,
+                    "by": asked.by,
+                    "expires_at": asked.expires_at.isoformat(timespec="seconds"),
+                },
+                "message": requested(asked.container, to),
+            },
+        )
 
 
 def api_handler(

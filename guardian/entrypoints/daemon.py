@@ -242,6 +242,7 @@ class Daemon:
             )
         self.claimed = rivals.warning()
         count = app.verifier.reconcile()
+        app.healer.requested.look_for()  # a person's rollbacks asked while Guardian was down
         self._reconciled = True
         if count:
             log.info("reconciled unfinished actions", extra=kv(count=count))

@@ -11,6 +11,7 @@ StoreWrittenElsewhere: readers read everything again, as they did for every such
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from guardian.core.facts import FEED_WRITES, RecordWrittenElsewhere, StoreWrittenElsewhere
 from guardian.logs import kv
@@ -21,6 +22,7 @@ log = logging.getLogger("guardian.elsewhere")
 # Rows a look reads at most: a person's command writes one or two; a flood of commands between
 # two looks costs one "read everything" rather than a fact per row.
 MAX_ROWS = 100
+ROLLBACK_REQUESTED = "rollback.requested"  # the feed's kind of a person's rollback request
 
 
 def attributed(row: FeedRow) -> RecordWrittenElsewhere | None:
@@ -39,11 +41,21 @@ class Elsewhere:
     """Looks at the store's change feed for other processes' writes and publishes what they
     name; one look at a time (the daemon's store watch, or its sweep where there is none)."""
 
-    def __init__(self, feed: Feed, facts: Facts, host: str, max_rows: int = MAX_ROWS) -> None:
+    def __init__(
+        self,
+        feed: Feed,
+        facts: Facts,
+        host: str,
+        max_rows: int = MAX_ROWS,
+        on_rollback: Callable[[], object] | None = None,
+    ) -> None:
+        """`on_rollback`: called when a person's rollback request may have been written (the
+        loop then looks at the containers it names)."""
         self.feed = feed
         self.facts = facts
         self.host = host
         self.max_rows = max_rows
+        self.on_rollback = on_rollback
 
     def look(self) -> bool:
         """Whether another process wrote the store since the last look; its writes are
@@ -54,6 +66,9 @@ class Elsewhere:
         if not found.changed:
             return False
         told = [attributed(row) for row in found.rows]
+        asked = not found.whole or any(row.kind == ROLLBACK_REQUESTED for row in found.rows)
+        if asked and self.on_rollback is not None:
+            self.on_rollback()
         if not found.whole or not told or None in told:
             log.debug(
                 "store written elsewhere; read again whole",

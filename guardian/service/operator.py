@@ -8,18 +8,27 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from guardian.core import incidents
+from guardian.core.escalation.recreate import Refusal
+from guardian.core.escalation.rollback import (
+    Kept,
+    for_person,
+    image_gone_command,
+    running_of,
+)
 from guardian.core.facts import (
     ApprovalGiven,
     IncidentChangedByPerson,
+    RollbackRequested,
     SilenceLifted,
     SilenceSet,
 )
 from guardian.core.history import History
+from guardian.core.labels import ALL
 from guardian.core.model import (
     ActionKind,
     Approval,
@@ -28,12 +37,14 @@ from guardian.core.model import (
     IncidentState,
     Reason,
     RemediationAction,
+    RollbackRequest,
     Silence,
     Transition,
 )
 from guardian.core.outbound import notifications
+from guardian.core.relations.orchestrators import owner
 from guardian.logs import kv
-from guardian.ports import Clock, Facts, Store
+from guardian.ports import Clock, Engine, Facts, Store
 from guardian.service.facts import FactStream
 from guardian.service.healing.recorder import log_transition
 
@@ -120,6 +131,10 @@ class Operator:
     host: str
     approval_ttl: timedelta = timedelta(hours=1)
     facts: Facts = field(default_factory=FactStream)
+    # What a container runs now, for a person's rollback (None: a command without the engine).
+    engine: Engine | None = None
+    # In the daemon: the loop looks at a container a person's rollback was asked for.
+    on_rollback: Callable[[], object] | None = None
     # A silence's fact carries the silence as the store keeps it: the facts of two writes go
     # out in the order the writes landed, so the later one is the one a reader keeps.
     _in_order: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -195,6 +210,73 @@ class Operator:
             extra=kv(incident=incident_id, container=incident.container, by=by, reason=reason),
         )
         return saved
+
+    def request_rollback(
+        self, container: str, by: str, reason: str = ""
+    ) -> tuple[RollbackRequest, Kept]:
+        """A person's rollback of the container named `container` to the last record of the
+        name that ran healthy (and differs from the one it runs now), judged here before
+        anything is written: the daemon acts on it at its next look, through decide() (a
+        silence, a storm or the budget may hold it), once, until restart.approval_ttl.
+        Returns the request and the record it goes back to. Raises BadRequest, NotFound,
+        Refused (one line each) or EngineUnavailable."""
+        container = _text("the container name", container, MAX_CONTAINER)
+        by = _text("the name of who does it (--by)", by, MAX_NAME)
+        reason = _text("the reason", reason, MAX_REASON, required=False)
+        if self.engine is None:
+            raise Refused("a rollback needs the engine, to read what the container runs now")
+        found = self.engine.list_containers(ALL, "", names=(container,))
+        snap = next((c for c in found if c.name == container), None)
+        record = self.engine.record(snap.id) if snap is not None else None
+        if snap is None or record is None:
+            raise NotFound(f"no container named {container}")
+        running = running_of(record, container, snap.created, self.clock.now(), False)
+        if owner(running.labels):
+            raise Refused(
+                f"{container}: {owner(running.labels)} owns it; Guardian never replaces it"
+            )
+        target = for_person(running, self.store.kept_records(self.host, container))
+        if isinstance(target, Refusal):
+            raise Refused(f"{container}: {target.reason}")
+        if not self.engine.has_image(target.image_id):
+            raise Refused(
+                f"{container}: {target.told}, which ran healthy, is no longer on the host and"
+                f" Guardian pulls nothing; {image_gone_command(target, running.labels, container)}"
+            )
+        now = self.clock.now()
+        self._not_requested(container, snap.id, now)
+        request = self.store.add_rollback_request(
+            RollbackRequest(
+                None,
+                self.host,
+                container,
+                snap.id,
+                target.digest,
+                target.image_id,
+                target.image_ref,
+                by,
+                reason,
+                now,
+                now + self.approval_ttl,
+            )
+        )
+        self.facts.publish(RollbackRequested(container))
+        if self.on_rollback is not None:
+            self.on_rollback()
+        log.info(
+            "rollback requested",
+            extra=kv(container=container, to=target.short, by=by, reason=reason),
+        )
+        return request, target
+
+    def _not_requested(self, container: str, container_id: str, now: datetime) -> None:
+        """Refused: a rollback of this container is requested already and not used."""
+        for pending in self.store.rollback_requests(self.host, now):
+            if pending.container == container and pending.container_id == container_id:
+                raise Refused(
+                    f"{container}: a rollback was already requested by {pending.by}, not done"
+                    f" yet (expires {pending.expires_at.isoformat(timespec='seconds')})"
+                )
 
     # -- what people read (the read side's Records) -------------------------------------------
 

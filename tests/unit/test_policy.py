@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guardian.adapters.run_stamps import RunStamps
-from guardian.core.model import Approval, ProblemType, Reason, Silence, Verdict
+from guardian.core.model import (
+    Approval,
+    ProblemType,
+    Reason,
+    RollbackRequest,
+    Silence,
+    Verdict,
+)
 from guardian.core.policy import (
     AttemptHistory,
     HostLoad,
@@ -64,6 +71,7 @@ class Case:
     approval: Approval | None = None
     silence: Silence | None = None
     rungs: tuple[tuple[str, float], ...] = ()  # the ladder's rungs taken, seconds ago
+    request: RollbackRequest | None = None  # a person's rollback (guardian rollback)
 
 
 def approval(approved: bool = True, age: float = 10, ttl: float = 3600, used: bool = False):
@@ -82,6 +90,25 @@ def approval(approved: bool = True, age: float = 10, ttl: float = 3600, used: bo
     )
 
 
+def request(age: float = 10, ttl: float = 3600, used: bool = False) -> RollbackRequest:
+    """A person's rollback asked `age` seconds ago, valid for `ttl` seconds."""
+    return RollbackRequest(
+        1,
+        "h",
+        "app",
+        "app-id",
+        "sha256:" + "d" * 64,
+        "sha256:" + "1" * 64,
+        "app:latest",
+        "ana",
+        "bad release",
+        ago(age),
+        ago(age - ttl),
+        used_at=ago(1) if used else None,
+    )
+
+
+ROLLBACK = Target("app", problem=ProblemType.ROLLBACK_REQUESTED)
 ASK = replace(POLICY, action="ask")
 PATIENT = replace(POLICY, act_after=timedelta(seconds=60))
 
@@ -794,6 +821,60 @@ CASES += [
         policy=replace(LADDER, escalate=("stop",)),
     ),
     Case(
+        "a person's usable rollback request that every rule lets through is a rollback",
+        Verdict.ROLLBACK,
+        Reason.REQUESTED,
+        target=ROLLBACK,
+        request=request(),
+    ),
+    Case(
+        "a person's rollback asks no approval on top, whatever the action",
+        Verdict.ROLLBACK,
+        Reason.REQUESTED,
+        target=ROLLBACK,
+        request=request(),
+        policy=ASK,
+    ),
+    Case(
+        "a person's rollback waits for a silence like every action",
+        Verdict.WAIT,
+        Reason.SILENCED,
+        target=ROLLBACK,
+        request=request(),
+        silence=Silence(1, "h", "app", ago(60), NOW + timedelta(seconds=600), "deploy", "bo"),
+        retry_in=600,
+    ),
+    Case(
+        "a person's rollback waits for the cooldown of the last attempt",
+        Verdict.WAIT,
+        Reason.COOLDOWN,
+        target=ROLLBACK,
+        request=request(),
+        attempts=(1,),
+        retry_in=POLICY.cooldown.total_seconds() - 1,
+    ),
+    Case(
+        "a person's rollback request used or expired is refused",
+        Verdict.DENY,
+        Reason.REQUESTED,
+        target=ROLLBACK,
+        request=request(used=True),
+    ),
+    Case(
+        "a rollback asked without a request is refused, never a restart",
+        Verdict.DENY,
+        Reason.REQUESTED,
+        target=ROLLBACK,
+    ),
+    Case(
+        "a person's rollback is denied in a dry run",
+        Verdict.DENY,
+        Reason.DRY_RUN,
+        target=ROLLBACK,
+        request=request(),
+        policy=replace(POLICY, dry_run=True),
+    ),
+    Case(
         "ladder: a container whose action is stop has no ladder",
         Verdict.GIVE_UP,
         Reason.MAX_ATTEMPTS,
@@ -818,7 +899,9 @@ def test_decide(case: Case) -> None:
     host = HostLoad(
         tuple(ago(s) for s in case.host_recent), case.host_in_flight, slot_free_at, case.storm
     )
-    d = decide(case.target, history, host, case.policy, NOW, case.silence, case.approval)
+    d = decide(
+        case.target, history, host, case.policy, NOW, case.silence, case.approval, case.request
+    )
     assert (d.verdict, d.reason) == (case.verdict, case.reason)
     expected_retry = NOW + timedelta(seconds=case.retry_in) if case.retry_in is not None else None
     assert d.retry_at == expected_retry

@@ -105,12 +105,21 @@ READS = {
     "approvals",
     "approval_for",
     "unused_approvals",
+    "rollback_requests",
     "events_after",
     "event_cursor_at",
     "event_horizon",
     "kept_records",
 }
-PERSONS_WRITES = {"save_state_change", "add_silence", "end_silence", "add_approval", "use_approval"}
+PERSONS_WRITES = {
+    "save_state_change",
+    "add_silence",
+    "end_silence",
+    "add_approval",
+    "use_approval",
+    "add_rollback_request",
+    "use_rollback_request",
+}
 
 
 def test_every_other_method_of_the_port_is_a_loop_write_on_the_one_path() -> None:

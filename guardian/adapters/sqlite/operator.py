@@ -19,6 +19,7 @@ from guardian.adapters.sqlite.schema import (
     from_text,
     incident_row,
     insert_transitions,
+    rollback_request_row,
     silence_row,
     to_text,
 )
@@ -30,6 +31,7 @@ from guardian.core.model import (
     Incident,
     IncidentState,
     RecordedEvent,
+    RollbackRequest,
     Silence,
 )
 from guardian.core.outbound.notifications import Notification
@@ -234,6 +236,47 @@ class OperatorQueries:
             (host, to_text(now)),
         )
         return [approval_row(r) for r in rows]
+
+    # -- a person's rollback (schema migration 14) ------------------------------------------
+
+    def add_rollback_request(self, request: RollbackRequest) -> RollbackRequest:
+        """Store a person's rollback request; returns it with its id."""
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO rollback_requests (host, container, container_id, digest, image_id,"
+                " image_ref, by, reason, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    request.host,
+                    request.container,
+                    request.container_id,
+                    request.digest,
+                    request.image_id,
+                    request.image_ref,
+                    request.by,
+                    request.reason,
+                    to_text(request.created_at),
+                    to_text(request.expires_at),
+                ),
+            )
+        return replace(request, id=int(cur.lastrowid or 0))
+
+    def rollback_requests(self, host: str, now: datetime) -> list[RollbackRequest]:
+        """The rollback requests not used yet and not expired, oldest first."""
+        rows = self.db.query(
+            "SELECT * FROM rollback_requests WHERE host=? AND used_at IS NULL AND expires_at>?"
+            " ORDER BY id",
+            (host, to_text(now)),
+        )
+        return [rollback_request_row(r) for r in rows]
+
+    def use_rollback_request(self, request_id: int, at: datetime) -> bool:
+        """Mark a rollback request used (compare-and-set): False when it was used already."""
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE rollback_requests SET used_at=? WHERE id=? AND used_at IS NULL",
+                (to_text(at), request_id),
+            )
+            return cur.rowcount == 1
 
     # -- the events feed (schema migration 10: triggers write it with each write) -----------
 

@@ -19,6 +19,7 @@ from guardian.core.model import (
     ProblemType,
     RecordedEvent,
     RemediationAction,
+    RollbackRequest,
     Silence,
     Transition,
 )
@@ -317,6 +318,28 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX kept_records_digest ON kept_records(host, name, digest);
     CREATE INDEX kept_records_seen ON kept_records(seen_at);
     """,
+    # 14: a person's rollback (guardian rollback NAME, POST .../rollback): who asked, why, to
+    # which record of the name (its digest), until when (restart.approval_ttl), used once by a
+    # compare-and-set on used_at. The events feed tells each request (rollback.requested); the
+    # rollback it makes is an action as the ladder's.
+    """
+    CREATE TABLE rollback_requests (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        host TEXT NOT NULL, container TEXT NOT NULL, container_id TEXT NOT NULL,
+        digest TEXT NOT NULL, image_id TEXT NOT NULL, image_ref TEXT NOT NULL,
+        by TEXT NOT NULL, reason TEXT NOT NULL, created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL, used_at TEXT
+    );
+    CREATE INDEX rollback_requests_open ON rollback_requests(host, expires_at)
+        WHERE used_at IS NULL;
+    CREATE TRIGGER events_rollback AFTER INSERT ON rollback_requests BEGIN
+        INSERT INTO events (host, kind, at, container, incident_id, fields)
+        SELECT NEW.host, 'rollback.requested', NEW.created_at, NEW.container, NULL,
+        json_object('request', NEW.id, 'by', NEW.by, 'reason', NEW.reason,
+                    'image', NEW.image_ref, 'image_id', NEW.image_id,
+                    'expires_at', NEW.expires_at);
+    END;
+    """,
 )
 
 
@@ -426,4 +449,21 @@ def event_row(row: sqlite3.Row) -> RecordedEvent:
         container=row["container"],
         incident_id=row["incident_id"],
         fields=json.loads(row["fields"]),
+    )
+
+
+def rollback_request_row(row: sqlite3.Row) -> RollbackRequest:
+    return RollbackRequest(
+        id=row["id"],
+        host=row["host"],
+        container=row["container"],
+        container_id=row["container_id"],
+        digest=row["digest"],
+        image_id=row["image_id"],
+        image_ref=row["image_ref"],
+        by=row["by"],
+        reason=row["reason"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        expires_at=datetime.fromisoformat(row["expires_at"]),
+        used_at=from_text(row["used_at"]),
     )

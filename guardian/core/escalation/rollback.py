@@ -259,3 +259,56 @@ def image_gone_command(to: Kept, labels: Mapping[str, str], name: str) -> str:
     return f"docker pull the version of {ref} that ran healthy ({to.short}); " + person_command(
         labels, name
     )
+
+
+def for_person(now_running: Running, kept: Sequence[Kept], wanted: str = "") -> Kept | Refusal:
+    """The record a person's rollback goes back to (guardian rollback NAME), or why there is
+    none: the latest record of the name that ran healthy on another image than the running
+    one (not one a rollback left as failed), whatever the running one's health and age: a
+    person decides that it failed. Another image, not only another record: a container a
+    rollback created names its image by ID, so its record differs from the one it restored
+    while it runs the very same thing (a change of configuration alone is undone by hand:
+    `docker compose up -d` with the old file). `wanted`: the digest the person was told when
+    asking (""): that record, or a refusal if it is no longer kept."""
+    r = now_running
+    command = person_command(r.labels, r.name)
+    if not r.digest:
+        return Refusal("its record names no image ID, so it cannot be told apart", command)
+    earlier = sorted(
+        (
+            k
+            for k in kept
+            if k.healthy_at is not None
+            and k.failed_at is None
+            and k.digest != r.digest
+            and k.image_id != r.image_id
+        ),
+        key=lambda k: k.healthy_at or k.seen_at,
+    )
+    if wanted:
+        earlier = [k for k in earlier if k.digest == wanted]
+        if not earlier:
+            return Refusal("the record asked for is no longer kept, or runs now", command)
+    if not earlier:
+        return Refusal(
+            f"nothing to roll back to: no earlier record of {untrusted(r.name, SHOWN)} ran"
+            " healthy on another image while Guardian watched",
+            command,
+        )
+    return earlier[-1]
+
+
+def why_person(r: Running, to: Kept, by: str) -> str:
+    """A person's rollback in words: who asked, from what, to what."""
+    ran = f"which ran healthy from {(to.healthy_at or to.seen_at).isoformat(timespec='seconds')}"
+    return f"rolled back at the request of {by} from {_image(r)} to {to.told}, {ran}"
+
+
+def requested(container: str, to: Kept) -> str:
+    """What a person's rollback request answers (the CLI, the API), in one line."""
+    since = (to.healthy_at or to.seen_at).isoformat(timespec="seconds")
+    return (
+        f"rollback of {untrusted(container, SHOWN)} requested: back to {to.told}, which ran"
+        f" healthy from {since}; Guardian acts at its next look (through decide(): a silence,"
+        " storm or the budget may hold it)"
+    )

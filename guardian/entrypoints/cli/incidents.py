@@ -1,4 +1,5 @@
-"""`guardian incidents|actions|silence|unsilence|silences`: read and steer what the daemon records.
+"""`guardian incidents|actions|silence|unsilence|silences|rollback`: read and steer what the daemon
+records.
 
 These commands open the same SQLite store as a running daemon (WAL, busy timeout), so they work
 while it runs. Incident changes are judged by the core state machine; a refusal is one line.
@@ -140,6 +141,22 @@ def _answer(approve: bool) -> Callable[[argparse.Namespace], int]:
 
 
 @one_line_errors
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from guardian.bootstrap import build_operator
+    from guardian.core.escalation.rollback import requested
+
+    op = build_operator(settings_for(args), engine=True)
+    try:
+        request, to = op.request_rollback(args.container, args.by or _user(), args.reason or "")
+    finally:
+        op.store.close()
+        if op.engine is not None:
+            op.engine.close()
+    print(requested(request.container, to))
+    return EXIT_OK
+
+
+@one_line_errors
 def cmd_actions(args: argparse.Namespace) -> int:
     from guardian.readside.views import action_view
 
@@ -216,6 +233,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], cfg: With
         p.add_argument("--by", required=True, metavar="NAME", help="who does it (audit trail)")
         p.add_argument("--reason", metavar="TEXT", help="why")
         p.set_defaults(handler=_answer(verb == "approve"))
+
+    rb = cfg(
+        sub.add_parser(
+            "rollback",
+            help="roll a container back to the last record of its name that ran healthy",
+        )
+    )
+    rb.add_argument("container")
+    rb.add_argument("--by", metavar="NAME", help="default: the current user")
+    rb.add_argument("--reason", metavar="TEXT", help="why")
+    rb.set_defaults(handler=cmd_rollback)
 
     act = add_json(cfg(sub.add_parser("actions", help="remediation history with outcomes")))
     act.add_argument("--container", metavar="NAME")

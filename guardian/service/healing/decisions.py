@@ -21,6 +21,7 @@ from guardian.core.model import (
     ProblemType,
     Reason,
     RemediationAction,
+    RollbackRequest,
     Silence,
 )
 from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
@@ -88,6 +89,7 @@ class _Read:
     approval: Approval | None = None  # guardian.action=ask: a person's answer for the incident
     problem_since: datetime | None = None  # restart.act_after: since when the problem lasts
     rungs: tuple[tuple[str, datetime], ...] = ()  # the ladder's rungs taken (restart.escalate)
+    request: RollbackRequest | None = None  # a person's rollback of this container
 
 
 def _asks(policy: RestartPolicy) -> bool:
@@ -172,9 +174,20 @@ class DecisionPoint:
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
             approval=ctx.store.approval_for(host, container) if _asks(policy) else None,
             problem_since=(
-                self._problem_since(snap, now, problem, began) if policy.act_after else None
+                self._problem_since(snap, now, problem, began)
+                if policy.act_after and problem is not ProblemType.ROLLBACK_REQUESTED
+                else None  # a person's request waits for no patience
             ),
             rungs=rungs,
+            request=self._request(snap) if problem is ProblemType.ROLLBACK_REQUESTED else None,
+        )
+
+    def _request(self, snap: ContainerSnapshot) -> RollbackRequest | None:
+        """A person's rollback request of this container (its name and id) in the store."""
+        ctx = self.ctx
+        found = ctx.store.rollback_requests(ctx.settings.host, ctx.clock.now())
+        return next(
+            (r for r in found if r.container == snap.name and r.container_id == snap.id), None
         )
 
     def _silence(
@@ -224,7 +237,9 @@ class DecisionPoint:
             read.problem_since,
             problem,
         )
-        return decide(target, history, load, rules.policy, now, read.silence, read.approval)
+        return decide(
+            target, history, load, rules.policy, now, read.silence, read.approval, read.request
+        )
 
     def _problem_since(
         self,

@@ -43,6 +43,7 @@ from guardian.service.context import LoopContext
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.recreator import removed_by_recreate
 from guardian.service.healing.remediator import Remediator
+from guardian.service.healing.requested import RequestedRollbacks
 from guardian.service.healing.rollbacks import KeptRecords
 from guardian.service.healing.verifier import Verifier
 from guardian.service.state.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
@@ -72,6 +73,8 @@ class Healer:
         self.remediator = remediator
         self.verifier = verifier
         self.kept_records = KeptRecords(ctx)  # the records run healthy, for the rollback rung
+        # A person's rollbacks (guardian rollback): looked at on the container's worker.
+        self.requested = RequestedRollbacks(ctx, remediator, recorder, self._look_requested)
         self._tickets = itertools.count(1)  # pairs an inspect's question with its answer
         self.quiet = ctx.state.quiet  # the containers a sweep need not judge again
         # What a sweep lists: all, or only what it must judge again (service/state/listing.py).
@@ -493,6 +496,11 @@ class Healer:
             now = partial(self.react, container_id, None, "probe")
             self.ctx.turns.look(container_id, "probe", now)
 
+    def _look_requested(self, container_id: str) -> None:
+        """A person asked for a rollback of the container: judged soon, on its worker."""
+        now = partial(self.react, container_id, None, "rollback")
+        self.ctx.turns.look(container_id, "rollback", now)
+
     def resource_tick(self, resources: ResourceWatch) -> None:
         """Sample the containers with a resource limit; one whose breach began or ended (held
         for its whole `for`) is judged soon, on its worker."""
@@ -537,6 +545,8 @@ class Healer:
         read them; None reads the store for this container."""
         ctx = self.ctx
         result, name = a.result, a.snapshot.name
+        if ctx.state.rollbacks.pending(a.snapshot.id) and self.requested.act(a):
+            return  # a person's rollback replaced it (or was refused): nothing else this turn
         if result.skipped is not None:
             return
         now = result.observed_at

@@ -124,6 +124,10 @@ class Remediator:
             self.ctx.metrics.decided(decision)
             yield decision, claimed[0] if claimed else None
 
+    def recheck(self, container_id: str, at: datetime) -> None:
+        """Judge the container again at `at` (a hold's end), on its worker."""
+        self._rechecks.recheck(container_id, at)
+
     # -- acting -----------------------------------------------------------------------------
 
     def act(

@@ -28,14 +28,22 @@ from guardian.core.escalation.recreate import RecreateSpec, Refusal
 from guardian.core.escalation.rollback import (
     Kept,
     Running,
+    for_person,
     image_gone_command,
     judge,
     kept_from,
     person_command,
     running_of,
     why,
+    why_person,
 )
-from guardian.core.model import ActionKind, ContainerSnapshot, Decision, Incident
+from guardian.core.model import (
+    ActionKind,
+    ContainerSnapshot,
+    Decision,
+    Incident,
+    RollbackRequest,
+)
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.context import LoopContext
@@ -124,22 +132,35 @@ class Rollbacks:
         self.recorder = recorder
         self.recreator = recreator
 
-    def rollback(self, a: Assessment, incident: Incident, decision: Decision, claim: Claim) -> None:
+    def rollback(
+        self,
+        a: Assessment,
+        incident: Incident,
+        decision: Decision,
+        claim: Claim,
+        request: RollbackRequest | None = None,
+    ) -> None:
         """Read the running record, judge, then replace the container by the record of its name
-        that ran healthy, or record why not (the rung taken, with its reason)."""
+        that ran healthy, or record why not (the rung taken, with its reason). `request`: a
+        person's rollback (core.escalation.rollback.for_person: no early failure asked, the
+        record the person was told), recorded with who asked."""
         snap, now = a.snapshot, self.ctx.clock.now()
         begun = self.recreator.begin(a, incident, decision, ActionKind.ROLLBACK)
         if begun is None:
             return
         record, incident, action = begun
+        if request is not None:
+            action = replace(action, extra={"by": request.by, "request": str(request.id)})
         running = self._running(a, incident, record)
-        target = self._target(a, running)
+        target = self._target(a, running, request)
         if isinstance(target, Refusal):
             self.recreator.refused(incident, decision, action, target)
             return
         old, built = target
         left = kept_from(record, snap.name, running.created, now)
-        told = why(running, old, running.created)
+        told = (
+            why_person(running, old, request.by) if request else why(running, old, running.created)
+        )
         by = Replacement(
             ActionKind.ROLLBACK,
             built,
@@ -161,13 +182,18 @@ class Rollbacks:
         began = incident.problem_since or incident.opened_at
         return running_of(record, snap.name, created_of(ctx, snap), began, made)
 
-    def _target(self, a: Assessment, running: Running) -> tuple[Kept, RecreateSpec] | Refusal:
+    def _target(
+        self, a: Assessment, running: Running, request: RollbackRequest | None
+    ) -> tuple[Kept, RecreateSpec] | Refusal:
         """The record to go back to and the spec to create it from, or why not: the rung does
-        not apply (core.escalation.rollback.judge), its image is gone, or it cannot be created
-        faithfully (core.escalation.recreate)."""
+        not apply (core.escalation.rollback.judge; for a person's request, for_person), its
+        image is gone, or it cannot be created faithfully (core.escalation.recreate)."""
         ctx, snap, policy = self.ctx, a.snapshot, a.rules.policy
         kept = ctx.store.kept_records(ctx.settings.host, snap.name)
-        target = judge(running, kept, policy.rollback_monitor, policy.window, ctx.clock.now())
+        if request is not None:
+            target = for_person(running, kept, request.digest)
+        else:
+            target = judge(running, kept, policy.rollback_monitor, policy.window, ctx.clock.now())
         if isinstance(target, Refusal):
             return target
         refusal = self._image_missing(target, running.labels, snap.name)

@@ -52,6 +52,32 @@ class Approvals:
             self._awaited = only_present(self._awaited, present)
 
 
+class RollbackRequests:
+    """The containers a person's usable rollback request names (id -> name): a look reads the
+    store for the request only then (service/healing/requested.py). Under the restart lock, a
+    dict operation at a time."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self._pending: dict[str, str] = {}
+
+    def requested(self, container_id: str, container: str) -> None:
+        with self._lock:
+            self._pending[container_id] = container
+
+    def pending(self, container_id: str) -> bool:
+        with self._lock:
+            return container_id in self._pending
+
+    def done(self, container_id: str) -> None:
+        with self._lock:
+            self._pending.pop(container_id, None)
+
+    def keep_only(self, present: set[str]) -> None:
+        with self._lock:
+            self._pending = {c: n for c, n in self._pending.items() if n in present}
+
+
 class NotificationRouting:
     """What each container's guardian.notify label said when the loop last observed it.
 
@@ -188,6 +214,7 @@ class LoopState:
         self.verifications = Verifications(self.lock, self.epochs, clock)
         self.claims = Claims(self.lock, self.epochs, self.verifications, clock)
         self.approvals = Approvals()
+        self.rollbacks = RollbackRequests(self.lock)  # a person's rollbacks asked
         self.routing = NotificationRouting()
         self.streaks = HealthyStreaks(clock)
         self.person_stops = PersonStops()
@@ -263,6 +290,7 @@ class LoopState:
         """Forget what is kept about containers the engine no longer lists (a restart under
         way keeps its epoch: it still changes)."""
         self.approvals.keep_only(present)
+        self.rollbacks.keep_only(present)
         self.streaks.keep_only(present)
         self.maintenance.keep_only(present)
         with self.lock:
