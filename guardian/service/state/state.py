@@ -178,9 +178,12 @@ class EngineLiveness:
 class LoopState:
     """The parts, and the questions about restarts that span claims and verifications.
 
-    `lock` is the restart lock, shared by `claims` and `verifications`: decide() reads both and
-    claims under one hold of it, and a claim becomes a verification in one step. Every other
-    part has a lock of its own, as none changes together with another."""
+    `lock` is the host lock (docs/design.md rule 21: the only state shared across containers is
+    what decide() reads of the host), shared by `claims` and `verifications` and by the storm's
+    hold (service/healing/host.py HostWatch, handed this lock by bootstrap): decide() reads the
+    restarts running and verifying and claims under one hold of it, a claim becomes a
+    verification in one step, and a storm's canary is set with its claim. Every other part has
+    a lock of its own, as none changes together with another."""
 
     def __init__(self, clock: Clock) -> None:
         self.lock = threading.RLock()
