@@ -19,7 +19,7 @@ from guardian.service.state.engine_memory import EngineMemory
 from guardian.service.state.epochs import RestartEpochs
 from guardian.service.state.maintenance import MaintenanceHolds
 from guardian.service.state.person_stops import PersonStops
-from guardian.service.state.present import only_present
+from guardian.service.state.present import drop_absent, only_present
 from guardian.service.state.quiet import FOREVER, QuietRows
 from guardian.service.state.verifications import Verifications
 
@@ -28,28 +28,29 @@ class Approvals:
     """The containers whose restart awaits a person's approval (guardian.action=ask).
 
     Invariant: a container awaits at most one approval, for the container (its id) seen last;
-    it leaves when a decision no longer waits for one, its problem ends or it is gone."""
+    it leaves when a decision no longer waits for one, its problem ends or it is gone.
+
+    No lock: a container's entry is set or popped on its turn (its worker, or the sweep holding
+    its key), read whole by the approvals job and the daemon's main loop in one copy, and the
+    sweep drops the absent ones one pop at a time; each is one dict operation, atomic in
+    CPython, and none reads then writes in two steps."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._awaited: dict[str, str] = {}  # name -> container id
 
     def awaiting(self, container: str, container_id: str | None) -> None:
         """`container`'s restart waits for a person's approval (None: no longer)."""
-        with self._lock:
-            if container_id is None:
-                self._awaited.pop(container, None)
-            else:
-                self._awaited[container] = container_id
+        if container_id is None:
+            self._awaited.pop(container, None)
+        else:
+            self._awaited[container] = container_id
 
     def awaited(self) -> dict[str, str]:
         """The containers whose restart awaits approval: name -> id."""
-        with self._lock:
-            return dict(self._awaited)
+        return dict(self._awaited)
 
     def keep_only(self, present: set[str]) -> None:
-        with self._lock:
-            self._awaited = only_present(self._awaited, present)
+        drop_absent(self._awaited, present)
 
 
 class NotificationRouting:
