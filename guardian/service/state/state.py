@@ -57,32 +57,29 @@ class NotificationRouting:
     """What each container's guardian.notify label said when the loop last observed it.
 
     Invariant: a container is muted, or routed to the receivers its label names, or neither
-    (the operator's routes); an empty list of receivers is never kept."""
+    (the operator's routes); an empty list of receivers is never kept.
+
+    No lock: a container's routing is one immutable pair, set or dropped in one assignment
+    (its worker, the sweep's resource update and a follower's restart may observe its labels
+    at once: the last whole pair stands) and read in one lookup (the recorder)."""
+
+    NEITHER: tuple[bool, tuple[str, ...]] = (False, ())
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._muted: set[str] = set()
-        self._receivers: dict[str, tuple[str, ...]] = {}
+        self._routes: dict[str, tuple[bool, tuple[str, ...]]] = {}  # name -> (muted, receivers)
 
     def update(self, container: str, muted: bool, receivers: tuple[str, ...]) -> None:
         """`container`'s label mutes it (or not) and names these receivers (() none)."""
-        with self._lock:
-            if muted:
-                self._muted.add(container)
-            else:
-                self._muted.discard(container)
-            if receivers:
-                self._receivers[container] = receivers
-            else:
-                self._receivers.pop(container, None)
+        if muted or receivers:
+            self._routes[container] = (muted, receivers)
+        else:
+            self._routes.pop(container, None)
 
     def muted(self, container: str) -> bool:
-        with self._lock:
-            return container in self._muted
+        return self._routes.get(container, self.NEITHER)[0]
 
     def receivers_of(self, container: str) -> tuple[str, ...]:
-        with self._lock:
-            return self._receivers.get(container, ())
+        return self._routes.get(container, self.NEITHER)[1]
 
 
 class HealthyStreaks:
