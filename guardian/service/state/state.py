@@ -89,58 +89,56 @@ class HealthyStreaks:
     Invariant: a streak begins at the first healthy look after a problem and ends at the next
     problem; its start is a moment of the monotonic clock (a step of the wall clock changes no
     streak's length), placed on the wall clock as it reads when asked; the store is asked about
-    a reset at most once per streak."""
+    a reset at most once per streak.
+
+    No lock: a container's streak begins, ends and is checked on its turn (its worker, or the
+    sweep or verify tick holding its key); the sweep reads it for its quiet rows (a row heard of
+    meanwhile is not kept: QuietRows.keep) and drops absent names one pop at a time. Beginning a
+    streak and taking its one reset check are each one setdefault, atomic in CPython, so even
+    two threads at one name (a container recreated under it) start one streak and check once."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._lock = threading.Lock()
         self._since: dict[str, float] = {}
-        self._reset_checked: set[str] = set()  # their streak was already reset or checked
+        self._reset_checked: dict[str, object] = {}  # their streak was already reset or checked
 
     def seen_healthy(self, container: str, now: datetime) -> datetime:
         """`container` was seen healthy at `now`: returns when its healthy streak began (now,
         when this starts one), on the wall clock as it reads now."""
         clocks = Reading(self._clock.now(), self._clock.monotonic())
-        with self._lock:
-            since = self._since.get(container)
-            if since is None:
-                since = self._since[container] = clocks.mono_of(now)
-                self._reset_checked.discard(container)
+        fresh = clocks.mono_of(now)
+        since = self._since.setdefault(container, fresh)
+        if since is fresh:  # this look began the streak
+            self._reset_checked.pop(container, None)
         return clocks.wall_of(since)
 
     def ended(self, container: str) -> None:
-        with self._lock:
-            self._since.pop(container, None)
-            self._reset_checked.discard(container)
+        self._since.pop(container, None)
+        self._reset_checked.pop(container, None)
 
     def first_reset_check(self, container: str, since: datetime) -> bool:
         """True once per healthy streak (the one seen_healthy said began at `since`): reset
         marks only move forward, so a streak that was checked (or reset) needs no second look
         at the store."""
-        with self._lock:
-            if container in self._reset_checked:
-                return False
-            self._reset_checked.add(container)
-            return True
+        mine = object()
+        return self._reset_checked.setdefault(container, mine) is mine
 
     def quiet_until(self, container: str, reset_after: timedelta) -> datetime | None:
         """Until when another healthy look at `container` changes nothing (service/state/quiet.py):
         until its streak's reset check is due, FOREVER once it was made (or when it lies beyond
         any date); None: no streak."""
         clocks = Reading(self._clock.now(), self._clock.monotonic())
-        with self._lock:
-            since = self._since.get(container)
-            if since is None:
-                return None
-            if container not in self._reset_checked:
-                with contextlib.suppress(OverflowError):
-                    return clocks.wall_of(since) + reset_after
-            return FOREVER
+        since = self._since.get(container)
+        if since is None:
+            return None
+        if container not in self._reset_checked:
+            with contextlib.suppress(OverflowError):
+                return clocks.wall_of(since) + reset_after
+        return FOREVER
 
     def keep_only(self, present: set[str]) -> None:
-        with self._lock:
-            self._since = only_present(self._since, present)
-            self._reset_checked &= present
+        drop_absent(self._since, present)
+        drop_absent(self._reset_checked, present)
 
 
 class EngineLiveness:
