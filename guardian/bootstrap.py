@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -227,7 +228,7 @@ def build_loop(
         prober=prober_of(settings, clock, runner),
         namespaces=namespaces,
         dependencies=Dependencies(store, state.verifications, hs.host, namespaces),
-        host=host_watch(settings, store, clock, hs.host),
+        host=host_watch(settings, store, clock, hs.host, state.lock),
         stops=stop_records(engine, store, state, clock, rules),
     )
     pipeline = pipeline_of(parts, hooks)
@@ -333,7 +334,9 @@ def prober_of(settings: Settings, clock: Clock, runner: ProbeRunner | None) -> P
     )
 
 
-def host_watch(settings: Settings, store: Store, clock: Clock, host: str) -> HostWatch:
+def host_watch(
+    settings: Settings, store: Store, clock: Clock, host: str, lock: threading.RLock
+) -> HostWatch:
     return HostWatch(
         store,
         clock,
@@ -347,6 +350,7 @@ def host_watch(settings: Settings, store: Store, clock: Clock, host: str) -> Hos
             settings["storm.count"],
         ),
         settings["docker.timeout"],
+        lock,
     )
 
 

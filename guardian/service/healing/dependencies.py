@@ -9,7 +9,7 @@ restart."""
 from __future__ import annotations
 
 import logging
-import threading
+from dataclasses import dataclass, field
 
 from guardian.core.assessment import Assessment
 from guardian.core.model import (
@@ -28,7 +28,25 @@ log = logging.getLogger("guardian.dependencies")
 SHOWN = 20  # names of a cycle written in its warning
 
 
+@dataclass(frozen=True)
+class _View:
+    """What the last sweep listed, as one value: the graph and what it was made from."""
+
+    graph: DependencyGraph = field(default_factory=DependencyGraph)
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)  # to rebuild the graph
+    ids: dict[str, str] = field(default_factory=dict)  # container name -> id
+
+
 class Dependencies:
+    """No lock. The sweep alone makes a view (follow) and swaps it in with one assignment;
+    readers take the reference once and read that one view. When an inspect taught a namespace
+    the view lacks, followers() rebuilds the graph on its worker and leaves it beside the view
+    it was made from (one assignment of a pair), taken only while that view is current; the
+    namespaces keep what was taught until the next sweep's follow() builds it in, so a pair
+    left stale by a sweep loses nothing. The containers with a problem are one set, added to
+    and taken from one member at a time (atomic in CPython) by the judges on workers and the
+    sweep; the cycles reported, the sweep's alone."""
+
     def __init__(
         self,
         store: Store,
@@ -40,19 +58,19 @@ class Dependencies:
         self.verifications = verifications
         self.host = host
         self.namespaces = namespaces
-        self._lock = threading.Lock()
-        self._graph = DependencyGraph()
-        self._labels: dict[str, dict[str, str]] = {}  # the last sweep's, to rebuild the graph
-        self._ids: dict[str, str] = {}  # container name -> id, from the last sweep
+        self._view = _View()
+        # A graph rebuilt with what an inspect taught (followers()), and the view it was
+        # rebuilt from: stale once follow() swaps another view in.
+        self._learned: tuple[_View, DependencyGraph] | None = None
         # Containers seen with a problem and not yet seen healthy: covers the moment between
         # detection and the incident being written (a sweep decides for all before acting).
         self._problems: set[str] = set()
-        self._cycles: frozenset[tuple[str, ...]] = frozenset()  # reported, still present
+        self._cycles: frozenset[tuple[str, ...]] = frozenset()  # reported, still present (sweep)
 
     @property
     def graph(self) -> DependencyGraph:
-        with self._lock:
-            return self._graph
+        view, learned = self._view, self._learned
+        return learned[1] if learned is not None and learned[0] is view else view.graph
 
     def follow(self, seen: Listed) -> None:
         """The containers of the last sweep make the graph (the same ones, the same graph,
@@ -64,12 +82,9 @@ class Dependencies:
         labels = {s.name: s.labels for s in snapshots}
         shared = self.namespaces.follow(snapshots) if self.namespaces is not None else {}
         graph = DependencyGraph(labels, shared)
-        with self._lock:
-            self._graph = graph
-            self._labels = labels
-            self._ids = {s.name: s.id for s in snapshots}
-            fresh = [c for c in graph.cycles if c not in self._cycles]
-            self._cycles = frozenset(graph.cycles)
+        self._view = _View(graph, labels, {s.name: s.id for s in snapshots})
+        fresh = [c for c in graph.cycles if c not in self._cycles]
+        self._cycles = frozenset(graph.cycles)
         for cycle in fresh:
             shown = ",".join(cycle[:SHOWN]) + (
                 f" (and {len(cycle) - SHOWN} more)" if len(cycle) > SHOWN else ""
@@ -80,23 +95,20 @@ class Dependencies:
             )
 
     def detected(self, result: HealthCheckResult) -> None:
-        with self._lock:
-            self._problems.add(result.container_name)
+        self._problems.add(result.container_name)
 
     def recovered(self, container: str) -> None:
-        with self._lock:
-            self._problems.discard(container)
+        self._problems.discard(container)
 
     def assessed(self, rows: list[Assessment]) -> None:
         """A whole sweep at once: every problem counts before any container is acted on."""
         problems = [row.snapshot.name for row in rows if row.result.problem is not None]
-        with self._lock:
-            self._problems.update(problems)
-            if len(self._problems) == len(problems):
-                return  # none counted but this sweep's own: no healthy look ends one
-            for row in rows:
-                if row.result.problem is None and row.result.skipped is None:
-                    self._problems.discard(row.snapshot.name)
+        self._problems.update(problems)
+        if len(self._problems) == len(problems):
+            return  # none counted but this sweep's own: no healthy look ends one
+        for row in rows:
+            if row.result.problem is None and row.result.skipped is None:
+                self._problems.discard(row.snapshot.name)
 
     def act_order(self, container: str) -> int:
         """A sweep acts on lower keys first: a dependency before its dependents."""
@@ -116,26 +128,25 @@ class Dependencies:
             else:
                 if self.verifications.verifying(dep):
                     out.append(f"{dep} (restart being verified)")
-                else:
-                    with self._lock:
-                        problem = dep in self._problems
-                    if problem:
-                        out.append(f"{dep} (unhealthy)")
+                elif dep in self._problems:
+                    out.append(f"{dep} (unhealthy)")
         return tuple(out)
 
     def followers(self, leader: str, root: str) -> tuple[tuple[str, str], ...]:
         """(id, why) of the containers to restart now that `leader` is healthy again, in the
         wave that `root`'s healing began (core.relations.dependencies.followers_after), dependencies
         first. An orphan (its leader removed) is never among them: no restart can fix it."""
+        view, learned = self._view, self._learned
         shared = self.namespaces.learned() if self.namespaces is not None else None
-        with self._lock:
-            if shared is not None:
-                self._graph = DependencyGraph(self._labels, shared)
-            graph = self._graph
-            found = [
-                (self._ids[n], via)
-                for n, via in graph.followers_after(root, leader)
-                if n in self._ids
-            ]
+        if shared is not None:
+            graph = DependencyGraph(view.labels, shared)
+            self._learned = (view, graph)
+        elif learned is not None and learned[0] is view:
+            graph = learned[1]
+        else:
+            graph = view.graph
+        found = [
+            (view.ids[n], via) for n, via in graph.followers_after(root, leader) if n in view.ids
+        ]
         ns = self.namespaces
         return tuple((cid, via) for cid, via in found if ns is None or not ns.orphaned(cid))

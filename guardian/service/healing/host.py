@@ -64,6 +64,7 @@ class HostWatch:
         host: str,
         storm: StormSettings,
         engine_timeout: timedelta,
+        lock: threading.RLock,
         announce: Announce = log_notification,
     ) -> None:
         self.store = store
@@ -72,7 +73,10 @@ class HostWatch:
         self.settings = storm
         self.engine_timeout = engine_timeout
         self.announce = announce
-        self._lock = threading.Lock()
+        # The host lock (LoopState.lock), not one of its own: the storm's hold and canary are
+        # what decide() reads of the host beside the restarts claimed, and its canary is set
+        # with the claim under that lock, so no second canary is let through meanwhile.
+        self._lock = lock
         self._watched: set[str] = set()  # the containers the storm counts (storm.count)
         # Moments of the monotonic clock, as every time held here.
         self._unhealthy: dict[str, float] = {}  # container -> first detection of this episode
@@ -145,7 +149,7 @@ class HostWatch:
         self._members, self._opened = frozenset(members), opened
 
     def canary_claimed(self, container: str) -> None:
-        """decide() let `container` through as the storm's canary (called under the loop lock,
+        """decide() let `container` through as the storm's canary (called under the host lock,
         with the claim, so no second canary is let through meanwhile)."""
         with self._lock:
             self._canary = container

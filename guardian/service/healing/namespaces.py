@@ -66,13 +66,12 @@ class Namespaces:
             return self._learned
 
     def learned(self) -> dict[str, list[tuple[str, str]]] | None:
-        """The namespace edges again when an inspect told more since they were last given (a
-        pid follower's exit, inspected after the sweep listed it); None when nothing changed."""
+        """The namespace edges again when an inspect told more since a sweep last took them (a
+        pid follower's exit, inspected after the sweep listed it); None when nothing changed.
+        Only follow() says they were taken: the next sweep builds its graph with them, whoever
+        asked here meanwhile."""
         with self._lock:
-            if not self._learned:
-                return None
-            self._learned = False
-            return self._edges()
+            return self._edges() if self._learned else None
 
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
         """A judge of the loop: learn the inspected modes, and turn a follower whose leader no

@@ -80,7 +80,11 @@ class MaintenanceLog:
     early (its container no longer watched, the window no longer configured). The runs not
     ended are read from the store at the first sweep, so a restart inside a window writes no
     second start, and a window that ended while Guardian was down is ended then, at its end.
-    A write that fails (a full disk) is tried again at the next sweep."""
+    A write that fails (a full disk) is tried again at the next sweep.
+
+    Owned by the sweep: ContainersListed is published only by Healer.sweep, and facts reach
+    their subscribers on the publisher's thread; the daemon's sweep job runs one at a time
+    (max_instances 1), so what is held here needs no lock."""
 
     def __init__(
         self,
@@ -98,7 +102,6 @@ class MaintenanceLog:
         # the very snapshots under the very same settings are the last sweep's, not looked up
         # again container by container.
         self.tuning = tuning
-        self._lock = threading.Lock()
         self._open: dict[tuple[str, str, str, datetime], MaintenancePeriod] | None = None
         self._seen: tuple[tuple[ContainerSnapshot, ...], object, set[MaintenanceWindow]] | None
         self._seen = None
@@ -124,22 +127,21 @@ class MaintenanceLog:
     def observe(self, windows: Iterable[MaintenanceWindow], now: datetime) -> None:
         """Bring the store's runs up to date with `windows` at `now`."""
         seen = periods_in_force(windows, now)
-        with self._lock:
-            try:
-                if self._open is None:
-                    self._open = {p.key: p for p in self.store.open_periods(self.host)}
-                for key, period in list(self._open.items()):
-                    if key not in seen:
-                        assert period.id is not None
-                        self.store.end_period(period.id, min(now, period.until))
-                        del self._open[key]
-                        log.info("maintenance ended", extra=_fields(period))
-                for key, period in seen.items():
-                    if key not in self._open:
-                        self._open[key] = self.store.start_period(self.host, period)
-                        log.info("maintenance started", extra=_fields(period))
-            except StoreError as exc:
-                log.warning("maintenance not recorded", extra=kv(reason=str(exc)))
+        try:
+            if self._open is None:
+                self._open = {p.key: p for p in self.store.open_periods(self.host)}
+            for key, period in list(self._open.items()):
+                if key not in seen:
+                    assert period.id is not None
+                    self.store.end_period(period.id, min(now, period.until))
+                    del self._open[key]
+                    log.info("maintenance ended", extra=_fields(period))
+            for key, period in seen.items():
+                if key not in self._open:
+                    self._open[key] = self.store.start_period(self.host, period)
+                    log.info("maintenance started", extra=_fields(period))
+        except StoreError as exc:
+            log.warning("maintenance not recorded", extra=kv(reason=str(exc)))
 
 
 def _fields(period: MaintenancePeriod) -> dict[str, object]:

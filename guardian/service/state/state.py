@@ -19,7 +19,7 @@ from guardian.service.state.engine_memory import EngineMemory
 from guardian.service.state.epochs import RestartEpochs
 from guardian.service.state.maintenance import MaintenanceHolds
 from guardian.service.state.person_stops import PersonStops
-from guardian.service.state.present import only_present
+from guardian.service.state.present import drop_absent, only_present
 from guardian.service.state.quiet import FOREVER, QuietRows
 from guardian.service.state.verifications import Verifications
 
@@ -28,28 +28,29 @@ class Approvals:
     """The containers whose restart awaits a person's approval (guardian.action=ask).
 
     Invariant: a container awaits at most one approval, for the container (its id) seen last;
-    it leaves when a decision no longer waits for one, its problem ends or it is gone."""
+    it leaves when a decision no longer waits for one, its problem ends or it is gone.
+
+    No lock: a container's entry is set or popped on its turn (its worker, or the sweep holding
+    its key), read whole by the approvals job and the daemon's main loop in one copy, and the
+    sweep drops the absent ones one pop at a time; each is one dict operation, atomic in
+    CPython, and none reads then writes in two steps."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._awaited: dict[str, str] = {}  # name -> container id
 
     def awaiting(self, container: str, container_id: str | None) -> None:
         """`container`'s restart waits for a person's approval (None: no longer)."""
-        with self._lock:
-            if container_id is None:
-                self._awaited.pop(container, None)
-            else:
-                self._awaited[container] = container_id
+        if container_id is None:
+            self._awaited.pop(container, None)
+        else:
+            self._awaited[container] = container_id
 
     def awaited(self) -> dict[str, str]:
         """The containers whose restart awaits approval: name -> id."""
-        with self._lock:
-            return dict(self._awaited)
+        return dict(self._awaited)
 
     def keep_only(self, present: set[str]) -> None:
-        with self._lock:
-            self._awaited = only_present(self._awaited, present)
+        drop_absent(self._awaited, present)
 
 
 class RollbackRequests:
@@ -82,32 +83,29 @@ class NotificationRouting:
     """What each container's guardian.notify label said when the loop last observed it.
 
     Invariant: a container is muted, or routed to the receivers its label names, or neither
-    (the operator's routes); an empty list of receivers is never kept."""
+    (the operator's routes); an empty list of receivers is never kept.
+
+    No lock: a container's routing is one immutable pair, set or dropped in one assignment
+    (its worker, the sweep's resource update and a follower's restart may observe its labels
+    at once: the last whole pair stands) and read in one lookup (the recorder)."""
+
+    NEITHER: tuple[bool, tuple[str, ...]] = (False, ())
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._muted: set[str] = set()
-        self._receivers: dict[str, tuple[str, ...]] = {}
+        self._routes: dict[str, tuple[bool, tuple[str, ...]]] = {}  # name -> (muted, receivers)
 
     def update(self, container: str, muted: bool, receivers: tuple[str, ...]) -> None:
         """`container`'s label mutes it (or not) and names these receivers (() none)."""
-        with self._lock:
-            if muted:
-                self._muted.add(container)
-            else:
-                self._muted.discard(container)
-            if receivers:
-                self._receivers[container] = receivers
-            else:
-                self._receivers.pop(container, None)
+        if muted or receivers:
+            self._routes[container] = (muted, receivers)
+        else:
+            self._routes.pop(container, None)
 
     def muted(self, container: str) -> bool:
-        with self._lock:
-            return container in self._muted
+        return self._routes.get(container, self.NEITHER)[0]
 
     def receivers_of(self, container: str) -> tuple[str, ...]:
-        with self._lock:
-            return self._receivers.get(container, ())
+        return self._routes.get(container, self.NEITHER)[1]
 
 
 class HealthyStreaks:
@@ -117,58 +115,56 @@ class HealthyStreaks:
     Invariant: a streak begins at the first healthy look after a problem and ends at the next
     problem; its start is a moment of the monotonic clock (a step of the wall clock changes no
     streak's length), placed on the wall clock as it reads when asked; the store is asked about
-    a reset at most once per streak."""
+    a reset at most once per streak.
+
+    No lock: a container's streak begins, ends and is checked on its turn (its worker, or the
+    sweep or verify tick holding its key); the sweep reads it for its quiet rows (a row heard of
+    meanwhile is not kept: QuietRows.keep) and drops absent names one pop at a time. Beginning a
+    streak and taking its one reset check are each one setdefault, atomic in CPython, so even
+    two threads at one name (a container recreated under it) start one streak and check once."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._lock = threading.Lock()
         self._since: dict[str, float] = {}
-        self._reset_checked: set[str] = set()  # their streak was already reset or checked
+        self._reset_checked: dict[str, object] = {}  # their streak was already reset or checked
 
     def seen_healthy(self, container: str, now: datetime) -> datetime:
         """`container` was seen healthy at `now`: returns when its healthy streak began (now,
         when this starts one), on the wall clock as it reads now."""
         clocks = Reading(self._clock.now(), self._clock.monotonic())
-        with self._lock:
-            since = self._since.get(container)
-            if since is None:
-                since = self._since[container] = clocks.mono_of(now)
-                self._reset_checked.discard(container)
+        fresh = clocks.mono_of(now)
+        since = self._since.setdefault(container, fresh)
+        if since is fresh:  # this look began the streak
+            self._reset_checked.pop(container, None)
         return clocks.wall_of(since)
 
     def ended(self, container: str) -> None:
-        with self._lock:
-            self._since.pop(container, None)
-            self._reset_checked.discard(container)
+        self._since.pop(container, None)
+        self._reset_checked.pop(container, None)
 
     def first_reset_check(self, container: str, since: datetime) -> bool:
         """True once per healthy streak (the one seen_healthy said began at `since`): reset
         marks only move forward, so a streak that was checked (or reset) needs no second look
         at the store."""
-        with self._lock:
-            if container in self._reset_checked:
-                return False
-            self._reset_checked.add(container)
-            return True
+        mine = object()
+        return self._reset_checked.setdefault(container, mine) is mine
 
     def quiet_until(self, container: str, reset_after: timedelta) -> datetime | None:
         """Until when another healthy look at `container` changes nothing (service/state/quiet.py):
         until its streak's reset check is due, FOREVER once it was made (or when it lies beyond
         any date); None: no streak."""
         clocks = Reading(self._clock.now(), self._clock.monotonic())
-        with self._lock:
-            since = self._since.get(container)
-            if since is None:
-                return None
-            if container not in self._reset_checked:
-                with contextlib.suppress(OverflowError):
-                    return clocks.wall_of(since) + reset_after
-            return FOREVER
+        since = self._since.get(container)
+        if since is None:
+            return None
+        if container not in self._reset_checked:
+            with contextlib.suppress(OverflowError):
+                return clocks.wall_of(since) + reset_after
+        return FOREVER
 
     def keep_only(self, present: set[str]) -> None:
-        with self._lock:
-            self._since = only_present(self._since, present)
-            self._reset_checked &= present
+        drop_absent(self._since, present)
+        drop_absent(self._reset_checked, present)
 
 
 class EngineLiveness:
@@ -204,9 +200,12 @@ class EngineLiveness:
 class LoopState:
     """The parts, and the questions about restarts that span claims and verifications.
 
-    `lock` is the restart lock, shared by `claims` and `verifications`: decide() reads both and
-    claims under one hold of it, and a claim becomes a verification in one step. Every other
-    part has a lock of its own, as none changes together with another."""
+    `lock` is the host lock (docs/design.md rule 21: the only state shared across containers is
+    what decide() reads of the host), shared by `claims` and `verifications` and by the storm's
+    hold (service/healing/host.py HostWatch, handed this lock by bootstrap): decide() reads the
+    restarts running and verifying and claims under one hold of it, a claim becomes a
+    verification in one step, and a storm's canary is set with its claim. Every other part has
+    a lock of its own, as none changes together with another."""
 
     def __init__(self, clock: Clock) -> None:
         self.lock = threading.RLock()

@@ -10,7 +10,6 @@ the container cache, whose entries are doubted. So no duration depends on a step
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -25,7 +24,10 @@ STEP = timedelta(seconds=3)
 
 
 class StepWatch:
-    """Call `look()` often (every scheduler turn): the step since the last look, or zero."""
+    """Call `look()` often (every scheduler turn): the step since the last look, or zero.
+
+    One thread looks: the scheduler's own (SteadyScheduler._process_jobs runs only on
+    APScheduler's main loop thread), so the baseline needs no lock."""
 
     def __init__(
         self,
@@ -38,7 +40,6 @@ class StepWatch:
         self.metrics = metrics
         self.on_step = on_step
         self.threshold = threshold.total_seconds()
-        self._lock = threading.Lock()
         self._offset = self._read()
 
     def _read(self) -> float:
@@ -46,9 +47,8 @@ class StepWatch:
         return self.clock.now().timestamp() - self.clock.monotonic()
 
     def look(self) -> timedelta:
-        with self._lock:
-            offset = self._read()
-            step, self._offset = offset - self._offset, offset
+        offset = self._read()
+        step, self._offset = offset - self._offset, offset
         # Below the threshold the baseline follows: slewing never adds up to a step.
         if abs(step) <= self.threshold:
             return timedelta(0)

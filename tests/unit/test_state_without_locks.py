@@ -1,0 +1,171 @@
+"""The loop's per-container parts that keep no lock (issue 65: state touched on its container's
+turn, one operation at a time): what each access promises when another thread's write falls
+between two of its steps, written as the interleaving a thread switch can make."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from guardian.core.model import ContainerSnapshot
+from guardian.service.healing.dependencies import Dependencies
+from guardian.service.state.listing import Listed
+from guardian.service.state.person_stops import PersonStops
+from guardian.service.state.present import drop_absent
+from guardian.service.state.state import Approvals, HealthyStreaks, NotificationRouting
+from tests.fakes import T0, FakeClock
+
+# -- narrowing in place -----------------------------------------------------------------------
+
+
+def test_drop_absent_narrows_in_place_and_keeps_what_is_present() -> None:
+    entries = {"a": 1, "gone": 2, "b": 3}
+    drop_absent(entries, {"a", "b", "c"})
+    assert entries == {"a": 1, "b": 3}
+
+
+class SetsDuringCopy(dict[str, str]):
+    """A dict whose keys are copied while another thread sets one (the moment a narrowing by
+    rebuild would lose it)."""
+
+    def __iter__(self) -> Any:
+        keys = list(super().__iter__())
+        self["db"] = "new-id"  # the worker's write, between the sweep's two steps
+        return iter(keys)
+
+
+def test_an_approval_set_while_the_sweep_narrows_is_kept() -> None:
+    approvals = Approvals()
+    approvals._awaited = SetsDuringCopy(web="web-id", gone="gone-id")  # noqa: SLF001
+    approvals.keep_only({"web", "db"})
+    assert approvals.awaited() == {"web": "web-id", "db": "new-id"}
+
+
+# -- healthy streaks --------------------------------------------------------------------------
+
+
+def test_a_streak_begins_once_and_its_reset_check_is_taken_once() -> None:
+    clock = FakeClock()
+    streaks = HealthyStreaks(clock)
+    began = streaks.seen_healthy("web", clock.now())
+    clock.advance(30)
+    assert streaks.seen_healthy("web", clock.now()) == began  # the streak goes on
+    assert streaks.first_reset_check("web", began)
+    assert not streaks.first_reset_check("web", began)  # a second thread's ask: already taken
+    assert streaks.quiet_until("web", timedelta(minutes=10)) is not None
+    streaks.ended("web")
+    again = streaks.seen_healthy("web", clock.now())
+    assert again > began and streaks.first_reset_check("web", again)  # a new streak, a new check
+
+
+def test_narrowing_the_streaks_drops_only_the_absent() -> None:
+    clock = FakeClock()
+    streaks = HealthyStreaks(clock)
+    for name in ("web", "gone"):
+        streaks.first_reset_check(name, streaks.seen_healthy(name, clock.now()))
+    streaks.keep_only({"web"})
+    assert streaks.quiet_until("gone", timedelta(minutes=10)) is None
+    assert streaks.quiet_until("web", timedelta(minutes=10)) is not None
+
+
+# -- routing ----------------------------------------------------------------------------------
+
+
+def test_a_containers_routing_is_one_pair_set_whole() -> None:
+    routing = NotificationRouting()
+    routing.update("web", muted=False, receivers=("team-a",))
+    routing.update("web", muted=True, receivers=())
+    assert routing.muted("web") and routing.receivers_of("web") == ()
+    routing.update("web", muted=False, receivers=())
+    assert not routing.muted("web") and routing.receivers_of("web") == ()
+
+
+# -- a person's stops -------------------------------------------------------------------------
+
+
+class WatchesHolds(set[str]):
+    """The stopped ids; on the discard, asks holds() as a worker between the event thread's
+    two writes would."""
+
+    def __init__(self, stops: PersonStops, seen: list[bool]) -> None:
+        super().__init__()
+        self.stops, self.seen = stops, seen
+
+    def discard(self, item: object) -> None:
+        super().discard(item)
+        self.seen.append(self.stops.holds(str(item)))
+
+
+def test_a_removed_container_is_held_at_every_moment_of_its_removal() -> None:
+    stops = PersonStops()
+    seen: list[bool] = []
+    stops._ids = WatchesHolds(stops, seen)  # noqa: SLF001
+    stops.stopped("c1")
+    stops.removed("c1")
+    assert seen == [True] and stops.holds("c1")
+
+
+def test_an_unkept_stop_is_new_once_and_holds_its_latest_time() -> None:
+    stops = PersonStops()
+    assert stops.unkept("c1", "web", T0)
+    assert not stops.unkept("c1", "web", T0 + timedelta(seconds=5))
+    assert stops.to_keep() == [("c1", "web", T0 + timedelta(seconds=5))]
+    stops.kept("c1")
+    assert stops.to_keep() == []
+
+
+def test_the_crashes_keep_the_newest() -> None:
+    stops = PersonStops()
+    stops.MAX_CRASHES = 2
+    for i, cid in enumerate(("a", "b", "a", "c")):
+        stops.crashed(cid, T0 + timedelta(seconds=i))
+    assert stops.read_as_crash("a", T0 + timedelta(seconds=2))
+    assert stops.read_as_crash("c", T0 + timedelta(seconds=3))
+    assert not stops.read_as_crash("b", T0 + timedelta(seconds=1))  # the oldest, evicted
+
+
+# -- dependencies -----------------------------------------------------------------------------
+
+
+def container(name: str, **labels: str) -> ContainerSnapshot:
+    return ContainerSnapshot(
+        id=f"{name}-id", name=name, labels=labels, state="running", health="healthy"
+    )
+
+
+class Taught:
+    """Namespaces as Dependencies asks them: what an inspect taught (None: nothing) stays
+    until a sweep's follow takes it."""
+
+    def __init__(self) -> None:
+        self.edges: dict[str, list[tuple[str, str]]] | None = None
+
+    def told_more(self) -> bool:
+        return self.edges is not None
+
+    def learned(self) -> dict[str, list[tuple[str, str]]] | None:
+        return self.edges
+
+    def follow(self, _snapshots: list[ContainerSnapshot]) -> dict[str, list[tuple[str, str]]]:
+        edges, self.edges = self.edges or {}, None
+        return edges
+
+    def orphaned(self, _container_id: str) -> bool:
+        return False
+
+
+def test_a_graph_rebuilt_from_a_replaced_view_is_not_used_and_nothing_taught_is_lost() -> None:
+    ns = Taught()
+    deps = Dependencies(None, None, "h", ns)  # type: ignore[arg-type]
+    vpn, app = container("vpn"), container("app")
+    deps.follow(Listed([vpn, app], [vpn, app], True))
+    assert deps.followers("vpn", "vpn") == ()
+    ns.edges = {"app": [("vpn", "network")]}  # an inspect of app taught its network's leader
+    assert deps.followers("vpn", "vpn") == (("app-id", "network"),)
+    assert deps.graph.depends_on("app") == ["vpn"]
+    # A sweep swaps another view in: the pair rebuilt from the old one is no longer used, and
+    # the new view was built with what was taught.
+    db = container("db")
+    deps.follow(Listed([vpn, app, db], [vpn, app, db], True))
+    assert deps.graph.depends_on("app") == ["vpn"]
+    assert deps.followers("vpn", "vpn") == (("app-id", "network"),)
