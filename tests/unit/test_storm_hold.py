@@ -275,3 +275,38 @@ def test_a_storm_speaks_only_for_its_own_a_bystander_is_told_of_as_ever(tmp_path
     fresh = [i.id for i in loop.store.open_incidents(loop.host) if i.container.startswith("f")]
     assert fresh and not [k for i, k in queued_kinds(loop) if i in fresh]
     assert [k for i, k in queued_kinds(loop) if i == held.id] == ["opened"]
+
+
+def test_two_containers_decided_at_once_when_the_hold_ends_make_one_canary(tmp_path, monkeypatch):
+    """Two workers: c1's history is read, then c0 is decided and claimed as the canary, then
+    c1 is decided. c1 must see that canary: one container tries whether the storm is over."""
+    from guardian.core.model import ProblemType, Reason
+
+    loop = make_app(
+        tmp_path,
+        restart={"cooldown": "60s", "max_per_minute": 10, "max_concurrent": 10},
+        storm={"hold": "5m"},
+    )
+    eight_of_ten_unhealthy(loop)
+    loop.healer.sweep()
+    assert storm(loop) is not None
+    loop.clock.advance(301)  # the hold is over: the next restart is the canary
+    remediator = loop.healer.remediator
+    point = remediator.decisions
+    snaps = {c.name: c for c in loop.engine.containers.values()}
+    rules = {n: loop.healer.ctx.rules.observed(s) for n, s in snaps.items()}
+    read = point._read  # noqa: SLF001 -- the history read, outside the loop lock
+    first = []
+
+    def c0_decided_meanwhile(snap, *args):
+        got = read(snap, *args)
+        if snap.name == "c1" and not first:
+            with remediator.decided(snaps["c0"], rules["c0"], ProblemType.UNHEALTHY) as (d, _):
+                first.append(d)
+        return got
+
+    monkeypatch.setattr(point, "_read", c0_decided_meanwhile)
+    with remediator.decided(snaps["c1"], rules["c1"], ProblemType.UNHEALTHY) as (second, _):
+        pass
+    assert first[0].reason is Reason.STORM_CANARY
+    assert second.reason is not Reason.STORM_CANARY and not second.acts

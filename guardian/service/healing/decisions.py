@@ -124,7 +124,8 @@ class DecisionPoint:
         host does now is read (restarts running or verifying), and the restarts other
         containers reserved while the history was read count as made now (perhaps twice, if
         their rows were read too: never fewer), so the host's budget is decided and reserved
-        in one hold of the lock.
+        in one hold of the lock, and so is the storm's canary (its hold read again when another
+        container was claimed meanwhile).
 
         Attempts are this container's (its id): a new container under an old name (`docker
         compose up` after a fix) starts with a fresh budget. What holds a name back whoever
@@ -135,6 +136,10 @@ class DecisionPoint:
         with state.lock:
             extra = (now,) * (state.claimed() - mark)
             read = replace(read, recent_restarts=read.recent_restarts + extra)
+            if extra and read.storm is not None:
+                # Another container was claimed meanwhile, perhaps as the storm's canary: its
+                # hold is read again, so one container alone tries whether the storm is over.
+                read = replace(read, storm=self.ctx.pipeline.storm_holds(snap))
             decision = self._decide(snap, rules, read, now, problem)
             if then is not None:
                 then(decision)
