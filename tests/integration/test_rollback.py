@@ -2,8 +2,10 @@
 receiver. `app:latest` is v1 and runs healthy while Guardian watches; the tag moves to v2, whose
 container never turns healthy, and the container is replaced under its name as `docker compose
 up -d` does; with `restart.escalate: [rollback, stop]` the v2 container is restarted, then
-destroyed, and v1's record is put back under the name. The engine's event stream is the judge.
-Slow (about a minute each): the repository has no marker for slow tests, so none is set."""
+destroyed, and v1's record is put back under the name; a kill -9 between the rollback's removal
+and its create leaves one container at the next start, on v1's record. The engine's event stream
+is the judge. Slow (about a minute each): the repository has no marker for slow tests, so none is
+set."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ import contextlib
 import hashlib
 import io
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import docker
 import docker.errors
@@ -24,6 +29,7 @@ from tests.helpers import wait_until
 from tests.integration.conftest import IMAGE, PREFIX, RUN_ID, Containers
 from tests.integration.notify_helpers import WATCH, notifying
 from tests.integration.see_more import rows
+from tests.proxy import DockerProxy
 from tests.receiver import receiver
 
 # Both versions check the same thing: the environment says version 1. v1's image says so, v2's
@@ -46,6 +52,8 @@ RESTART = {
 SECRET = "gdtSecretRollback0123456789"
 # What the engine does to a container; create, start and health_status are what it does itself.
 DONE_TO = ("kill", "die", "stop", "restart", "destroy", "pause", "oom")
+# A rollback verified as a restart is: the container it created healthy within verify_timeout.
+VERIFIED = "SELECT * FROM actions WHERE kind='rollback' AND successor!='' AND outcome='succeeded'"
 
 
 @dataclass
@@ -194,11 +202,16 @@ def _kept(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _kept_sql(name: str) -> str:
+    """The records of `name` Guardian kept as run healthy."""
+    return f"SELECT * FROM kept_records WHERE name='{name}' AND healthy_at IS NOT NULL"
+
+
 @contextlib.contextmanager
-def _rolled_back(containers: Any, guardian: Any, short: str) -> Iterator[RolledBack]:
-    """v1 runs healthy while Guardian watches and keeps its record; Guardian is killed with -9
-    and started again; `app:latest` moves to v2 and Compose replaces the container; yields once
-    the engine showed the v2 container destroyed and one created under the name healthy."""
+def _v1_running(containers: Any, short: str) -> Iterator[tuple[Service, str, str, dict[str, Any]]]:
+    """A Compose project of one service whose container runs v1, healthy, a marker in its named
+    volume; yields (service, v1's image ID, v2's image ID, v1's inspect) and removes the
+    project's containers, network, volume and the app's tags at the end."""
     api: docker.APIClient = containers.api
     service = Service(f"{PREFIX}{short}", f"{PREFIX}{short}_default", f"{PREFIX}{short}_data")
     api.create_network(service.network, labels={"guardian.test.run": RUN_ID})
@@ -212,52 +225,7 @@ def _rolled_back(containers: Any, guardian: Any, short: str) -> Iterator[RolledB
         api.exec_start(api.exec_create(v1_id, ["sh", "-c", "echo kept > /data/marker"]))
         v1 = containers.inspect(v1_id)
         assert v1["Image"] == v1_image and "VERSION=1" in v1["Config"]["Env"]
-        with receiver() as rx:
-            env = {"GDT_HOOK": rx.url(f"/hook/{SECRET}")}
-            notify = {
-                "group_wait": "0s",
-                "pacing": "0s",
-                "channels": [{"name": "hook", "type": "webhook", "url_env": "GDT_HOOK"}],
-                "default": ["hook"],
-            }
-
-            def told() -> list[dict[str, Any]]:
-                return [n for r in rx.answered() for n in r.json["notifications"]]
-
-            with notifying(guardian, notify, env, absent=(SECRET,)) as make:
-                g = make(restart=RESTART, storm={"threshold": "100%"})
-                kept_sql = (
-                    f"SELECT * FROM kept_records WHERE name='{service.name}'"
-                    " AND healthy_at IS NOT NULL"
-                )
-                [kept] = wait_until(lambda: rows(g.store_path, kept_sql), 30, 0.2, "v1 kept")
-                assert _hex(kept["image_id"]) == _hex(v1_image)
-                assert kept["container_id"] == v1_id
-                g.kill9()
-                g.start()
-                assert [r["container_id"] for r in rows(g.store_path, kept_sql)] == [v1_id]
-                api.tag(f"{APP}:v2", APP, "latest", force=True)
-                v2 = service.replace(containers, "v2")
-                assert containers.inspect(service.name)["Image"] == v2_image
-                created = _when(containers, v2, "create", 0, 10, "v2 created")
-                destroyed = _when(containers, v2, "destroy", created, 90, "v2 destroyed")
-                events = containers.events
-                made = _waited(
-                    lambda: events.of(service.name),
-                    "create",
-                    destroyed,
-                    30,
-                    "a container created under the name after the rollback's removal",
-                )
-                restored: str = containers.inspect(service.name)["Id"]
-                _when(containers, restored, "health_status: healthy", made, 30, "v1 back, healthy")
-                # Verified as a restart is: its verdict written before anything else happens.
-                verified = (
-                    "SELECT * FROM actions WHERE kind='rollback' AND successor!=''"
-                    " AND outcome='succeeded'"
-                )
-                wait_until(lambda: rows(g.store_path, verified), 20, 0.2, "the rollback verified")
-                yield RolledBack(service, g, told, v1_image, v2_image, v1, v2, destroyed, restored)
+        yield service, v1_image, v2_image, v1
     finally:
         for c in api.containers(all=True, filters={"label": f"guardian.test.run={RUN_ID}"}):
             if c["Labels"].get("com.docker.compose.project") == service.project:
@@ -270,6 +238,53 @@ def _rolled_back(containers: Any, guardian: Any, short: str) -> Iterator[RolledB
         for tag in ("latest", "v1", "v2"):
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_image(f"{APP}:{tag}")
+
+
+@contextlib.contextmanager
+def _rolled_back(containers: Any, guardian: Any, short: str) -> Iterator[RolledBack]:
+    """v1 runs healthy while Guardian watches and keeps its record; Guardian is killed with -9
+    and started again; `app:latest` moves to v2 and Compose replaces the container; yields once
+    the engine showed the v2 container destroyed and one created under the name healthy."""
+    api: docker.APIClient = containers.api
+    with _v1_running(containers, short) as (service, v1_image, v2_image, v1), receiver() as rx:
+        env = {"GDT_HOOK": rx.url(f"/hook/{SECRET}")}
+        notify = {
+            "group_wait": "0s",
+            "pacing": "0s",
+            "channels": [{"name": "hook", "type": "webhook", "url_env": "GDT_HOOK"}],
+            "default": ["hook"],
+        }
+
+        def told() -> list[dict[str, Any]]:
+            return [n for r in rx.answered() for n in r.json["notifications"]]
+
+        with notifying(guardian, notify, env, absent=(SECRET,)) as make:
+            g = make(restart=RESTART, storm={"threshold": "100%"})
+            kept_sql = _kept_sql(service.name)
+            [kept] = wait_until(lambda: rows(g.store_path, kept_sql), 30, 0.2, "v1 kept")
+            assert _hex(kept["image_id"]) == _hex(v1_image)
+            assert kept["container_id"] == v1["Id"]
+            g.kill9()
+            g.start()
+            assert [r["container_id"] for r in rows(g.store_path, kept_sql)] == [v1["Id"]]
+            api.tag(f"{APP}:v2", APP, "latest", force=True)
+            v2 = service.replace(containers, "v2")
+            assert containers.inspect(service.name)["Image"] == v2_image
+            created = _when(containers, v2, "create", 0, 10, "v2 created")
+            destroyed = _when(containers, v2, "destroy", created, 90, "v2 destroyed")
+            events = containers.events
+            made = _waited(
+                lambda: events.of(service.name),
+                "create",
+                destroyed,
+                30,
+                "a container created under the name after the rollback's removal",
+            )
+            restored: str = containers.inspect(service.name)["Id"]
+            _when(containers, restored, "health_status: healthy", made, 30, "v1 back, healthy")
+            # Verified as a restart is: its verdict written before anything else happens.
+            wait_until(lambda: rows(g.store_path, VERIFIED), 20, 0.2, "the rollback verified")
+            yield RolledBack(service, g, told, v1_image, v2_image, v1, v2, destroyed, restored)
 
 
 def test_a_bad_update_is_rolled_back_to_the_record_that_ran_healthy(
@@ -349,3 +364,97 @@ def test_a_second_update_to_the_same_failed_image_is_not_rolled_back_again(
         assert refused["container_id"] == again and "rollback refused:" in refused["detail"]
         rollbacks = rows(db, "SELECT * FROM actions WHERE kind='rollback' ORDER BY id")
         assert [r["successor"] for r in rollbacks] == [rb.restored, ""]
+
+
+def test_kill_9_between_the_rollbacks_removal_and_create_gives_one_container_on_the_old_record(
+    containers: Containers, guardian: Any, tmp_path: Path
+) -> None:
+    """A real kill -9 in the rollback's window (test_ladder.py's kill -9 test, on this rung):
+    Guardian talks to the engine through a proxy that holds the rollback's create, so v2 is
+    removed and the engine has no create yet when Guardian is killed; the held request is then
+    dropped, never forwarded. The next start creates one container under the name from v1's
+    record (v1's image by ID, v1's environment), healthy, and the rollback's action names it as
+    its successor; a start after that creates nothing more."""
+    api: docker.APIClient = containers.api
+    arrived, release = threading.Event(), threading.Event()
+    with _v1_running(containers, "rb3") as (service, v1_image, v2_image, v1):
+        name = service.name
+
+        def creates_of_the_name() -> list[str]:
+            # Guardian's only: the test's creates go to the engine directly, and Compose's
+            # replacement is created under a temporary name.
+            return [
+                t
+                for m, t in list(proxy.targets)
+                if m == "POST"
+                and t.partition("?")[0] == "/containers/create"
+                and parse_qs(urlsplit(t).query).get("name") == [name]
+            ]
+
+        def hold_the_first_create(method: str, path: str) -> int | None:
+            # The proxy appends a request's target before it asks the rule, and Guardian sends
+            # one create at a time: one create of the name so far means this one is the first.
+            if method != "POST" or path != "/containers/create" or len(creates_of_the_name()) != 1:
+                return None
+            arrived.set()
+            release.wait(60)  # until the test lets it go, Guardian killed meanwhile
+            return 503  # answered to a closed connection, never forwarded: the engine never sees it
+
+        proxy = DockerProxy(tmp_path / "rb3.sock", rule=hold_the_first_create).start()
+        events = containers.events
+        try:
+            g = guardian(
+                docker={"url": proxy.url},
+                watch={"label": WATCH},
+                restart=RESTART,
+                storm={"threshold": "100%"},
+            )
+            db = g.store_path
+            [kept] = wait_until(lambda: rows(db, _kept_sql(name)), 30, 0.2, "v1 kept")
+            assert _hex(kept["image_id"]) == _hex(v1_image) and kept["container_id"] == v1["Id"]
+            api.tag(f"{APP}:v2", APP, "latest", force=True)
+            v2 = service.replace(containers, "v2")
+            assert containers.inspect(name)["Image"] == v2_image
+            created = _when(containers, v2, "create", 0, 10, "v2 created")
+            destroyed = _when(containers, v2, "destroy", created, 90, "the rollback's removal")
+            assert arrived.wait(30), "the rollback's create never reached the proxy"
+            g.kill9()  # v2 removed, the create held: the window issue 66 names
+            release.set()
+            assert not api.containers(all=True, filters={"name": f"^/{name}$"})
+            [intent] = rows(db, "SELECT * FROM actions WHERE kind='rollback'")
+            assert intent["outcome"] is None and intent["container_id"] == v2
+            assert json.loads(intent["record"])["Image"] == v1_image
+            g.start()
+            made = _waited(lambda: events.of(name), "create", destroyed, 30, "created at the start")
+            restored: str = containers.inspect(name)["Id"]
+            _when(containers, restored, "health_status: healthy", made, 30, "v1 back, healthy")
+            wait_until(lambda: rows(db, VERIFIED), 20, 0.2, "the rollback verified")
+            g.stop()
+            g.start()  # and again: the outcome is written, nothing is created twice
+            # Its first sweep reconciles what the last run left; the second follows it.
+            wait_until(lambda: len(g.lines("sweep done")) >= 2, 20, 0.2, "two sweeps")
+            g.stop()
+            # A barrier on the engine's one ordered stream: once the marker's create is recorded,
+            # every earlier event of the name is too.
+            mark = containers.run("rb3-mark", enable=False, start=False)
+            events.first(mark, "create", 30)
+            assert [a for a, t in events.of(name) if a == "create" and t > destroyed] == ["create"]
+            after = containers.inspect(name)
+            assert after["Id"] == restored != v1["Id"]
+            assert _kept(after) == _kept(v1)  # v1's image by ID and v1's record as a whole
+            assert after["Image"] == v1_image and "VERSION=1" in after["Config"]["Env"]
+            assert "VERSION=2" not in after["Config"]["Env"]
+            assert after["State"]["Running"] and after["State"]["Health"]["Status"] == "healthy"
+            back = _of(containers, restored)
+            assert not [a for a, _ in back if a in DONE_TO], back  # nothing done to it after
+            assert api.exec_start(api.exec_create(name, ["cat", "/data/marker"])) == b"kept\n"
+            assert len(creates_of_the_name()) == 2  # the held one, dropped, and the one forwarded
+            assert "container rolled back" not in g.full_log()  # the killed run never created it
+            assert g.full_log().count("recreate finished at start") == 1
+            assert "reconciled unfinished actions" not in g.log()  # the second start's
+            [action] = rows(db, "SELECT * FROM actions WHERE kind='rollback'")
+            assert action["id"] == intent["id"] and action["successor"] == restored
+            assert action["outcome"] == "succeeded"
+        finally:
+            release.set()
+            proxy.stop()
