@@ -113,6 +113,10 @@ def test_a_new_record_that_failed_is_rolled_back_to_the_last_that_ran_healthy(
     assert "rolled back to app:latest (sha256:1111" in told
     [incident] = w.store.list_incidents(w.host, container="web")
     assert incident.resolved_by == "guardian"  # verified healthy, as a restart is
+    rollbacks_decided = w.metric(
+        "guardian_restart_decisions_total", decision="rollback", reason="escalated"
+    )
+    assert rollbacks_decided == 1
     [failed] = [k for k in w.store.kept_records(w.host, "web") if k.image_id == V2]
     assert failed.failed_at is not None and failed.healthy_at is None
 
