@@ -13,21 +13,15 @@ import pytest
 
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.bootstrap import build_operator
-from guardian.core.model import ActionKind, ContainerSnapshot, Outcome, RemediationAction
+from guardian.core.model import ActionKind, Outcome
 from guardian.entrypoints.api import Api
 from guardian.entrypoints.cli import main as cli_main
 from guardian.entrypoints.http_server import Request, Routes
 from guardian.service.operator import NotFound, Refused
 from tests.app import TestApp, make_app
+from tests.rollbacks import V1, V2, rollbacks, version, web
 
 TOKEN = "s3cret-token"
-LABELS = {
-    "guardian.enable": "true",
-    "com.docker.compose.project": "shop",
-    "com.docker.compose.service": "web",
-}
-V1 = "sha256:" + "1" * 64
-V2 = "sha256:" + "2" * 64
 
 
 def rolling(tmp: Path) -> TestApp:
@@ -43,41 +37,6 @@ def rolling(tmp: Path) -> TestApp:
             "escalate": ["rollback", "stop"],
         },
     )
-
-
-def version(w: TestApp, n: int, health: str = "healthy") -> ContainerSnapshot:
-    """`web` on version n of app:latest (image V1 or V2, VERSION=n in its environment), as
-    `docker compose up -d` leaves it: any container of the name before is gone."""
-    for cid in [c.id for c in w.engine.containers.values() if c.name == "web"]:
-        del w.engine.containers[cid]
-    snap = w.engine.add(
-        "web",
-        id=f"web-v{n}-{len(w.engine.steps)}".ljust(64, "0"),
-        health=health,
-        labels=LABELS,
-        created=w.clock.now(),
-        started_at=w.clock.now(),
-    )
-    w.engine.record_extra["web"] = {
-        "Image": V1 if n == 1 else V2,
-        "Config": {
-            "Image": "app:latest",
-            "Labels": dict(LABELS),
-            "Env": [f"VERSION={n}"],
-            "Cmd": [f"serve-v{n}"],
-            "Hostname": snap.id[:12],
-        },
-    }
-    return snap
-
-
-def web(w: TestApp) -> ContainerSnapshot:
-    [now] = [c for c in w.engine.containers.values() if c.name == "web"]
-    return now
-
-
-def rollbacks(w: TestApp) -> list[RemediationAction]:
-    return [a for a in w.actions("web") if a.kind == ActionKind.ROLLBACK]
 
 
 def ran_v1_then_v2(w: TestApp, v2_health: str = "healthy") -> None:
