@@ -3,10 +3,11 @@ and the rollback actions of it (tests/unit/test_rollback.py, test_rollback_perso
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from guardian.core.model import ActionKind, ContainerSnapshot, RemediationAction
-from tests.app import TestApp
+from tests.app import TestApp, make_app
 
 LABELS = {
     "guardian.enable": "true",
@@ -15,6 +16,22 @@ LABELS = {
 }
 V1 = "sha256:" + "1" * 64
 V2 = "sha256:" + "2" * 64
+
+
+def rolling(tmp: Path, **restart: Any) -> TestApp:
+    """Guardian with a ladder of rollback then stop, one restart first."""
+    return make_app(
+        tmp,
+        restart={
+            "cooldown": "2s",
+            "max_attempts": 1,
+            "window": "1h",
+            "stop_timeout": "1s",
+            "verify_timeout": "10s",
+            "escalate": ["rollback", "stop"],
+            **restart,
+        },
+    )
 
 
 def version(w: TestApp, n: int, health: str = "healthy", **fields: Any) -> ContainerSnapshot:

@@ -14,23 +14,7 @@ from guardian.core.escalation.rollback import Kept, digest
 from guardian.core.model import ActionKind, ContainerSnapshot, Outcome, RemediationAction
 from tests.app import TestApp, make_app
 from tests.fakes import fake_record
-from tests.rollbacks import LABELS, V1, V2, rollbacks, version, web
-
-
-def rolling(tmp: Path, **restart: Any) -> TestApp:
-    """Guardian with a ladder of rollback then stop, one restart first."""
-    return make_app(
-        tmp,
-        restart={
-            "cooldown": "2s",
-            "max_attempts": 1,
-            "window": "1h",
-            "stop_timeout": "1s",
-            "verify_timeout": "10s",
-            "escalate": ["rollback", "stop"],
-            **restart,
-        },
-    )
+from tests.rollbacks import LABELS, V1, V2, rollbacks, rolling, version, web
 
 
 def ran_v1_then_v2_failed(w: TestApp) -> None:

@@ -19,24 +19,9 @@ from guardian.entrypoints.cli import main as cli_main
 from guardian.entrypoints.http_server import Request, Routes
 from guardian.service.operator import NotFound, Refused
 from tests.app import TestApp, make_app
-from tests.rollbacks import V1, V2, rollbacks, version, web
+from tests.rollbacks import V1, V2, rollbacks, rolling, version, web
 
 TOKEN = "s3cret-token"
-
-
-def rolling(tmp: Path) -> TestApp:
-    """Guardian whose ladder has the rollback rung (records are kept only then)."""
-    return make_app(
-        tmp,
-        restart={
-            "cooldown": "2s",
-            "max_attempts": 1,
-            "window": "1h",
-            "stop_timeout": "1s",
-            "verify_timeout": "10s",
-            "escalate": ["rollback", "stop"],
-        },
-    )
 
 
 def ran_v1_then_v2(w: TestApp, v2_health: str = "healthy") -> None:
