@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 UPSTREAM = "/var/run/docker.sock"
 
@@ -74,6 +75,16 @@ class DockerProxy:
             if m == "GET" and t.partition("?")[0] == "/events" and "until=" not in t
         )
 
+    def creates_of(self, name: str) -> list[str]:
+        """The requests so far to create a container named `name`, in order."""
+        return [
+            t
+            for m, t in list(self.targets)
+            if m == "POST"
+            and t.partition("?")[0] == "/containers/create"
+            and parse_qs(urlsplit(t).query).get("name") == [name]
+        ]
+
     def _accept(self) -> None:
         while not self._stop.is_set():
             try:
@@ -121,6 +132,38 @@ class DockerProxy:
         except OSError:
             with contextlib.suppress(OSError):
                 client.close()
+
+
+@dataclass
+class HeldCreate:
+    """A proxy that holds the first request to create a container named `name`: `arrived` is
+    set as it comes, and it waits until `release` is set (60 s at most), then is answered 503
+    on a connection its sender has closed meanwhile, never forwarded: the engine never sees it.
+    Every other request goes through. For a real kill -9 between a removal and its create."""
+
+    proxy: DockerProxy
+    name: str
+    arrived: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def on(cls, path: Path, name: str) -> HeldCreate:
+        held = cls(DockerProxy(path), name)
+        held.proxy.rule = held._rule
+        held.proxy.start()
+        return held
+
+    def creates(self) -> list[str]:
+        return self.proxy.creates_of(self.name)
+
+    def _rule(self, method: str, path: str) -> int | None:
+        # The proxy appends a request's target before it asks the rule, and Guardian sends one
+        # create at a time: one create of the name so far means this request is the first.
+        if method != "POST" or path != "/containers/create" or len(self.creates()) != 1:
+            return None
+        self.arrived.set()
+        self.release.wait(60)  # until the test lets it go, Guardian killed meanwhile
+        return 503
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:

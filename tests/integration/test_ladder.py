@@ -8,11 +8,9 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import docker
 import docker.errors
@@ -23,7 +21,7 @@ from tests.helpers import wait_until
 from tests.integration.conftest import PREFIX
 from tests.integration.notify_helpers import WATCH, notifying
 from tests.integration.see_more import rows
-from tests.proxy import DockerProxy
+from tests.proxy import HeldCreate
 from tests.receiver import receiver
 
 SECRET = "gdtSecretLadder0123456789"
@@ -191,27 +189,9 @@ def test_kill_9_after_the_remove_and_before_the_create_is_created_at_the_next_st
     )
     api.exec_start(api.exec_create(name, ["sh", "-c", "echo kept > /data/marker"]))
     before = containers.inspect(name)
-    arrived, release = threading.Event(), threading.Event()
 
-    def creates_of_the_name() -> list[str]:
-        return [
-            t
-            for m, t in list(proxy.targets)
-            if m == "POST"
-            and t.partition("?")[0] == "/containers/create"
-            and parse_qs(urlsplit(t).query).get("name") == [name]
-        ]
-
-    def hold_the_first_create(method: str, path: str) -> int | None:
-        # The proxy appends a request's target before it asks the rule, and Guardian sends one
-        # create at a time: one create of the name so far means this request is the first.
-        if method != "POST" or path != "/containers/create" or len(creates_of_the_name()) != 1:
-            return None
-        arrived.set()
-        release.wait(60)  # until the test lets it go, Guardian killed meanwhile
-        return 503  # answered to a closed connection, never forwarded: the engine never sees it
-
-    proxy = DockerProxy(tmp_path / "kill9.sock", rule=hold_the_first_create).start()
+    held = HeldCreate.on(tmp_path / "kill9.sock", name)
+    proxy = held.proxy
     events = containers.events
     try:
         g = guardian(
@@ -229,9 +209,9 @@ def test_kill_9_after_the_remove_and_before_the_create_is_created_at_the_next_st
         destroyed = wait_until(
             lambda: _after(events.of(name), "destroy", created), 90, 0.2, "the recreate's removal"
         )
-        assert arrived.wait(30), "the recreate's create never reached the proxy"
+        assert held.arrived.wait(30), "the recreate's create never reached the proxy"
         g.kill9()  # the removal done, the create held: the window issue 55 names
-        release.set()
+        held.release.set()
         assert not api.containers(all=True, filters={"name": f"^/{name}$"})
         [intent] = rows(g.store_path, "SELECT * FROM actions WHERE kind='recreate'")
         assert intent["outcome"] is None and json.loads(intent["record"])["Id"] == before["Id"]
@@ -262,14 +242,14 @@ def test_kill_9_after_the_remove_and_before_the_create_is_created_at_the_next_st
         ]
         kept = api.exec_start(api.exec_create(name, ["cat", "/data/marker"]))
         assert kept == b"kept\n"
-        assert len(creates_of_the_name()) == 2  # the held one, dropped, and the one forwarded
+        assert len(held.creates()) == 2  # the held one, dropped, and the one forwarded
         assert "container recreated" not in g.full_log()  # the killed run never created it
         assert len(g.lines("recreate finished at start")) == 1
         [action] = rows(db, "SELECT * FROM actions WHERE kind='recreate'")
         assert action["id"] == intent["id"] and action["successor"] == after["Id"]
         assert action["outcome"] == "unhealthy_after_restart"  # the new container's verdict
     finally:
-        release.set()
+        held.release.set()
         proxy.stop()
         with contextlib.suppress(docker.errors.APIError):
             api.remove_container(name, force=True)

@@ -13,13 +13,11 @@ import contextlib
 import hashlib
 import io
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import docker
 import docker.errors
@@ -29,7 +27,7 @@ from tests.helpers import wait_until
 from tests.integration.conftest import IMAGE, PREFIX, RUN_ID, Containers
 from tests.integration.notify_helpers import WATCH, notifying
 from tests.integration.see_more import rows
-from tests.proxy import DockerProxy
+from tests.proxy import HeldCreate
 from tests.receiver import receiver
 
 # Both versions check the same thing: the environment says version 1. v1's image says so, v2's
@@ -376,31 +374,11 @@ def test_kill_9_between_the_rollbacks_removal_and_create_gives_one_container_on_
     record (v1's image by ID, v1's environment), healthy, and the rollback's action names it as
     its successor; a start after that creates nothing more."""
     api: docker.APIClient = containers.api
-    arrived, release = threading.Event(), threading.Event()
     with _v1_running(containers, "rb3") as (service, v1_image, v2_image, v1):
         name = service.name
 
-        def creates_of_the_name() -> list[str]:
-            # Guardian's only: the test's creates go to the engine directly, and Compose's
-            # replacement is created under a temporary name.
-            return [
-                t
-                for m, t in list(proxy.targets)
-                if m == "POST"
-                and t.partition("?")[0] == "/containers/create"
-                and parse_qs(urlsplit(t).query).get("name") == [name]
-            ]
-
-        def hold_the_first_create(method: str, path: str) -> int | None:
-            # The proxy appends a request's target before it asks the rule, and Guardian sends
-            # one create at a time: one create of the name so far means this one is the first.
-            if method != "POST" or path != "/containers/create" or len(creates_of_the_name()) != 1:
-                return None
-            arrived.set()
-            release.wait(60)  # until the test lets it go, Guardian killed meanwhile
-            return 503  # answered to a closed connection, never forwarded: the engine never sees it
-
-        proxy = DockerProxy(tmp_path / "rb3.sock", rule=hold_the_first_create).start()
+        held = HeldCreate.on(tmp_path / "rb3.sock", name)
+        proxy = held.proxy
         events = containers.events
         try:
             g = guardian(
@@ -417,9 +395,9 @@ def test_kill_9_between_the_rollbacks_removal_and_create_gives_one_container_on_
             assert containers.inspect(name)["Image"] == v2_image
             created = _when(containers, v2, "create", 0, 10, "v2 created")
             destroyed = _when(containers, v2, "destroy", created, 90, "the rollback's removal")
-            assert arrived.wait(30), "the rollback's create never reached the proxy"
+            assert held.arrived.wait(30), "the rollback's create never reached the proxy"
             g.kill9()  # v2 removed, the create held: the window issue 66 names
-            release.set()
+            held.release.set()
             assert not api.containers(all=True, filters={"name": f"^/{name}$"})
             [intent] = rows(db, "SELECT * FROM actions WHERE kind='rollback'")
             assert intent["outcome"] is None and intent["container_id"] == v2
@@ -448,7 +426,9 @@ def test_kill_9_between_the_rollbacks_removal_and_create_gives_one_container_on_
             back = _of(containers, restored)
             assert not [a for a, _ in back if a in DONE_TO], back  # nothing done to it after
             assert api.exec_start(api.exec_create(name, ["cat", "/data/marker"])) == b"kept\n"
-            assert len(creates_of_the_name()) == 2  # the held one, dropped, and the one forwarded
+            # Guardian's creates only: the test's go to the engine directly, and Compose's
+            # replacement is created under a temporary name.
+            assert len(held.creates()) == 2  # the held one, dropped, and the one forwarded
             assert "container rolled back" not in g.full_log()  # the killed run never created it
             assert g.full_log().count("recreate finished at start") == 1
             assert "reconciled unfinished actions" not in g.log()  # the second start's
@@ -456,5 +436,5 @@ def test_kill_9_between_the_rollbacks_removal_and_create_gives_one_container_on_
             assert action["id"] == intent["id"] and action["successor"] == restored
             assert action["outcome"] == "succeeded"
         finally:
-            release.set()
+            held.release.set()
             proxy.stop()
