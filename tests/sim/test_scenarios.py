@@ -118,7 +118,6 @@ def test_a_sweep_and_an_events_reaction_judging_one_container_open_one_incident(
 # -- the bugs the seeds found ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F1: {KNOWN['F1']}")
 def test_a_restart_the_store_lost_still_counts_against_the_hosts_minute(w: World) -> None:
     w.subject.disk.full = True
     act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
