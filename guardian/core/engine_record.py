@@ -7,7 +7,7 @@ in as values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from guardian.core.stamps import no_later_than
@@ -33,6 +33,8 @@ class EngineLog:
     20.10) and none across its own restart, so it is the oldest event it still returned (None:
     it returned none, nothing is covered). `recorded_through`: until when the store is known to
     hold every attempt (the last sweep whose mark was written; None: a new or replaced store).
+    `signalled`: the containers the engine was sending a stop signal when the log was read (a
+    kill with no start after it), and when: a restart, or a stop, perhaps still under way.
     """
 
     since: datetime
@@ -40,6 +42,33 @@ class EngineLog:
     starts: dict[str, tuple[datetime, ...]]
     covered_from: datetime | None
     recorded_through: datetime | None = None
+    signalled: dict[str, datetime] = field(default_factory=dict)
+
+    def moved(self, step: timedelta) -> EngineLog:
+        """The log with every stamp moved by a step of the wall clock since it was read."""
+        if not step:
+            return self
+
+        def by(at: datetime | None) -> datetime | None:
+            return None if at is None else at + step
+
+        return EngineLog(
+            self.since + step,
+            self.read_at + step,
+            {k: tuple(t + step for t in v) for k, v in self.starts.items()},
+            by(self.covered_from),
+            by(self.recorded_through),
+            {k: t + step for k, t in self.signalled.items()},
+        )
+
+    def under_way(self, container_id: str, allowance: timedelta) -> datetime | None:
+        """When the engine was sent the stop signal of a restart (or a stop) of the container
+        that may still be under way at the reading: a kill with no start after it, within
+        `allowance` (its stop timeout) and LATE of the reading; None otherwise."""
+        kill = self.signalled.get(container_id)
+        if kill is None or kill < self.read_at - allowance - LATE:
+            return None
+        return kill
 
     def gap(self, created: datetime | None) -> tuple[datetime, datetime] | None:
         """The part of the window neither the store nor the log vouches for, for a container
@@ -64,6 +93,35 @@ class Witness:
     container_id: str
     created: datetime | None
     started_at: datetime | None
+
+
+def restarting(
+    events: Sequence[tuple[str, datetime]], covered_from: datetime | None
+) -> list[datetime]:
+    """The starts among one container's events (action, time; oldest first) that restart it,
+    without knowing when it was created: a start after any other event of it but its create
+    (it ran, or was stopped, before), or the log's oldest event (what came before it is lost).
+    A container's first start (`docker run`; a `docker create` started later) is not one."""
+    found: list[datetime] = []
+    before = False
+    for action, at in events:
+        if action == "start" and (before or (covered_from is not None and at <= covered_from)):
+            found.append(at)
+        if action != "create":
+            before = True
+    return found
+
+
+def signalled(events: Sequence[tuple[str, datetime]]) -> datetime | None:
+    """When the last kill among one container's events (oldest first) was sent, when no start
+    came after it: a stop signal whose restart (or stop) may still be under way."""
+    kill: datetime | None = None
+    for action, at in events:
+        if action == "kill":
+            kill = at
+        elif action == "start":
+            kill = None
+    return kill
 
 
 def explained(
@@ -105,12 +163,21 @@ def unrecorded_attempts(
       assumes it restarted there as often as its cooldown allowed, back from the earliest start
       it knows, up to the cap, less the attempts the store keeps there.
 
+    - A restart the engine was still carrying out when the log was read (its kill, no start
+      after it: EngineLog.under_way) counts from its kill, as the start it will make; a start
+      after it within the allowance is that restart's own, not another.
+
     A stamp ahead of `now` counts as made now (a step back never hands a budget back).
     """
     events = log.starts.get(container.container_id, ())
     last = container.started_at
     if last is not None and any(abs(s - last) <= SAME_START for s in events):
         last = None  # State.StartedAt is also the last start event: one start, not two
+    kill = log.under_way(container.container_id, allowance)
+    if kill is not None:
+        if last is not None and kill - EARLY <= last <= kill + allowance + LATE:
+            last = None  # the start of the restart the kill began: counted from its kill
+        events = (*events, kill)
     witnessed = sorted(
         {no_later_than(s, now) for s in (*events, last) if s is not None and s > log.since}
     )

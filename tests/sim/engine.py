@@ -64,6 +64,7 @@ class SimEngine(FakeEngine):
     received: list[Request] = field(default_factory=list)
     emitted: list[EngineEvent] = field(default_factory=list)  # every event, in order
     deferred: dict[str, float] = field(default_factory=dict)  # id -> mono it completes at
+    signalled: set[str] = field(default_factory=set)  # deferred ones whose kill was emitted
     faults: Counter[str] = field(default_factory=Counter)  # faults taken, by kind
     on_request: list[Callable[[Request], None]] = field(default_factory=list)
     on_change: list[Callable[[str, ContainerSnapshot | None], None]] = field(default_factory=list)
@@ -212,6 +213,9 @@ class SimEngine(FakeEngine):
             self._restart_now(snap.id)
         else:
             self.deferred[snap.id] = self.clock.monotonic() + stop_timeout.total_seconds()
+            if snap.state == "running":  # Docker signals at once; the process exits later
+                self.emit("kill", snap, signal="15")
+                self.signalled.add(snap.id)
         self._meanwhile(snap.id, snap.id not in self.deferred)  # until the call times out
         try:
             after = self.inspect(snap.id)
@@ -262,12 +266,14 @@ class SimEngine(FakeEngine):
 
     def _restart_now(self, container_id: str) -> None:
         self.deferred.pop(container_id, None)
+        self.signalled.discard(container_id)  # its kill emitted as the request came (_timed_out)
         snap = self.containers.get(container_id)
         if snap is None:
             return
         now = self.clock.now()
         if snap.state == "running":
-            self.emit("kill", snap, signal="15")
+            if container_id not in self.signalled:
+                self.emit("kill", snap, signal="15")
             self.emit("die", snap, exitCode=str(SIGTERM))
             self.emit("stop", snap)
         health = (

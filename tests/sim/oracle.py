@@ -325,15 +325,13 @@ class Oracle:
             len(recent) < p.max_per_minute,
             f"restart of {req.name}: {len(recent)} restarts on the host within the last minute "
             f"(max_per_minute {p.max_per_minute})",
-            "F1" if any(a.unwritten and a.at < self.frame.run_start(now) for a in recent) else "",
         )
 
     def _in_flight_known(self, last: list[Attempt], now: Moment) -> str:
-        """The known bug a second restart while the engine still does the first comes from: F7
-        when the store lost the first (made while its writes failed, in an earlier run); F11
-        when an earlier run asked it and the wall clock stepped forward since; "" otherwise."""
-        if self._unwritten_before(last, now):
-            return "F7"
+        """The known bug a second restart while the engine still does the first comes from: F11
+        when an earlier run asked it and the wall clock stepped forward since; "" otherwise
+        (fixed: F7, the first made while the store's writes failed, in an earlier run, and
+        still under way: the next run sees its kill in the engine's record)."""
         runs = self.frame.run_index
         earlier = [a for a in last if runs(a.at) < runs(now)]
         forward = any(s > 0 and at > a.at for a in earlier for at, s in self.frame.steps)
@@ -341,12 +339,13 @@ class Oracle:
 
     def _lost(self, attempts: list[Attempt], now: Moment) -> str:
         """The known bug that forgot or misplaced one of `attempts` the store lost (made while
-        its writes failed, in an earlier run): F5 when the wall clock stepped forward in this
-        run, F6 when another run came between; "" otherwise."""
+        its writes failed, in an earlier run): F6 when no step forward of the wall clock came
+        in this run (another run came between); "" otherwise (fixed: F5, a lost restart counted
+        from the engine's record unmoved by a step forward in this run)."""
         if not self._unwritten_before(attempts, now):
             return ""
         began = self.frame.run_start(now)
-        return "F5" if any(s > 0 and at > began for at, s in self.frame.steps) else "F6"
+        return "" if any(s > 0 and at > began for at, s in self.frame.steps) else "F6"
 
     def _misordered(self, attempts: list[Attempt], now: Moment) -> str:
         """F8 when one of `attempts` was made after the wall clock stepped back in an earlier

@@ -90,6 +90,8 @@ class _Read:
     problem_since: datetime | None = None  # restart.act_after: since when the problem lasts
     rungs: tuple[tuple[str, datetime], ...] = ()  # the ladder's rungs taken (restart.escalate)
     request: RollbackRequest | None = None  # a person's rollback of this container
+    # A restart the engine's record shows under way, which no claim of this run holds.
+    under_way: bool = False
 
 
 def _asks(policy: RestartPolicy) -> bool:
@@ -185,6 +187,7 @@ class DecisionPoint:
             ),
             rungs=rungs,
             request=self._request(snap) if problem is ProblemType.ROLLBACK_REQUESTED else None,
+            under_way=memory.under_way(snap, rules.stop_timeout),
         )
 
     def _request(self, snap: ContainerSnapshot) -> RollbackRequest | None:
@@ -222,7 +225,7 @@ class DecisionPoint:
         history = AttemptHistory(
             attempts=read.attempts,
             reset_at=read.reset_at,
-            in_flight=state.claims.running(snap.name),
+            in_flight=read.under_way or state.claims.running(snap.name),
             verifying=state.verifications.verifying(snap.name),
             engine_denied=read.engine_denied,
             rungs=read.rungs,

@@ -11,9 +11,19 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from guardian.core.detection.restart_policy import RestartPolicy
-from guardian.core.engine_record import EngineLog, Witness, unrecorded_attempts
+from guardian.core.engine_record import (
+    EARLY,
+    LATE,
+    EngineLog,
+    Witness,
+    explained,
+    restarting,
+    signalled,
+    unrecorded_attempts,
+)
 from guardian.core.facts import Fact, StoreRecovered
 from guardian.core.model import ContainerSnapshot
+from guardian.core.stamps import JITTER
 from guardian.logs import kv
 from guardian.ports import Clock, Engine, EngineHistory, Store
 
@@ -29,14 +39,25 @@ class EngineMemory:
     """The engine's log as last read, and per container the attempts the store could not
     remember, counted once, at its first decision after the read (what the engine shows of it
     then), and kept: later decisions see its later starts in the store, not as new evidence.
+    Until a container is decided, the host's budget counts the restarts the log shows of it
+    that the store has no record of (`recent`), whichever container is decided first.
+
+    What it holds is kept on the wall clock of the reading and moved by the steps of the wall
+    clock since (the monotonic clock places it, docs/design.md rule 12): a step shortens
+    neither a cooldown nor a window nor the host's minute counted from the engine's record.
 
     Invariant: after a read, a container's unrecorded attempts are computed at most once."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         # Held through a read too: a decision that comes meanwhile waits for the record.
         self._lock = threading.RLock()
         self._log: EngineLog | None = None
+        self._offset = 0.0  # the wall clock less the monotonic clock at the reading
+        # By container id, in the reading's frame: the attempts counted at its first decision,
+        # and before it the restarts the log shows that the store has no record of.
         self._counted: dict[str, tuple[datetime, ...]] = {}
+        self._unexplained: dict[str, tuple[datetime, ...]] = {}
         self._due = True  # read at start-up
 
     @property
@@ -50,40 +71,82 @@ class EngineMemory:
             self._due = True
 
     def read_if_due(
-        self, engine: Engine, store: Store, host: str, window: timedelta, clock: Clock
+        self,
+        engine: Engine,
+        store: Store,
+        host: str,
+        window: timedelta,
+        allowance: timedelta,
     ) -> EngineHistory | None:
         """When due, read the engine's starts of the last `window` and how far the store's
         record reaches (raises EngineUnavailable: still due); what was read, None when it was
-        not due. A caller that comes while another reads waits for that read: nothing is judged
-        on a record half read."""
+        not due. `allowance`: how long after its intent a restart's start may come (the
+        operator's stop timeout). A caller that comes while another reads waits for that
+        read: nothing is judged on a record half read."""
         with self._lock:
             if not self._due:
                 return None
-            return self._read(engine, store, host, window, clock.now())
+            return self._read(engine, store, host, window, allowance)
 
     def _read(
-        self, engine: Engine, store: Store, host: str, window: timedelta, now: datetime
+        self, engine: Engine, store: Store, host: str, window: timedelta, allowance: timedelta
     ) -> EngineHistory:
+        offset, now = self._offset_now()
         since = now - window
         history = engine.history(since, now)
-        starts: dict[str, list[datetime]] = defaultdict(list)
+        events: dict[str, list[tuple[str, datetime]]] = defaultdict(list)
+        names: dict[str, str] = {}
         for event in history.events:
-            if event.action == "start":
-                starts[event.container_id].append(event.at)
+            events[event.container_id].append((event.action, event.at))
+            names[event.container_id] = event.container_name or names.get(event.container_id, "")
+        starts = {k: tuple(at for a, at in v if a == "start") for k, v in events.items()}
+        kills = {k: at for k, v in events.items() if (at := signalled(v)) is not None}
         through = store.remembered(host, RECORDED_THROUGH)
         found = EngineLog(
-            since, now, {k: tuple(v) for k, v in starts.items()}, history.oldest, through
+            since,
+            now,
+            {k: v for k, v in starts.items() if v},
+            history.oldest,
+            through,
+            kills,
         )
-        self._log, self._counted, self._due = found, {}, False
+        unexplained: dict[str, tuple[datetime, ...]] = {}
+        for cid, seen in events.items():
+            restarts = restarting(seen, history.oldest)
+            if not restarts:
+                continue
+            stored = store.restart_times(host, since, names[cid] or None, cid)
+            left = explained(restarts, stored, allowance)
+            if left:
+                unexplained[cid] = tuple(left)
+        self._log, self._offset, self._counted, self._unexplained, self._due = (
+            found,
+            offset,
+            {},
+            unexplained,
+            False,
+        )
         log.info(
             "engine's record read",
             extra=kv(
                 starts=sum(len(v) for v in starts.values()),
+                unrecorded=sum(len(v) for v in unexplained.values()),
                 covered_from=history.oldest,
                 recorded_through=through,
             ),
         )
         return history
+
+    def _offset_now(self) -> tuple[float, datetime]:
+        """The wall clock less the monotonic clock, and the wall clock, read now."""
+        now = self._clock.now()
+        return now.timestamp() - self._clock.monotonic(), now
+
+    def _stepped(self) -> timedelta:
+        """How far the wall clock stepped since the reading (forward: positive); zero for the
+        jitter of reading two clocks."""
+        moved = self._offset_now()[0] - self._offset
+        return timedelta(seconds=moved) if abs(moved) >= JITTER else timedelta(0)
 
     def unrecorded(
         self,
@@ -97,15 +160,16 @@ class EngineMemory:
         engine's record shows them; () until the record was read, or for a snapshot from the
         list call (its start is unknown: nothing is counted, nor kept)."""
         with self._lock:
-            found, counted = self._log, self._counted.get(snap.id)
+            found, step = self._log, self._stepped()
             if found is None:
                 return ()
+            counted = self._counted.get(snap.id)
             if counted is not None:
-                return counted
+                return tuple(t + step for t in counted)
             if not snap.inspected:
                 return ()
             counted = unrecorded_attempts(
-                found,
+                found.moved(step),
                 Witness(snap.id, snap.created, snap.started_at),
                 stored,
                 now=now,
@@ -113,7 +177,7 @@ class EngineMemory:
                 max_attempts=policy.max_attempts,
                 allowance=stop_timeout,
             )
-            self._counted[snap.id] = counted
+            self._counted[snap.id] = tuple(t - step for t in counted)
         if counted:
             log.warning(
                 "attempts counted from the engine's record",
@@ -121,7 +185,27 @@ class EngineMemory:
             )
         return counted
 
-    def recent(self, since: datetime) -> tuple[datetime, ...]:
-        """Every container's unrecorded attempts after `since`: the host's budget counts them."""
+    def under_way(self, snap: ContainerSnapshot, stop_timeout: timedelta) -> bool:
+        """Whether a restart (or a stop) of `snap` the engine was still carrying out when its
+        record was read may be under way yet: its kill, no start after it in the record nor
+        in `snap`'s State.StartedAt, and its stop timeout not over."""
         with self._lock:
-            return tuple(t for ts in self._counted.values() for t in ts if t > since)
+            found, step = self._log, self._stepped()
+            if found is None:
+                return False
+            kill = found.under_way(snap.id, stop_timeout)
+            if kill is None:
+                return False
+            kill += step
+            started = snap.started_at
+            if started is not None and started >= kill - EARLY:
+                return False  # it started since: carried out
+            return self._clock.now() <= kill + stop_timeout + LATE
+
+    def recent(self, since: datetime) -> tuple[datetime, ...]:
+        """Every container's unrecorded attempts after `since`: the host's budget counts them,
+        those of a container not decided since the read as the engine's record showed them."""
+        with self._lock:
+            step = self._stepped()
+            kept = {**self._unexplained, **self._counted}
+            return tuple(t + step for ts in kept.values() for t in ts if t + step > since)

@@ -218,7 +218,7 @@ class LoopState:
         self.streaks = HealthyStreaks(clock)
         self.person_stops = PersonStops()
         self.engine = EngineLiveness()
-        self.remembered = EngineMemory()  # the engine's record of starts (docs/design.md rule 16)
+        self.remembered = EngineMemory(clock)  # the engine's record (docs/design.md rule 16)
         self.maintenance = MaintenanceHolds(clock)  # windows in force, held to their end
         self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
         self.quiet = QuietRows()  # the containers a sweep need not judge again

@@ -1,0 +1,165 @@
+"""service.state.engine_memory: what the engine's record read at start-up tells the budget of
+restarts the store lost (docs/design.md rule 16): the host's minute, whichever container is
+decided first; stamps that move with the wall clock's steps (rule 12); a restart the engine
+still carries out."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from guardian.core.detection.restart_policy import RestartPolicy
+from guardian.core.model import ContainerSnapshot
+from guardian.ports import EngineEvent
+from guardian.service.state.engine_memory import EngineMemory
+from tests.fakes import FakeClock, FakeEngine
+
+HOST = "h"
+WINDOW = timedelta(hours=1)
+STOP = timedelta(seconds=10)
+MINUTE = timedelta(minutes=1)
+POLICY = RestartPolicy(cooldown=timedelta(seconds=60), max_attempts=3, window=WINDOW)
+
+
+@dataclass
+class Diary:
+    """The store as EngineMemory reads it: the restarts it kept, by container id, no marks."""
+
+    restarts: dict[str, tuple[datetime, ...]] = field(default_factory=dict)
+
+    def restart_times(
+        self,
+        host: str,
+        since: datetime,
+        container: str | None = None,
+        container_id: str | None = None,
+    ) -> tuple[datetime, ...]:
+        kept: Collection[datetime] = (
+            self.restarts.get(container_id, ())
+            if container_id is not None
+            else [t for ts in self.restarts.values() for t in ts]
+        )
+        return tuple(t for t in kept if t > since)
+
+    def remembered(self, host: str, mark: str) -> datetime | None:
+        return None
+
+
+def event(action: str, cid: str, at: datetime) -> EngineEvent:
+    return EngineEvent(action, cid, cid, at, {"name": cid})
+
+
+def restarted(cid: str, at: datetime) -> list[EngineEvent]:
+    """A restart as the engine records it: the signal, the exit, the start."""
+    stopped = [event(action, cid, at) for action in ("kill", "die", "stop")]
+    return [*stopped, event("start", cid, at + timedelta(seconds=1))]
+
+
+def world() -> tuple[FakeClock, FakeEngine, EngineMemory]:
+    clock = FakeClock()
+    engine = FakeEngine(clock)
+    return clock, engine, EngineMemory(clock)
+
+
+def read(memory: EngineMemory, engine: FakeEngine, diary: Diary | None = None) -> None:
+    memory.read_if_due(engine, diary or Diary(), HOST, WINDOW, STOP)  # type: ignore[arg-type]
+
+
+def inspected(cid: str, started_at: datetime, created: datetime) -> ContainerSnapshot:
+    return ContainerSnapshot(
+        id=cid,
+        name=cid,
+        labels={},
+        state="running",
+        health="unhealthy",
+        inspected=True,
+        started_at=started_at,
+        created=created,
+    )
+
+
+def test_a_restart_the_store_lost_counts_in_the_hosts_minute_before_its_container_is_decided() -> (
+    None
+):
+    clock, engine, memory = world()
+    begun = clock.now() - timedelta(minutes=30)
+    lost = clock.now() - timedelta(seconds=20)
+    engine.kept = [
+        event("create", "web", begun),
+        event("start", "web", begun),
+        *restarted("web", lost),  # made while the disk was full, then Guardian was killed
+        event("create", "api", begun),
+        event("start", "api", begun),  # its first start: no restart
+    ]
+    read(memory, engine)
+    # The next container decided is another one: the host's minute counts web's restart.
+    assert memory.recent(clock.now() - MINUTE) == (lost + timedelta(seconds=1),)
+
+
+def test_a_restart_the_store_kept_is_not_counted_again_in_the_hosts_minute() -> None:
+    clock, engine, memory = world()
+    at = clock.now() - timedelta(seconds=20)
+    engine.kept = [event("start", "web", at - timedelta(hours=2)), *restarted("web", at)]
+    read(memory, engine, Diary({"web": (at,)}))
+    assert memory.recent(clock.now() - MINUTE) == ()
+
+
+def test_a_restart_counted_from_the_engine_moves_with_a_step_of_the_wall_clock() -> None:
+    clock, engine, memory = world()
+    created = clock.now() - timedelta(minutes=30)
+    lost = clock.now() - timedelta(seconds=20)
+    engine.kept = [event("start", "web", created), *restarted("web", lost)]
+    read(memory, engine)
+    start = lost + timedelta(seconds=1)
+    snap = inspected("web", start, created)
+    assert memory.unrecorded(snap, (), POLICY, STOP, clock.now()) == (start,)
+    clock.step(600)  # ten minutes forward; no time passes
+    moved = start + timedelta(seconds=600)
+    assert memory.unrecorded(snap, (), POLICY, STOP, clock.now()) == (moved,)
+    assert memory.recent(clock.now() - MINUTE) == (moved,)
+
+
+def test_an_undecided_restart_in_the_hosts_minute_moves_with_a_step_too() -> None:
+    clock, engine, memory = world()
+    lost = clock.now() - timedelta(seconds=20)
+    engine.kept = [event("start", "web", lost - timedelta(hours=2)), *restarted("web", lost)]
+    read(memory, engine)
+    clock.step(-3600)  # an hour back: still within the minute, as the monotonic clock says
+    assert memory.recent(clock.now() - MINUTE) == (lost + timedelta(seconds=1, hours=-1),)
+
+
+def test_a_restart_the_engine_still_carries_out_is_under_way_and_counts_from_its_kill() -> None:
+    clock, engine, memory = world()
+    created = clock.now() - timedelta(minutes=30)
+    kill = clock.now() - timedelta(seconds=3)  # the stop takes up to STOP: no start yet
+    engine.kept = [event("start", "web", created), event("kill", "web", kill)]
+    read(memory, engine)
+    snap = inspected("web", created, created)
+    assert memory.under_way(snap, STOP)
+    assert memory.unrecorded(snap, (), POLICY, STOP, clock.now()) == (kill,)
+    clock.advance(5)  # carried out: the start comes, within its stop timeout
+    done = inspected("web", clock.now(), created)
+    assert not memory.under_way(done, STOP)
+
+
+def test_the_start_of_a_restart_under_way_is_not_a_second_restart() -> None:
+    clock, engine, memory = world()
+    created = clock.now() - timedelta(minutes=30)
+    kill = clock.now() - timedelta(seconds=3)
+    engine.kept = [event("start", "web", created), event("kill", "web", kill)]
+    read(memory, engine)
+    clock.advance(5)  # decided first after its start
+    snap = inspected("web", clock.now(), created)
+    assert memory.unrecorded(snap, (), POLICY, STOP, clock.now()) == (kill,)
+
+
+def test_a_kill_older_than_its_stop_timeout_is_not_under_way() -> None:
+    clock, engine, memory = world()
+    created = clock.now() - timedelta(minutes=30)
+    engine.kept = [
+        event("start", "web", created),
+        event("kill", "web", clock.now() - timedelta(seconds=60)),  # a person's docker stop
+    ]
+    read(memory, engine)
+    assert not memory.under_way(inspected("web", created, created), STOP)
