@@ -4,16 +4,21 @@ between two of its steps, written as the interleaving a thread switch can make."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from guardian.core.model import ContainerSnapshot
+from guardian.core.detection.probes import ProbeSpec
+from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.service.healing.dependencies import Dependencies
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
 from guardian.service.state.present import drop_absent
 from guardian.service.state.state import Approvals, HealthyStreaks, NotificationRouting
+from guardian.service.watchers.prober import Prober
+from guardian.service.watchers.prober import _Target as ProbeTarget
 from tests.fakes import T0, FakeClock
+from tests.helpers import wait_until
 
 # -- narrowing in place -----------------------------------------------------------------------
 
@@ -169,3 +174,101 @@ def test_a_graph_rebuilt_from_a_replaced_view_is_not_used_and_nothing_taught_is_
     deps.follow(Listed([vpn, app, db], [vpn, app, db], True))
     assert deps.graph.depends_on("app") == ["vpn"]
     assert deps.followers("vpn", "vpn") == (("app-id", "network"),)
+
+
+# -- probes -----------------------------------------------------------------------------------
+
+PROBE = ProbeSpec("http", "", 0, period=timedelta(seconds=10), timeout=timedelta(seconds=2))
+PROBED = {"guardian.enable": "true", "guardian.probe.tcp": ":80"}
+
+
+def probed(name: str, **labels: str) -> ContainerSnapshot:
+    return ContainerSnapshot(
+        f"{name}-id", name, {**PROBED, **labels}, "running", None, addresses=("10.0.0.7",)
+    )
+
+
+class Scripted:
+    """A probe runner that answers from a script, at once."""
+
+    def __init__(self, *answers: tuple[bool, str]) -> None:
+        self.answers = list(answers)
+
+    def run(self, _spec: ProbeSpec, _address: str) -> tuple[bool, str]:
+        return self.answers.pop(0)
+
+
+class JudgedAtEachWrite(ProbeTarget):
+    """A target that asks `hook` (a worker's judge) after every single write made to it: the
+    moments a thread switch can put a judge between two of the tick's writes."""
+
+    hook: Callable[[], None] | None = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if self.hook is not None:
+            self.hook()
+
+
+def probe_round(prober: Prober, clock: FakeClock) -> list[str]:
+    """A tick that starts the due probe, its answer, the tick that takes it; then a period."""
+    assert prober.tick() == []
+    wait_until(lambda: prober.in_flight() == 0, 10, 0.01, "the probe answered")
+    flips = prober.tick()
+    clock.advance(PROBE.period.total_seconds())
+    return flips
+
+
+def test_a_judge_between_any_two_writes_of_the_tick_sees_one_verdict_whole() -> None:
+    clock = FakeClock()
+    runner = Scripted((False, "refused"), (True, "200 OK"), (False, "reset"), (True, "200 OK"))
+    prober = Prober(clock, runner, PROBE)
+    web = probed("web", **{"guardian.probe.failure_threshold": "1"})
+    prober.update([web])
+    kept = prober._targets["web"]  # noqa: SLF001
+    target = JudgedAtEachWrite(kept.spec, kept.container_id, kept.address, kept.next_due)
+    prober._targets = {"web": target}  # noqa: SLF001
+    fine = HealthCheckResult(web.id, web.name, clock.now())
+    seen: list[HealthCheckResult] = []
+    target.hook = lambda: seen.append(prober.judge(web, fine))
+    flips = [probe_round(prober, clock) for _ in range(4)]
+    assert flips == [["web-id"]] * 4
+    failing = [r for r in seen if r.problem is ProblemType.PROBE_FAILED]
+    assert failing and len(failing) < len(seen)  # both verdicts were seen
+    assert all(r.detail.startswith("probe failed 1 times in a row: ") for r in failing)
+
+
+def test_an_answer_is_taken_once_and_a_late_one_after_its_timeout_never() -> None:
+    clock = FakeClock()
+    prober = Prober(clock, Scripted((False, "refused"), (False, "refused")), PROBE)
+    prober.update([probed("web", **{"guardian.probe.failure_threshold": "2"})])
+    assert probe_round(prober, clock) == []  # one failure of two
+    assert prober.tick() == []  # the answer was taken: a second tick counts it no more
+    wait_until(lambda: prober.in_flight() == 0, 10, 0.01, "the probe answered")
+    # The second probe is judged failed at its timeout; its own answer, come meanwhile (the
+    # thread's one write), is dropped: the tick that took the timeout took that run.
+    target = prober._targets["web"]  # noqa: SLF001
+    target.done = None  # as if its thread had not answered yet when the tick looked
+    clock.advance(PROBE.timeout.total_seconds() + 3)
+    assert prober.tick() == ["web-id"]  # the second failure: the timeout's
+    target.done = (target.run, (True, "200 OK"))  # the thread's late answer lands now
+    assert prober.tick() == []  # dropped: still failing
+    fine = HealthCheckResult("web-id", "web", clock.now())
+    assert prober.judge(probed("web"), fine).problem is ProblemType.PROBE_FAILED
+
+
+def test_a_target_the_sweep_keeps_keeps_what_the_tick_wrote_to_it_meanwhile() -> None:
+    clock = FakeClock()
+    prober = Prober(clock, Scripted((False, "refused")), PROBE)
+    web = probed("web", **{"guardian.probe.failure_threshold": "1"})
+    prober.update([web])
+    before = prober._targets  # noqa: SLF001
+    assert prober.tick() == []
+    wait_until(lambda: prober.in_flight() == 0, 10, 0.01, "the probe answered")
+    # The sweep builds the next dict from `before` while the tick records on its targets.
+    assert prober.tick() == ["web-id"]
+    prober.update([web])
+    assert prober._targets is not before  # noqa: SLF001
+    assert prober._targets["web"] is before["web"]  # noqa: SLF001
+    fine = HealthCheckResult(web.id, web.name, clock.now())
+    assert prober.judge(web, fine).problem is ProblemType.PROBE_FAILED
