@@ -9,7 +9,10 @@ from datetime import timedelta
 from typing import Any
 
 from guardian.core.detection.probes import ProbeSpec
+from guardian.core.detection.resources import MEMORY, Limit
+from guardian.core.detection.usage import Usage
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.ports import EngineEvent
 from guardian.service.healing.dependencies import Dependencies
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
@@ -17,6 +20,8 @@ from guardian.service.state.present import drop_absent
 from guardian.service.state.state import Approvals, HealthyStreaks, NotificationRouting
 from guardian.service.watchers.prober import Prober
 from guardian.service.watchers.prober import _Target as ProbeTarget
+from guardian.service.watchers.resources import ResourceWatch
+from guardian.service.watchers.resources import _Target as ResourceTarget
 from tests.fakes import T0, FakeClock
 from tests.helpers import wait_until
 
@@ -272,3 +277,81 @@ def test_a_target_the_sweep_keeps_keeps_what_the_tick_wrote_to_it_meanwhile() ->
     assert prober._targets["web"] is before["web"]  # noqa: SLF001
     fine = HealthCheckResult(web.id, web.name, clock.now())
     assert prober.judge(web, fine).problem is ProblemType.PROBE_FAILED
+
+
+# -- resource limits --------------------------------------------------------------------------
+
+MiB = 1024 * 1024
+LIMIT = Limit(MEMORY, 256 * MiB, timedelta(0), "guardian.memory.max")
+
+
+class Reads:
+    """A resource reader: 301 MiB for every container; `during` runs inside a read (what
+    another thread does while the tick waits for the cgroup file)."""
+
+    def __init__(self) -> None:
+        self.during: Callable[[], None] | None = None
+
+    def read(self, _container_id: str) -> Usage | None:
+        if self.during is not None:
+            during, self.during = self.during, None
+            during()
+        return Usage(301 * MiB, 0)
+
+
+def limited() -> tuple[ResourceWatch, Reads, ContainerSnapshot]:
+    reads = Reads()
+    watch = ResourceWatch(FakeClock(), reads, None, lambda _snap: (LIMIT,))  # type: ignore[arg-type]
+    web = container("web")
+    watch.update([web])
+    return watch, reads, web
+
+
+def judged(watch: ResourceWatch, snap: ContainerSnapshot) -> ProblemType | None:
+    return watch.judge(snap, HealthCheckResult(snap.id, snap.name, T0)).problem
+
+
+def test_a_reset_while_the_tick_reads_voids_its_verdict_and_the_next_tick_samples_anew() -> None:
+    watch, reads, web = limited()
+    assert watch.tick() == ["web-id"] and judged(watch, web) is ProblemType.MEMORY_HIGH
+    # Guardian's restart of web ends on a worker while the tick reads web's usage.
+    reads.during = lambda: watch.restart_ended("web", "healed")
+    watch.tick()
+    assert judged(watch, web) is None  # the verdict made from samples before the reset: void
+    target = watch._targets["web"]  # noqa: SLF001
+    before = target.sampled
+    assert watch.tick() == ["web-id"]  # breached again, from new samples
+    assert target.sampled is not before and judged(watch, web) is ProblemType.MEMORY_HIGH
+
+
+def test_a_reset_from_an_event_is_seen_by_the_next_judge_at_once() -> None:
+    watch, _, web = limited()
+    watch.tick()
+    watch.on_event(EngineEvent("start", web.id, web.name, T0, {}))
+    assert judged(watch, web) is None
+    # From new samples: the breach begins again, and is a flip (the reset voided the last).
+    assert watch.tick() == ["web-id"] and judged(watch, web) is ProblemType.MEMORY_HIGH
+
+
+class ResourceJudgedAtEachWrite(ResourceTarget):
+    hook: Callable[[], None] | None = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if self.hook is not None:
+            self.hook()
+
+
+def test_a_judge_between_any_two_writes_to_a_resource_target_sees_one_verdict() -> None:
+    watch, reads, web = limited()
+    target = ResourceJudgedAtEachWrite(web.id, (LIMIT,))
+    watch._targets = {"web": target}  # noqa: SLF001
+    seen: list[HealthCheckResult] = []
+    target.hook = lambda: seen.append(watch.judge(web, HealthCheckResult(web.id, web.name, T0)))
+    watch.tick()
+    reads.during = lambda: watch.restart_ended("web", "healed")
+    watch.tick()
+    watch.tick()
+    assert {r.problem for r in seen} == {None, ProblemType.MEMORY_HIGH}
+    breached = [r for r in seen if r.problem is not None]
+    assert all(r.detail.startswith("memory 301 MiB above guardian.memory.max") for r in breached)
