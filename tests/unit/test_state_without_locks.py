@@ -4,6 +4,9 @@ between two of its steps, written as the interleaving a thread switch can make."
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -12,7 +15,11 @@ from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import MEMORY, Limit
 from guardian.core.detection.usage import Usage
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.entrypoints.page.feed import Feed
+from guardian.entrypoints.page.slots import StreamSlots
+from guardian.entrypoints.page.stream import Stream
 from guardian.ports import EngineEvent
+from guardian.readside.changes import Changes
 from guardian.service.healing.dependencies import Dependencies
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
@@ -355,3 +362,69 @@ def test_a_judge_between_any_two_writes_to_a_resource_target_sees_one_verdict() 
     assert {r.problem for r in seen} == {None, ProblemType.MEMORY_HIGH}
     breached = [r for r in seen if r.problem is not None]
     assert all(r.detail.startswith("memory 301 MiB above guardian.memory.max") for r in breached)
+
+
+# -- the page's feed: one lock for its reads and its streams ---------------------------------
+
+
+def test_streams_open_join_and_end_while_pages_are_read_and_changes_come() -> None:
+    """The feed's streams and its reads share one lock: hammered from every side at once
+    (streams opened, written, ended; pages read; changes; a sign-out), nothing waits for
+    ever, every slot comes back and each page gets its events in order."""
+    changes = Changes()
+
+    def read(_signed: bool) -> tuple[str, dict[str, str]]:
+        version = changes.version
+        time.sleep(0.0005)  # a read takes a while: bookkeeping comes meanwhile
+        return str(version), {"part-summary": f"<p>{version}</p>"}
+
+    feed = Feed(changes, read, StreamSlots(64), settle=0.0)
+    failures: list[str] = []
+    written: list[int] = []  # events each page got
+    running = threading.Event()
+    running.set()
+
+    def serve(stream: Stream) -> None:
+        """What the HTTP server's thread does with a stream: write it out, then close it."""
+        try:
+            for _ in stream:
+                pass
+        finally:
+            stream.close()
+
+    def page(i: int) -> None:
+        for _ in range(15):
+            stream = feed.stream(feed.claim(False, f"10.0.0.{i}"), None, "")
+            got: list[bytes] = []
+            stream.attach(got.append, None)
+            served = threading.Thread(target=serve, args=(stream,), daemon=True)
+            served.start()
+            for _ in range(3):
+                changes.changed()
+                time.sleep(0.005)
+            stream.end()  # as a sign-out ends it; its server thread then closes it
+            served.join(5)
+            versions = [int(v) for v in re.findall(rb"^id: \w+p-(\d+)$", b"".join(got), re.M)]
+            written.append(len(versions))
+            if served.is_alive() or versions != sorted(set(versions)):
+                failures.append(f"page {i}: {versions}")
+
+    def reader() -> None:
+        while running.is_set():
+            feed.snapshot(True)
+            feed.end_session("nobody")
+
+    pages = [threading.Thread(target=page, args=(i,), daemon=True) for i in range(8)]
+    others = [threading.Thread(target=reader, daemon=True) for _ in range(2)]
+    for t in (*pages, *others):
+        t.start()
+    for t in pages:
+        t.join(30)
+    running.clear()
+    for t in others:
+        t.join(5)
+    assert not any(t.is_alive() for t in (*pages, *others)), "a thread waits for ever"
+    assert failures == []
+    assert max(written) > 1  # the pump wrote changes to pages past their first event
+    wait_until(lambda: feed.open == 0 and feed.joined == 0, 5, 0.01, "every slot back")
+    feed.close()
