@@ -8,9 +8,11 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
+from guardian.adapters.engine.engine_clock import ANSWERS, EngineClock
 from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import MEMORY, Limit
 from guardian.core.detection.usage import Usage
@@ -428,3 +430,68 @@ def test_streams_open_join_and_end_while_pages_are_read_and_changes_come() -> No
     assert max(written) > 1  # the pump wrote changes to pages past their first event
     wait_until(lambda: feed.open == 0 and feed.joined == 0, 5, 0.01, "every slot back")
     feed.close()
+
+
+# -- the engine's clock -----------------------------------------------------------------------
+
+
+def engine_date(clock: FakeClock, skew: float) -> str:
+    return format_datetime(clock.now() + timedelta(seconds=skew), usegmt=True)
+
+
+def test_an_answer_that_lands_while_the_skew_is_worked_out_is_used_at_the_next_read() -> None:
+    clock = FakeClock()
+    engine = EngineClock(clock)
+    engine.saw_date(engine_date(clock, 600.3), elapsed=0.002)
+    wide = engine.uncertainty
+    assert wide is not None
+    frame = engine._frame  # noqa: SLF001
+    # A reader worked out the frame of the first answer; before it stores it, another
+    # thread's answer lands, and the stale frame is stored after it.
+    clock.advance(2.37)
+    engine.saw_date(engine_date(clock, 600.3), elapsed=0.002)
+    engine._frame = frame  # noqa: SLF001
+    narrowed = engine.uncertainty
+    assert narrowed is not None and narrowed < wide  # worked out again: no answer is lost
+
+
+def test_answers_from_many_threads_at_once_narrow_as_the_same_answers_one_by_one() -> None:
+    """Threads that each got an engine's answer at once: none of their bounds is lost (an
+    update by read-modify-write would keep one thread's and drop the others'), and a reader
+    meanwhile never sees bounds that leave out the true skew."""
+    clock, skew = FakeClock(), 600.3
+    dates = []
+    for _ in range(ANSWERS):
+        clock.advance(0.37)
+        dates.append((engine_date(clock, skew), clock.now()))
+    one_by_one, at_once = EngineClock(FakeClock()), EngineClock(FakeClock())
+    for date, now in dates:
+        one_by_one.clock = FakeClock(now)
+        one_by_one.saw_date(date, elapsed=0.0)
+    wrong: list[tuple[float, float]] = []
+    go = threading.Barrier(9)
+
+    def answer(part: list[tuple[str, datetime]]) -> None:
+        go.wait()
+        for date, now in part:
+            # Every thread sees the engine's answer at its own moment: a clock per answer.
+            placed = EngineClock(FakeClock(now))
+            placed._answers = at_once._answers  # noqa: SLF001 - one deque, as one engine's
+            placed.saw_date(date, elapsed=0.0)
+
+    def read() -> None:
+        go.wait()
+        for _ in range(2000):
+            bounds = at_once._now().bounds  # noqa: SLF001 - one frame: its bounds and skew
+            if bounds is not None and not bounds[0] <= skew <= bounds[1]:
+                wrong.append(bounds)
+
+    threads = [threading.Thread(target=answer, args=(dates[i::8],)) for i in range(8)]
+    threads.append(threading.Thread(target=read))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert wrong == []
+    assert at_once.uncertainty == one_by_one.uncertainty
+    assert at_once.skew == one_by_one.skew
