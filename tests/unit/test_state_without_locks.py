@@ -5,18 +5,25 @@ between two of its steps, written as the interleaving a thread switch can make."
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from guardian.adapters import hook_runner
 from guardian.adapters.engine.engine_clock import ANSWERS, EngineClock
+from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import MEMORY, Limit
 from guardian.core.detection.usage import Usage
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.core.outbound.hooks import HookEnd, HookRun
 from guardian.entrypoints.page.feed import Feed
 from guardian.entrypoints.page.slots import StreamSlots
 from guardian.entrypoints.page.stream import Stream
@@ -33,6 +40,7 @@ from guardian.service.watchers.resources import ResourceWatch
 from guardian.service.watchers.resources import _Target as ResourceTarget
 from tests.fakes import T0, FakeClock
 from tests.helpers import wait_until
+from tests.integration.hook_helpers import group_gone
 
 # -- narrowing in place -----------------------------------------------------------------------
 
@@ -495,3 +503,54 @@ def test_answers_from_many_threads_at_once_narrow_as_the_same_answers_one_by_one
     assert wrong == []
     assert at_once.uncertainty == one_by_one.uncertainty
     assert at_once.skew == one_by_one.skew
+
+
+# -- hooks as processes -----------------------------------------------------------------------
+
+
+def test_a_hook_started_as_stop_comes_is_killed_at_once_by_its_own_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run() saw no stop; stop() comes whole before the hook's process is made (the moment
+    the old lock closed): the hook's first wait finds the stop pipe readable, and its group is
+    killed before its leader is reaped."""
+    runner = SubprocessHookRunner()
+    popen = subprocess.Popen
+    pids = tmp_path / "pids"
+
+    def stopped_first(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        runner.stop()  # Guardian's stop, on another thread, between the check and the start
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(hook_runner.subprocess, "Popen", stopped_first)
+    started = time.monotonic()
+    run = runner.run(["/bin/sh", "-c", f"echo $$ > {pids}; sleep 600"], {}, timedelta(minutes=10))
+    assert run.end is HookEnd.INTERRUPTED and time.monotonic() - started < 5
+    if pids.exists() and pids.read_text().strip():  # the shell got as far as writing it
+        assert group_gone(int(pids.read_text()))
+    monkeypatch.undo()
+    assert runner.run(["/bin/sh", "-c", "exit 0"], {}, timedelta(seconds=1)).error == (
+        "Guardian stopped"
+    )
+
+
+def test_stop_wakes_every_running_hook_and_each_kills_its_own_group(tmp_path: Path) -> None:
+    runner = SubprocessHookRunner()
+    runs: list[HookRun] = []
+    files = [tmp_path / f"pid{i}" for i in range(4)]
+    threads = [
+        threading.Thread(
+            target=lambda f=f: runs.append(
+                runner.run(["/bin/sh", "-c", f"echo $$ > {f}; sleep 600"], {}, timedelta(hours=1))
+            )
+        )
+        for f in files
+    ]
+    for t in threads:
+        t.start()
+    groups = [int(wait_until(lambda f=f: f.exists() and f.read_text().strip(), 10)) for f in files]
+    runner.stop()
+    for t in threads:
+        t.join(5)
+    assert [r.end for r in runs] == [HookEnd.INTERRUPTED] * 4
+    assert all(group_gone(g) for g in groups)
