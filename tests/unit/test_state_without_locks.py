@@ -8,6 +8,7 @@ import re
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from email.utils import format_datetime
@@ -34,6 +35,7 @@ from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
 from guardian.service.state.present import drop_absent
 from guardian.service.state.state import Approvals, HealthyStreaks, NotificationRouting
+from guardian.service.watchers.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.watchers.prober import Prober
 from guardian.service.watchers.prober import _Target as ProbeTarget
 from guardian.service.watchers.resources import ResourceWatch
@@ -554,3 +556,79 @@ def test_stop_wakes_every_running_hook_and_each_kills_its_own_group(tmp_path: Pa
         t.join(5)
     assert [r.end for r in runs] == [HookEnd.INTERRUPTED] * 4
     assert all(group_gone(g) for g in groups)
+
+
+# -- crash loops ------------------------------------------------------------------------------
+
+LOOPING = CrashLoopSettings(restarts=3, window=timedelta(minutes=5), log_lines=0)
+
+
+def restarted(count: int, state: str = "restarting") -> ContainerSnapshot:
+    return ContainerSnapshot(
+        "worker-id",
+        "worker",
+        {},
+        state,
+        None,
+        inspected=True,
+        restart_count=count,
+        restart_policy="always",
+        exit_code=2,
+    )
+
+
+def judge_at(loops: CrashLoops, clock: FakeClock, count: int) -> ProblemType | None:
+    snap = restarted(count)
+    return loops.judge(snap, HealthCheckResult(snap.id, snap.name, clock.now())).problem
+
+
+class CopiedThenAppended(deque[tuple[float, int]]):
+    """A track's observations: when a judge first copies them, another judge (the sweep's
+    beside the worker's) records its own before the first one appends."""
+
+    def __init__(self, other: Callable[[], object]) -> None:
+        super().__init__()
+        self.other: Callable[[], object] | None = other
+
+    def __iter__(self) -> Any:
+        other, self.other = self.other, None
+        if other is not None:
+            items = list(super().__iter__())
+            other()
+            return iter(items)
+        return super().__iter__()
+
+
+def test_two_judges_at_once_keep_both_observations() -> None:
+    clock = FakeClock()
+    loops = CrashLoops(None, LOOPING, clock)  # type: ignore[arg-type]
+    judge_at(loops, clock, 0)
+    track = loops._tracks["worker-id"]  # noqa: SLF001
+    seen = CopiedThenAppended(lambda: judge_at(loops, clock, 2))
+    seen.extend(track.seen)
+    track.seen = seen
+    clock.advance(1)
+    judge_at(loops, clock, 3)  # copies, the other judge records 2, then this one records 3
+    assert sorted(c for _, c in track.seen) == [0, 2, 3]
+    assert judge_at(loops, clock, 3) is ProblemType.CRASH_LOOP
+
+
+def test_judges_pop_nothing_and_the_sweep_keeps_one_baseline_before_the_window() -> None:
+    """Judges only append (two at once never pop one observation twice, which would move the
+    baseline and let a loop look over for a moment); the sweep prunes, keeping the baseline,
+    and a judgement is the same before and after its pruning."""
+    clock = FakeClock()
+    loops = CrashLoops(None, LOOPING, clock)  # type: ignore[arg-type]
+    found = []
+    for count in range(8):
+        clock.advance(LOOPING.window.total_seconds() / 3 if count else 0)
+        found.append(judge_at(loops, clock, count))
+    track = loops._tracks["worker-id"]  # noqa: SLF001
+    assert len(track.seen) == 8  # the judges popped none
+    before = loops.look(restarted(7), HealthCheckResult("worker-id", "worker", clock.now()))
+    loops.follow([restarted(7)])
+    start = clock.monotonic() - LOOPING.window.total_seconds()
+    assert [t <= start for t, _ in track.seen] == [True, False, False, False]
+    after = loops.look(restarted(7), HealthCheckResult("worker-id", "worker", clock.now()))
+    assert before == after and after.problem is ProblemType.CRASH_LOOP
+    assert found[3:] == [ProblemType.CRASH_LOOP] * 5
