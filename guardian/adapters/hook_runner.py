@@ -9,8 +9,8 @@ import os
 import selectors
 import signal
 import subprocess
-import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
@@ -28,52 +28,56 @@ def _kill_group(pgid: int) -> None:
 
 
 class SubprocessHookRunner:
-    """The HookRunner port over subprocess. A hook's group is killed while its leader is not yet
-    reaped, so the group id cannot have been reused by an unrelated process meanwhile."""
+    """The HookRunner port over subprocess. A hook's group is killed by the hook's own thread,
+    while its leader is not yet reaped, so the group id cannot have been reused by an unrelated
+    process meanwhile.
+
+    Keeps no lock: stop() sets a flag and writes once to a pipe that every hook's wait selects
+    on, readable from then on; each hook's thread then ends its own hook (killed, reaped, said
+    interrupted). A hook started as stop() comes finds the pipe readable at its first wait and
+    is killed at once; one asked for after it never starts."""
 
     def __init__(
         self, output_limit: int = OUTPUT_LIMIT, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
         self.output_limit = output_limit
         self._monotonic = monotonic
-        self._lock = threading.Lock()
-        self._running: set[int] = set()  # leaders (= group ids) not yet reaped
         self._stopped = False
+        # Readable once stop() wrote to it; never read, so it stays readable for every wait.
+        self._stop_r, self._stop_w = os.pipe()
+        weakref.finalize(self, _close, self._stop_r, self._stop_w)
 
     def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-            for pgid in self._running:
-                _kill_group(pgid)
+        if self._stopped:
+            return
+        self._stopped = True
+        with contextlib.suppress(OSError):
+            os.write(self._stop_w, b"x")
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: timedelta) -> HookRun:
         started = self._monotonic()
-        with self._lock:  # stop() either sees this hook running or it never starts
-            if self._stopped:
-                return HookRun(HookEnd.INTERRUPTED, 0.0, error="Guardian stopped")
-            try:
-                proc = subprocess.Popen(
-                    list(argv),
-                    env=dict(env),
-                    cwd="/",
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            except (OSError, ValueError, subprocess.SubprocessError) as exc:
-                error = " ".join(str(exc).split())[:300]
-                return HookRun(HookEnd.NOT_STARTED, self._monotonic() - started, error=error)
-            self._running.add(proc.pid)
+        if self._stopped:
+            return HookRun(HookEnd.INTERRUPTED, 0.0, error="Guardian stopped")
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                env=dict(env),
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            error = " ".join(str(exc).split())[:300]
+            return HookRun(HookEnd.NOT_STARTED, self._monotonic() - started, error=error)
         try:
             end, output, size = self._follow(proc, started + timeout.total_seconds())
         finally:
-            with self._lock:
-                # What the hook left running in its group ends with it; the timed-out or
-                # interrupted hook itself too.
-                _kill_group(proc.pid)
-                self._running.discard(proc.pid)
+            # What the hook left running in its group ends with it; the timed-out or
+            # interrupted hook itself too. On this thread, before the leader is reaped.
+            _kill_group(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(REAP_WAIT)
             if proc.stdout is not None:
@@ -113,6 +117,7 @@ class SubprocessHookRunner:
         try:
             with selectors.DefaultSelector() as sel:
                 sel.register(out, selectors.EVENT_READ, "out")
+                sel.register(self._stop_r, selectors.EVENT_READ, "stop")
                 if pidfd is not None:
                     sel.register(pidfd, selectors.EVENT_READ, "exit")
                 while True:
@@ -126,6 +131,8 @@ class SubprocessHookRunner:
                             sel.unregister(out)
                         elif key.data == "exit":
                             exited = True
+                        elif key.data == "stop":
+                            return HookEnd.INTERRUPTED, kept, size  # run() kills its group
                     if exited or (pidfd is None and _exited(proc.pid)):
                         # A child that escaped the group may hold the pipe: read what is
                         # there, wait for nothing more.
@@ -137,6 +144,12 @@ class SubprocessHookRunner:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _pidfd(pid: int) -> int | None:

@@ -4,16 +4,45 @@ between two of its steps, written as the interleaving a thread switch can make."
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
-from guardian.core.model import ContainerSnapshot
+import pytest
+
+from guardian.adapters import hook_runner
+from guardian.adapters.engine.engine_clock import ANSWERS, EngineClock
+from guardian.adapters.hook_runner import SubprocessHookRunner
+from guardian.core.detection.probes import ProbeSpec
+from guardian.core.detection.resources import MEMORY, Limit
+from guardian.core.detection.usage import Usage
+from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.core.outbound.hooks import HookEnd, HookRun
+from guardian.entrypoints.page.feed import Feed
+from guardian.entrypoints.page.slots import StreamSlots
+from guardian.entrypoints.page.stream import Stream
+from guardian.ports import EngineEvent
+from guardian.readside.changes import Changes
 from guardian.service.healing.dependencies import Dependencies
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
 from guardian.service.state.present import drop_absent
 from guardian.service.state.state import Approvals, HealthyStreaks, NotificationRouting
+from guardian.service.watchers.crash_loops import CrashLoops, CrashLoopSettings
+from guardian.service.watchers.prober import Prober
+from guardian.service.watchers.prober import _Target as ProbeTarget
+from guardian.service.watchers.resources import ResourceWatch
+from guardian.service.watchers.resources import _Target as ResourceTarget
 from tests.fakes import T0, FakeClock
+from tests.helpers import wait_until
+from tests.integration.hook_helpers import group_gone
 
 # -- narrowing in place -----------------------------------------------------------------------
 
@@ -169,3 +198,437 @@ def test_a_graph_rebuilt_from_a_replaced_view_is_not_used_and_nothing_taught_is_
     deps.follow(Listed([vpn, app, db], [vpn, app, db], True))
     assert deps.graph.depends_on("app") == ["vpn"]
     assert deps.followers("vpn", "vpn") == (("app-id", "network"),)
+
+
+# -- probes -----------------------------------------------------------------------------------
+
+PROBE = ProbeSpec("http", "", 0, period=timedelta(seconds=10), timeout=timedelta(seconds=2))
+PROBED = {"guardian.enable": "true", "guardian.probe.tcp": ":80"}
+
+
+def probed(name: str, **labels: str) -> ContainerSnapshot:
+    return ContainerSnapshot(
+        f"{name}-id", name, {**PROBED, **labels}, "running", None, addresses=("10.0.0.7",)
+    )
+
+
+class Scripted:
+    """A probe runner that answers from a script, at once."""
+
+    def __init__(self, *answers: tuple[bool, str]) -> None:
+        self.answers = list(answers)
+
+    def run(self, _spec: ProbeSpec, _address: str) -> tuple[bool, str]:
+        return self.answers.pop(0)
+
+
+class JudgedAtEachWrite(ProbeTarget):
+    """A target that asks `hook` (a worker's judge) after every single write made to it: the
+    moments a thread switch can put a judge between two of the tick's writes."""
+
+    hook: Callable[[], None] | None = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if self.hook is not None:
+            self.hook()
+
+
+def probe_round(prober: Prober, clock: FakeClock) -> list[str]:
+    """A tick that starts the due probe, its answer, the tick that takes it; then a period."""
+    assert prober.tick() == []
+    wait_until(lambda: prober.in_flight() == 0, 10, 0.01, "the probe answered")
+    flips = prober.tick()
+    clock.advance(PROBE.period.total_seconds())
+    return flips
+
+
+def test_a_judge_between_any_two_writes_of_the_tick_sees_one_verdict_whole() -> None:
+    clock = FakeClock()
+    runner = Scripted((False, "refused"), (True, "200 OK"), (False, "reset"), (True, "200 OK"))
+    prober = Prober(clock, runner, PROBE)
+    web = probed("web", **{"guardian.probe.failure_threshold": "1"})
+    prober.update([web])
+    kept = prober._targets["web"]  # noqa: SLF001
+    target = JudgedAtEachWrite(kept.spec, kept.container_id, kept.address, kept.next_due)
+    prober._targets = {"web": target}  # noqa: SLF001
+    fine = HealthCheckResult(web.id, web.name, clock.now())
+    seen: list[HealthCheckResult] = []
+    target.hook = lambda: seen.append(prober.judge(web, fine))
+    flips = [probe_round(prober, clock) for _ in range(4)]
+    assert flips == [["web-id"]] * 4
+    failing = [r for r in seen if r.problem is ProblemType.PROBE_FAILED]
+    assert failing and len(failing) < len(seen)  # both verdicts were seen
+    assert all(r.detail.startswith("probe failed 1 times in a row: ") for r in failing)
+
+
+def test_an_answer_is_taken_once_and_a_late_one_after_its_timeout_never() -> None:
+    clock = FakeClock()
+    prober = Prober(clock, Scripted((False, "refused"), (False, "refused")), PROBE)
+    prober.update([probed("web", **{"guardian.probe.failure_threshold": "2"})])
+    assert probe_round(prober, clock) == []  # one failure of two
+    assert prober.tick() == []  # the answer was taken: a second tick counts it no more
+    wait_until(lambda: prober.in_flight() == 0, 10, 0.01, "the probe answered")
+    # The second probe is judged failed at its timeout; its own answer, come meanwhile (the
+    # thread's one write), is dropped: the tick that took the timeout took that run.
+    target = prober._targets["web"]  # noqa: SLF001
+    target.done = None  # as if its thread had not answered yet when the tick looked
+    clock.advance(PROBE.timeout.total_seconds() + 3)
+    assert prober.tick() == ["web-id"]  # the second failure: the timeout's
+    target.done = (target.run, (True, "200 OK"))  # the thread's late answer lands now
+    assert prober.tick() == []  # dropped: still failing
+    fine = HealthCheckResult("web-id", "web", clock.now())
+    assert prober.judge(probed("web"), fine).problem is ProblemType.PROBE_FAILED
+
+
+def test_a_target_the_sweep_keeps_keeps_what_the_tick_wrote_to_it_meanwhile() -> None:
+    clock = FakeClock()
+    prober = Prober(clock, Scripted((False, "refused")), PROBE)
+    web = probed("web", **{"guardian.probe.failure_threshold": "1"})
+    prober.update([web])
+    before = prober._targets  # noqa: SLF001
+    assert prober.tick() == []
+    wait_until(lambda: prober.in_flight() == 0, 10, 0.01, "the probe answered")
+    # The sweep builds the next dict from `before` while the tick records on its targets.
+    assert prober.tick() == ["web-id"]
+    prober.update([web])
+    assert prober._targets is not before  # noqa: SLF001
+    assert prober._targets["web"] is before["web"]  # noqa: SLF001
+    fine = HealthCheckResult(web.id, web.name, clock.now())
+    assert prober.judge(web, fine).problem is ProblemType.PROBE_FAILED
+
+
+# -- resource limits --------------------------------------------------------------------------
+
+MiB = 1024 * 1024
+LIMIT = Limit(MEMORY, 256 * MiB, timedelta(0), "guardian.memory.max")
+
+
+class Reads:
+    """A resource reader: 301 MiB for every container; `during` runs inside a read (what
+    another thread does while the tick waits for the cgroup file)."""
+
+    def __init__(self) -> None:
+        self.during: Callable[[], None] | None = None
+
+    def read(self, _container_id: str) -> Usage | None:
+        if self.during is not None:
+            during, self.during = self.during, None
+            during()
+        return Usage(301 * MiB, 0)
+
+
+def limited() -> tuple[ResourceWatch, Reads, ContainerSnapshot]:
+    reads = Reads()
+    watch = ResourceWatch(FakeClock(), reads, None, lambda _snap: (LIMIT,))  # type: ignore[arg-type]
+    web = container("web")
+    watch.update([web])
+    return watch, reads, web
+
+
+def judged(watch: ResourceWatch, snap: ContainerSnapshot) -> ProblemType | None:
+    return watch.judge(snap, HealthCheckResult(snap.id, snap.name, T0)).problem
+
+
+def test_a_reset_while_the_tick_reads_voids_its_verdict_and_the_next_tick_samples_anew() -> None:
+    watch, reads, web = limited()
+    assert watch.tick() == ["web-id"] and judged(watch, web) is ProblemType.MEMORY_HIGH
+    # Guardian's restart of web ends on a worker while the tick reads web's usage.
+    reads.during = lambda: watch.restart_ended("web", "healed")
+    watch.tick()
+    assert judged(watch, web) is None  # the verdict made from samples before the reset: void
+    target = watch._targets["web"]  # noqa: SLF001
+    before = target.sampled
+    assert watch.tick() == ["web-id"]  # breached again, from new samples
+    assert target.sampled is not before and judged(watch, web) is ProblemType.MEMORY_HIGH
+
+
+def test_a_reset_from_an_event_is_seen_by_the_next_judge_at_once() -> None:
+    watch, _, web = limited()
+    watch.tick()
+    watch.on_event(EngineEvent("start", web.id, web.name, T0, {}))
+    assert judged(watch, web) is None
+    # From new samples: the breach begins again, and is a flip (the reset voided the last).
+    assert watch.tick() == ["web-id"] and judged(watch, web) is ProblemType.MEMORY_HIGH
+
+
+class ResourceJudgedAtEachWrite(ResourceTarget):
+    hook: Callable[[], None] | None = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if self.hook is not None:
+            self.hook()
+
+
+def test_a_judge_between_any_two_writes_to_a_resource_target_sees_one_verdict() -> None:
+    watch, reads, web = limited()
+    target = ResourceJudgedAtEachWrite(web.id, (LIMIT,))
+    watch._targets = {"web": target}  # noqa: SLF001
+    seen: list[HealthCheckResult] = []
+    target.hook = lambda: seen.append(watch.judge(web, HealthCheckResult(web.id, web.name, T0)))
+    watch.tick()
+    reads.during = lambda: watch.restart_ended("web", "healed")
+    watch.tick()
+    watch.tick()
+    assert {r.problem for r in seen} == {None, ProblemType.MEMORY_HIGH}
+    breached = [r for r in seen if r.problem is not None]
+    assert all(r.detail.startswith("memory 301 MiB above guardian.memory.max") for r in breached)
+
+
+# -- the page's feed: one lock for its reads and its streams ---------------------------------
+
+
+def test_streams_open_join_and_end_while_pages_are_read_and_changes_come() -> None:
+    """The feed's streams and its reads share one lock: hammered from every side at once
+    (streams opened, written, ended; pages read; changes; a sign-out), nothing waits for
+    ever, every slot comes back and each page gets its events in order."""
+    changes = Changes()
+
+    def read(_signed: bool) -> tuple[str, dict[str, str]]:
+        version = changes.version
+        time.sleep(0.0005)  # a read takes a while: bookkeeping comes meanwhile
+        return str(version), {"part-summary": f"<p>{version}</p>"}
+
+    feed = Feed(changes, read, StreamSlots(64), settle=0.0)
+    failures: list[str] = []
+    written: list[int] = []  # events each page got
+    running = threading.Event()
+    running.set()
+
+    def serve(stream: Stream) -> None:
+        """What the HTTP server's thread does with a stream: write it out, then close it."""
+        try:
+            for _ in stream:
+                pass
+        finally:
+            stream.close()
+
+    def page(i: int) -> None:
+        for _ in range(15):
+            stream = feed.stream(feed.claim(False, f"10.0.0.{i}"), None, "")
+            got: list[bytes] = []
+            stream.attach(got.append, None)
+            served = threading.Thread(target=serve, args=(stream,), daemon=True)
+            served.start()
+            for _ in range(3):
+                changes.changed()
+                time.sleep(0.005)
+            stream.end()  # as a sign-out ends it; its server thread then closes it
+            served.join(5)
+            versions = [int(v) for v in re.findall(rb"^id: \w+p-(\d+)$", b"".join(got), re.M)]
+            written.append(len(versions))
+            if served.is_alive() or versions != sorted(set(versions)):
+                failures.append(f"page {i}: {versions}")
+
+    def reader() -> None:
+        while running.is_set():
+            feed.snapshot(True)
+            feed.end_session("nobody")
+
+    pages = [threading.Thread(target=page, args=(i,), daemon=True) for i in range(8)]
+    others = [threading.Thread(target=reader, daemon=True) for _ in range(2)]
+    for t in (*pages, *others):
+        t.start()
+    for t in pages:
+        t.join(30)
+    running.clear()
+    for t in others:
+        t.join(5)
+    assert not any(t.is_alive() for t in (*pages, *others)), "a thread waits for ever"
+    assert failures == []
+    assert max(written) > 1  # the pump wrote changes to pages past their first event
+    wait_until(lambda: feed.open == 0 and feed.joined == 0, 5, 0.01, "every slot back")
+    feed.close()
+
+
+# -- the engine's clock -----------------------------------------------------------------------
+
+
+def engine_date(clock: FakeClock, skew: float) -> str:
+    return format_datetime(clock.now() + timedelta(seconds=skew), usegmt=True)
+
+
+def test_an_answer_that_lands_while_the_skew_is_worked_out_is_used_at_the_next_read() -> None:
+    clock = FakeClock()
+    engine = EngineClock(clock)
+    engine.saw_date(engine_date(clock, 600.3), elapsed=0.002)
+    wide = engine.uncertainty
+    assert wide is not None
+    frame = engine._frame  # noqa: SLF001
+    # A reader worked out the frame of the first answer; before it stores it, another
+    # thread's answer lands, and the stale frame is stored after it.
+    clock.advance(2.37)
+    engine.saw_date(engine_date(clock, 600.3), elapsed=0.002)
+    engine._frame = frame  # noqa: SLF001
+    narrowed = engine.uncertainty
+    assert narrowed is not None and narrowed < wide  # worked out again: no answer is lost
+
+
+def test_answers_from_many_threads_at_once_narrow_as_the_same_answers_one_by_one() -> None:
+    """Threads that each got an engine's answer at once: none of their bounds is lost (an
+    update by read-modify-write would keep one thread's and drop the others'), and a reader
+    meanwhile never sees bounds that leave out the true skew."""
+    clock, skew = FakeClock(), 600.3
+    dates = []
+    for _ in range(ANSWERS):
+        clock.advance(0.37)
+        dates.append((engine_date(clock, skew), clock.now()))
+    one_by_one, at_once = EngineClock(FakeClock()), EngineClock(FakeClock())
+    for date, now in dates:
+        one_by_one.clock = FakeClock(now)
+        one_by_one.saw_date(date, elapsed=0.0)
+    wrong: list[tuple[float, float]] = []
+    go = threading.Barrier(9)
+
+    def answer(part: list[tuple[str, datetime]]) -> None:
+        go.wait()
+        for date, now in part:
+            # Every thread sees the engine's answer at its own moment: a clock per answer.
+            placed = EngineClock(FakeClock(now))
+            placed._answers = at_once._answers  # noqa: SLF001 - one deque, as one engine's
+            placed.saw_date(date, elapsed=0.0)
+
+    def read() -> None:
+        go.wait()
+        for _ in range(2000):
+            bounds = at_once._now().bounds  # noqa: SLF001 - one frame: its bounds and skew
+            if bounds is not None and not bounds[0] <= skew <= bounds[1]:
+                wrong.append(bounds)
+
+    threads = [threading.Thread(target=answer, args=(dates[i::8],)) for i in range(8)]
+    threads.append(threading.Thread(target=read))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert wrong == []
+    assert at_once.uncertainty == one_by_one.uncertainty
+    assert at_once.skew == one_by_one.skew
+
+
+# -- hooks as processes -----------------------------------------------------------------------
+
+
+def test_a_hook_started_as_stop_comes_is_killed_at_once_by_its_own_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run() saw no stop; stop() comes whole before the hook's process is made (the moment
+    the old lock closed): the hook's first wait finds the stop pipe readable, and its group is
+    killed before its leader is reaped."""
+    runner = SubprocessHookRunner()
+    popen = subprocess.Popen
+    pids = tmp_path / "pids"
+
+    def stopped_first(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        runner.stop()  # Guardian's stop, on another thread, between the check and the start
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(hook_runner.subprocess, "Popen", stopped_first)
+    started = time.monotonic()
+    run = runner.run(["/bin/sh", "-c", f"echo $$ > {pids}; sleep 600"], {}, timedelta(minutes=10))
+    assert run.end is HookEnd.INTERRUPTED and time.monotonic() - started < 5
+    if pids.exists() and pids.read_text().strip():  # the shell got as far as writing it
+        assert group_gone(int(pids.read_text()))
+    monkeypatch.undo()
+    assert runner.run(["/bin/sh", "-c", "exit 0"], {}, timedelta(seconds=1)).error == (
+        "Guardian stopped"
+    )
+
+
+def test_stop_wakes_every_running_hook_and_each_kills_its_own_group(tmp_path: Path) -> None:
+    runner = SubprocessHookRunner()
+    runs: list[HookRun] = []
+    files = [tmp_path / f"pid{i}" for i in range(4)]
+    threads = [
+        threading.Thread(
+            target=lambda f=f: runs.append(
+                runner.run(["/bin/sh", "-c", f"echo $$ > {f}; sleep 600"], {}, timedelta(hours=1))
+            )
+        )
+        for f in files
+    ]
+    for t in threads:
+        t.start()
+    groups = [int(wait_until(lambda f=f: f.exists() and f.read_text().strip(), 10)) for f in files]
+    runner.stop()
+    for t in threads:
+        t.join(5)
+    assert [r.end for r in runs] == [HookEnd.INTERRUPTED] * 4
+    assert all(group_gone(g) for g in groups)
+
+
+# -- crash loops ------------------------------------------------------------------------------
+
+LOOPING = CrashLoopSettings(restarts=3, window=timedelta(minutes=5), log_lines=0)
+
+
+def restarted(count: int, state: str = "restarting") -> ContainerSnapshot:
+    return ContainerSnapshot(
+        "worker-id",
+        "worker",
+        {},
+        state,
+        None,
+        inspected=True,
+        restart_count=count,
+        restart_policy="always",
+        exit_code=2,
+    )
+
+
+def judge_at(loops: CrashLoops, clock: FakeClock, count: int) -> ProblemType | None:
+    snap = restarted(count)
+    return loops.judge(snap, HealthCheckResult(snap.id, snap.name, clock.now())).problem
+
+
+class CopiedThenAppended(deque[tuple[float, int]]):
+    """A track's observations: when a judge first copies them, another judge (the sweep's
+    beside the worker's) records its own before the first one appends."""
+
+    def __init__(self, other: Callable[[], object]) -> None:
+        super().__init__()
+        self.other: Callable[[], object] | None = other
+
+    def __iter__(self) -> Any:
+        other, self.other = self.other, None
+        if other is not None:
+            items = list(super().__iter__())
+            other()
+            return iter(items)
+        return super().__iter__()
+
+
+def test_two_judges_at_once_keep_both_observations() -> None:
+    clock = FakeClock()
+    loops = CrashLoops(None, LOOPING, clock)  # type: ignore[arg-type]
+    judge_at(loops, clock, 0)
+    track = loops._tracks["worker-id"]  # noqa: SLF001
+    seen = CopiedThenAppended(lambda: judge_at(loops, clock, 2))
+    seen.extend(track.seen)
+    track.seen = seen
+    clock.advance(1)
+    judge_at(loops, clock, 3)  # copies, the other judge records 2, then this one records 3
+    assert sorted(c for _, c in track.seen) == [0, 2, 3]
+    assert judge_at(loops, clock, 3) is ProblemType.CRASH_LOOP
+
+
+def test_judges_pop_nothing_and_the_sweep_keeps_one_baseline_before_the_window() -> None:
+    """Judges only append (two at once never pop one observation twice, which would move the
+    baseline and let a loop look over for a moment); the sweep prunes, keeping the baseline,
+    and a judgement is the same before and after its pruning."""
+    clock = FakeClock()
+    loops = CrashLoops(None, LOOPING, clock)  # type: ignore[arg-type]
+    found = []
+    for count in range(8):
+        clock.advance(LOOPING.window.total_seconds() / 3 if count else 0)
+        found.append(judge_at(loops, clock, count))
+    track = loops._tracks["worker-id"]  # noqa: SLF001
+    assert len(track.seen) == 8  # the judges popped none
+    before = loops.look(restarted(7), HealthCheckResult("worker-id", "worker", clock.now()))
+    loops.follow([restarted(7)])
+    start = clock.monotonic() - LOOPING.window.total_seconds()
+    assert [t <= start for t, _ in track.seen] == [True, False, False, False]
+    after = loops.look(restarted(7), HealthCheckResult("worker-id", "worker", clock.now()))
+    assert before == after and after.problem is ProblemType.CRASH_LOOP
+    assert found[3:] == [ProblemType.CRASH_LOOP] * 5

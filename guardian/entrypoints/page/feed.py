@@ -77,13 +77,18 @@ class Feed:
         self.keepalive = keepalive
         self.settle = settle
         self.boot = secrets.token_hex(4)  # an id from another run never matches this run's
-        # The open streams, joined or not, and `slots`, which counts them: one thing, one lock.
-        self._lock = threading.Lock()
-        # Every read of the page's data, one at a time: the parts' reads here, which keep one
-        # snapshot per audience and version in `_cache` (a step's event is made once, by
-        # versions, for every stream that makes it), and the whole page's (StatusPage.index);
-        # the reader (readside.page.PageReader) keeps no lock of its own. One lock for both
-        # audiences: the pump reads them one after the other anyway.
+        # The feed's one lock, over two things:
+        # - every read of the page's data, one at a time: the parts' reads here, which keep one
+        #   snapshot per audience and version in `_cache` (a step's event is made once, by
+        #   versions, for every stream that makes it), and the whole page's (StatusPage.index);
+        #   the reader (readside.page.PageReader) keeps no lock of its own. One for both
+        #   audiences: the pump reads them one after the other anyway;
+        # - the open streams, joined or not, `slots`, which counts them, the pump and the
+        #   events made: held only for a few list and dict operations, never across a read,
+        #   a write to a client or a wait. Its holders call nothing that takes it again.
+        # One lock rather than two: a claim, a join or a stream's end that comes while a read
+        # runs waits for that read (tens of milliseconds), which a new stream's first event
+        # waits for anyway; nothing that waits for a client or for a change holds it.
         self.reading = threading.Lock()
         self._cache: dict[bool, Snapshot] = {}
         self._events_made: dict[tuple[bool, int, int], bytes] = {}
@@ -100,7 +105,7 @@ class Feed:
     @property
     def joined(self) -> int:
         """How many streams the pump writes (those past their first event)."""
-        with self._lock:
+        with self.reading:
             return len(self._joined)
 
     def event_id(self, version: int, signed: bool) -> str:
@@ -125,7 +130,7 @@ class Feed:
         Guardian stops."""
         if self.changes.closed:
             raise StreamRefused("Guardian is stopping")
-        with self._lock:
+        with self.reading:
             return self.slots.claim(signed, client)
 
     def stream(self, slot: StreamSlot, session_id: str | None, last_id: str) -> Stream:
@@ -134,21 +139,21 @@ class Feed:
         when current, nothing is resent."""
         stream = Stream(slot, session_id, self.time_left, self._closed)
         stream.begin(self.first_events(stream, last_id))
-        with self._lock:
+        with self.reading:
             self._streams.append(stream)
         return stream
 
     def _closed(self, stream: Stream) -> None:
         """A stream's close(): the pump writes it no more, its slot is free again."""
         self.leave(stream)
-        with self._lock:
+        with self.reading:
             self._streams.remove(stream)
             self.slots.release(stream.slot)
 
     def end_session(self, session_id: str) -> int:
         """The session signed out: its streams end now, each after the write under way, so
         nothing reaches them once the sign-out is answered. How many there were."""
-        with self._lock:
+        with self.reading:
             ending = [s for s in self._streams if s.session_id == session_id]
         for stream in ending:
             stream.end()
@@ -176,7 +181,7 @@ class Feed:
     def join(self, stream: Stream) -> bool:
         """Hand a stream that was sent `stream.sent` to the pump; False when the pump already
         wrote the others a later change (the stream catches up first). Starts the pump."""
-        with self._lock:
+        with self.reading:
             if self.changes.closed:
                 stream.end()
                 return True
@@ -192,7 +197,7 @@ class Feed:
             return True
 
     def leave(self, stream: Stream) -> None:
-        with self._lock:
+        with self.reading:
             if stream in self._joined:
                 self._joined.remove(stream)
 
@@ -202,7 +207,7 @@ class Feed:
                 pass
         except Exception:
             log.exception("status page streams failed")
-            with self._lock:
+            with self.reading:
                 ended, self._joined, self._pump = self._joined, [], None
             for stream in ended:  # their browsers reconnect
                 stream.end()
@@ -210,7 +215,7 @@ class Feed:
     def _round(self) -> bool:
         """Wait for a change (or a keep-alive's time), write it to every joined stream; False
         when none is left or Guardian stops (the pump ends)."""
-        with self._lock:
+        with self.reading:
             streams = list(self._joined)
             if not streams or self.changes.closed:
                 self._pump = None
@@ -221,7 +226,7 @@ class Feed:
         sessions_end = min((s.time_left() for s in streams if s.signed), default=math.inf)
         at = self.changes.wait(after, min(due, sessions_end))
         if self.changes.closed:
-            with self._lock:
+            with self.reading:
                 self._pump = None
             return False
         if at > after:
@@ -240,10 +245,10 @@ class Feed:
     def _write_change(self) -> None:
         """The present, read once per audience, written to each joined stream as the event
         from what it was sent; a stream whose read failed or whose client is gone ends."""
-        with self._lock:
+        with self.reading:
             audiences = {s.signed for s in self._joined}
         fresh = {signed: self._safe_snapshot(signed) for signed in audiences}
-        with self._lock:
+        with self.reading:
             read = [snap.version for snap in fresh.values() if snap is not None]
             self._pumped = max(self._pumped, min(read, default=self._pumped))
             streams = list(self._joined)
@@ -269,12 +274,12 @@ class Feed:
         """The event taking a page from `sent` to `fresh` (b"" when nothing it shows changed),
         made once for every stream that makes the same step."""
         key = (signed, sent.version, fresh.version)
-        with self._lock:
+        with self.reading:
             event = self._events_made.get(key)
         if event is None:
             changed = delta(sent.parts, fresh.parts)
             event = self._event(signed, fresh, changed) if changed else b""
-            with self._lock:
+            with self.reading:
                 if len(self._events_made) > MAX_EVENTS_MADE:
                     self._events_made.clear()
                 self._events_made[key] = event
@@ -294,7 +299,7 @@ class Feed:
     def close(self) -> None:
         """Guardian stops: every stream ends after its current write, and no new one starts."""
         self.changes.close()
-        with self._lock:
+        with self.reading:
             streams = list(self._joined)
         for stream in streams:
             stream.end()

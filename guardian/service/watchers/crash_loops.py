@@ -13,7 +13,7 @@ never sooner.
 
 from __future__ import annotations
 
-import threading
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -21,6 +21,7 @@ from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemTyp
 from guardian.core.redaction import untrusted
 from guardian.core.stamps import Reading
 from guardian.ports import Clock, Engine, EngineEvent, EngineUnavailable
+from guardian.service.state.present import drop_absent
 
 MAX_DETAIL = 1500
 MAX_TAIL = 800  # characters of log tail in an incident's detail
@@ -36,9 +37,15 @@ class CrashLoopSettings:
 
 @dataclass
 class _Track:
-    # (when, monotonic; RestartCount then)
-    seen: list[tuple[float, int]] = field(default_factory=list)
-    exit_codes: list[int] = field(default_factory=list)
+    """One container's restarts as seen. Written from the sweep's and the workers' judges and
+    the events thread without a lock: each write is one operation that is atomic in CPython
+    (a deque's append or popleft, an attribute's assignment), and each read works on a copy
+    taken in one (list(deque))."""
+
+    # (when, monotonic; RestartCount then), in the order appended: two judges at once may
+    # append theirs in either order, so a read sorts its copy.
+    seen: deque[tuple[float, int]] = field(default_factory=deque)
+    exit_codes: deque[int] = field(default_factory=lambda: deque(maxlen=5))
     # The engine's `die` events carry each death's exit code: once one has, they are the
     # record (an inspect finds a fast loop running again, its exit code its start's 0).
     codes_from_events: bool = False
@@ -46,14 +53,20 @@ class _Track:
 
 
 class CrashLoops:
-    """A judge of the loop: turns a container's result into `crash_loop` while it loops."""
+    """A judge of the loop: turns a container's result into `crash_loop` while it loops.
+
+    Keeps no lock: a container's track is made once (dict.setdefault) and forgotten by the
+    sweep in place (drop_absent); an observation is appended by whichever judge makes it
+    (the sweep's, a worker's: never lost to a judge beside it), and those before the window
+    but the baseline are popped from the front by the sweep alone (one at a time: no
+    observation is popped twice). A read sorts its copy, so two judges appending in either
+    order count the same."""
 
     def __init__(self, engine: Engine, settings: CrashLoopSettings, clock: Clock) -> None:
         self.engine = engine
         self.settings = settings
         self.clock = clock
         self._window = settings.window.total_seconds()
-        self._lock = threading.Lock()
         self._tracks: dict[str, _Track] = {}
 
     def _moment(self, at: datetime) -> float:
@@ -61,22 +74,28 @@ class CrashLoops:
         clock."""
         return Reading(self.clock.now(), self.clock.monotonic()).mono_of(at)
 
+    def _track(self, container_id: str) -> _Track:
+        track = self._tracks.get(container_id)
+        if track is None:  # two threads at once: both get the one setdefault kept
+            track = self._tracks.setdefault(container_id, _Track())
+        return track
+
     def on_event(self, event: EngineEvent) -> None:
         """A `die` event: the exit code of that death, for the report of a loop."""
         code = event.attributes.get("exitCode", "") if event.action == "die" else ""
         if not code.lstrip("-").isdigit() or len(code) > 10:
             return
-        with self._lock:
-            track = self._tracks.setdefault(event.container_id, _Track())
-            track.codes_from_events = True
-            track.exit_codes = [*track.exit_codes, int(code)][-5:]
+        track = self._track(event.container_id)
+        track.codes_from_events = True
+        track.exit_codes.append(int(code))
 
     def rises(self, track: _Track, now: float) -> int:
         """Restarts within the window: the count `now` (monotonic) minus the count at the
         window's start."""
+        seen = sorted(track.seen)  # a copy, taken in one operation, in time order
         start = now - self._window
-        before = [c for t, c in track.seen if t <= start]
-        inside = [c for t, c in track.seen if t > start]
+        before = [c for t, c in seen if t <= start]
+        inside = [c for t, c in seen if t > start]
         if not inside:
             return 0
         base = before[-1] if before else inside[0]
@@ -87,49 +106,40 @@ class CrashLoops:
         without a `restarting` state in between) is still looping: the sweep inspects it, or its
         incident would be resolved and reopened at every such glimpse."""
         at = self._moment(now)
-        with self._lock:
-            track = self._tracks.get(snap.id)
-            rises = self.rises(track, at) if track is not None else 0
+        track = self._tracks.get(snap.id)
+        rises = self.rises(track, at) if track is not None else 0
         return rises >= self.settings.restarts
 
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
         if not snap.inspected:
             return result
         now = self._moment(result.observed_at)
-        with self._lock:
-            track = self._tracks.setdefault(snap.id, _Track())
-            if not track.seen or track.seen[-1][1] != snap.restart_count:
-                track.seen.append((now, snap.restart_count))
-                # A running container's exit code is its start's 0, not the crash's.
-                if (
-                    snap.exit_code is not None
-                    and len(track.seen) > 1
-                    and snap.state != "running"
-                    and not track.codes_from_events
-                ):
-                    track.exit_codes = [*track.exit_codes, snap.exit_code][-5:]
-            # Keep one observation from before the window as the baseline.
-            start = now - self._window
-            while len(track.seen) > 1 and track.seen[1][0] <= start:
-                track.seen.pop(0)
-            rises = self.rises(track, now)
-            if rises < self.settings.restarts:
-                track.log_tail = None
-                return result
-            need_logs = track.log_tail is None
-        if need_logs:
-            tail = self._tail(snap.id)
-            with self._lock:
-                track.log_tail = tail
+        track = self._track(snap.id)
+        seen = list(track.seen)
+        if not seen or max(seen)[1] != snap.restart_count:
+            track.seen.append((now, snap.restart_count))
+            # A running container's exit code is its start's 0, not the crash's.
+            if (
+                snap.exit_code is not None
+                and seen
+                and snap.state != "running"
+                and not track.codes_from_events
+            ):
+                track.exit_codes.append(snap.exit_code)
+        rises = self.rises(track, now)
+        if rises < self.settings.restarts:
+            track.log_tail = None
+            return result
+        if track.log_tail is None:
+            track.log_tail = self._tail(snap.id)
         return self._looping(snap, track, rises, result)
 
     def look(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
         """What judge() says from what is tracked already, changing nothing (no observation
         recorded, no log fetched): for `guardian status` and GET /api/v1/containers."""
         at = self._moment(result.observed_at)
-        with self._lock:
-            track = self._tracks.get(snap.id)
-            rises = self.rises(track, at) if track is not None else 0
+        track = self._tracks.get(snap.id)
+        rises = self.rises(track, at) if track is not None else 0
         if track is None or rises < self.settings.restarts:
             return result
         return self._looping(snap, track, rises, result)
@@ -139,7 +149,7 @@ class CrashLoops:
     ) -> HealthCheckResult:
         now = result.observed_at
         window = int(self.settings.window.total_seconds())
-        codes = ", ".join(str(c) for c in track.exit_codes) or "unknown"
+        codes = ", ".join(str(c) for c in list(track.exit_codes)) or "unknown"
         detail = (
             f"Docker restarted it {rises} times in {window}s (restart policy "
             f"{snap.restart_policy or 'none'}, RestartCount {snap.restart_count}); "
@@ -166,10 +176,17 @@ class CrashLoops:
 
     def follow(self, snapshots: list[ContainerSnapshot]) -> None:
         """Forget the containers the last sweep no longer listed (none to forget while no
-        container's starts are tracked: an idle host's sweep walks none)."""
-        with self._lock:
-            if not self._tracks:
-                return
-            present = {s.id for s in snapshots}
-            for cid in set(self._tracks) - present:
-                del self._tracks[cid]
+        container's starts are tracked: an idle host's sweep walks none); in place, beside
+        the judges and the events that add tracks."""
+        if not self._tracks:
+            return
+        drop_absent(self._tracks, {s.id for s in snapshots})
+        start = self.clock.monotonic() - self._window
+        for track in list(self._tracks.values()):
+            # Keep one observation from before the window as the baseline (rises() reads no
+            # other): the sweep alone pops, from the front; judges append at the back.
+            while True:
+                seen = list(track.seen)
+                if len(seen) < 2 or seen[1][0] > start:
+                    break
+                track.seen.popleft()

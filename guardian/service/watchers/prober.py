@@ -28,24 +28,49 @@ MAX_IN_FLIGHT = 256  # probe threads at once; beyond, due probes wait for a free
 OVERDUE = timedelta(seconds=2)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A target's verdict, replaced whole by the tick: a judge reads both fields of one."""
+
+    failing: bool = False
+    detail: str = ""
+
+
 @dataclass
 class _Target:
+    """One container's probe. Who writes what (no lock: each field has one writer):
+    - the probe tick (one job, one thread at a time): next_due, started, run, taken, the streaks
+      and verdict;
+    - the probe's thread: `done` only, once, at its end;
+    - the sweep (update): `address`; and which targets exist, by swapping the dict whole."""
+
     spec: ProbeSpec
     container_id: str
     address: str
     next_due: float  # monotonic, as `started`
     failures: int = 0
     successes: int = 0
-    failing: bool = False
-    detail: str = ""
-    running: bool = False  # a probe thread runs (at most one per target)
+    verdict: Verdict = Verdict()
     started: float | None = None
-    overdue: bool = False  # judged failed at its timeout; the thread's answer is dropped
-    answer: tuple[bool, str] | None = None  # a finished probe's, until the next tick
+    run: int = 0  # probes started so far
+    taken: int = 0  # the last run whose answer was taken (or judged failed at its timeout)
+    done: tuple[int, tuple[bool, str]] | None = None  # the last finished run and its answer
+
+    @property
+    def running(self) -> bool:
+        """A probe thread runs (at most one per target): the last run started has not ended."""
+        done = self.done
+        return self.run > (done[0] if done is not None else 0)
 
 
 class Prober:
-    """Runs due probes (a daemon job ticks it) and judges containers from their probe state."""
+    """Runs due probes (a daemon job ticks it) and judges containers from their probe state.
+
+    Keeps no lock: the targets are one dict, built by the sweep (update: one sweep at a time)
+    and swapped whole; the tick (the probe job: max_instances 1) alone writes a target's
+    schedule, streaks and verdict; a probe's thread hands over its answer in one assignment
+    (`done`, with the run it answers), which the tick takes once (`taken`). A judge reads one
+    verdict, replaced whole."""
 
     def __init__(
         self,
@@ -58,18 +83,16 @@ class Prober:
         self.runner = runner
         self.defaults = defaults
         self.allow_hosts = tuple(allow_hosts)
-        self._lock = threading.Lock()
-        self._targets: dict[str, _Target] = {}  # container name -> target
-        self._warned: set[tuple[str, str]] = set()
+        self._targets: dict[str, _Target] = {}  # container name -> target; swapped whole
+        self._warned: set[tuple[str, str]] = set()  # the sweep's alone
 
     def has_targets(self) -> bool:
-        with self._lock:
-            return bool(self._targets)
+        return bool(self._targets)
 
     def update(self, snapshots: list[ContainerSnapshot]) -> None:
         """Follow these containers: running ones with a probe label are probed."""
         now = self.clock.monotonic()
-        seen = set()
+        before, targets = self._targets, {}
         for snap in snapshots:
             spec, warnings = parse_probe(snap.labels, self.defaults)
             host, refused = None, ""
@@ -78,26 +101,23 @@ class Prober:
             self._warn(snap.name, [*warnings, refused] if refused else warnings)
             if spec is None or host is None:
                 continue
-            seen.add(snap.name)
-            with self._lock:
-                t = self._targets.get(snap.name)
-                if t is None or t.container_id != snap.id or t.spec != spec:
-                    self._targets[snap.name] = _Target(spec, snap.id, host, now)
-                else:
-                    t.address = host
-        with self._lock:
-            for name in set(self._targets) - seen:
-                del self._targets[name]
+            t = before.get(snap.name)
+            if t is None or t.container_id != snap.id or t.spec != spec:
+                t = _Target(spec, snap.id, host, now)
+            else:
+                t.address = host
+            targets[snap.name] = t
+        self._targets = targets
 
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
-        with self._lock:
-            t = self._targets.get(snap.name)
-            failing = t is not None and t.failing and t.container_id == snap.id
-            detail = t.detail if t is not None else ""
-        if not failing or result.problem is not None or result.skipped is not None:
+        t = self._targets.get(snap.name)
+        if t is None or t.container_id != snap.id:
+            return result
+        verdict = t.verdict
+        if not verdict.failing or result.problem is not None or result.skipped is not None:
             return result
         return HealthCheckResult(
-            snap.id, snap.name, result.observed_at, ProblemType.PROBE_FAILED, detail,
+            snap.id, snap.name, result.observed_at, ProblemType.PROBE_FAILED, verdict.detail,
             source=result.source,
         )  # fmt: skip
 
@@ -108,8 +128,7 @@ class Prober:
                 log.warning("bad label ignored", extra=kv(container=container, problem=problem))
 
     def in_flight(self) -> int:
-        with self._lock:
-            return sum(1 for t in self._targets.values() if t.running)
+        return sum(1 for t in list(self._targets.values()) if t.running)
 
     def tick(self) -> list[str]:
         """Record the probes that finished since the last tick and start the ones that are due;
@@ -117,43 +136,47 @@ class Prober:
         the healer to judge at once."""
         now = self.clock.monotonic()
         flips, starts = [], []
-        with self._lock:
-            running = sum(1 for t in self._targets.values() if t.running)
-            for name, t in self._targets.items():
-                answer, t.answer = t.answer, None
-                allowed = (t.spec.timeout + OVERDUE).total_seconds()
-                late = t.started is not None and now - t.started > allowed
-                if answer is None and t.running and not t.overdue and late:
-                    t.overdue = True
-                    answer = (False, f"no answer within {t.spec.timeout.total_seconds():g}s")
-                if answer is not None:
-                    if self._recorded(name, t, *answer):
-                        flips.append(t.container_id)
-                elif not t.running and t.next_due <= now and running < MAX_IN_FLIGHT:
-                    t.running, t.started = True, now
-                    t.next_due = now + t.spec.period.total_seconds()
-                    running += 1
-                    starts.append(t)
-        for t in starts:
-            threading.Thread(target=self._probe, args=(t,), name="probe", daemon=True).start()
+        targets = self._targets  # one dict: the sweep swaps another in, never changes this one
+        running = sum(1 for t in targets.values() if t.running)
+        for name, t in targets.items():
+            answer = None
+            done = t.done
+            if t.taken < t.run and done is not None and done[0] == t.run:
+                t.taken, answer = t.run, done[1]
+            allowed = (t.spec.timeout + OVERDUE).total_seconds()
+            late = t.started is not None and now - t.started > allowed
+            if answer is None and t.taken < t.run and late:
+                # Judged failed now; the thread's answer, when it comes, is dropped (taken).
+                t.taken = t.run
+                answer = (False, f"no answer within {t.spec.timeout.total_seconds():g}s")
+            if answer is not None:
+                if self._recorded(name, t, *answer):
+                    flips.append(t.container_id)
+            elif not t.running and t.next_due <= now and running < MAX_IN_FLIGHT:
+                t.started = now
+                t.next_due = now + t.spec.period.total_seconds()
+                t.run += 1
+                running += 1
+                starts.append((t, t.run))
+        for t, run in starts:
+            threading.Thread(target=self._probe, args=(t, run), name="probe", daemon=True).start()
         return flips
 
-    def _probe(self, t: _Target) -> None:
-        """On the probe's own thread: run it and leave the answer for the next tick."""
+    def _probe(self, t: _Target, run: int) -> None:
+        """On the probe's own thread: run it and leave the answer for the next tick (one
+        assignment: the tick sees the run over and its answer together)."""
         try:
             answer = self.runner.run(t.spec, t.address)
         except Exception as exc:  # noqa: BLE001 - a runner bug fails this probe, not the loop
             answer = (False, f"probe error: {type(exc).__name__}")
-        with self._lock:
-            if not t.overdue:
-                t.answer = answer
-            t.running = t.overdue = False
+        t.done = (run, answer)
 
     def _recorded(self, name: str, t: _Target, passed: bool, seen: str) -> bool:
         """Take one answer into the target's streaks; True when the verdict flipped."""
         streak = t.failures
         flipped = self._record(t, passed, seen)
-        if passed and streak and not t.failing:
+        verdict = t.verdict
+        if passed and streak and not verdict.failing:
             log.debug(
                 "probe passed again below threshold", extra=kv(container=name, failures=streak)
             )
@@ -161,22 +184,22 @@ class Prober:
             log.debug("probe failed", extra=kv(container=name, failures=t.failures, detail=seen))
         if flipped:
             log.info(
-                "probe failing" if t.failing else "probe passing again",
-                extra=kv(container=name, detail=t.detail),
+                "probe failing" if verdict.failing else "probe passing again",
+                extra=kv(container=name, detail=verdict.detail),
             )
         return flipped
 
     @staticmethod
     def _record(t: _Target, passed: bool, seen: str) -> bool:
+        failing = t.verdict.failing
         if passed:
             t.failures, t.successes = 0, t.successes + 1
-            if t.failing and t.successes >= t.spec.success_threshold:
-                t.failing, t.detail = False, seen
+            if failing and t.successes >= t.spec.success_threshold:
+                t.verdict = Verdict(False, seen)
                 return True
             return False
         t.successes, t.failures = 0, t.failures + 1
-        if not t.failing and t.failures >= t.spec.failure_threshold:
-            t.failing = True
-            t.detail = f"probe failed {t.failures} times in a row: {seen}"
+        if not failing and t.failures >= t.spec.failure_threshold:
+            t.verdict = Verdict(True, f"probe failed {t.failures} times in a row: {seen}")
             return True
         return False
