@@ -547,7 +547,12 @@ class Outbox(Protocol):
         """When reminders_due will next return an incident, as things stand (None: never)."""
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: pending deliveries' retry times move with it."""
+        """The wall clock stepped by `step`: queued notifications' stamps (queued at, retry
+        at) move with it."""
+
+    def catch_up(self, now: datetime, longest_retry: timedelta) -> int:
+        """Queued notifications' stamps ahead of `now` (a step no run followed) brought back,
+        once: queued now, first tried now, retried within `longest_retry`; how many moved."""
 
     def ref(self, channel: str, incident_id: int) -> tuple[str, str] | None:
         """A channel's reference kept for an incident (a thread root, a firing alert, a mark)."""

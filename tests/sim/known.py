@@ -11,10 +11,6 @@ KNOWN = {
     "F1": "the host's per-minute budget forgets a restart the store lost (a full disk, then a"
     " crash) until that container is decided again: EngineMemory.recent() counts only the"
     " containers decided since the engine's record was read",
-    "F2": "after the wall clock steps back, a queued notification waits for the clock to pass"
-    " its stamps: pick_batch() takes a queueing stamp ahead of the clock as queued now at every"
-    " tick (group_wait never ends), and compares a next attempt ahead of the clock (a step not"
-    " followed: Guardian was down) with the clock as it is",
     "F5": "a restart the store lost (a full disk, then a crash) and the next run counts from the"
     " engine's record stays at its wall time when the clock steps forward: EngineMemory keeps"
     " its attempts unmoved by the steps (rule 12), so the window and cooldown end early",

@@ -146,6 +146,8 @@ class DeliveryWorker:
         """Do what is due now; returns how many messages were sent (whatever their outcome)."""
         clocks = Reading(self.clock.now(), self.clock.monotonic())
         self._due = None
+        # Before fanning out, which copies the queueing stamps into the deliveries' first tries.
+        self.outbox.catch_up(clocks.wall, self.settings.retry.longest)
         self.outbox.fan_out([c.name for c in self.channels], self._select)
         self._hold_unqueued()
         self._remind(clocks)
