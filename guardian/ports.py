@@ -131,7 +131,9 @@ class Clock(Protocol):
     """Two readings: `now()` is the wall clock (aware UTC), for what people read and what the
     store keeps across restarts; it may step (NTP, a stale boot, a VM resumed). `monotonic()`
     is seconds on a clock that never steps and counts suspend: every duration within a run
-    (deadlines, holds, streaks, pacing, schedules) is measured on it (docs/design.md rule 12)."""
+    (deadlines, holds, streaks, pacing, schedules) is measured on it (docs/design.md rule 12).
+    It is the host's (CLOCK_BOOTTIME): a later run on the same boot reads the same clock, so a
+    reading kept with a stamp tells a later run its age (core.stamps.placed_since)."""
 
     def now(self) -> datetime: ...
 
@@ -303,6 +305,10 @@ class Store(Protocol):
     def last_action(self, incident_id: int) -> RemediationAction | None: ...
 
     def unfinished_actions(self, host: str) -> list[RemediationAction]: ...
+
+    def unanswered_restarts(self, host: str) -> list[RemediationAction]:
+        """Each container's latest restart when its outcome is unknown (sent, no answer: its
+        verification settles it), oldest first."""
 
     def restart_times(
         self,

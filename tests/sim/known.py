@@ -29,9 +29,6 @@ KNOWN = {
     " stream cut, Guardian down), then dropped from the engine's ring (256 events) before a run"
     " heard it or read it in the engine's record; or learnt only by a run whose store refused"
     " writes until it ended (the stop's mark, service.watchers.stop_records, was never written)",
-    "F11": "a restart the engine still carries out (its call timed out after sending), asked"
-    " again by the next run when the wall clock stepped forward after it:"
-    " Verifier._may_still_stop compares the request's stamp with the stepped clock",
     "F12": "a person's stop or kill heard while Guardian holds a claim to restart the container"
     " (decided, its call queued for the container's worker or in flight at the engine) is"
     " taken for the restart's own: LoopState.caused_by_restart answers yes to any stop while a"

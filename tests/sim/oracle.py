@@ -330,14 +330,10 @@ class Oracle:
 
     def _in_flight_known(self, last: list[Attempt], now: Moment) -> str:
         """The known bug a second restart while the engine still does the first comes from: F7
-        when the store lost the first (made while its writes failed, in an earlier run); F11
-        when an earlier run asked it and the wall clock stepped forward since; "" otherwise."""
-        if self._unwritten_before(last, now):
-            return "F7"
-        runs = self.frame.run_index
-        earlier = [a for a in last if runs(a.at) < runs(now)]
-        forward = any(s > 0 and at > a.at for a in earlier for at, s in self.frame.steps)
-        return "F11" if forward else ""
+        when the store lost the first (made while its writes failed, in an earlier run); ""
+        otherwise (fixed: F11, asked again by a later run after the wall clock stepped
+        forward)."""
+        return "F7" if self._unwritten_before(last, now) else ""
 
     def _lost(self, attempts: list[Attempt], now: Moment) -> str:
         """The known bug that forgot or misplaced one of `attempts` the store lost (made while

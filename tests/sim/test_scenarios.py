@@ -186,7 +186,6 @@ def test_a_persons_stop_no_run_could_keep_is_not_undone(w: World) -> None:
     assert Promise.PERSON_STOP not in broken(w)
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F11: {KNOWN['F11']}")
 def test_a_restart_the_engine_still_carries_out_is_not_asked_again_after_a_step_forward(
     w: World,
 ) -> None:

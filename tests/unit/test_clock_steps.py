@@ -10,10 +10,11 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.core.model import Outcome, ProblemType
+from guardian.core.stamps import Reading, placed_since
 from guardian.runtime.scheduling import SteadyScheduler
 from guardian.service.watchers.clock_steps import StepWatch
 from tests.app import TestApp, make_app
-from tests.fakes import FakeClock
+from tests.fakes import T0, FakeClock
 
 
 @pytest.fixture
@@ -220,3 +221,21 @@ def test_a_crash_loop_keeps_its_window_through_a_step_forward(tmp_path) -> None:
             steps.look()
     kinds = [i.type for i in loop.store.open_incidents(loop.host)]
     assert kinds == [ProblemType.CRASH_LOOP]
+
+
+# (wall stamp, its monotonic reading, the clocks now) -> where the stamp is placed now
+H, S = timedelta(hours=1), timedelta(seconds=1)
+PLACED = [
+    ("kept, no step", T0, 1000.0, (T0 + 5 * S, 1005.0), T0),
+    ("kept, a step forward since", T0, 1000.0, (T0 + H + 5 * S, 1005.0), T0 + H),
+    ("kept, a step back since: now at most", T0, 1000.0, (T0 - H + 5 * S, 1005.0), T0 - H + 5 * S),
+    ("none kept: the stamp", T0, None, (T0 + H + 5 * S, 1005.0), T0),
+    ("another boot's: the stamp", T0, 90_000.0, (T0 + H + 5 * S, 40.0), T0),
+]
+
+
+@pytest.mark.parametrize(
+    ("stamp", "mono", "now", "placed"), [p[1:] for p in PLACED], ids=[p[0] for p in PLACED]
+)
+def test_a_stamp_kept_with_its_monotonic_reading_is_placed_by_it(stamp, mono, now, placed):
+    assert placed_since(stamp, mono, Reading(*now)) == placed

@@ -97,6 +97,7 @@ READS = {
     "actions",
     "last_action",
     "unfinished_actions",
+    "unanswered_restarts",
     "history",
     "remembered",
     "list_incidents",

@@ -237,6 +237,14 @@ class SqliteStore(OperatorQueries):
         )
         return [action_row(r) for r in rows]
 
+    def unanswered_restarts(self, host: str) -> list[RemediationAction]:
+        rows = self.db.query(
+            "SELECT * FROM actions WHERE outcome=? AND id IN (SELECT MAX(id) FROM actions"
+            " WHERE host=? AND kind=? GROUP BY container_id) ORDER BY id",
+            (str(Outcome.UNKNOWN), host, str(ActionKind.RESTART)),
+        )
+        return [action_row(r) for r in rows]
+
     def restart_times(
         self,
         host: str,
