@@ -322,6 +322,11 @@ class Store(Protocol):
 
     def last_reset(self, host: str, container: str) -> datetime | None: ...
 
+    def first_restart_after_reset(self, host: str, container: str) -> datetime | None:
+        """The earliest stamp among the restarts of `container` written after its last counter
+        reset (in the order written, whatever their stamps; None: none, or no reset, or one
+        written before the store kept that order)."""
+
     def record_reset(self, host: str, container: str, at: datetime) -> None: ...
 
     def history(

@@ -21,9 +21,6 @@ KNOWN = {
     "F7": "a restart the store lost (a full disk, then a crash) while the engine still carries it"
     " out (it timed out after sending; the stop takes up to stop_timeout) is invisible to the"
     " next run: no start event yet, so it restarts the container a second time",
-    "F8": "after the wall clock stepped back within a run, the next run orders the store's stamps"
-    " wrongly: a counter reset written before the step looks later than the restarts made after"
-    " it, and they stop counting against max_attempts",
     "F10": "a person's stop no run of Guardian could keep is restarted like a crash when its"
     " process answered docker stop with exit code 1: made while no Guardian listened (the"
     " stream cut, Guardian down), then dropped from the engine's ring (256 events) before a run"

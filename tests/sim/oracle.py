@@ -296,7 +296,7 @@ class Oracle:
         window = p.window.total_seconds()
         inside = set(self.frame.within([a.at for a in prior], now, window))
         counted = [a for a in prior if a.at >= since and a.at in inside]
-        lost = self._lost(counted, now) or self._misordered(prior, now)  # known bugs, if any
+        lost = self._lost(counted, now)  # a known bug, if any
         self._check(
             Promise.MAX_ATTEMPTS,
             len(counted) < p.max_attempts,
@@ -310,7 +310,7 @@ class Oracle:
                 Promise.COOLDOWN,
                 gap >= need,
                 f"restart of {req.name} {gap:.3f}s after the last (cooldown {need:.0f}s)",
-                self._lost([*counted, prior[-1]], now) or self._misordered(prior, now),
+                self._lost([*counted, prior[-1]], now),
             )
         self._check(
             Promise.AT_ONCE,
@@ -343,15 +343,6 @@ class Oracle:
             return ""
         began = self.frame.run_start(now)
         return "F5" if any(s > 0 and at > began for at, s in self.frame.steps) else "F6"
-
-    def _misordered(self, attempts: list[Attempt], now: Moment) -> str:
-        """F8 when one of `attempts` was made after the wall clock stepped back in an earlier
-        run, in that run or a later one (its stamp lies before stamps that run wrote before the
-        step, a counter reset among them); "" otherwise."""
-        runs = self.frame.run_index
-        back = [at for at, seconds in self.frame.steps if seconds < 0 and runs(at) < runs(now)]
-        after = any(a.at > at for at in back for a in attempts)
-        return "F8" if after else ""
 
     def _unwritten_before(self, attempts: list[Attempt], now: Moment) -> bool:
         """Whether one of `attempts` was made while the store's writes failed, in an earlier

@@ -98,6 +98,7 @@ READS = {
     "last_action",
     "unfinished_actions",
     "unanswered_restarts",
+    "first_restart_after_reset",
     "history",
     "remembered",
     "list_incidents",

@@ -40,6 +40,9 @@ T = TypeVar("T")
 
 MAX_ABOUT = 10_000  # the latest actions whose container is remembered for their outcomes
 MAX_RELEASES = 1024  # held notifications' releases kept while the store refuses them
+# A counter reset placed before a restart stamped at the same moment (last_reset): the budget
+# counts the restarts later than the reset, and the stamps keep microseconds.
+EARLIER = timedelta(microseconds=1)
 
 
 def _counts(action: RemediationAction) -> bool:
@@ -349,5 +352,16 @@ class LoopStore:
         )
 
     def last_reset(self, host: str, container: str) -> datetime | None:
+        """The last counter reset, this run's own placed by the monotonic clock, and never
+        after a restart written after it whatever its stamp: a step back of the wall clock
+        between them (in an earlier run, where no monotonic reading places them) left the
+        restarts' stamps earlier than the reset's, and they still count against the budget."""
         stored = self.inner.last_reset(host, container)
-        return self.stamps.last_reset(host, container, stored)
+        placed = self.stamps.last_reset(host, container, stored)
+        first = self.inner.first_restart_after_reset(host, container)
+        if placed is None or stored is None or first is None or first > stored:
+            return placed
+        # Just before that restart, placed as a stamp from before this run (none of this run's
+        # resets carries it); the earlier of the two wins (more restarts count: the safe side).
+        before = self.stamps.last_reset(host, container, first - EARLIER)
+        return placed if before is None else min(placed, before)
