@@ -131,7 +131,9 @@ class Clock(Protocol):
     """Two readings: `now()` is the wall clock (aware UTC), for what people read and what the
     store keeps across restarts; it may step (NTP, a stale boot, a VM resumed). `monotonic()`
     is seconds on a clock that never steps and counts suspend: every duration within a run
-    (deadlines, holds, streaks, pacing, schedules) is measured on it (docs/design.md rule 12)."""
+    (deadlines, holds, streaks, pacing, schedules) is measured on it (docs/design.md rule 12).
+    It is the host's (CLOCK_BOOTTIME): a later run on the same boot reads the same clock, so a
+    reading kept with a stamp tells a later run its age (core.stamps.placed_since)."""
 
     def now(self) -> datetime: ...
 
@@ -304,6 +306,10 @@ class Store(Protocol):
 
     def unfinished_actions(self, host: str) -> list[RemediationAction]: ...
 
+    def unanswered_restarts(self, host: str) -> list[RemediationAction]:
+        """Each container's latest restart when its outcome is unknown (sent, no answer: its
+        verification settles it), oldest first."""
+
     def restart_times(
         self,
         host: str,
@@ -315,6 +321,11 @@ class Store(Protocol):
         with `container_id`, only the container of that id carrying it)."""
 
     def last_reset(self, host: str, container: str) -> datetime | None: ...
+
+    def first_restart_after_reset(self, host: str, container: str) -> datetime | None:
+        """The earliest stamp among the restarts of `container` written after its last counter
+        reset (in the order written, whatever their stamps; None: none, or no reset, or one
+        written before the store kept that order)."""
 
     def record_reset(self, host: str, container: str, at: datetime) -> None: ...
 
@@ -547,7 +558,12 @@ class Outbox(Protocol):
         """When reminders_due will next return an incident, as things stand (None: never)."""
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped by `step`: pending deliveries' retry times move with it."""
+        """The wall clock stepped by `step`: queued notifications' stamps (queued at, retry
+        at) move with it."""
+
+    def catch_up(self, now: datetime, longest_retry: timedelta) -> int:
+        """Queued notifications' stamps ahead of `now` (a step no run followed) brought back,
+        once: queued now, first tried now, retried within `longest_retry`; how many moved."""
 
     def ref(self, channel: str, incident_id: int) -> tuple[str, str] | None:
         """A channel's reference kept for an incident (a thread root, a firing alert, a mark)."""

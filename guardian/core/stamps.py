@@ -29,6 +29,19 @@ def ahead(stamp: datetime | None, now: datetime) -> bool:
     return stamp is not None and stamp > now
 
 
+def placed_since(stamp: datetime, mono: float | None, now: Reading) -> datetime:
+    """A stamp written (perhaps by an earlier run) with the monotonic clock's reading `mono`
+    then, on the wall clock as it reads `now`: where the monotonic clock puts it, which counts
+    across runs on one boot and never steps, so a step of the wall clock since, followed or
+    not, neither ages nor freshens it. The safe side wins: never earlier than the stamp itself
+    counted as no later than now (a step back since), and the stamp alone when no reading was
+    kept or it lies ahead of the clock's (another boot: the engine has started afresh since)."""
+    wall = no_later_than(stamp, now.wall)
+    if mono is None or mono > now.mono:
+        return wall
+    return max(wall, now.wall_of(mono))
+
+
 @dataclass(frozen=True)
 class Reading:
     """The wall clock (`wall`) and the monotonic clock (`mono`, seconds) read at one moment:

@@ -218,11 +218,10 @@ def _finish(world: World, step: int) -> None:
     world.subject.sweep()
     world.catch_up()  # the calls the sweep queued
     world.after_step()
-    ahead = world.records.ahead(world.subject.sqlite, world.clock.now())
     for _ in range(DRAIN_TICKS):
         world.subject.deliver()
         if not world.records.queued(world.subject.sqlite):
             break
         world.advance(15)
     world.trace.append(f"{step} [{world.clock.now():%d %H:%M:%S}] finish: delivery drained")
-    world.records.drained(world.subject.sqlite, ahead)
+    world.records.drained(world.subject.sqlite)

@@ -47,6 +47,7 @@ class Request:
     under_way: bool = False  # a restart of it the engine has not completed, or not answered
     at_once: int = 0  # Guardian's restart calls the engine had not answered yet (others')
     asked: object = None  # when Guardian decided it, if it waited in its work queue since
+    unsignalled: bool = False  # under way, and no kill of it in the engine's record (not running)
 
 
 @dataclass
@@ -154,6 +155,7 @@ class SimEngine(FakeEngine):
             snap.id in self.deferred or snap.id in self.calling,
             len(self.calling) if verb == "restart" else 0,
             self.asked() if verb == "restart" else None,
+            snap.id in self.deferred and snap.id not in self.signalled,
         )
         self.received.append(request)
         for told in self.on_request:

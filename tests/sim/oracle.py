@@ -235,7 +235,7 @@ class Oracle:
             Promise.ONE_IN_FLIGHT,
             not req.under_way,
             f"restart of {req.name} while the engine still restarts it",
-            self._in_flight_known(self.attempts[req.container_id][-1:], now),
+            self._in_flight_known(req, self.attempts[req.container_id][-1:], now),
         )
         silenced = [s for s in self.silences if s.name == req.name and s.holds(req.wall)]
         self._check(
@@ -296,7 +296,7 @@ class Oracle:
         window = p.window.total_seconds()
         inside = set(self.frame.within([a.at for a in prior], now, window))
         counted = [a for a in prior if a.at >= since and a.at in inside]
-        lost = self._lost(counted, now) or self._misordered(prior, now)  # known bugs, if any
+        lost = self._lost(counted, now)  # a known bug, if any
         self._check(
             Promise.MAX_ATTEMPTS,
             len(counted) < p.max_attempts,
@@ -310,7 +310,7 @@ class Oracle:
                 Promise.COOLDOWN,
                 gap >= need,
                 f"restart of {req.name} {gap:.3f}s after the last (cooldown {need:.0f}s)",
-                self._lost([*counted, prior[-1]], now) or self._misordered(prior, now),
+                self._lost([*counted, prior[-1]], now),
             )
         self._check(
             Promise.AT_ONCE,
@@ -327,15 +327,12 @@ class Oracle:
             f"(max_per_minute {p.max_per_minute})",
         )
 
-    def _in_flight_known(self, last: list[Attempt], now: Moment) -> str:
-        """The known bug a second restart while the engine still does the first comes from: F11
-        when an earlier run asked it and the wall clock stepped forward since; "" otherwise
-        (fixed: F7, the first made while the store's writes failed, in an earlier run, and
-        still under way: the next run sees its kill in the engine's record)."""
-        runs = self.frame.run_index
-        earlier = [a for a in last if runs(a.at) < runs(now)]
-        forward = any(s > 0 and at > a.at for a in earlier for at, s in self.frame.steps)
-        return "F11" if forward else ""
+    def _in_flight_known(self, req: Request, last: list[Attempt], now: Moment) -> str:
+        """The known bug a second restart while the engine still does the first comes from: F7
+        when the store lost the first (made while its writes failed, in an earlier run) and the
+        container was not running when it was asked (no kill in the engine's record tells it);
+        "" otherwise (fixed: F11, and F7 for a running container, whose kill the next run reads)."""
+        return "F7" if req.unsignalled and self._unwritten_before(last, now) else ""
 
     def _lost(self, attempts: list[Attempt], now: Moment) -> str:
         """The known bug that forgot or misplaced one of `attempts` the store lost (made while
@@ -346,15 +343,6 @@ class Oracle:
             return ""
         began = self.frame.run_start(now)
         return "" if any(s > 0 and at > began for at, s in self.frame.steps) else "F6"
-
-    def _misordered(self, attempts: list[Attempt], now: Moment) -> str:
-        """F8 when one of `attempts` was made after the wall clock stepped back in an earlier
-        run, in that run or a later one (its stamp lies before stamps that run wrote before the
-        step, a counter reset among them); "" otherwise."""
-        runs = self.frame.run_index
-        back = [at for at, seconds in self.frame.steps if seconds < 0 and runs(at) < runs(now)]
-        after = any(a.at > at for at in back for a in attempts)
-        return "F8" if after else ""
 
     def _unwritten_before(self, attempts: list[Attempt], now: Moment) -> bool:
         """Whether one of `attempts` was made while the store's writes failed, in an earlier

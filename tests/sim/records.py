@@ -6,7 +6,6 @@ healed that the engine did not show well then, one open incident per (container,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.incidents import GUARDIAN
@@ -15,7 +14,6 @@ from tests.sim.oracle import Oracle, Promise
 
 # A resolution that tells of no health: the container went away or another took its name.
 NOT_HEALED = ("container removed", "container replaced")
-BACKOFF = timedelta(minutes=5)  # the longest a retry waits (notify.max_backoff, max_retry_after)
 
 
 @dataclass(repr=False)
@@ -114,29 +112,10 @@ class Records:
         pending = store.db.query("SELECT COUNT(*) FROM deliveries WHERE state='pending'")[0][0]
         return int(left) + int(pending)
 
-    @staticmethod
-    def ahead(store: SqliteStore, now: datetime) -> bool:
-        """Whether a queued notification carries a stamp ahead of the clock (a step back):
-        queued later than now, or next tried later than any backoff puts it."""
-        rows = store.db.query(
-            "SELECT o.created_at, d.next_attempt_at FROM outbox o"
-            " LEFT JOIN deliveries d ON d.outbox_id = o.id AND d.state = 'pending'"
-            " WHERE o.dispatched != 1 OR d.id IS NOT NULL"
-        )
-        return any(
-            datetime.fromisoformat(r["created_at"]) > now
-            or (
-                r["next_attempt_at"]
-                and datetime.fromisoformat(r["next_attempt_at"]) > now + BACKOFF
-            )
-            for r in rows
-        )
-
-    def drained(self, store: SqliteStore, ahead: bool) -> None:
+    def drained(self, store: SqliteStore) -> None:
         """After delivery drained: every notification fanned out, and each delivery delivered,
         dead-lettered or (sent without an answer to a channel that cannot deduplicate) unknown,
-        which is never resent (docs/design.md rule 6). `ahead`: whether a queued one carried a
-        stamp ahead of the clock when the drain began (known bug F2)."""
+        which is never resent (docs/design.md rule 6)."""
         left = store.db.query("SELECT COUNT(*) FROM outbox WHERE dispatched != 1")[0][0]
         pending = store.db.query("SELECT COUNT(*) FROM deliveries WHERE state='pending'")[0][0]
         self.oracle.checked += 1
@@ -144,5 +123,4 @@ class Records:
             self.oracle.violated(
                 Promise.DRAINED,
                 f"{left} notifications not fanned out, {pending} deliveries pending",
-                "F2" if ahead else "",
             )

@@ -131,12 +131,26 @@ def test_a_restart_the_store_lost_still_counts_against_the_hosts_minute(w: World
     assert Promise.HOST_BUDGET not in broken(w)
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F2: {KNOWN['F2']}")
 def test_notifications_queued_before_a_step_back_go_out_within_minutes(w: World) -> None:
     act(w, lambda: w.host.sicken(container(w, "asker"), "GET /health: 503"))
     act(w, lambda: sweep(w))  # its incident opened: told to people
     act(w, lambda: w.step_clock(-3600))
     for _ in range(40):  # ten minutes of delivery ticks
+        act(w, w.subject.deliver)
+        act(w, lambda: w.advance(15))
+    assert w.records.queued(w.subject.sqlite) == 0
+
+
+def test_notifications_queued_before_a_step_back_while_guardian_was_down_go_out_within_minutes(
+    w: World,
+) -> None:
+    act(w, lambda: w.host.sicken(container(w, "asker"), "GET /health: 503"))
+    act(w, lambda: sweep(w))
+    act(w, w.subject.deliver)  # fanned out; the channel's first try waits for group_wait
+    act(w, w.subject.crash)
+    act(w, lambda: w.step_clock(-3600))  # no run of Guardian follows it
+    act(w, w.start)
+    for _ in range(40):
         act(w, w.subject.deliver)
         act(w, lambda: w.advance(15))
     assert w.records.queued(w.subject.sqlite) == 0
@@ -171,7 +185,6 @@ def test_a_persons_stop_no_run_could_keep_is_not_undone(w: World) -> None:
     assert Promise.PERSON_STOP not in broken(w)
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F11: {KNOWN['F11']}")
 def test_a_restart_the_engine_still_carries_out_is_not_asked_again_after_a_step_forward(
     w: World,
 ) -> None:

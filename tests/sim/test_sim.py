@@ -48,18 +48,17 @@ KEPT: list[tuple[int, float, str]] = [
     (2266, 1, "F1: the host's minute forgets a restart the store lost"),
     (1503, 1, "F5: a lost restart counted from the engine, unmoved by a step forward"),
     (240, 1, "F7: a lost restart the engine still carries out, restarted again"),
+    (20, 1, "F2: notifications held after a step back of the wall clock"),
+    (5710, 1, "F8: a step back in one run misorders the next run's stamps"),
 ]
 
 # Seeds that found a bug in Guardian (tests/sim/known.py): they run into it until it is
 # fixed; then they pass, and strict makes that a failure: move them to KEPT, drop the KNOWN entry.
 FOUND: list[tuple[int, float, str]] = [
-    (20, 1, "F2"),  # notifications held after a step back of the wall clock
     # (240 ran into F6 only through F7: its second restart while the engine did the first.)
     (1384, 1, "F6"),  # a lost restart whose start lies ahead of the clock, outside the record
-    (5710, 1, "F8"),  # a step back in one run misorders the next run's stamps
+    (10116, 1, "F7"),  # a lost restart of an exited container the engine still carries out
     (64, 1, "F10"),  # a person's stop the ring dropped before any run heard or read it
-    # F11 is kept as a scenario (test_scenarios.py): merged with main's person-stop judge, its
-    # seed 404786 (and 200375 before it) no longer reaches it.
     (319, 1, "F12"),  # a person's stop heard while a restart is claimed, taken for its own
     (408, 1, "F13"),  # a silence set while a decided restart waits for its worker
     (7668, 1, "F14"),  # a person's stop taken for a verifying restart's own, its start unheard

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters.prometheus import PrometheusMetrics
-from guardian.core.model import Outcome, ProblemType
+from guardian.adapters.sqlite.store import SqliteStore
+from guardian.core.model import ActionKind, Outcome, ProblemType, RemediationAction
+from guardian.core.stamps import Reading, placed_since
 from guardian.runtime.scheduling import SteadyScheduler
 from guardian.service.watchers.clock_steps import StepWatch
 from tests.app import TestApp, make_app
-from tests.fakes import FakeClock
+from tests.fakes import T0, FakeClock
 
 
 @pytest.fixture
@@ -220,3 +223,74 @@ def test_a_crash_loop_keeps_its_window_through_a_step_forward(tmp_path) -> None:
             steps.look()
     kinds = [i.type for i in loop.store.open_incidents(loop.host)]
     assert kinds == [ProblemType.CRASH_LOOP]
+
+
+def test_restarts_after_a_step_back_count_after_the_counter_reset_before_it_in_the_next_run(
+    w: TestApp,
+) -> None:
+    """A counter reset, then the wall clock steps back half an hour and three restarts fail:
+    their stamps lie before the reset's. Once the next run's clock has passed the reset's stamp
+    again, they used to look older than the reset and the budget was handed back (F8)."""
+    steps = follow(w)
+    w.engine.add("bad", health="unhealthy")
+    w.healer.sweep()  # a restart that heals
+    w.clock.advance(1)
+    w.verify()
+    for _ in range(12):  # healthy for reset_after (600 s): the counter resets
+        w.clock.advance(60)
+        w.healer.sweep()
+    assert w.store.last_reset("h", "bad") is not None
+    w.clock.step(minutes=-30)
+    steps.look()
+    w.engine.set("bad", health="unhealthy")
+    w.engine.after_restart_health = "unhealthy"
+    for _ in range(20):  # restarts after the step, none healed, until given up
+        w.healer.sweep()
+        w.clock.advance(1)
+        w.verify()
+        w.clock.advance(2)
+    made = len(w.engine.restarts)
+    assert made == 4  # three after the reset, as max_attempts allows: placed by the monotonic clock
+    w.clock.advance(minutes=31)  # the reset's stamp is behind the clock again
+    again = w.restart_guardian()
+    for _ in range(3):
+        again.healer.sweep()
+        w.clock.advance(10)
+    assert len(w.engine.restarts) == made, "the budget was handed back"
+
+
+def test_the_store_tells_the_restarts_written_after_a_counter_reset_whatever_their_stamps(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "g.db")
+
+    def restart(at: datetime) -> None:
+        row = RemediationAction(None, None, "h", "web", "web-id", ActionKind.RESTART, at, "")
+        store.record_intent(row)
+
+    restart(T0 - timedelta(minutes=20))  # before the reset
+    store.record_reset("h", "web", T0)
+    assert store.first_restart_after_reset("h", "web") is None
+    restart(T0 - timedelta(minutes=10))  # after it, the wall clock stepped back in between
+    restart(T0 + timedelta(minutes=1))
+    assert store.first_restart_after_reset("h", "web") == T0 - timedelta(minutes=10)
+    assert store.last_reset("h", "web") == T0  # the stamp as written
+    store.close()
+
+
+# (wall stamp, its monotonic reading, the clocks now) -> where the stamp is placed now
+H, S = timedelta(hours=1), timedelta(seconds=1)
+PLACED = [
+    ("kept, no step", T0, 1000.0, (T0 + 5 * S, 1005.0), T0),
+    ("kept, a step forward since", T0, 1000.0, (T0 + H + 5 * S, 1005.0), T0 + H),
+    ("kept, a step back since: now at most", T0, 1000.0, (T0 - H + 5 * S, 1005.0), T0 - H + 5 * S),
+    ("none kept: the stamp", T0, None, (T0 + H + 5 * S, 1005.0), T0),
+    ("another boot's: the stamp", T0, 90_000.0, (T0 + H + 5 * S, 40.0), T0),
+]
+
+
+@pytest.mark.parametrize(
+    ("stamp", "mono", "now", "placed"), [p[1:] for p in PLACED], ids=[p[0] for p in PLACED]
+)
+def test_a_stamp_kept_with_its_monotonic_reading_is_placed_by_it(stamp, mono, now, placed):
+    assert placed_since(stamp, mono, Reading(*now)) == placed

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from guardian.core.model import Reason
+from guardian.core.model import ActionOutcome, Outcome, Reason
 from guardian.runtime.work_queue import KeyedQueue
 from tests.app import TestApp, make_app
 from tests.fakes import FakeRestartCalls
@@ -131,3 +131,60 @@ def test_the_next_start_verifies_a_restart_left_to_the_engine_without_asking_aga
     again.verify()
     [intent] = w.restarts()
     assert intent.outcome is not None and intent.outcome.value == "succeeded"
+
+
+def test_the_next_start_verifies_a_restart_left_to_the_engine_after_a_step_forward(
+    tmp_path: Path,
+) -> None:
+    """The wall clock stepped two hours forward after the request: by the monotonic clock kept
+    with the intent only seconds passed, within the 10 minutes the engine may take to stop.
+    It used to look two hours old: interrupted, and the container asked for a second restart."""
+    w, _held = holding_calls(tmp_path)
+    w.engine.add("slow", health="unhealthy", labels=SLOW)
+    w.healer.sweep()
+    w.healer.ctx.state.claims.stop_recording()
+    w.clock.advance(5)
+    w.clock.step(hours=2)
+    again = w.restart_guardian()
+    assert again.app.verifier.reconcile() == 1
+    again.healer.sweep()
+    assert w.engine.restarts == [], "asked the engine for a second restart"
+
+
+def test_an_unanswered_restart_is_not_asked_again_by_the_next_run_after_a_step_forward(
+    tmp_path: Path,
+) -> None:
+    """Timed out after sending (the engine carries it out within its stop timeout), then
+    Guardian died before verifying it and the wall clock stepped ten minutes forward: the next
+    run verifies it again while the engine may still do it. It used to forget it and, the
+    cooldown over by the wall clock, restart the container a second time."""
+    w = make_app(tmp_path, restart={"cooldown": "60s", "stop_timeout": "10s"})
+    w.engine.add("web", health="unhealthy")
+    w.engine.restart_outcomes = [ActionOutcome(Outcome.UNKNOWN, "timed out after sending")]
+    w.healer.sweep()
+    assert len(w.engine.restarts) == 1
+    w.clock.advance(1)
+    w.clock.step(600)
+    again = w.restart_guardian()
+    again.app.verifier.reconcile()
+    again.healer.sweep()
+    assert len(w.engine.restarts) == 1, "asked the engine for a second restart"
+    w.clock.advance(5)
+    w.engine.set("web", health="healthy", started_at=w.clock.now())  # the engine's restart
+    again.verify()
+    [intent] = w.restarts()
+    assert intent.outcome is Outcome.SUCCEEDED
+
+
+def test_an_unanswered_restart_past_its_stop_timeout_is_left_as_it_was(tmp_path: Path) -> None:
+    """Long past what the engine may take (by the monotonic clock): nothing to wait for."""
+    w = make_app(tmp_path, restart={"cooldown": "60s", "stop_timeout": "10s"})
+    w.engine.add("web", health="unhealthy")
+    w.engine.restart_outcomes = [ActionOutcome(Outcome.UNKNOWN, "timed out after sending")]
+    w.healer.sweep()
+    w.clock.advance(3600)  # past its stop timeout and verify_timeout
+    again = w.restart_guardian()
+    again.app.verifier.reconcile()
+    assert not again.app.verifier.awaiting()
+    [intent] = w.restarts()
+    assert intent.outcome is Outcome.UNKNOWN

@@ -15,6 +15,7 @@ from guardian.core.facts import IncidentWritten, NotificationsNotQueued
 from guardian.core.model import Decision, HealthCheckResult, ProblemType, Reason, Verdict
 from guardian.core.outbound import notifications
 from guardian.core.outbound.delivery import Result, RetryPolicy, Status
+from guardian.ports import StoreError
 from guardian.service.outbound.delivery import DIRECT_MAX, DeliveryWorker, WorkerSettings
 from tests.fakes import FakeClock, FakeNotifier
 
@@ -249,6 +250,113 @@ def test_a_step_of_the_wall_clock_neither_stops_nor_hurries_a_retry(store, clock
     clock.advance(0.1)
     worker.tick()
     assert len(slack.sent) == 2
+
+
+@pytest.mark.parametrize("fanned_out", [False, True])
+def test_a_notification_queued_before_a_step_back_goes_out_after_its_group_wait(
+    store, clock, fanned_out
+):
+    """Followed within the run (StepWatch): the queueing stamp moves with the step, so
+    group_wait keeps its length. It used to wait for the clock to pass the old stamp."""
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack, group_wait=10 * S)
+    open_incident(store, clock)
+    if fanned_out:
+        worker.tick()
+    clock.step(hours=-1)
+    worker.follow_step(timedelta(hours=-1))
+    clock.advance(5)
+    worker.tick()
+    assert slack.sent == []  # its group still gathers
+    clock.advance(5)
+    worker.tick()
+    assert len(slack.sent) == 1
+
+
+@pytest.mark.parametrize("fanned_out", [False, True])
+def test_a_notification_queued_before_a_step_back_no_run_followed_waits_no_longer(
+    store, clock, fanned_out
+):
+    """The clock stepped back while Guardian was down: the next run takes the queueing stamp
+    ahead of the clock as now once, writes it back, and group_wait then runs its length. It
+    used to count as queued now at every tick, and a first try waited for the old stamp."""
+    slack = FakeNotifier("slack")
+    open_incident(store, clock)
+    if fanned_out:  # its delivery's first try stamped with its queueing time
+        make_worker(store, clock).outbox.fan_out(["slack"])
+    clock.step(hours=-1)  # no follow_step: no run saw it
+    worker = make_worker(store, clock, slack, group_wait=10 * S)
+    worker.tick()
+    clock.advance(5)
+    worker.tick()
+    assert slack.sent == []
+    clock.advance(5)
+    worker.tick()
+    assert len(slack.sent) == 1
+
+
+def test_a_retry_after_a_step_back_no_run_followed_waits_at_most_the_longest_backoff(store, clock):
+    """A retry time an hour ahead of the clock cannot be a backoff's (60 s at most here): it
+    falls due within the longest backoff from the moment the next run sees it."""
+    slack = FakeNotifier("slack", results=[Result(Status.TRANSIENT, "500 oops")])
+    open_incident(store, clock)
+    make_worker(store, clock, slack).tick()  # 500: retried in 1 s
+    clock.step(hours=-1)
+    worker = make_worker(store, clock, slack)
+    worker.tick()
+    assert len(slack.sent) == 1  # not yet: it may still be a backoff
+    assert worker.pause() <= 60
+    clock.advance(60)
+    worker.tick()
+    assert len(slack.sent) == 2
+    assert sample(worker, "slack", "delivered") == 1
+
+
+@pytest.mark.parametrize("followed", [True, False])
+def test_a_reminder_after_a_step_back_comes_after_repeat_interval(store, clock, followed):
+    """An hour's repeat_interval, then the wall clock steps back an hour (followed by the
+    run, or while Guardian was down): the reminder comes an hour of real time after the give-up
+    at the latest, not two (the last reminder's stamp ahead of the clock)."""
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack, repeat=3600 * S)
+    incident = open_incident(store, clock)
+    decision = Decision(Verdict.GIVE_UP, Reason.MAX_ATTEMPTS, None, 3, 3)
+    change = incidents.escalate(incident)
+    store.save_incident(change, [notifications.gave_up(change.incident, decision, clock.now())])
+    worker.tick()
+    worker.tick()
+    assert [b[0].kind for b in slack.sent] == ["opened", "gave_up"]
+    clock.step(hours=-1)
+    if followed:
+        worker.follow_step(timedelta(hours=-1))
+    else:
+        worker = make_worker(store, clock, slack, repeat=3600 * S)
+    worker.tick()
+    clock.advance(3600)
+    worker.tick()
+    worker.tick()
+    assert [b[0].kind for b in slack.sent] == ["opened", "gave_up", "reminder"]
+
+
+def test_a_step_back_the_store_refused_to_follow_holds_no_notification(store, clock):
+    """The disk was full when the step came: the next tick brings the stamps back instead."""
+
+    class FullOutbox(SqliteOutbox):
+        def follow_step(self, step):
+            raise StoreError("database or disk is full")
+
+    slack = FakeNotifier("slack")
+    worker = make_worker(store, clock, slack, group_wait=10 * S)
+    worker.outbox = FullOutbox(store.db)
+    worker.tick()  # nothing queued yet
+    open_incident(store, clock)
+    clock.step(hours=-1)
+    with pytest.raises(StoreError):
+        worker.follow_step(timedelta(hours=-1))  # StepWatch logs it and carries on
+    worker.tick()
+    clock.advance(10)
+    worker.tick()
+    assert len(slack.sent) == 1
 
 
 def test_what_the_store_could_not_queue_is_sent_once_marked_and_never_retried(store, clock):

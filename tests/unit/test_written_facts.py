@@ -97,6 +97,8 @@ READS = {
     "actions",
     "last_action",
     "unfinished_actions",
+    "unanswered_restarts",
+    "first_restart_after_reset",
     "history",
     "remembered",
     "list_incidents",

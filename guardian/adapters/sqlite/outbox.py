@@ -122,6 +122,20 @@ _LAST_ESCALATION = (
 _ESCALATION_KINDS = (str(Kind.GAVE_UP), str(Kind.REMINDER))
 
 
+# Outbox rows a wait still counts from: queued ones (not yet fanned out or held, or with a
+# delivery still pending: group_wait), and the give-ups and reminders of escalated incidents
+# still open (repeat_interval, _LAST_ESCALATION).
+_WAITED_ON = (
+    "(dispatched != 1 OR id IN (SELECT outbox_id FROM deliveries WHERE state='pending')"
+    f" OR (kind IN ('{Kind.GAVE_UP}', '{Kind.REMINDER}') AND incident_id IN (SELECT id FROM"
+    " incidents WHERE escalated=1 AND state IN ('active', 'acknowledged', 'in_progress'))))"
+)
+# Pending deliveries due later than the clock allows (parameters: now, the latest a retry may
+# fall due): a first attempt is due when its notification was queued, a retry at most the
+# longest wait from now (RetryPolicy.longest).
+_DUE_AHEAD = "state='pending' AND ((attempts=0 AND next_attempt_at > ?) OR next_attempt_at > ?)"
+
+
 class SqliteOutbox:
     """The worker's view of the outbox, over the store's Database (same connection and lock)."""
 
@@ -257,9 +271,20 @@ class SqliteOutbox:
         return last + repeat_interval if last is not None else None
 
     def follow_step(self, step: timedelta) -> None:
-        """The wall clock stepped: the pending deliveries' retry times move with it, so a
-        backoff or a Retry-After keeps its length (a step back no longer stops them)."""
+        """The wall clock stepped: the stamps the outbox's waits count from move with it, a
+        queued notification's queueing time (group_wait), its deliveries' retry times (a
+        backoff, a Retry-After) and an escalated incident's last reminder (repeat_interval), so
+        each wait keeps its length (a step back no longer stops them, nor a step forward ends
+        them early)."""
         with self.db.transaction() as conn:
+            queued = conn.execute(
+                f"SELECT id, created_at FROM outbox WHERE {_WAITED_ON}"
+            ).fetchall()
+            for row_id, at in queued:
+                conn.execute(
+                    "UPDATE outbox SET created_at=? WHERE id=?",
+                    (to_text(datetime.fromisoformat(at) + step), row_id),
+                )
             rows = conn.execute(
                 "SELECT id, next_attempt_at FROM deliveries WHERE state='pending'"
             ).fetchall()
@@ -268,6 +293,31 @@ class SqliteOutbox:
                     "UPDATE deliveries SET next_attempt_at=? WHERE id=?",
                     (to_text(datetime.fromisoformat(at) + step), row_id),
                 )
+
+    def catch_up(self, now: datetime, longest_retry: timedelta) -> int:
+        """The outbox's stamps that lie ahead of the clock (it stepped back while no run of
+        Guardian followed it) are brought back, once, and written: a queueing time, a first
+        attempt and a last reminder count as `now`, a retry falls due at most `longest_retry`
+        from now. So no wait lasts longer than its own length from the moment it is seen
+        (docs/design.md rule 12); returns how many stamps moved. Reads the whole outbox: for
+        the start of a run and after a step, not every tick."""
+        at, latest = to_text(now), to_text(now + longest_retry)
+        if not self.db.query(
+            f"SELECT 1 FROM outbox WHERE {_WAITED_ON} AND created_at > ?"
+            f" UNION ALL SELECT 1 FROM deliveries WHERE {_DUE_AHEAD} LIMIT 1",
+            (at, at, latest),
+        ):
+            return 0  # the common case: no write transaction
+        with self.db.transaction() as conn:
+            moved = conn.execute(
+                f"UPDATE outbox SET created_at=? WHERE {_WAITED_ON} AND created_at > ?", (at, at)
+            ).rowcount
+            moved += conn.execute(
+                "UPDATE deliveries SET next_attempt_at=CASE WHEN attempts=0 THEN ?"
+                f" ELSE MIN(next_attempt_at, ?) END WHERE {_DUE_AHEAD}",
+                (at, latest, at, latest),
+            ).rowcount
+        return int(moved)
 
     def reminders_due(
         self, host: str, repeat_interval: timedelta, now: datetime

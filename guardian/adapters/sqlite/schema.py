@@ -340,6 +340,12 @@ MIGRATIONS: tuple[str, ...] = (
                     'expires_at', NEW.expires_at);
     END;
     """,
+    # 15: a counter reset's place among the actions (the last action's id when it was
+    # written): a restart written after it counts after it whatever its stamp says (the wall
+    # clock may have stepped back in between). NULL for resets written before: their stamp only.
+    """
+    ALTER TABLE counter_resets ADD COLUMN after_action INTEGER;
+    """,
 )
 
 

@@ -237,6 +237,14 @@ class SqliteStore(OperatorQueries):
         )
         return [action_row(r) for r in rows]
 
+    def unanswered_restarts(self, host: str) -> list[RemediationAction]:
+        rows = self.db.query(
+            "SELECT * FROM actions WHERE outcome=? AND id IN (SELECT MAX(id) FROM actions"
+            " WHERE host=? AND kind=? GROUP BY container_id) ORDER BY id",
+            (str(Outcome.UNKNOWN), host, str(ActionKind.RESTART)),
+        )
+        return [action_row(r) for r in rows]
+
     def restart_times(
         self,
         host: str,
@@ -262,11 +270,23 @@ class SqliteStore(OperatorQueries):
         )
         return datetime.fromisoformat(rows[0][0]) if rows else None
 
+    def first_restart_after_reset(self, host: str, container: str) -> datetime | None:
+        # (+a.kind: the container's own actions by its index, not every restart of the host.)
+        rows = self.db.query(
+            "SELECT MIN(a.requested_at) FROM counter_resets r JOIN actions a"
+            " ON a.id > r.after_action AND a.host=r.host AND a.container=r.container"
+            " WHERE r.host=? AND r.container=? AND +a.kind=?",
+            (host, container, str(ActionKind.RESTART)),
+        )
+        return from_text(rows[0][0]) if rows else None
+
     def record_reset(self, host: str, container: str, at: datetime) -> None:
         with self.db.transaction() as conn:
             conn.execute(
-                "INSERT INTO counter_resets (host, container, reset_at) VALUES (?,?,?)"
-                " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at",
+                "INSERT INTO counter_resets (host, container, reset_at, after_action)"
+                " VALUES (?,?,?,(SELECT COALESCE(MAX(id), 0) FROM actions))"
+                " ON CONFLICT(host, container) DO UPDATE SET reset_at=excluded.reset_at,"
+                " after_action=excluded.after_action",
                 (host, container, to_text(at)),
             )
 

@@ -51,6 +51,11 @@ class RetryPolicy:
     max_backoff: timedelta = timedelta(minutes=5)
     max_retry_after: timedelta = timedelta(minutes=5)
 
+    @property
+    def longest(self) -> timedelta:
+        """The longest wait next_state() puts before a retry."""
+        return max(self.max_backoff, self.max_retry_after)
+
 
 @dataclass(frozen=True)
 class Next:

@@ -6,9 +6,27 @@ from __future__ import annotations
 from datetime import datetime
 
 from guardian.core.model import ActionKind, Decision, Outcome, RemediationAction
+from guardian.ports import Clock
 
 ACTION_KEY = "action"  # a held-back decision's extra: the container's guardian.action
 STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine may wait to stop
+# An intent's extra: the monotonic clock when it was written (Clock.monotonic, host-wide: a
+# later run of Guardian on the same boot reads the same clock), so a later run tells how long
+# ago a restart was asked whatever the wall clock did since.
+MONOTONIC_KEY = "monotonic"
+
+
+def stamped(clock: Clock) -> dict[str, str]:
+    """An intent's extra for the monotonic clock's reading now (as it is written)."""
+    return {MONOTONIC_KEY: f"{clock.monotonic():.6f}"}
+
+
+def monotonic_of(action: RemediationAction) -> float | None:
+    """The monotonic reading kept with `action`'s intent (None: none kept, or unreadable)."""
+    try:
+        return float(action.extra[MONOTONIC_KEY])
+    except (KeyError, ValueError):
+        return None
 
 
 def held_back(decision: Decision) -> str:

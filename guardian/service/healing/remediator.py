@@ -35,7 +35,7 @@ from guardian.core.verification import PendingVerify
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable, Rechecks, RestartCalls
 from guardian.service.context import LoopContext
-from guardian.service.healing.actions import STOP_TIMEOUT_KEY, action_row
+from guardian.service.healing.actions import STOP_TIMEOUT_KEY, action_row, stamped
 from guardian.service.healing.decisions import DecisionPoint
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.recreator import Recreator
@@ -305,7 +305,9 @@ class Remediator:
         ctx, now = self.ctx, action.requested_at
         # Recorded so that a start after a stop mid-call knows how long the engine may take.
         stop = str(int(rules.stop_timeout.total_seconds()))
-        action = replace(action, extra={**action.extra, STOP_TIMEOUT_KEY: stop})
+        action = replace(
+            action, extra={**action.extra, STOP_TIMEOUT_KEY: stop, **stamped(ctx.clock)}
+        )
         action_id = ctx.store.record_intent(action)
         ctx.metrics.restart_requested(detected_at, now)
         log.warning(

@@ -26,7 +26,7 @@ from guardian.core.model import (
 )
 from guardian.core.outbound import notifications
 from guardian.core.outbound.hooks import ActionVerdict
-from guardian.core.stamps import Reading, no_later_than
+from guardian.core.stamps import Reading, no_later_than, placed_since
 from guardian.core.verification import (
     PendingVerify,
     awaiting_first_check,
@@ -37,7 +37,7 @@ from guardian.core.verification import (
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.context import LoopContext
-from guardian.service.healing.actions import STOP_TIMEOUT_KEY
+from guardian.service.healing.actions import STOP_TIMEOUT_KEY, monotonic_of
 from guardian.service.healing.followers import FOLLOWER_REASONS, Followers
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.recreator import Leftovers
@@ -206,7 +206,9 @@ class Verifier:
 
     def reconcile(self) -> int:
         """On start-up: give every action a crash left without an outcome one, and resume
-        verifications that were pending. Returns how many actions were reconciled."""
+        verifications that were pending, an unanswered restart's among them while the engine
+        may still carry it out. Returns how many actions were given an outcome or resumed
+        (the unanswered restarts aside: their outcome is written)."""
         ctx = self.ctx
         now = ctx.clock.now()
         count = 0
@@ -239,7 +241,36 @@ class Verifier:
                     self.recorder.gone(incident, "container gone", now)
                 continue
             self._settle_restart(action, snap, now)
+        for action in ctx.store.unanswered_restarts(ctx.settings.host):
+            self._resume_unanswered(action, now)
         return count
+
+    def _resume_unanswered(self, action: RemediationAction, now: datetime) -> None:
+        """A restart whose call went unanswered (timed out after sending) and whose
+        verification a stop or a crash cut short: verified again while the engine may still be
+        carrying it out, so the container is not asked for a second restart meanwhile. Its
+        age is told by the monotonic clock, not by the wall clock, which may have stepped."""
+        ctx = self.ctx
+        if ctx.state.verifications.verifying(action.container) or not self._may_still_stop(
+            action, now
+        ):
+            return
+        snap = ctx.engine.inspect(action.container_id)
+        if snap is None:
+            return  # gone: nothing left to restart twice
+        restarted = snap.started_at is not None and snap.started_at >= action.requested_at
+        self._resume(
+            action.id or 0,
+            _own_incident(action),
+            snap,
+            action.requested_at,
+            deadline=self._stop_deadline(action),
+            previous_started_at=None if restarted else snap.started_at,
+        )
+        log.warning(
+            "reconciled unanswered restart",
+            extra=kv(container=action.container, detail="the engine may still restart it"),
+        )
 
     def _settle_restart(
         self, action: RemediationAction, snap: ContainerSnapshot, now: datetime
@@ -289,8 +320,12 @@ class Verifier:
         s = self.ctx.settings
         recorded = action.extra.get(STOP_TIMEOUT_KEY, "")
         stop = timedelta(seconds=int(recorded)) if recorded.isdigit() else s.stop_timeout
-        # A stamp ahead of the clock (a step back since) counts as now: it waits longer.
-        return no_later_than(action.requested_at, self.ctx.clock.now()) + stop + s.verify_timeout
+        # Placed by the monotonic clock kept with the intent: a step of the wall clock since
+        # (in this run or another) neither ends the wait early nor, as a stamp ahead of the
+        # clock, beyond its length from now.
+        now = Reading(self.ctx.clock.now(), self.ctx.clock.monotonic())
+        requested = placed_since(action.requested_at, monotonic_of(action), now)
+        return requested + stop + s.verify_timeout
 
     def _may_still_stop(self, action: RemediationAction, now: datetime) -> bool:
         return now < self._stop_deadline(action)

@@ -40,6 +40,9 @@ T = TypeVar("T")
 
 MAX_ABOUT = 10_000  # the latest actions whose container is remembered for their outcomes
 MAX_RELEASES = 1024  # held notifications' releases kept while the store refuses them
+# A counter reset placed before a restart stamped at the same moment (last_reset): the budget
+# counts the restarts later than the reset, and the stamps keep microseconds.
+EARLIER = timedelta(microseconds=1)
 
 
 def _counts(action: RemediationAction) -> bool:
@@ -77,6 +80,9 @@ class LoopStore:
         self._releases: dict[int | None, str] = {}
         # What an action awaiting its outcome is about, by id: record_outcome is told its id only.
         self._about: dict[int, tuple[str, int | None, bool]] = {}
+        # The containers (host, name) whose latest stored counter reset this run wrote: placed
+        # by the monotonic clock, as are the restarts written after it (last_reset).
+        self._reset_here: set[tuple[str, str]] = set()
         self.failing = False
         self._why = ""  # the last failure, for degraded()
 
@@ -289,12 +295,12 @@ class LoopStore:
 
     def record_reset(self, host: str, container: str, at: datetime) -> None:
         self.stamps.wrote_reset(host, container, at)
-        self._write(
-            "record_reset",
-            lambda: self.inner.record_reset(host, container, at),
-            refused=_nothing,
-            fact=lambda _: ResetWritten(container),
-        )
+
+        def write() -> None:
+            self.inner.record_reset(host, container, at)
+            self._reset_here.add((host, container))
+
+        self._write("record_reset", write, refused=_nothing, fact=lambda _: ResetWritten(container))
 
     def remember(self, host: str, mark: str, at: datetime) -> None:
         """Written only once the actions held in memory are: a mark says how far the store's
@@ -349,5 +355,19 @@ class LoopStore:
         )
 
     def last_reset(self, host: str, container: str) -> datetime | None:
+        """The last counter reset, this run's own placed by the monotonic clock; one from an
+        earlier run never after a restart written after it whatever its stamp: a step back of
+        the wall clock between them (where no monotonic reading of this run places them) left
+        the restarts' stamps earlier than the reset's, and they still count against the
+        budget."""
         stored = self.inner.last_reset(host, container)
-        return self.stamps.last_reset(host, container, stored)
+        placed = self.stamps.last_reset(host, container, stored)
+        if placed is None or stored is None or (host, container) in self._reset_here:
+            return placed  # none, or this run's: the restarts after it are this run's too
+        first = self.inner.first_restart_after_reset(host, container)
+        if first is None or first > stored:
+            return placed
+        # Just before that restart, placed as a stamp from before this run is (no reset of this
+        # run carries it); the earlier of the two wins (more restarts count: the safe side).
+        before = self.stamps.last_reset(host, container, first - EARLIER)
+        return placed if before is None else min(placed, before)

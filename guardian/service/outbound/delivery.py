@@ -104,6 +104,10 @@ class DeliveryWorker:
         self._stopping = threading.Event()
         self._woken = threading.Event()  # set by wake(): rows were queued
         self._due: float | None = None  # the next time a tick has something to send
+        # Whether the outbox's stamps were brought behind the clock (Outbox.catch_up) since the
+        # run began, and since a step the store refused to follow: only a step no run followed
+        # puts one ahead of it.
+        self._caught_up = False
         self._thread: threading.Thread | None = None
         # By channel: notifications to send directly, once (the store could not queue them).
         self._unqueued: deque[Notification] = deque(maxlen=DIRECT_MAX)  # not yet routed
@@ -146,6 +150,10 @@ class DeliveryWorker:
         """Do what is due now; returns how many messages were sent (whatever their outcome)."""
         clocks = Reading(self.clock.now(), self.clock.monotonic())
         self._due = None
+        if not self._caught_up:
+            # Before fanning out, which copies the queueing stamps into the first tries.
+            self.outbox.catch_up(clocks.wall, self.settings.retry.longest)
+            self._caught_up = True
         self.outbox.fan_out([c.name for c in self.channels], self._select)
         self._hold_unqueued()
         self._remind(clocks)
@@ -317,8 +325,15 @@ class DeliveryWorker:
         """The wall clock stepped: the outbox's retry times (the store's stamps) move with it
         (Outbox.follow_step), and the worker looks again at once; a channel's pacing and its
         waits run on the monotonic clock and keep their length."""
-        self.outbox.follow_step(step)
-        self.wake()
+        try:
+            self.outbox.follow_step(step)
+        except Exception:
+            # Refused (a full disk): what the step left ahead of the clock is brought back by
+            # the next tick's catch_up instead, once the store takes it.
+            self._caught_up = False
+            raise
+        finally:
+            self.wake()
 
     # -- the thread -------------------------------------------------------------------------
 
