@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from guardian.core.stamps import Reading
 from guardian.ports import Clock
-from guardian.service.state.claims import Claims
+from guardian.service.state.claims import Claim, Claims
 from guardian.service.state.container_cache import ContainerCache
 from guardian.service.state.engine_memory import EngineMemory
 from guardian.service.state.epochs import RestartEpochs
@@ -253,17 +253,45 @@ class LoopState:
 
     def caused_by_restart(self, container_id: str, container: str) -> bool:
         """Whether a stop or kill of this container may come from a restart Guardian made: its
-        call runs, or it awaits its verification and its start has not been heard yet. A stop
-        heard after the restart's start is a person's (docs/design.md rule 10)."""
+        call was sent to the engine, or it awaits its verification, and its start has not been
+        heard yet. A stop heard before the call was sent (decided, waiting for its worker) or
+        after the restart's start is a person's (docs/design.md rule 10)."""
         with self.lock:
             if self.claims.running(container):
-                return True
+                if not self.claims.sent(container):
+                    return False
+                # Its start is heard at the claim's epoch (a start heard before the call was
+                # sent is dropped then: send).
+                heard = self._start_heard.get(container)
+                return heard is None or heard < self.epochs.of(container)
             if not any(p.container_id == container_id for p in self.verifications.pending()):
                 return False
             # A verification's epoch is its claim's plus one (Claims.claim, then the hand-over):
             # a start heard at either belongs to this restart, an older one to an earlier.
             heard = self._start_heard.get(container)
             return heard is None or heard < self.epochs.of(container) - 1
+
+    def stop_heard(self, container_id: str, container: str) -> bool:
+        """A stop or kill of the container was heard: held as a person's unless a restart of
+        Guardian's caused it. True: a person's. Under the lock, so a call about to be sent
+        (send) either was sent before (the stop may be its own) or sees the person's stop."""
+        with self.lock:
+            if self.caused_by_restart(container_id, container):
+                return False
+            self.person_stops.stopped(container_id)
+            return True
+
+    def send(self, claim: Claim, container_id: str) -> bool:
+        """`claim`'s call goes to the engine now (its worker asks, just before the call),
+        unless a person stopped, killed or removed the container since it was decided, or the
+        claim ended: then it must not be sent (False). A start heard before now is not the
+        call's: its own stop and kill come after it."""
+        with self.lock:
+            if claim.ended or self.person_stops.holds(container_id):
+                return False
+            claim.sent = True
+            self._start_heard.pop(claim.container, None)
+            return True
 
     def epoch_of(self, container: str) -> int:
         """Read before reading `container`'s incidents or history from the store;
