@@ -36,14 +36,6 @@ KNOWN = {
     "F11": "a restart the engine still carries out (its call timed out after sending), asked"
     " again by the next run when the wall clock stepped forward after it:"
     " Verifier._may_still_stop compares the request's stamp with the stepped clock",
-    "F12": "a person's stop or kill heard while Guardian holds a claim to restart the container"
-    " (decided, its call queued for the container's worker or in flight at the engine) is"
-    " taken for the restart's own: LoopState.caused_by_restart answers yes to any stop while a"
-    " claim runs, so PersonStops never holds it and Guardian restarts the container",
-    "F13": "a silence a person sets after Guardian decided a restart and before its call reached"
-    " the engine (queued for the container's worker: the sweep decided it) does not hold the"
-    " call back: a silence is read by decide() only (DecisionPoint._silence), never again"
-    " before the call",
     "F14": "a person's stop or kill heard while a restart awaits its verdict whose start this run"
     " of Guardian never heard (an earlier run made it and its outcome was never written, or the"
     " stream was cut and the engine's ring dropped its events) is taken for that restart's own:"

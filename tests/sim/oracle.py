@@ -238,12 +238,7 @@ class Oracle:
             self._in_flight_known(self.attempts[req.container_id][-1:], now),
         )
         silenced = [s for s in self.silences if s.name == req.name and s.holds(req.wall)]
-        self._check(
-            Promise.SILENCE,
-            not silenced,
-            f"restart of {req.name} while silenced",
-            self._silenced_after(req, silenced),
-        )
+        self._check(Promise.SILENCE, not silenced, f"restart of {req.name} while silenced")
         if role.asks:
             self._approved(req)
         self._budget(req, role, now)
@@ -269,16 +264,6 @@ class Oracle:
         if run < self.frame.run_index(self.frame.now()) and unwritable:
             return "F10"
         return ""
-
-    @staticmethod
-    def _silenced_after(req: Request, silenced: list[Silenced]) -> str:
-        """F13 when every silence holding the restart back was set after Guardian decided it
-        (its call waited in the work queue meanwhile): "" otherwise."""
-        asked = req.asked
-        if not silenced or not isinstance(asked, Moment):
-            return ""
-        after = all(s.set_at is not None and s.set_at > asked for s in silenced)
-        return "F13" if after else ""
 
     def _approved(self, req: Request) -> None:
         """Each restart of an `ask` container uses one approval given before it, unexpired."""

@@ -226,7 +226,6 @@ def test_a_sweep_beside_a_restart_call_in_flight_leaves_the_container_to_its_wor
     assert w.counts["engine received: restart"] == 1 and not w.oracle.violations
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F12: {KNOWN['F12']}")
 def test_a_persons_stop_heard_while_a_restart_waits_for_its_worker_is_not_undone(
     w: World,
 ) -> None:
@@ -238,7 +237,6 @@ def test_a_persons_stop_heard_while_a_restart_waits_for_its_worker_is_not_undone
     assert Promise.PERSON_STOP not in broken(w)
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F13: {KNOWN['F13']}")
 def test_a_silence_set_while_a_restart_waits_for_its_worker_holds_it_back(w: World) -> None:
     act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
     act(w, w.subject.sweep)  # decided and claimed: the call waits for web's worker
