@@ -515,7 +515,7 @@ class Healer:
         self.quiet.heard(cid)
         if action in ("stop", "kill"):
             # `docker stop`/`docker kill` by a person is held: never undo it.
-            state.stop_heard(cid, event.container_name)
+            state.stop_heard(cid, event.container_name, event.at)
         elif action == "start":
             state.person_stops.forget(cid)
             state.heard_start(event.container_name)
