@@ -36,9 +36,4 @@ KNOWN = {
     "F11": "a restart the engine still carries out (its call timed out after sending), asked"
     " again by the next run when the wall clock stepped forward after it:"
     " Verifier._may_still_stop compares the request's stamp with the stepped clock",
-    "F14": "a person's stop or kill heard while a restart awaits its verdict whose start this run"
-    " of Guardian never heard (an earlier run made it and its outcome was never written, or the"
-    " stream was cut and the engine's ring dropped its events) is taken for that restart's own:"
-    " LoopState.caused_by_restart counts every stop until the start is heard, so PersonStops"
-    " never holds it and Guardian restarts the container",
 }

@@ -47,6 +47,7 @@ KEPT: list[tuple[int, float, str]] = [
     (5185, 1, "F9: a person's stop forgotten for a start replayed after a step back"),
     (319, 1, "F12: a person's stop heard while a restart is claimed, taken for its own"),
     (408, 1, "F13: a silence set while a decided restart waits for its worker"),
+    (7668, 1, "F14: a person's stop taken for a verifying restart's own, its start unheard"),
 ]
 
 # Seeds that found a bug in Guardian (tests/sim/known.py): they run into it until it is
@@ -61,7 +62,6 @@ FOUND: list[tuple[int, float, str]] = [
     (64, 1, "F10"),  # a person's stop the ring dropped before any run heard or read it
     # F11 is kept as a scenario (test_scenarios.py): merged with main's person-stop judge, its
     # seed 404786 (and 200375 before it) no longer reaches it.
-    (7668, 1, "F14"),  # a person's stop taken for a verifying restart's own, its start unheard
 ]
 
 
