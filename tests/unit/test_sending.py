@@ -6,12 +6,14 @@ shown by a look at the container when its event was lost (F14)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from guardian.core.model import ActionKind, ContainerSnapshot, Outcome
+from guardian.core.model import ActionKind, ContainerSnapshot, Outcome, RemediationAction
 from guardian.core.verification import PendingVerify
 from guardian.ports import EngineEvent
+from guardian.service.healing.decisions import ladder_history
 from guardian.service.operator import Operator
 from guardian.service.state.state import LoopState
 from tests.app import HOST, TestApp, make_app
@@ -79,6 +81,7 @@ def test_a_silence_set_while_a_restart_waits_for_its_worker_withdraws_it(tmp_pat
     assert w.engine.restarts == []
     [restart] = [a for a in w.actions("web") if a.kind == ActionKind.RESTART]
     assert restart.outcome == Outcome.WITHDRAWN and "silenced until" in restart.detail
+    assert w.store.restart_times(HOST, restart.requested_at - timedelta(1)) == ()  # not an attempt
     w.healer.sweep()  # decided again: held by the silence, with its own reason
     assert w.engine.restarts == []
     assert w.actions("web")[-1].reason == "silenced"
@@ -160,3 +163,11 @@ def test_a_stop_heard_before_the_restarts_start_was_heard_is_its_own() -> None:
     state.heard_start("web")  # the stream is in order: that stop came before this start
     assert not state.restart_seen(p, clock.now())
     assert not state.person_stops.holds("web-id")
+
+
+def test_a_withdrawn_recreate_is_not_a_rung_taken() -> None:
+    at = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    row = RemediationAction(None, 1, HOST, "web", "web-id", ActionKind.RECREATE, at, "escalated")
+    taken = replace(row, outcome=Outcome.TRANSIENT_FAILURE)
+    assert ladder_history([taken], "web-id")[1] == (("recreate", at),)
+    assert ladder_history([replace(row, outcome=Outcome.WITHDRAWN)], "web-id")[1] == ()

@@ -65,6 +65,7 @@ def ladder_history(
         (str(a.kind) if a.kind in REPLACING else "stop", a.requested_at)
         for a in actions
         if a.container_id in ids
+        and a.outcome != Outcome.WITHDRAWN  # never sent: not taken
         and (a.kind in REPLACING or (a.kind == ActionKind.STOP and a.reason in RUNG_REASONS))
     )
     return before, rungs
