@@ -171,3 +171,17 @@ def test_a_withdrawn_recreate_is_not_a_rung_taken() -> None:
     taken = replace(row, outcome=Outcome.TRANSIENT_FAILURE)
     assert ladder_history([taken], "web-id")[1] == (("recreate", at),)
     assert ladder_history([replace(row, outcome=Outcome.WITHDRAWN)], "web-id")[1] == ()
+
+
+def test_a_stop_guardian_decided_is_withdrawn_too_when_a_silence_came_first(tmp_path: Path) -> None:
+    w, held = waiting_calls(tmp_path)
+    w.engine.add(
+        "web", health="unhealthy", labels={"guardian.enable": "true", "guardian.action": "stop"}
+    )
+    w.healer.sweep()  # guardian.action=stop: decided, the stop call waits for web's worker
+    [call] = held
+    Operator(w.store, w.clock, HOST).silence("web", timedelta(minutes=30), "upgrade", "alice")
+    call()
+    assert w.engine.stops == []
+    [stop] = [a for a in w.actions("web") if a.kind == ActionKind.STOP]
+    assert stop.outcome == Outcome.WITHDRAWN
