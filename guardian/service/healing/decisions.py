@@ -217,8 +217,9 @@ class DecisionPoint:
         read it, or "" once it is marked sent (the caller sends it at once). Not while a silence
         or maintenance window holds the container now, nor once a person stopped, killed or
         removed it since the decision (as heard: LoopState.send)."""
-        silence = self.silence(snap, rules, self.ctx.clock.now())
-        if silence is not None:
+        now = self.ctx.clock.now()
+        silence = self.silence(snap, rules, now)
+        if silence is not None and silence.active(now):  # as decide() reads it
             return f"silenced until {silence.until.isoformat(timespec='seconds')} since decided"
         if not self.ctx.state.send(claim, snap.id):
             return "a person stopped, killed or removed it since it was decided"
