@@ -317,8 +317,9 @@ class Store(Protocol):
         container: str | None = None,
         container_id: str | None = None,
     ) -> tuple[datetime, ...]:
-        """Request times of restart attempts (all outcomes), for the host, or for a name (and,
-        with `container_id`, only the container of that id carrying it)."""
+        """Request times of restart attempts (every outcome but withdrawn: never sent to the
+        engine), for the host, or for a name (and, with `container_id`, only the container of
+        that id carrying it)."""
 
     def last_reset(self, host: str, container: str) -> datetime | None: ...
 

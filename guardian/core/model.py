@@ -348,6 +348,7 @@ class Outcome(StrEnum):
     UNKNOWN = "unknown"  # observed healthy, but not confirmed restarted
     RETRY_EXHAUSTED = "retry_exhausted"  # attempts used up: the incident escalated
     INTERRUPTED = "interrupted"  # Guardian died between intent and outcome
+    WITHDRAWN = "withdrawn"  # decided, never sent: a person stopped or silenced it meanwhile
     STOPPED = "stopped"  # guardian.action=stop: stopped as asked, left to a person
     FAILED = "failed"  # a hook exited with another status than 0, or could not start
     TIMED_OUT = "timed_out"  # a hook ran past its timeout and was killed

@@ -1,8 +1,8 @@
-"""What Guardian made of a person's stop, kill or removal, for the oracle to name the known bug
+"""What Guardian heard of a person's stop, kill or removal, for the oracle to name the known bug
 behind a restart that undid one: the act's own events (by identity: a restart the engine
-completed just before emits the same actions), when a run of Guardian heard one of them, and
-whether it took them for its own restart's while it held a claim to restart the container (F12)
-or while a restart awaited its verdict (F14).
+completed just before emits the same actions) and when a run of Guardian heard one of them.
+(Fixed: F12 and F14, the act taken for a restart's own while the restart was decided, or
+awaited its verdict with its start unheard.)
 """
 
 from __future__ import annotations
@@ -19,38 +19,17 @@ class Acts:
     frame: Frame
     events: dict[int, str] = field(default_factory=dict)  # id(event) -> its container's id
     heard: dict[str, Moment] = field(default_factory=dict)  # one of its events, last heard
-    taken_claimed: dict[str, Moment] = field(default_factory=dict)  # taken for own: F12
-    taken_verifying: dict[str, Moment] = field(default_factory=dict)  # taken for own: F14
 
     def acted(self, container_id: str, events: tuple[EngineEvent, ...]) -> None:
         """A person's act emitted these events (the engine keeps them, so their ids last)."""
         for event in events:
             self.events[id(event)] = container_id
 
-    def heard_event(self, event: EngineEvent, own: bool, claimed: bool) -> None:
-        """Guardian's event stream handed it `event`; `own`: taken for its own restart's,
-        `claimed`: while Guardian held a claim to restart that container (decided, queued or
-        in flight)."""
+    def heard_event(self, event: EngineEvent) -> None:
+        """Guardian's event stream handed it `event`."""
         cid = event.container_id
-        if self.events.get(id(event)) != cid:
-            return
-        now = self.frame.now()
-        self.heard[cid] = now
-        if own:
-            (self.taken_claimed if claimed else self.taken_verifying)[cid] = now
-
-    def taken_for_own(self, container_id: str, held: Moment | None) -> str:
-        """The known bug that took the person's act at `held` for a restart's own: F12 when
-        Guardian held a claim to restart the container then, F14 when a restart awaited its
-        verdict (F4's fix tells a person's stop once the restart's start was heard: this one's
-        was not); "" otherwise."""
-        if held is None:
-            return ""
-        taken = self.taken_claimed.get(container_id)
-        if taken is not None and taken > held:
-            return "F12"
-        verifying = self.taken_verifying.get(container_id)
-        return "F14" if verifying is not None and verifying > held else ""
+        if self.events.get(id(event)) == cid:
+            self.heard[cid] = self.frame.now()
 
     def unheard(self, container_id: str, held: Moment | None) -> str:
         """F3 (while it is known) when this run of Guardian never heard the act's own events,

@@ -22,17 +22,4 @@ KNOWN = {
     " stream cut, Guardian down), then dropped from the engine's ring (256 events) before a run"
     " heard it or read it in the engine's record; or learnt only by a run whose store refused"
     " writes until it ended (the stop's mark, service.watchers.stop_records, was never written)",
-    "F12": "a person's stop or kill heard while Guardian holds a claim to restart the container"
-    " (decided, its call queued for the container's worker or in flight at the engine) is"
-    " taken for the restart's own: LoopState.caused_by_restart answers yes to any stop while a"
-    " claim runs, so PersonStops never holds it and Guardian restarts the container",
-    "F13": "a silence a person sets after Guardian decided a restart and before its call reached"
-    " the engine (queued for the container's worker: the sweep decided it) does not hold the"
-    " call back: a silence is read by decide() only (DecisionPoint._silence), never again"
-    " before the call",
-    "F14": "a person's stop or kill heard while a restart awaits its verdict whose start this run"
-    " of Guardian never heard (an earlier run made it and its outcome was never written, or the"
-    " stream was cut and the engine's ring dropped its events) is taken for that restart's own:"
-    " LoopState.caused_by_restart counts every stop until the start is heard, so PersonStops"
-    " never holds it and Guardian restarts the container",
 }

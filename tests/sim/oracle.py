@@ -221,9 +221,7 @@ class Oracle:
             Promise.PERSON_STOP,
             held is None,
             f"{req.verb} of {req.name} after a person stopped, killed or removed it",
-            self.acts.taken_for_own(req.container_id, held)
-            or self._explained(req.container_id, held)
-            or self.acts.unheard(req.container_id, held),
+            self._explained(req.container_id, held) or self.acts.unheard(req.container_id, held),
         )
         if held is not None and req.verb in ("restart", "create"):
             del self.held[req.container_id]  # it runs again now: told once
@@ -238,12 +236,7 @@ class Oracle:
             self._in_flight_known(req, self.attempts[req.container_id][-1:], now),
         )
         silenced = [s for s in self.silences if s.name == req.name and s.holds(req.wall)]
-        self._check(
-            Promise.SILENCE,
-            not silenced,
-            f"restart of {req.name} while silenced",
-            self._silenced_after(req, silenced),
-        )
+        self._check(Promise.SILENCE, not silenced, f"restart of {req.name} while silenced")
         if role.asks:
             self._approved(req)
         self._budget(req, role, now)
@@ -258,8 +251,9 @@ class Oracle:
         """The known bug a restart after a person's stop at `held` comes from: F10 when no run
         of Guardian could keep the stop (none heard it or read it in the engine's record before
         the engine's ring dropped it, or only runs whose store refused writes then); ""
-        otherwise (fixed: F3, a stop not heard as an event; F4, a stop taken for Guardian's own
-        restart's; F9, a stop forgotten for a stale start replayed after a step back)."""
+        otherwise (fixed: F3, a stop not heard as an event; F4, F12 and F14, a stop taken for
+        Guardian's own restart's: after its start was heard, before its call was sent, after a
+        start never heard; F9, a stop forgotten for a stale start replayed after a step back)."""
         if held is None:
             return ""
         learnt = self.learnt.get(container_id)
@@ -269,16 +263,6 @@ class Oracle:
         if run < self.frame.run_index(self.frame.now()) and unwritable:
             return "F10"
         return ""
-
-    @staticmethod
-    def _silenced_after(req: Request, silenced: list[Silenced]) -> str:
-        """F13 when every silence holding the restart back was set after Guardian decided it
-        (its call waited in the work queue meanwhile): "" otherwise."""
-        asked = req.asked
-        if not silenced or not isinstance(asked, Moment):
-            return ""
-        after = all(s.set_at is not None and s.set_at > asked for s in silenced)
-        return "F13" if after else ""
 
     def _approved(self, req: Request) -> None:
         """Each restart of an `ask` container uses one approval given before it, unexpired."""

@@ -59,7 +59,7 @@ class Subject:
     store_errors: int = 0
     events_lost: int = 0  # events that left the engine's ring before a stream read them
     on_heard: list[Callable[[str, str], None]] = field(default_factory=list)
-    on_heard_event: list[Callable[[EngineEvent, bool, bool], None]] = field(default_factory=list)
+    on_heard_event: list[Callable[[EngineEvent], None]] = field(default_factory=list)
     on_raised: list[Callable[[Exception], None]] = field(default_factory=list)
 
     @property
@@ -172,17 +172,14 @@ class Subject:
             return None
         event, replayed = read
         self.last_at = event.at
-        healer, state = self.app.healer, self.app.healer.ctx.state
-        own = state.caused_by_restart(event.container_id, event.container_name)
-        claimed = state.claims.running(event.container_name)
+        healer = self.app.healer
         with self.job("events"):
             wanted = healer.on_event(event)
-            # What this run of Guardian heard, for the oracle: a held act's learnt, and whether
-            # Guardian took it for its own restart's (to name a known bug).
+            # What this run of Guardian heard, for the oracle: a held act's learnt.
             for told in self.on_heard:
                 told(event.action, event.container_id)
             for heard in self.on_heard_event:
-                heard(event, own, claimed)
+                heard(event)
             assert self.judge_from is not None
             if wanted and event.at >= self.judge_from:
                 if replayed and event.container_id in self.judged:

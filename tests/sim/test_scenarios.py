@@ -211,6 +211,23 @@ def test_a_persons_stop_while_a_restart_awaits_its_verdict_is_not_undone(w: Worl
     assert Promise.PERSON_STOP not in broken(w)
 
 
+def test_a_persons_stop_while_a_restart_whose_events_were_lost_awaits_its_verdict_is_not_undone(
+    w: World,
+) -> None:
+    act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
+    act(w, lambda: sweep(w))  # restarted: its verification awaits the next verify tick
+    assert w.counts["engine received: restart"] == 1
+    act(w, w.subject.cut)
+    w.engine.kept[:] = []  # and the engine's ring rolls over: the restart's events are lost
+    act(w, lambda: w.host.stop(container(w, "web"), 1))
+    act(w, w.subject.reconnect)
+    act(w, lambda: hear_all(w))  # the person's stop; the restart's start was never heard
+    for _ in range(4):  # past the cooldown
+        wait(w, 60)
+        act(w, lambda: sweep(w))
+    assert Promise.PERSON_STOP not in broken(w)
+
+
 # -- the work queue's interleavings -----------------------------------------------------------
 
 
@@ -238,7 +255,6 @@ def test_a_sweep_beside_a_restart_call_in_flight_leaves_the_container_to_its_wor
     assert w.counts["engine received: restart"] == 1 and not w.oracle.violations
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F12: {KNOWN['F12']}")
 def test_a_persons_stop_heard_while_a_restart_waits_for_its_worker_is_not_undone(
     w: World,
 ) -> None:
@@ -250,7 +266,6 @@ def test_a_persons_stop_heard_while_a_restart_waits_for_its_worker_is_not_undone
     assert Promise.PERSON_STOP not in broken(w)
 
 
-@pytest.mark.xfail(strict=True, reason=f"known bug F13: {KNOWN['F13']}")
 def test_a_silence_set_while_a_restart_waits_for_its_worker_holds_it_back(w: World) -> None:
     act(w, lambda: w.host.sicken(container(w, "web"), "GET /health: 503"))
     act(w, w.subject.sweep)  # decided and claimed: the call waits for web's worker

@@ -259,8 +259,9 @@ class SqliteStore(OperatorQueries):
             ("container_id=?", container_id),
         )
         rows = self.db.query(
-            f"SELECT requested_at FROM actions WHERE {clause} AND kind=?",
-            (*params, str(ActionKind.RESTART)),
+            f"SELECT requested_at FROM actions WHERE {clause} AND kind=?"
+            " AND (outcome IS NULL OR outcome!=?)",
+            (*params, str(ActionKind.RESTART), str(Outcome.WITHDRAWN)),
         )
         return tuple(datetime.fromisoformat(r[0]) for r in rows)
 

@@ -27,6 +27,7 @@ from guardian.core.model import (
 from guardian.core.policy import AttemptHistory, HostLoad, Target, decide
 from guardian.core.storm import StormHold
 from guardian.service.context import LoopContext
+from guardian.service.state.claims import Claim
 
 # The reasons a STOP action carries when it was the ladder's stop rung (not guardian.action=stop).
 RUNG_REASONS = (str(Reason.ESCALATED), str(Reason.APPROVED))
@@ -64,6 +65,7 @@ def ladder_history(
         (str(a.kind) if a.kind in REPLACING else "stop", a.requested_at)
         for a in actions
         if a.container_id in ids
+        and a.outcome != Outcome.WITHDRAWN  # never sent: not taken
         and (a.kind in REPLACING or (a.kind == ActionKind.STOP and a.reason in RUNG_REASONS))
     )
     return before, rungs
@@ -177,7 +179,7 @@ class DecisionPoint:
             recent_restarts=tuple(ctx.store.restart_times(host, minute_ago))
             + memory.recent(minute_ago),
             storm=ctx.pipeline.storm_holds(snap),
-            silence=self._silence(snap, rules, now),
+            silence=self.silence(snap, rules, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
             approval=ctx.store.approval_for(host, container) if _asks(policy) else None,
             problem_since=(
@@ -198,7 +200,7 @@ class DecisionPoint:
             (r for r in found if r.container == snap.name and r.container_id == snap.id), None
         )
 
-    def _silence(
+    def silence(
         self, snap: ContainerSnapshot, rules: ContainerRules, now: datetime
     ) -> Silence | None:
         """What holds the container back: a person's silence or a maintenance window in force
@@ -211,6 +213,20 @@ class DecisionPoint:
         if person is None or (window is not None and window.until > person.until):
             return window or person
         return person
+
+    def unsent(self, snap: ContainerSnapshot, rules: ContainerRules, claim: Claim) -> str:
+        """Just before `claim`'s call goes to the engine, on the container's worker (a call the
+        sweep decided waits in the work queue for it): why it must not go after all, as people
+        read it, or "" once it is marked sent (the caller sends it at once). Not while a silence
+        or maintenance window holds the container now, nor once a person stopped, killed or
+        removed it since the decision (as heard: LoopState.send)."""
+        now = self.ctx.clock.now()
+        silence = self.silence(snap, rules, now)
+        if silence is not None and silence.active(now):  # as decide() reads it
+            return f"silenced until {silence.until.isoformat(timespec='seconds')} since decided"
+        if not self.ctx.state.send(claim, snap.id):
+            return "a person stopped, killed or removed it since it was decided"
+        return ""
 
     def _decide(
         self,

@@ -513,9 +513,9 @@ class Healer:
         state, cid, action = self.ctx.state, event.container_id, event.action
         state.cache.saw(event)
         self.quiet.heard(cid)
-        if action in ("stop", "kill") and not state.caused_by_restart(cid, event.container_name):
-            # `docker stop`/`docker kill` by a person: never undo it.
-            state.person_stops.stopped(cid)
+        if action in ("stop", "kill"):
+            # `docker stop`/`docker kill` by a person is held: never undo it.
+            state.stop_heard(cid, event.container_name, event.at)
         elif action == "start":
             state.person_stops.forget(cid)
             state.heard_start(event.container_name)

@@ -161,6 +161,8 @@ class HostWatch:
             if container != self._canary:
                 return
             self._canary = None
+        if outcome == Outcome.WITHDRAWN:
+            return  # never sent, so it tells nothing of the storm: the next decision tries
         healed = outcome in (Outcome.SUCCEEDED, Outcome.UNKNOWN)
         with self._judging:
             current = self.store.current_incident(self.host, HOST_SUBJECT, ProblemType.STORM)

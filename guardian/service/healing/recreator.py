@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -21,10 +21,11 @@ from guardian.core import incidents
 from guardian.core.assessment import Assessment
 from guardian.core.escalation.recreate import RecreateSpec, Refusal, build
 from guardian.core.escalation.rollback import Kept, kept_from
-from guardian.core.labels import ALL
+from guardian.core.labels import ALL, ContainerRules
 from guardian.core.model import (
     REPLACING,
     ActionKind,
+    ContainerSnapshot,
     Decision,
     Incident,
     Outcome,
@@ -41,6 +42,8 @@ from guardian.service.healing.recorder import Recorder
 from guardian.service.state.claims import Claim
 
 log = logging.getLogger("guardian.recreate")
+# Whether a decided call goes to the engine now (snapshot, rules, claim, intent's action id).
+MaySend = Callable[[ContainerSnapshot, ContainerRules, Claim, int], bool]
 
 
 def spec_of(
@@ -89,10 +92,14 @@ def removed_by_recreate(action: RemediationAction | None) -> bool:
 class Recreator:
     """The recreate rung from decision to verification; its claim is the restart's claim."""
 
-    def __init__(self, ctx: LoopContext, recorder: Recorder, calls: RestartCalls) -> None:
+    def __init__(
+        self, ctx: LoopContext, recorder: Recorder, calls: RestartCalls, may_send: MaySend
+    ) -> None:
+        """`may_send`: Remediator.may_send, asked on the worker just before the removal."""
         self.ctx = ctx
         self.recorder = recorder
         self._calls = calls
+        self._may_send = may_send
 
     def recreate(self, a: Assessment, incident: Incident, decision: Decision, claim: Claim) -> None:
         """Read the record, build the spec, then write the intent with the record and (on
@@ -202,6 +209,8 @@ class Recreator:
         """On the container's worker: remove, then create from the spec. The claim ends when the
         engine is done, or passes to the new container's verification."""
         ctx, snap = self.ctx, a.snapshot
+        if not self._may_send(snap, a.rules, claim, action_id):
+            return
         removed = ctx.engine.remove_container(snap.id, a.rules.stop_timeout)
         if not removed.done:
             # Still there (or unknown): nothing lost; the next decision sees what is there.

@@ -1,5 +1,6 @@
 """The decisions that refuse a restart, written down: a give-up escalates its incident once and
-tells people; a hold is recorded once per incident and reason, not on every sweep."""
+tells people; a hold is recorded once per incident and reason, not on every sweep; a call
+withdrawn before it was sent ends its action with the reason."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from guardian.logs import kv
 from guardian.service.context import LoopContext
 from guardian.service.healing.actions import ACTION_KEY, action_row, held_back
 from guardian.service.healing.recorder import Recorder
+from guardian.service.state.claims import Claim
 
 log = logging.getLogger("guardian.remediator")
 
@@ -74,6 +76,16 @@ class Refusals:
                 retry_at=decision.retry_at,
             ),
         )
+
+    def withdraw(self, snap: ContainerSnapshot, claim: Claim, action_id: int, why: str) -> None:
+        """A decided call is not sent after all (DecisionPoint.unsent says `why`): its claim
+        and slot are given up, and its action (intent `action_id`) ends withdrawn: nothing
+        was asked of the engine."""
+        ctx = self.ctx
+        claim.release()
+        ctx.store.record_outcome(action_id, Outcome.WITHDRAWN, f"not sent: {why}", ctx.clock.now())
+        ctx.restart_ended(snap.name, str(Outcome.WITHDRAWN))
+        log.info("call withdrawn", extra=kv(container=snap.name, reason=why))
 
     def hold(
         self,

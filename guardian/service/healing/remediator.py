@@ -88,7 +88,7 @@ class Remediator:
         self._calls = calls
         self._rechecks = rechecks
         self.refusals = Refusals(ctx, recorder)
-        self.recreator = Recreator(ctx, recorder, calls)
+        self.recreator = Recreator(ctx, recorder, calls, self.may_send)
         self.rollbacks = Rollbacks(ctx, recorder, self.recreator)
 
     @contextmanager
@@ -114,8 +114,11 @@ class Remediator:
                     slot = slot_until(rules.stop_timeout, self.ctx.settings.stop_timeout, now)
                     claims = self.ctx.state.claims
                     # Held from the moment it exists: nothing after this can leave it behind.
+                    # Not sent yet: its worker sends it (may_send).
                     claimed.append(
-                        holding.enter_context(claims.claim(snap.name, rules.stop_timeout, slot))
+                        holding.enter_context(
+                            claims.claim(snap.name, rules.stop_timeout, slot, waits=True)
+                        )
                     )
                     if decision.reason is Reason.STORM_CANARY:
                         self.ctx.pipeline.storm_canary(snap.name)
@@ -123,6 +126,21 @@ class Remediator:
             decision = self.decisions.decision_for(snap, rules, now, claim, problem, began)
             self.ctx.metrics.decided(decision)
             yield decision, claimed[0] if claimed else None
+
+    def may_send(
+        self, snap: ContainerSnapshot, rules: ContainerRules, claim: Claim, action_id: int
+    ) -> bool:
+        """Whether `claim`'s call (its intent written as `action_id`) goes to the engine now,
+        on the container's worker; the caller sends it at once. A person may have stopped or
+        silenced the container since the decision (the call waited for its worker): then it is
+        withdrawn (Refusals.withdraw), and the container judged again, so decide() holds it
+        back with its own reason."""
+        why = self.decisions.unsent(snap, rules, claim)
+        if not why:
+            return True
+        self.refusals.withdraw(snap, claim, action_id, why)
+        self._rechecks.recheck(snap.id, self.ctx.clock.now())
+        return False
 
     def recheck(self, container_id: str, at: datetime) -> None:
         """Judge the container again at `at` (a hold's end), on its worker."""
@@ -230,6 +248,8 @@ class Remediator:
         )
 
         def call() -> None:
+            if not self.may_send(snap, a.rules, claim, action_id):
+                return
             result = ctx.engine.stop(snap.id, a.rules.stop_timeout)
             claim.release()  # the engine is done with it: its events are no longer ours
             done = ctx.clock.now()
@@ -358,6 +378,10 @@ class Remediator:
         judged from the cache (`cached`) reads the probe's output once the call returned (the
         kill never waits on it): the attempt's notification and the incident say it."""
         ctx, action_id = self.ctx, pending.action_id
+        if not self.may_send(snap, rules, claim, action_id):
+            if cached and incident is not None and incident.id is not None:
+                ctx.store.release_held(incident.id)  # the opening goes as is
+            return ActionOutcome(Outcome.WITHDRAWN)
         began = ctx.clock.monotonic()  # a duration: never the wall clock (docs/design.md rule 12)
         result = self._request_restart(snap, rules)
         if not ctx.state.claims.recording:

@@ -107,6 +107,13 @@ class Verifier:
             return
         # The verification's stamps (held on the monotonic clock) where the snapshot's are.
         placed = verifications.placed(p, clocks)
+        started = snap.started_at if restarted(placed, snap) else None
+        # Its start, even where its event was never heard: a stop heard after it is a
+        # person's, never undone (LoopState.restart_seen).
+        if started is not None and ctx.state.restart_seen(p, started):
+            log.info(
+                "a person's stop after the restart: left alone", extra=kv(container=p.container)
+            )
         outcome = judge(placed, snap, now, ctx.settings.verify_timeout)
         relapse = self._relapse(placed, snap) if outcome in HEALED_OR_UNDECIDED else None
         if relapse is not None:

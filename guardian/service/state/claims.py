@@ -39,11 +39,14 @@ class Claim:
     ends it, on its own thread, when it returns or raises (or earlier, by release or hand_over,
     once the engine is done with the container)."""
 
-    def __init__(self, claims: Claims, container: str, call: RestartCall) -> None:
+    def __init__(self, claims: Claims, container: str, call: RestartCall, sent: bool) -> None:
         self._claims = claims
         self.container = container
         self.call = call
         self.ended = False  # guarded by the restart lock (Claims)
+        # Its call went to the engine (guarded by the restart lock): from then on a stop of the
+        # container may be the call's own (LoopState.caused_by_restart), not before.
+        self.sent = sent
         self._passed = False  # only the holding block's thread reads and writes it
 
     @property
@@ -121,14 +124,16 @@ class Claims:
         container: str,
         stop_timeout: timedelta = timedelta(0),
         slot_until: datetime | None = None,
+        waits: bool = False,
     ) -> Claim:
         """A restart call for `container` starts (under the restart lock, after deciding);
         Docker may legitimately take `stop_timeout` longer than any other engine call. It counts
         against restart.max_concurrent until `slot_until` (None: until it returns), a time of
-        this run's wall clock, held on the monotonic clock."""
+        this run's wall clock, held on the monotonic clock. `waits`: the call is not sent yet
+        (its worker sends it: LoopState.send)."""
         until = None if slot_until is None else self._clocks().mono_of(slot_until)
         with self._lock:
-            claim = Claim(self, container, RestartCall(stop_timeout, until))
+            claim = Claim(self, container, RestartCall(stop_timeout, until), sent=not waits)
             self._running[container] = claim
             self._slot_waiters.pop(container, None)
             self._epochs.advance(container, claimed=True)
@@ -152,6 +157,13 @@ class Claims:
         """Guardian's restart call for `container` runs now (claimed, not yet ended)."""
         with self._lock:
             return container in self._running
+
+    def sent(self, container: str) -> bool:
+        """Guardian's call for `container` runs and was sent to the engine (not only decided,
+        waiting for its worker)."""
+        with self._lock:
+            claim = self._running.get(container)
+            return claim is not None and claim.sent
 
     def names(self) -> list[str]:
         with self._lock:

@@ -1,8 +1,8 @@
 """LoopState: the healing loop's mutable state, owned here and nowhere else, in parts by what
 each guards, each with its own invariant: restart claims and verifications (one lock shared by
-the two), approvals awaited, notification routing, healthy streaks, person stops, engine liveness,
-the engine's record of starts, the containers as the engine's events keep them, the containers
-a sweep need not judge again.
+the two, and by whose a stop is), approvals awaited, notification routing, healthy streaks,
+person stops, engine liveness, the engine's record of starts, the containers as the engine's
+events keep them, the containers a sweep need not judge again.
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ import threading
 from datetime import datetime, timedelta
 
 from guardian.core.stamps import Reading
+from guardian.core.verification import PendingVerify
 from guardian.ports import Clock
-from guardian.service.state.claims import Claims
+from guardian.service.state.claims import Claim, Claims
 from guardian.service.state.container_cache import ContainerCache
 from guardian.service.state.engine_memory import EngineMemory
 from guardian.service.state.epochs import RestartEpochs
 from guardian.service.state.maintenance import MaintenanceHolds
+from guardian.service.state.own_stops import OwnStops
 from guardian.service.state.person_stops import PersonStops
-from guardian.service.state.present import drop_absent, only_present
+from guardian.service.state.present import drop_absent
 from guardian.service.state.quiet import FOREVER, QuietRows
 from guardian.service.state.verifications import Verifications
 
@@ -222,9 +224,10 @@ class LoopState:
         self.maintenance = MaintenanceHolds(clock)  # windows in force, held to their end
         self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
         self.quiet = QuietRows()  # the containers a sweep need not judge again
-        # The epoch at which the start of Guardian's own restart of a container was heard (under
-        # `lock`): the restart's own stop and kill come before it in the event stream.
-        self._start_heard: dict[str, int] = {}
+        # Whose each stop is, Guardian's restart's or a person's, and when a call is sent.
+        self.own = OwnStops(
+            self.lock, self.epochs, self.claims, self.verifications, self.person_stops, clock
+        )
 
     # -- restarts: claims and verifications together -----------------------------------------
 
@@ -245,25 +248,29 @@ class LoopState:
             return [*self.claims.names(), *(p.container for p in self.verifications.pending())]
 
     def heard_start(self, container: str) -> None:
-        """The engine started `container`: while a restart of it runs or awaits its verdict,
-        this is that restart's start (the engine's events come in order)."""
-        with self.lock:
-            if self.restart_underway(container):
-                self._start_heard[container] = self.epochs.of(container)
+        """The engine started `container` (OwnStops.heard_start)."""
+        self.own.heard_start(container)
 
-    def caused_by_restart(self, container_id: str, container: str) -> bool:
-        """Whether a stop or kill of this container may come from a restart Guardian made: its
-        call runs, or it awaits its verification and its start has not been heard yet. A stop
-        heard after the restart's start is a person's (docs/design.md rule 10)."""
-        with self.lock:
-            if self.claims.running(container):
-                return True
-            if not any(p.container_id == container_id for p in self.verifications.pending()):
-                return False
-            # A verification's epoch is its claim's plus one (Claims.claim, then the hand-over):
-            # a start heard at either belongs to this restart, an older one to an earlier.
-            heard = self._start_heard.get(container)
-            return heard is None or heard < self.epochs.of(container) - 1
+    def caused_by_restart(
+        self, container_id: str, container: str, at: datetime | None = None
+    ) -> bool:
+        """Whether a stop or kill of this container stamped `at` may be a restart's own
+        (OwnStops.caused_by_restart)."""
+        return self.own.caused_by_restart(container_id, container, at)
+
+    def stop_heard(self, container_id: str, container: str, at: datetime | None = None) -> bool:
+        """A stop or kill of the container was heard; True: held as a person's
+        (OwnStops.stop_heard)."""
+        return self.own.stop_heard(container_id, container, at)
+
+    def restart_seen(self, p: PendingVerify, started_at: datetime) -> bool:
+        """A look shows verification `p`'s restart started at `started_at`; True: a stop heard
+        after it is held as a person's now (OwnStops.restart_seen)."""
+        return self.own.restart_seen(p, started_at)
+
+    def send(self, claim: Claim, container_id: str) -> bool:
+        """Whether `claim`'s call may go to the engine now, marked sent (OwnStops.send)."""
+        return self.own.send(claim, container_id)
 
     def epoch_of(self, container: str) -> int:
         """Read before reading `container`'s incidents or history from the store;
@@ -295,4 +302,4 @@ class LoopState:
         with self.lock:
             keep = self.present_or_underway(present)
             self.epochs.forget_except(keep)
-            self._start_heard = only_present(self._start_heard, keep)
+            self.own.keep_only(keep)
