@@ -23,7 +23,8 @@ from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import MEMORY, Limit
 from guardian.core.detection.usage import Usage
-from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.core.detection.windows import MaintenanceWindow, from_label
+from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType, Silence
 from guardian.core.outbound.hooks import HookEnd, HookRun
 from guardian.entrypoints.page.feed import Feed
 from guardian.entrypoints.page.slots import StreamSlots
@@ -34,7 +35,12 @@ from guardian.service.healing.dependencies import Dependencies
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
 from guardian.service.state.present import drop_absent
-from guardian.service.state.state import Approvals, HealthyStreaks, NotificationRouting
+from guardian.service.state.state import (
+    Approvals,
+    HealthyStreaks,
+    LoopState,
+    NotificationRouting,
+)
 from guardian.service.watchers.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.watchers.prober import Prober
 from guardian.service.watchers.prober import _Target as ProbeTarget
@@ -632,3 +638,46 @@ def test_judges_pop_nothing_and_the_sweep_keeps_one_baseline_before_the_window()
     after = loops.look(restarted(7), HealthCheckResult("worker-id", "worker", clock.now()))
     assert before == after and after.problem is ProblemType.CRASH_LOOP
     assert found[3:] == [ProblemType.CRASH_LOOP] * 5
+
+
+# -- maintenance holds: under the host lock ----------------------------------------------------
+
+
+def test_a_maintenance_hold_is_kept_under_the_host_lock_decide_reads_under() -> None:
+    clock = FakeClock()
+    state = LoopState(clock)
+    window = from_label("db", "* * * * * 1h")
+    got: list[Silence | None] = []
+
+    def status_read() -> None:
+        got.append(state.maintenance.silence("host", "db", [window], clock.now()))
+
+    with state.lock:  # a decision reading the host
+        reader = threading.Thread(target=status_read)
+        reader.start()
+        reader.join(0.2)
+        assert reader.is_alive() and not got  # the status read waits for the decision
+    reader.join(5)
+    assert got and got[0] is not None
+
+
+def test_holds_kept_from_many_threads_at_once_keep_the_later_end() -> None:
+    clock = FakeClock()
+    state = LoopState(clock)
+    short, long = from_label("db", "* * * * * 1h"), from_label("db", "* * * * * 2h")
+    now = clock.now()
+
+    def hold(windows: list[MaintenanceWindow]) -> None:
+        for _ in range(300):
+            state.maintenance.silence("host", "db", windows, now)
+            state.maintenance.keep_only({"db"})
+
+    threads = [threading.Thread(target=hold, args=([w],)) for w in (short, long) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    # The long window was seen last by some thread: its end is the hold's, not the short's.
+    held = state.maintenance.silence("host", "db", [short], now)
+    alone = LoopState(FakeClock()).maintenance.silence("host", "db", [long], now)
+    assert held is not None and alone is not None and held.until == alone.until

@@ -219,7 +219,7 @@ class LoopState:
         self.person_stops = PersonStops()
         self.engine = EngineLiveness()
         self.remembered = EngineMemory(clock)  # the engine's record (docs/design.md rule 16)
-        self.maintenance = MaintenanceHolds(clock)  # windows in force, held to their end
+        self.maintenance = MaintenanceHolds(clock, self.lock)  # windows in force, to their end
         self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
         self.quiet = QuietRows()  # the containers a sweep need not judge again
         # The epoch at which the start of Guardian's own restart of a container was heard (under
