@@ -32,9 +32,11 @@ from guardian.entrypoints.page.stream import Stream
 from guardian.ports import EngineEvent
 from guardian.readside.changes import Changes
 from guardian.service.healing.dependencies import Dependencies
+from guardian.service.state import quiet
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
 from guardian.service.state.present import drop_absent
+from guardian.service.state.quiet import FOREVER, QuietRow, QuietRows
 from guardian.service.state.state import (
     Approvals,
     HealthyStreaks,
@@ -681,3 +683,130 @@ def test_holds_kept_from_many_threads_at_once_keep_the_later_end() -> None:
     held = state.maintenance.silence("host", "db", [short], now)
     alone = LoopState(FakeClock()).maintenance.silence("host", "db", [long], now)
     assert held is not None and alone is not None and held.until == alone.until
+
+
+# -- quiet rows: told through an inbox the sweep alone takes ----------------------------------
+
+SETTINGS = object()  # the settings in force
+QUIET = QuietRow(None, FOREVER)  # type: ignore[arg-type]  # a row as kept: its content unread
+
+
+def kept_quiet(*ids: str) -> QuietRows:
+    rows = QuietRows()
+    rows.begin(SETTINGS)
+    rows.keep(dict.fromkeys(ids, QUIET))
+    return rows
+
+
+def test_a_container_heard_of_while_the_sweep_runs_is_not_kept() -> None:
+    rows = QuietRows()
+    rows.begin(SETTINGS)
+    events = threading.Thread(target=rows.heard, args=("a",))
+    events.start()
+    events.join(5)
+    rows.keep({"a": QUIET, "b": QUIET})
+    assert set(rows.begin(SETTINGS)) == {"b"}
+
+
+class TellsAfterTaking(deque[str | None]):
+    """The inbox: once the sweep pops what was told, another thread tells of `told` (after the
+    sweep took the inbox's length, before the sweep writes its rows)."""
+
+    def __init__(self, rows: QuietRows, told: str) -> None:
+        super().__init__()
+        self.rows, self.told = rows, told
+
+    def popleft(self) -> str | None:
+        first = super().popleft()
+        if self.told:
+            told, self.told = self.told, ""
+            other = threading.Thread(target=self.rows.heard, args=(told,))
+            other.start()
+            other.join(5)
+        return first
+
+
+def test_a_container_heard_of_after_keep_took_the_inbox_is_judged_again() -> None:
+    rows = kept_quiet("a", "b")
+    rows._inbox = TellsAfterTaking(rows, "a")  # noqa: SLF001
+    assert rows.news() is None  # the first sweep's: every container
+    rows.begin(SETTINGS)
+    rows.heard("c")  # what keep() pops, and meanwhile "a" is heard of
+    rows.keep({"a": QUIET, "b": QUIET})  # the sweep kept "a": told after its keep took
+    assert rows.news() == {"c", "a"}  # news for the next sweep
+    assert set(rows.begin(SETTINGS)) == {"b"}  # and no row of "a" is taken
+
+
+class SweepsAfterLooking(deque[str | None]):
+    """The inbox: a thread that tells looks at the last told, then the sweep takes the inbox
+    before that thread goes on."""
+
+    def __init__(self, rows: QuietRows) -> None:
+        super().__init__()
+        self.rows = rows
+        self.taken: list[dict[str, QuietRow]] = []
+
+    def __getitem__(self, index: Any) -> Any:
+        last = super().__getitem__(index)
+        if not self.taken:
+            sweep = threading.Thread(target=lambda: self.taken.append(self.rows.begin(SETTINGS)))
+            sweep.start()
+            sweep.join(5)
+        return last
+
+
+def test_a_container_heard_of_again_before_the_last_telling_was_taken_is_judged_again() -> None:
+    rows = kept_quiet("a", "b")
+    inbox = SweepsAfterLooking(rows)
+    rows._inbox = inbox  # noqa: SLF001
+    inbox.append("a")  # heard of, not taken yet
+    rows.heard("a")  # sees "a" last: not told twice; the sweep takes the first meanwhile
+    assert inbox.taken == [{"b": QUIET}]  # the sweep after it judges "a" again
+    assert not inbox
+
+
+def test_more_told_than_the_inbox_holds_judges_every_container_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(quiet, "MAX_INBOX", 3)
+    rows = kept_quiet("a", "b", "quiet")
+    for cid in ("a", "b", "c", "d"):
+        rows.heard(cid)
+    assert rows.news() is None  # too many to name: the next sweep lists every container
+    assert rows.begin(SETTINGS) == {}
+    for cid in ("a", "b", "c", "d"):
+        rows.heard(cid)
+    rows.keep({"quiet": QUIET})  # a flood while the sweep ran: none kept
+    assert rows.begin(SETTINGS) == {}
+
+
+def test_no_telling_is_lost_when_many_threads_tell_while_the_sweep_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(quiet, "MAX_NEWS", 1_000_000)
+    monkeypatch.setattr(quiet, "MAX_INBOX", 1_000_000)
+    rows = QuietRows()
+    rows.news()
+    told = [[f"t{t}-{i}" for i in range(3000)] for t in range(6)]
+    heard: set[str] = set()
+    done = threading.Event()
+
+    def sweep() -> None:
+        while not done.is_set():
+            news = rows.news()
+            assert news is not None
+            heard.update(news)
+
+    sweeper = threading.Thread(target=sweep)
+    tellers = [
+        threading.Thread(target=lambda ids=ids: [rows.heard(c) for c in ids]) for ids in told
+    ]
+    sweeper.start()
+    for t in tellers:
+        t.start()
+    for t in tellers:
+        t.join(30)
+    done.set()
+    sweeper.join(30)
+    heard.update(rows.news() or ())
+    assert heard == {c for ids in told for c in ids}
