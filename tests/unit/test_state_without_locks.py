@@ -4,16 +4,18 @@ between two of its steps, written as the interleaving a thread switch can make."
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -29,9 +31,10 @@ from guardian.core.outbound.hooks import HookEnd, HookRun
 from guardian.entrypoints.page.feed import Feed
 from guardian.entrypoints.page.slots import StreamSlots
 from guardian.entrypoints.page.stream import Stream
-from guardian.ports import EngineEvent
+from guardian.ports import Engine, EngineEvent
 from guardian.readside.changes import Changes
 from guardian.service.healing.dependencies import Dependencies
+from guardian.service.healing.namespaces import Namespaces
 from guardian.service.state import quiet
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
@@ -810,3 +813,99 @@ def test_no_telling_is_lost_when_many_threads_tell_while_the_sweep_takes(
     sweeper.join(30)
     heard.update(rows.news() or ())
     assert heard == {c for ids in told for c in ids}
+
+
+# -- namespaces -------------------------------------------------------------------------------
+
+LEADER, FOLLOWER = "1" * 64, "2" * 64
+
+
+def with_modes(cid: str, name: str, *modes: tuple[str, str], inspected: bool = False) -> Any:
+    return ContainerSnapshot(cid, name, {}, "running", None, inspected=inspected, namespaces=modes)
+
+
+class JudgedWhileRead(dict[str, Any]):
+    """The inspected modes: at the sweep's `at`-th read of them, a worker's judge learns the
+    follower's pid leader (an inspect the sweep's list did not have)."""
+
+    def __init__(self, at: int, judge: Callable[[], object]) -> None:
+        super().__init__()
+        self.at, self.judge = at, judge
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.at -= 1
+        if self.at == 0:
+            worker = threading.Thread(target=self.judge)
+            worker.start()
+            worker.join(5)
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("at", [1, 2, 3, 4])
+def test_a_leader_learned_while_the_sweep_reads_the_edges_is_in_them_or_learned(at: int) -> None:
+    ns = Namespaces(cast(Engine, None))
+    listed = [with_modes(LEADER, "vpn"), with_modes(FOLLOWER, "app")]
+    assert ns.follow(listed) == {}
+    inspected = with_modes(FOLLOWER, "app", ("pid", LEADER), inspected=True)
+    ns._full = JudgedWhileRead(  # noqa: SLF001
+        at, lambda: ns.judge(inspected, HealthCheckResult(FOLLOWER, "app", T0))
+    )
+    edges = ns.follow(listed)
+    pid = [("vpn", "pid")]
+    assert edges.get("app") == pid or (ns.learned() or {}).get("app") == pid
+
+
+def test_a_refused_mode_judged_by_many_threads_at_once_is_warned_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ns = Namespaces(cast(Engine, None))
+    hostile = with_modes(FOLLOWER, "app", ("network", "$(reboot)"), inspected=True)
+    start = threading.Barrier(8)
+
+    def judge() -> None:
+        start.wait(5)
+        ns.judge(hostile, HealthCheckResult(FOLLOWER, "app", T0))
+
+    with caplog.at_level(logging.WARNING, "guardian.namespaces"):
+        judges = [threading.Thread(target=judge) for _ in range(8)]
+        for t in judges:
+            t.start()
+        for t in judges:
+            t.join(5)
+    assert len([r for r in caplog.records if "namespace mode refused" in r.getMessage()]) == 1
+
+
+class FollowsWhileAsked(dict[str, str]):
+    """The listed names a judge asks about: as it asks, the sweep lists the follower too and
+    reads its edges."""
+
+    def __init__(self, names: dict[str, str], follow: Callable[[], object]) -> None:
+        super().__init__(names)
+        self.follow: Callable[[], object] | None = follow
+
+    def __contains__(self, key: object) -> bool:
+        found = super().__contains__(key)
+        if self.follow is not None:
+            follow, self.follow = self.follow, None
+            sweep = threading.Thread(target=follow)
+            sweep.start()
+            sweep.join(5)
+        return found
+
+
+def test_a_leader_learned_as_the_sweep_lists_its_follower_is_in_the_edges_or_learned() -> None:
+    ns = Namespaces(cast(Engine, None))
+    leader, follower = with_modes(LEADER, "vpn"), with_modes(FOLLOWER, "app")
+    ns.follow([leader])  # the follower is not listed yet
+    edges: list[dict[str, list[tuple[str, str]]]] = []
+    ns._listed = replace(  # noqa: SLF001
+        ns._listed,  # noqa: SLF001
+        names=FollowsWhileAsked(
+            ns._listed.names,  # noqa: SLF001
+            lambda: edges.append(ns.follow([leader, follower])),
+        ),
+    )
+    inspected = with_modes(FOLLOWER, "app", ("pid", LEADER), inspected=True)
+    ns.judge(inspected, HealthCheckResult(FOLLOWER, "app", T0))
+    pid = [("vpn", "pid")]
+    assert edges[0].get("app") == pid or (ns.learned() or {}).get("app") == pid
