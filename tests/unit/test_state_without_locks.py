@@ -4,13 +4,15 @@ between two of its steps, written as the interleaving a thread switch can make."
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from email.utils import format_datetime
@@ -18,23 +20,34 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from guardian.adapters import hook_runner
 from guardian.adapters.engine.engine_clock import ANSWERS, EngineClock
 from guardian.adapters.hook_runner import SubprocessHookRunner
+from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.adapters.run_stamps import RunStamps
 from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import MEMORY, Limit
 from guardian.core.detection.usage import Usage
 from guardian.core.detection.windows import MaintenanceWindow, from_label
-from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType, Silence
+from guardian.core.model import (
+    ContainerSnapshot,
+    HealthCheckResult,
+    ProblemType,
+    RemediationAction,
+    Silence,
+)
 from guardian.core.outbound.hooks import HookEnd, HookRun
 from guardian.entrypoints.page.feed import Feed
 from guardian.entrypoints.page.slots import StreamSlots
 from guardian.entrypoints.page.stream import Stream
-from guardian.ports import Engine, EngineEvent
+from guardian.ports import Engine, EngineEvent, Store
 from guardian.readside.changes import Changes
+from guardian.service.facts import FactStream
 from guardian.service.healing.dependencies import Dependencies
 from guardian.service.healing.namespaces import Namespaces
+from guardian.service.healing.written import LoopStore
 from guardian.service.state import quiet
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
@@ -909,3 +922,107 @@ def test_a_leader_learned_as_the_sweep_lists_its_follower_is_in_the_edges_or_lea
     ns.judge(inspected, HealthCheckResult(FOLLOWER, "app", T0))
     pid = [("vpn", "pid")]
     assert edges[0].get("app") == pid or (ns.learned() or {}).get("app") == pid
+
+
+# -- run stamps: written one at a time under the loop store's lock, read from one value -------
+
+
+def test_a_restart_stamped_while_a_read_asks_the_store_is_counted_once() -> None:
+    clock = FakeClock()
+    stamps = RunStamps(clock)
+    first = clock.now()
+    stamps.wrote_restart("h", "web", "web-id", first)
+    clock.advance(10)
+    second = clock.now()
+
+    def store_read(_after: datetime) -> tuple[datetime, ...]:
+        writer = threading.Thread(target=stamps.wrote_restart, args=("h", "web", "web-id", second))
+        writer.start()  # the worker's next restart lands while the store is read
+        writer.join(5)
+        return (first, second)  # the store has both rows by then
+
+    times = stamps.restart_times("h", first - timedelta(minutes=1), store_read, "web", "web-id")
+    assert sorted(times) == [first, second]  # the first as this run's, the second as stored
+
+
+class Rows:
+    """An inner store that takes every write: ids in order, no restart read back."""
+
+    def __init__(self) -> None:
+        self.ids = itertools.count(1)
+
+    def record_intent(self, _action: RemediationAction, _notifications: object = ()) -> int:
+        return next(self.ids)
+
+    def record_reset(self, _host: str, _container: str, _at: datetime) -> None:
+        return None
+
+    def restart_times(self, *_args: object) -> tuple[datetime, ...]:
+        return ()
+
+    def last_reset(self, *_args: object) -> datetime | None:
+        return None
+
+
+@pytest.fixture
+def fast_switches() -> Iterator[None]:
+    """Threads switch between almost any two bytecodes (CPython's default: every 5 ms)."""
+    was = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(was)
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_stamps_written_by_many_workers_at_once_are_all_kept_and_reads_never_see_them_torn() -> (
+    None
+):
+    clock = FakeClock()
+    stamps = RunStamps(clock)
+    store = LoopStore(
+        cast(Store, Rows()), PrometheusMetrics(CollectorRegistry()), FactStream(), stamps
+    )
+    per_worker, workers = 150, 4
+    start = threading.Barrier(workers * 2 + 2, timeout=5)
+    seen: list[int] = []
+    failures: list[BaseException] = []
+
+    def restarts(w: int) -> None:
+        start.wait()
+        for i in range(per_worker):
+            at = T0 + timedelta(seconds=w * per_worker + i)
+            store.record_intent(
+                RemediationAction(None, None, "h", f"c{w}", f"c{w}-id", "restart", at, "allowed")
+            )
+
+    def resets(w: int) -> None:
+        start.wait()
+        for i in range(per_worker):
+            store.record_reset("h", f"c{w}", T0 + timedelta(seconds=i))
+
+    def reads() -> None:
+        start.wait()
+        try:
+            for _ in range(300):
+                seen.append(len(store.restart_times("h", T0 - timedelta(days=1))))
+                store.last_reset("h", "c0")
+        except (RuntimeError, KeyError, ValueError) as exc:  # a walk over stamps changing
+            failures.append(exc)
+
+    threads = [threading.Thread(target=restarts, args=(w,)) for w in range(workers)]
+    threads += [threading.Thread(target=resets, args=(w,)) for w in range(workers)]
+    threads += [threading.Thread(target=reads) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    total = per_worker * workers
+    assert failures == []
+    assert all(0 <= n <= total for n in seen)
+    assert len(store.restart_times("h", T0 - timedelta(days=1))) == total  # none lost
+    record = stamps._record  # noqa: SLF001
+    assert (record.count, len(record.restarts), len(record.resets)) == (total, total, total)
+    assert sum(n for k, n in record.written.items() if len(k) == 2) == total
+    assert sum(len(s) for s in record.reset_at.values()) == total
