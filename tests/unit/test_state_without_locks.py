@@ -68,6 +68,18 @@ from tests.fakes import T0, FakeClock
 from tests.helpers import wait_until
 from tests.integration.hook_helpers import group_gone
 
+
+@pytest.fixture
+def fast_switches() -> Iterator[None]:
+    """Threads switch between almost any two bytecodes (CPython's default: every 5 ms)."""
+    was = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(was)
+
+
 # -- narrowing in place -----------------------------------------------------------------------
 
 
@@ -796,6 +808,7 @@ def test_more_told_than_the_inbox_holds_judges_every_container_again(
     assert rows.begin(SETTINGS) == {}
 
 
+@pytest.mark.usefixtures("fast_switches")
 def test_no_telling_is_lost_when_many_threads_tell_while_the_sweep_takes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -868,6 +881,7 @@ def test_a_leader_learned_while_the_sweep_reads_the_edges_is_in_them_or_learned(
     assert edges.get("app") == pid or (ns.learned() or {}).get("app") == pid
 
 
+@pytest.mark.usefixtures("fast_switches")
 def test_a_refused_mode_judged_by_many_threads_at_once_is_warned_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -962,17 +976,6 @@ class Rows:
 
     def last_reset(self, *_args: object) -> datetime | None:
         return None
-
-
-@pytest.fixture
-def fast_switches() -> Iterator[None]:
-    """Threads switch between almost any two bytecodes (CPython's default: every 5 ms)."""
-    was = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(was)
 
 
 @pytest.mark.usefixtures("fast_switches")
