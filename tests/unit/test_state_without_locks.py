@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from guardian.adapters import hook_runner
 from guardian.adapters.engine.engine_clock import ANSWERS, EngineClock
+from guardian.adapters.engine.light_http import LightHttp, _UnixConnection
 from guardian.adapters.hook_runner import SubprocessHookRunner
 from guardian.adapters.prometheus import PrometheusMetrics
 from guardian.adapters.run_stamps import RunStamps
@@ -1029,3 +1030,65 @@ def test_stamps_written_by_many_workers_at_once_are_all_kept_and_reads_never_see
     assert (record.count, len(record.restarts), len(record.resets)) == (total, total, total)
     assert sum(n for k, n in record.written.items() if len(k) == 2) == total
     assert sum(len(s) for s in record.reset_at.values()) == total
+
+
+# -- the engine's idle connections ------------------------------------------------------------
+
+
+class Conn(_UnixConnection):
+    """A connection never connected, that counts its close() calls."""
+
+    def __init__(self) -> None:
+        super().__init__("/nonexistent.sock", 1.0)
+        self.closes = 0
+
+    def close(self) -> None:
+        self.closes += 1
+        super().close()
+
+
+class ClosesWhileClaimed(dict[int, Any]):
+    """The idle slots: as a connection claims one, the engine is closed on another thread
+    (the connection's generation was checked before; close() drew a fresh one)."""
+
+    def __init__(self, light: LightHttp) -> None:
+        super().__init__()
+        self.light: LightHttp | None = light
+
+    def setdefault(self, key: int, default: Any = None) -> Any:
+        light, self.light = self.light, None
+        if light is not None:
+            closing = threading.Thread(target=light.close)
+            closing.start()
+            closing.join(5)
+        return super().setdefault(key, default)
+
+
+def test_a_connection_given_back_while_the_engine_is_closed_is_closed_not_kept() -> None:
+    light = LightHttp("/nonexistent.sock", 1.0, lambda *_: None)
+    light._idle = ClosesWhileClaimed(light)  # noqa: SLF001
+    conn = Conn()
+    light._give_back(conn, light._generation)  # noqa: SLF001
+    assert conn.closes == 1 and not light._idle  # noqa: SLF001
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_connections_given_back_and_taken_by_many_threads_at_once_stay_within_keep() -> None:
+    light = LightHttp("/nonexistent.sock", 1.0, lambda *_: None, keep=4)
+    conns = [Conn() for _ in range(16)]
+    start = threading.Barrier(len(conns), timeout=5)
+
+    def give_back(conn: Conn) -> None:
+        start.wait()
+        light._give_back(conn, light._generation)  # noqa: SLF001
+
+    threads = [threading.Thread(target=give_back, args=(c,)) for c in conns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    kept = {id(c) for _, c in light._idle.values()}  # noqa: SLF001
+    assert len(kept) == 4  # every slot taken, none twice
+    assert all(c.closes == (id(c) not in kept) for c in conns)  # the others closed, once
+    light.close()
+    assert all(c.closes == 1 for c in conns) and not light._idle  # noqa: SLF001
