@@ -8,10 +8,9 @@ from time passing (decide() counts a stamp ahead of the clock as now: core.stamp
 from __future__ import annotations
 
 import itertools
-import threading
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from guardian.adapters.clock import JITTER, stepped_between, wall_offset
@@ -31,44 +30,65 @@ class _Stamp:
     offset: float  # the wall clock minus the monotonic clock then (adapters.clock.wall_offset)
 
 
+Key = tuple[str | datetime, ...]  # what a read by host, by name or by id counts a time under
+
+
+@dataclass(frozen=True)
+class _Record:
+    """Every stamp kept, as one value: a write makes a new one and swaps it in whole, so a read
+    takes it once (one reference) and sees one moment of it, whatever is written meanwhile."""
+
+    # In the order written, which is the monotonic clock's: a read walks back from the
+    # newest only as far as a stamp could still count (_since), and the oldest leave first.
+    restarts: tuple[_Stamp, ...] = ()
+    resets: tuple[_Stamp, ...] = ()
+    # The reset stamps by what a read looks them up by: host, name and the stored time.
+    reset_at: Mapping[tuple[str, str, datetime], tuple[_Stamp, ...]] = field(default_factory=dict)
+    # How many of this run's restart stamps carry each time, by host, by name and by id:
+    # the store's rows that are this run's own, known without walking the stamps.
+    written: Mapping[Key, int] = field(default_factory=dict)
+    # How far a stamp's time lies ahead of the clocks read as it was made: a request's time
+    # is taken before its stamp, so never, unless the wall clock stepped back in between.
+    lead: float = 0.0
+    count: int = 0  # restart stamps written
+
+
 class RunStamps:
-    """The Stamps port over a Clock."""
+    """The Stamps port over a Clock.
+
+    Keeps no lock: its writes come one at a time (LoopStore makes them under its lock, with
+    the write they stamp), each making a new _Record from the last and swapping it in whole
+    (one reference assignment, atomic in CPython); a read takes the record once and reads only
+    that value, so it never walks stamps while they change (a deque popped or appended to
+    under a lazy walk raises) nor counts from two moments. A write is a copy of what is kept
+    (the restart requests of KEEP, which decide() and the host budget bound): a restart's cost,
+    not a read's."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._lock = threading.Lock()
-        # In the order written, which is the monotonic clock's: a read walks back from the
-        # newest only as far as a stamp could still count (_since), and the oldest leave first.
-        self._restarts: deque[_Stamp] = deque()
-        self._resets: deque[_Stamp] = deque()
-        # The reset stamps by what a read looks them up by: host, name and the stored time.
-        self._reset_at: dict[tuple[str, str, datetime], deque[_Stamp]] = {}
-        # How many of this run's restart stamps carry each time, by host, by name and by id:
-        # the store's rows that are this run's own, known without walking the stamps.
-        self._written: Counter[tuple[str | datetime, ...]] = Counter()
-        # How far a stamp's time lies ahead of the clocks read as it was made: a request's time
-        # is taken before its stamp, so never, unless the wall clock stepped back in between.
-        self._lead = 0.0
-        self._count = 0  # restart stamps written
+        self._record = _Record()
         self._began = wall_offset(clock)
 
     def stepped(self) -> timedelta:
         """How far the wall clock stepped since this run began (forward: positive)."""
         return stepped_between(self._began, wall_offset(self.clock))
 
-    def _stamp(self, host: str, container: str, container_id: str, at: datetime) -> _Stamp:
+    def _stamp(
+        self, was: _Record, host: str, container: str, container_id: str, at: datetime
+    ) -> tuple[_Stamp, float]:
+        """The stamp, and the lead kept with it."""
         mono, offset = self.clock.monotonic(), wall_offset(self.clock)
-        self._lead = max(self._lead, at.timestamp() - (offset + mono))
-        return _Stamp(host, container, container_id, at, mono, offset)
+        lead = max(was.lead, at.timestamp() - (offset + mono))
+        return _Stamp(host, container, container_id, at, mono, offset), lead
 
     @staticmethod
     def _key(
         host: str, at: datetime, container: str | None = None, container_id: str | None = None
-    ) -> tuple[str | datetime, ...]:
+    ) -> Key:
         """What a read by host, by name (`container`) or by id (and name) counts a time under."""
         return (host, *(x for x in (container, container_id) if x is not None), at)
 
-    def _counted_as(self, s: _Stamp) -> tuple[tuple[str | datetime, ...], ...]:
+    def _counted_as(self, s: _Stamp) -> tuple[Key, ...]:
         return (
             self._key(s.host, s.at),
             self._key(s.host, s.at, s.container),
@@ -76,34 +96,47 @@ class RunStamps:
         )
 
     def wrote_restart(self, host: str, container: str, container_id: str, at: datetime) -> None:
-        with self._lock:
-            stamp = self._stamp(host, container, container_id, at)
-            self._restarts.append(stamp)
-            self._count += 1
-            self._written.update(self._counted_as(stamp))
-            for gone in self._forget_old(self._restarts):
-                for key in self._counted_as(gone):
-                    self._written[key] -= 1
-                    if not self._written[key]:
-                        del self._written[key]
+        """One at a time (the caller's lock: LoopStore's)."""
+        was = self._record
+        stamp, lead = self._stamp(was, host, container, container_id, at)
+        restarts, gone = self._forget_old((*was.restarts, stamp))
+        written = Counter(was.written)
+        written.update(self._counted_as(stamp))
+        for old in gone:
+            for key in self._counted_as(old):
+                written[key] -= 1
+                if not written[key]:
+                    del written[key]
+        self._record = replace(
+            was, restarts=restarts, written=written, lead=lead, count=was.count + 1
+        )
 
     def wrote_reset(self, host: str, container: str, at: datetime) -> None:
-        with self._lock:
-            stamp = self._stamp(host, container, "", at)
-            self._resets.append(stamp)
-            self._reset_at.setdefault((host, container, at), deque()).append(stamp)
-            for gone in self._forget_old(self._resets):
-                same = self._reset_at[(gone.host, gone.container, gone.at)]
-                same.popleft()  # the oldest of them: stamps leave in the order written
-                if not same:
-                    del self._reset_at[(gone.host, gone.container, gone.at)]
+        """One at a time (the caller's lock: LoopStore's)."""
+        was = self._record
+        stamp, lead = self._stamp(was, host, container, "", at)
+        resets, gone = self._forget_old((*was.resets, stamp))
+        reset_at = dict(was.reset_at)
+        key = (host, container, at)
+        reset_at[key] = (*reset_at.get(key, ()), stamp)
+        for old in gone:
+            key = (old.host, old.container, old.at)
+            same = reset_at[key][1:]  # the oldest of them: stamps leave in the order written
+            if same:
+                reset_at[key] = same
+            else:
+                del reset_at[key]
+        self._record = replace(was, resets=resets, reset_at=reset_at, lead=lead)
 
-    def _forget_old(self, stamps: deque[_Stamp]) -> list[_Stamp]:
+    def _forget_old(
+        self, stamps: tuple[_Stamp, ...]
+    ) -> tuple[tuple[_Stamp, ...], tuple[_Stamp, ...]]:
+        """(those kept, those forgotten): the oldest leave once past KEEP."""
         oldest = self.clock.monotonic() - KEEP.total_seconds()
-        gone = []
-        while stamps and stamps[0].mono < oldest:
-            gone.append(stamps.popleft())
-        return gone
+        gone = 0
+        while gone < len(stamps) and stamps[gone].mono < oldest:
+            gone += 1
+        return stamps[gone:], stamps[:gone]
 
     def _placed(self, stamps: Iterable[_Stamp]) -> list[tuple[_Stamp, datetime]]:
         """Each stamp with where the monotonic clock puts it on today's wall clock: moved by
@@ -111,13 +144,14 @@ class RunStamps:
         offset = wall_offset(self.clock)
         return [(s, s.at + stepped_between(s.offset, offset)) for s in stamps]
 
-    def _since(self, stamps: deque[_Stamp], since: datetime) -> Iterator[_Stamp]:
-        """The stamps, newest first, down to the last that could be placed after `since`.
-        A stamp is placed at most JITTER (an unnoticed step) plus its lead after the wall
-        clock's reading for its monotonic one (wall_offset), and the stamps are in monotonic
-        order: one older than that bound, and every one before it, is placed before `since`."""
-        bound = since.timestamp() - wall_offset(self.clock) - self._lead - JITTER - SLACK
-        for s in reversed(stamps):
+    def _since(self, record: _Record, since: datetime) -> Iterator[_Stamp]:
+        """The restart stamps, newest first, down to the last that could be placed after
+        `since`. A stamp is placed at most JITTER (an unnoticed step) plus its lead after the
+        wall clock's reading for its monotonic one (wall_offset), and the stamps are in
+        monotonic order: one older than that bound, and every one before it, is placed before
+        `since`."""
+        bound = since.timestamp() - wall_offset(self.clock) - record.lead - JITTER - SLACK
+        for s in reversed(record.restarts):
             if s.mono < bound:
                 return
             yield s
@@ -133,33 +167,32 @@ class RunStamps:
         """The restart times after `since`: `read(after)` asks the store; this run's own
         requests among them are placed by the monotonic clock, the others moved by the steps
         since this run began. Costs the stamps written since `since`, not the whole run's."""
-        with self._lock:
-            ours = [
-                placed
-                for s, placed in self._placed(
-                    s
-                    for s in self._since(self._restarts, since)
-                    if s.host == host
-                    and (container is None or s.container == container)
-                    and (container_id is None or s.container_id == container_id)
-                )
-                if placed > since
-            ]
-            count = self._count
+        record = self._record
+        ours = [
+            placed
+            for s, placed in self._placed(
+                s
+                for s in self._since(record, since)
+                if s.host == host
+                and (container is None or s.container == container)
+                and (container_id is None or s.container_id == container_id)
+            )
+            if placed > since
+        ]
         stepped = self.stepped()
         # Only a stored time later than `since` less a step forward can count.
         stored = read(since - max(stepped, timedelta(0)))
 
-        with self._lock:
-            # This run's own among the stored ones, as many times as it wrote each (after a
-            # step back, two requests may carry the same stamp), as of the stamps read above.
-            later = Counter(
-                k
-                for s in itertools.islice(reversed(self._restarts), self._count - count)
-                for k in self._counted_as(s)
-            )
-            keys = {t: self._key(host, t, container, container_id) for t in set(stored)}
-            written = {t: self._written[k] - later[k] for t, k in keys.items()}
+        now = self._record
+        # This run's own among the stored ones, as many times as it wrote each (after a
+        # step back, two requests may carry the same stamp), as of the stamps read above.
+        later = Counter(
+            k
+            for s in itertools.islice(reversed(now.restarts), now.count - record.count)
+            for k in self._counted_as(s)
+        )
+        keys = {t: self._key(host, t, container, container_id) for t in set(stored)}
+        written = {t: now.written.get(k, 0) - later[k] for t, k in keys.items()}
         older = []
         for t in stored:
             if written[t] > 0:
@@ -171,12 +204,10 @@ class RunStamps:
     def last_reset(self, host: str, container: str, stored: datetime | None) -> datetime | None:
         """The last counter reset: this run's own, placed by the monotonic clock, when the
         store's latest is one of them."""
-        with self._lock:
-            # The first written of those that carry the stored time (after a step back, two
-            # resets may carry the same).
-            same = self._reset_at.get((host, container, stored)) if stored is not None else None
-            first = same[0] if same else None
-        if first is not None:
-            [(_, placed)] = self._placed((first,))
+        # The first written of those that carry the stored time (after a step back, two
+        # resets may carry the same).
+        same = self._record.reset_at.get((host, container, stored)) if stored is not None else None
+        if same:
+            [(_, placed)] = self._placed((same[0],))
             return placed
         return None if stored is None else stored + self.stepped()

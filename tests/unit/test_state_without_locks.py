@@ -4,37 +4,62 @@ between two of its steps, written as the interleaving a thread switch can make."
 
 from __future__ import annotations
 
+import itertools
+import logging
 import re
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from guardian.adapters import hook_runner
 from guardian.adapters.engine.engine_clock import ANSWERS, EngineClock
+from guardian.adapters.engine.light_http import LightHttp, _UnixConnection
 from guardian.adapters.hook_runner import SubprocessHookRunner
+from guardian.adapters.prometheus import PrometheusMetrics
+from guardian.adapters.run_stamps import RunStamps
 from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import MEMORY, Limit
 from guardian.core.detection.usage import Usage
-from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
+from guardian.core.detection.windows import MaintenanceWindow, from_label
+from guardian.core.model import (
+    ContainerSnapshot,
+    HealthCheckResult,
+    ProblemType,
+    RemediationAction,
+    Silence,
+)
 from guardian.core.outbound.hooks import HookEnd, HookRun
 from guardian.entrypoints.page.feed import Feed
 from guardian.entrypoints.page.slots import StreamSlots
 from guardian.entrypoints.page.stream import Stream
-from guardian.ports import EngineEvent
+from guardian.ports import Engine, EngineEvent, Store
 from guardian.readside.changes import Changes
+from guardian.service.facts import FactStream
 from guardian.service.healing.dependencies import Dependencies
+from guardian.service.healing.namespaces import Namespaces
+from guardian.service.healing.written import LoopStore
+from guardian.service.state import quiet
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
 from guardian.service.state.present import drop_absent
-from guardian.service.state.state import Approvals, HealthyStreaks, NotificationRouting
+from guardian.service.state.quiet import FOREVER, QuietRow, QuietRows
+from guardian.service.state.state import (
+    Approvals,
+    HealthyStreaks,
+    LoopState,
+    NotificationRouting,
+)
 from guardian.service.watchers.crash_loops import CrashLoops, CrashLoopSettings
 from guardian.service.watchers.prober import Prober
 from guardian.service.watchers.prober import _Target as ProbeTarget
@@ -43,6 +68,18 @@ from guardian.service.watchers.resources import _Target as ResourceTarget
 from tests.fakes import T0, FakeClock
 from tests.helpers import wait_until
 from tests.integration.hook_helpers import group_gone
+
+
+@pytest.fixture
+def fast_switches() -> Iterator[None]:
+    """Threads switch between almost any two bytecodes (CPython's default: every 5 ms)."""
+    was = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(was)
+
 
 # -- narrowing in place -----------------------------------------------------------------------
 
@@ -632,3 +669,426 @@ def test_judges_pop_nothing_and_the_sweep_keeps_one_baseline_before_the_window()
     after = loops.look(restarted(7), HealthCheckResult("worker-id", "worker", clock.now()))
     assert before == after and after.problem is ProblemType.CRASH_LOOP
     assert found[3:] == [ProblemType.CRASH_LOOP] * 5
+
+
+# -- maintenance holds: under the host lock ----------------------------------------------------
+
+
+def test_a_maintenance_hold_is_kept_under_the_host_lock_decide_reads_under() -> None:
+    clock = FakeClock()
+    state = LoopState(clock)
+    window = from_label("db", "* * * * * 1h")
+    got: list[Silence | None] = []
+
+    def status_read() -> None:
+        got.append(state.maintenance.silence("host", "db", [window], clock.now()))
+
+    with state.lock:  # a decision reading the host
+        reader = threading.Thread(target=status_read)
+        reader.start()
+        reader.join(0.2)
+        assert reader.is_alive() and not got  # the status read waits for the decision
+    reader.join(5)
+    assert got and got[0] is not None
+
+
+def test_holds_kept_from_many_threads_at_once_keep_the_later_end() -> None:
+    clock = FakeClock()
+    state = LoopState(clock)
+    short, long = from_label("db", "* * * * * 1h"), from_label("db", "* * * * * 2h")
+    now = clock.now()
+
+    def hold(windows: list[MaintenanceWindow]) -> None:
+        for _ in range(300):
+            state.maintenance.silence("host", "db", windows, now)
+            state.maintenance.keep_only({"db"})
+
+    threads = [threading.Thread(target=hold, args=([w],)) for w in (short, long) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    # The long window was seen last by some thread: its end is the hold's, not the short's.
+    held = state.maintenance.silence("host", "db", [short], now)
+    alone = LoopState(FakeClock()).maintenance.silence("host", "db", [long], now)
+    assert held is not None and alone is not None and held.until == alone.until
+
+
+# -- quiet rows: told through an inbox the sweep alone takes ----------------------------------
+
+SETTINGS = object()  # the settings in force
+QUIET = QuietRow(None, FOREVER)  # type: ignore[arg-type]  # a row as kept: its content unread
+
+
+def kept_quiet(*ids: str) -> QuietRows:
+    rows = QuietRows()
+    rows.begin(SETTINGS)
+    rows.keep(dict.fromkeys(ids, QUIET))
+    return rows
+
+
+def test_a_container_heard_of_while_the_sweep_runs_is_not_kept() -> None:
+    rows = QuietRows()
+    rows.begin(SETTINGS)
+    events = threading.Thread(target=rows.heard, args=("a",))
+    events.start()
+    events.join(5)
+    rows.keep({"a": QUIET, "b": QUIET})
+    assert set(rows.begin(SETTINGS)) == {"b"}
+
+
+class TellsAfterTaking(deque[str | None]):
+    """The inbox: once the sweep pops what was told, another thread tells of `told` (after the
+    sweep took the inbox's length, before the sweep writes its rows)."""
+
+    def __init__(self, rows: QuietRows, told: str) -> None:
+        super().__init__()
+        self.rows, self.told = rows, told
+
+    def popleft(self) -> str | None:
+        first = super().popleft()
+        if self.told:
+            told, self.told = self.told, ""
+            other = threading.Thread(target=self.rows.heard, args=(told,))
+            other.start()
+            other.join(5)
+        return first
+
+
+def test_a_container_heard_of_after_keep_took_the_inbox_is_judged_again() -> None:
+    rows = kept_quiet("a", "b")
+    rows._inbox = TellsAfterTaking(rows, "a")  # noqa: SLF001
+    assert rows.news() is None  # the first sweep's: every container
+    rows.begin(SETTINGS)
+    rows.heard("c")  # what keep() pops, and meanwhile "a" is heard of
+    rows.keep({"a": QUIET, "b": QUIET})  # the sweep kept "a": told after its keep took
+    assert rows.news() == {"c", "a"}  # news for the next sweep
+    assert set(rows.begin(SETTINGS)) == {"b"}  # and no row of "a" is taken
+
+
+class SweepsAfterLooking(deque[str | None]):
+    """The inbox: a thread that tells looks at the last told, then the sweep takes the inbox
+    before that thread goes on."""
+
+    def __init__(self, rows: QuietRows) -> None:
+        super().__init__()
+        self.rows = rows
+        self.taken: list[dict[str, QuietRow]] = []
+
+    def __getitem__(self, index: Any) -> Any:
+        last = super().__getitem__(index)
+        if not self.taken:
+            sweep = threading.Thread(target=lambda: self.taken.append(self.rows.begin(SETTINGS)))
+            sweep.start()
+            sweep.join(5)
+        return last
+
+
+def test_a_container_heard_of_again_before_the_last_telling_was_taken_is_judged_again() -> None:
+    rows = kept_quiet("a", "b")
+    inbox = SweepsAfterLooking(rows)
+    rows._inbox = inbox  # noqa: SLF001
+    inbox.append("a")  # heard of, not taken yet
+    rows.heard("a")  # sees "a" last: not told twice; the sweep takes the first meanwhile
+    assert inbox.taken == [{"b": QUIET}]  # the sweep after it judges "a" again
+    assert not inbox
+
+
+def test_more_told_than_the_inbox_holds_judges_every_container_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(quiet, "MAX_INBOX", 3)
+    rows = kept_quiet("a", "b", "quiet")
+    for cid in ("a", "b", "c", "d"):
+        rows.heard(cid)
+    assert rows.news() is None  # too many to name: the next sweep lists every container
+    assert rows.begin(SETTINGS) == {}
+    for cid in ("a", "b", "c", "d"):
+        rows.heard(cid)
+    rows.keep({"quiet": QUIET})  # a flood while the sweep ran: none kept
+    assert rows.begin(SETTINGS) == {}
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_no_telling_is_lost_when_many_threads_tell_while_the_sweep_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(quiet, "MAX_NEWS", 1_000_000)
+    monkeypatch.setattr(quiet, "MAX_INBOX", 1_000_000)
+    rows = QuietRows()
+    rows.news()
+    told = [[f"t{t}-{i}" for i in range(3000)] for t in range(6)]
+    heard: set[str] = set()
+    done = threading.Event()
+
+    def sweep() -> None:
+        while not done.is_set():
+            news = rows.news()
+            assert news is not None
+            heard.update(news)
+
+    sweeper = threading.Thread(target=sweep)
+    tellers = [
+        threading.Thread(target=lambda ids=ids: [rows.heard(c) for c in ids]) for ids in told
+    ]
+    sweeper.start()
+    for t in tellers:
+        t.start()
+    for t in tellers:
+        t.join(30)
+    done.set()
+    sweeper.join(30)
+    heard.update(rows.news() or ())
+    assert heard == {c for ids in told for c in ids}
+
+
+# -- namespaces -------------------------------------------------------------------------------
+
+LEADER, FOLLOWER = "1" * 64, "2" * 64
+
+
+def with_modes(cid: str, name: str, *modes: tuple[str, str], inspected: bool = False) -> Any:
+    return ContainerSnapshot(cid, name, {}, "running", None, inspected=inspected, namespaces=modes)
+
+
+class JudgedWhileRead(dict[str, Any]):
+    """The inspected modes: at the sweep's `at`-th read of them, a worker's judge learns the
+    follower's pid leader (an inspect the sweep's list did not have)."""
+
+    def __init__(self, at: int, judge: Callable[[], object]) -> None:
+        super().__init__()
+        self.at, self.judge = at, judge
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.at -= 1
+        if self.at == 0:
+            worker = threading.Thread(target=self.judge)
+            worker.start()
+            worker.join(5)
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("at", [1, 2, 3, 4])
+def test_a_leader_learned_while_the_sweep_reads_the_edges_is_in_them_or_learned(at: int) -> None:
+    ns = Namespaces(cast(Engine, None))
+    listed = [with_modes(LEADER, "vpn"), with_modes(FOLLOWER, "app")]
+    assert ns.follow(listed) == {}
+    inspected = with_modes(FOLLOWER, "app", ("pid", LEADER), inspected=True)
+    ns._full = JudgedWhileRead(  # noqa: SLF001
+        at, lambda: ns.judge(inspected, HealthCheckResult(FOLLOWER, "app", T0))
+    )
+    edges = ns.follow(listed)
+    pid = [("vpn", "pid")]
+    assert edges.get("app") == pid or (ns.learned() or {}).get("app") == pid
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_a_refused_mode_judged_by_many_threads_at_once_is_warned_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ns = Namespaces(cast(Engine, None))
+    hostile = with_modes(FOLLOWER, "app", ("network", "$(reboot)"), inspected=True)
+    start = threading.Barrier(8)
+
+    def judge() -> None:
+        start.wait(5)
+        ns.judge(hostile, HealthCheckResult(FOLLOWER, "app", T0))
+
+    with caplog.at_level(logging.WARNING, "guardian.namespaces"):
+        judges = [threading.Thread(target=judge) for _ in range(8)]
+        for t in judges:
+            t.start()
+        for t in judges:
+            t.join(5)
+    assert len([r for r in caplog.records if "namespace mode refused" in r.getMessage()]) == 1
+
+
+class FollowsWhileAsked(dict[str, str]):
+    """The listed names a judge asks about: as it asks, the sweep lists the follower too and
+    reads its edges."""
+
+    def __init__(self, names: dict[str, str], follow: Callable[[], object]) -> None:
+        super().__init__(names)
+        self.follow: Callable[[], object] | None = follow
+
+    def __contains__(self, key: object) -> bool:
+        found = super().__contains__(key)
+        if self.follow is not None:
+            follow, self.follow = self.follow, None
+            sweep = threading.Thread(target=follow)
+            sweep.start()
+            sweep.join(5)
+        return found
+
+
+def test_a_leader_learned_as_the_sweep_lists_its_follower_is_in_the_edges_or_learned() -> None:
+    ns = Namespaces(cast(Engine, None))
+    leader, follower = with_modes(LEADER, "vpn"), with_modes(FOLLOWER, "app")
+    ns.follow([leader])  # the follower is not listed yet
+    edges: list[dict[str, list[tuple[str, str]]]] = []
+    ns._listed = replace(  # noqa: SLF001
+        ns._listed,  # noqa: SLF001
+        names=FollowsWhileAsked(
+            ns._listed.names,  # noqa: SLF001
+            lambda: edges.append(ns.follow([leader, follower])),
+        ),
+    )
+    inspected = with_modes(FOLLOWER, "app", ("pid", LEADER), inspected=True)
+    ns.judge(inspected, HealthCheckResult(FOLLOWER, "app", T0))
+    pid = [("vpn", "pid")]
+    assert edges[0].get("app") == pid or (ns.learned() or {}).get("app") == pid
+
+
+# -- run stamps: written one at a time under the loop store's lock, read from one value -------
+
+
+def test_a_restart_stamped_while_a_read_asks_the_store_is_counted_once() -> None:
+    clock = FakeClock()
+    stamps = RunStamps(clock)
+    first = clock.now()
+    stamps.wrote_restart("h", "web", "web-id", first)
+    clock.advance(10)
+    second = clock.now()
+
+    def store_read(_after: datetime) -> tuple[datetime, ...]:
+        writer = threading.Thread(target=stamps.wrote_restart, args=("h", "web", "web-id", second))
+        writer.start()  # the worker's next restart lands while the store is read
+        writer.join(5)
+        return (first, second)  # the store has both rows by then
+
+    times = stamps.restart_times("h", first - timedelta(minutes=1), store_read, "web", "web-id")
+    assert sorted(times) == [first, second]  # the first as this run's, the second as stored
+
+
+class Rows:
+    """An inner store that takes every write: ids in order, no restart read back."""
+
+    def __init__(self) -> None:
+        self.ids = itertools.count(1)
+
+    def record_intent(self, _action: RemediationAction, _notifications: object = ()) -> int:
+        return next(self.ids)
+
+    def record_reset(self, _host: str, _container: str, _at: datetime) -> None:
+        return None
+
+    def restart_times(self, *_args: object) -> tuple[datetime, ...]:
+        return ()
+
+    def last_reset(self, *_args: object) -> datetime | None:
+        return None
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_stamps_written_by_many_workers_at_once_are_all_kept_and_reads_never_see_them_torn() -> (
+    None
+):
+    clock = FakeClock()
+    stamps = RunStamps(clock)
+    store = LoopStore(
+        cast(Store, Rows()), PrometheusMetrics(CollectorRegistry()), FactStream(), stamps
+    )
+    per_worker, workers = 150, 4
+    start = threading.Barrier(workers * 2 + 2, timeout=5)
+    seen: list[int] = []
+    failures: list[BaseException] = []
+
+    def restarts(w: int) -> None:
+        start.wait()
+        for i in range(per_worker):
+            at = T0 + timedelta(seconds=w * per_worker + i)
+            store.record_intent(
+                RemediationAction(None, None, "h", f"c{w}", f"c{w}-id", "restart", at, "allowed")
+            )
+
+    def resets(w: int) -> None:
+        start.wait()
+        for i in range(per_worker):
+            store.record_reset("h", f"c{w}", T0 + timedelta(seconds=i))
+
+    def reads() -> None:
+        start.wait()
+        try:
+            for _ in range(300):
+                seen.append(len(store.restart_times("h", T0 - timedelta(days=1))))
+                store.last_reset("h", "c0")
+        except (RuntimeError, KeyError, ValueError) as exc:  # a walk over stamps changing
+            failures.append(exc)
+
+    threads = [threading.Thread(target=restarts, args=(w,)) for w in range(workers)]
+    threads += [threading.Thread(target=resets, args=(w,)) for w in range(workers)]
+    threads += [threading.Thread(target=reads) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    total = per_worker * workers
+    assert failures == []
+    assert all(0 <= n <= total for n in seen)
+    assert len(store.restart_times("h", T0 - timedelta(days=1))) == total  # none lost
+    record = stamps._record  # noqa: SLF001
+    assert (record.count, len(record.restarts), len(record.resets)) == (total, total, total)
+    assert sum(n for k, n in record.written.items() if len(k) == 2) == total
+    assert sum(len(s) for s in record.reset_at.values()) == total
+
+
+# -- the engine's idle connections ------------------------------------------------------------
+
+
+class Conn(_UnixConnection):
+    """A connection never connected, that counts its close() calls."""
+
+    def __init__(self) -> None:
+        super().__init__("/nonexistent.sock", 1.0)
+        self.closes = 0
+
+    def close(self) -> None:
+        self.closes += 1
+        super().close()
+
+
+class ClosesWhileClaimed(dict[int, Any]):
+    """The idle slots: as a connection claims one, the engine is closed on another thread
+    (the connection's generation was checked before; close() drew a fresh one)."""
+
+    def __init__(self, light: LightHttp) -> None:
+        super().__init__()
+        self.light: LightHttp | None = light
+
+    def setdefault(self, key: int, default: Any = None) -> Any:
+        light, self.light = self.light, None
+        if light is not None:
+            closing = threading.Thread(target=light.close)
+            closing.start()
+            closing.join(5)
+        return super().setdefault(key, default)
+
+
+def test_a_connection_given_back_while_the_engine_is_closed_is_closed_not_kept() -> None:
+    light = LightHttp("/nonexistent.sock", 1.0, lambda *_: None)
+    light._idle = ClosesWhileClaimed(light)  # noqa: SLF001
+    conn = Conn()
+    light._give_back(conn, light._generation)  # noqa: SLF001
+    assert conn.closes == 1 and not light._idle  # noqa: SLF001
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_connections_given_back_and_taken_by_many_threads_at_once_stay_within_keep() -> None:
+    light = LightHttp("/nonexistent.sock", 1.0, lambda *_: None, keep=4)
+    conns = [Conn() for _ in range(16)]
+    start = threading.Barrier(len(conns), timeout=5)
+
+    def give_back(conn: Conn) -> None:
+        start.wait()
+        light._give_back(conn, light._generation)  # noqa: SLF001
+
+    threads = [threading.Thread(target=give_back, args=(c,)) for c in conns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    kept = {id(c) for _, c in light._idle.values()}  # noqa: SLF001
+    assert len(kept) == 4  # every slot taken, none twice
+    assert all(c.closes == (id(c) not in kept) for c in conns)  # the others closed, once
+    light.close()
+    assert all(c.closes == 1 for c in conns) and not light._idle  # noqa: SLF001

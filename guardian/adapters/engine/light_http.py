@@ -17,10 +17,10 @@ proxy in front of it) that kept sending would grow Guardian's memory without end
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import select
 import socket
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -106,7 +106,13 @@ def _body(answer: http.client.HTTPResponse, limit: int) -> bytes:
 class LightHttp:
     """GET requests to the engine at the Unix socket `path`, each on a connection of its own: an
     idle one taken, or a new one; given back only after a whole answer, at most `keep` idle.
-    `saw_date(date, elapsed)` hears each answer's Date header (the engine's clock)."""
+    `saw_date(date, elapsed)` hears each answer's Date header (the engine's clock).
+
+    Keeps no lock: the idle connections sit in `keep` slots, each with the generation it was
+    taken in; a slot is claimed by dict.setdefault and emptied by dict.pop, each atomic in
+    CPython, so at most `keep` are idle whatever threads give back at once and each idle one
+    is taken, or closed, by one thread. close() draws a fresh generation before it empties
+    the slots: a connection in use then, or given back while it ran, is closed, not kept."""
 
     def __init__(
         self,
@@ -119,9 +125,10 @@ class LightHttp:
         self.timeout = timeout
         self.saw_date = saw_date
         self.keep = keep
-        self._lock = threading.Lock()
-        self._idle: list[_UnixConnection] = []
-        self._generation = 0  # one more at each close(): what was in use then is not kept
+        self._idle: dict[int, tuple[int, _UnixConnection]] = {}  # slot -> (generation, conn)
+        self._generations = itertools.count(1)
+        # A fresh number at each close() (never one seen before: equal, no close() since).
+        self._generation = 0
 
     def get(self, path: str, limit: int) -> Answer:
         """The engine's whole answer to `GET path`, its body at most `limit` bytes. Raises
@@ -152,26 +159,44 @@ class LightHttp:
 
     def close(self) -> None:
         """Closes the idle connections; one in use now is closed when its answer is whole."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-            self._generation += 1
-        for conn in idle:
-            conn.close()
+        self._generation = next(self._generations)
+        for slot in range(self.keep):
+            idle = self._idle.pop(slot, None)
+            if idle is not None:
+                idle[1].close()
 
     def _take(self) -> tuple[_UnixConnection, int]:
-        while True:
-            with self._lock:
-                generation = self._generation
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                return _UnixConnection(self.path, self.timeout), generation
-            if not _dropped(conn):
+        generation = self._generation
+        for slot in range(self.keep):
+            idle = self._idle.pop(slot, None)
+            if idle is None:
+                continue
+            taken_in, conn = idle
+            if taken_in == generation and not _dropped(conn):
                 return conn, generation
-            conn.close()
+            conn.close()  # given back across a close(), or dropped by the engine
+        return _UnixConnection(self.path, self.timeout), generation
 
     def _give_back(self, conn: _UnixConnection, generation: int) -> None:
-        with self._lock:
-            if generation == self._generation and len(self._idle) < self.keep:
-                self._idle.append(conn)
-                return
+        kept = (generation, conn)
+        if generation == self._generation:
+            for slot in range(self.keep):
+                if self._idle.setdefault(slot, kept) is kept:
+                    if generation != self._generation:  # a close() came meanwhile
+                        self._unkeep(slot, kept)
+                    return
         conn.close()
+
+    def _unkeep(self, slot: int, kept: tuple[int, _UnixConnection]) -> None:
+        """Empty `slot`, where `kept` went across a close(): whatever is there now is closed,
+        unless it is another thread's of the generation in force (put back). Not there any
+        more: a take has it, and closes it (its generation is not the one in force)."""
+        found = self._idle.pop(slot, None)
+        if found is None:
+            return
+        if (
+            found is kept
+            or found[0] != self._generation
+            or self._idle.setdefault(slot, found) is not found
+        ):
+            found[1].close()

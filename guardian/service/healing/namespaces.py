@@ -10,13 +10,14 @@ orphan: a report-only `orphaned_namespace` problem.
 from __future__ import annotations
 
 import logging
-import threading
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from guardian.core.model import ContainerSnapshot, HealthCheckResult, ProblemType
 from guardian.core.relations.namespaces import Shared, orphan_detail, shared
 from guardian.logs import kv
 from guardian.ports import Engine, EngineEvent, EngineUnavailable
+from guardian.service.state.present import drop_absent
 
 log = logging.getLogger("guardian.namespaces")
 # A leader Guardian does not list (not watched) is looked up once, and again after this long in
@@ -27,17 +28,29 @@ RECHECK = timedelta(minutes=10)
 _ORPHAN_OVER = frozenset({None, "stopped_by_signal", "exit_code_ignored"})
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """What the last sweep's list told, replaced whole by the next (readers take it once)."""
+
+    names: dict[str, str] = field(default_factory=dict)  # listed container id -> name
+    by_ref: dict[str, str] = field(default_factory=dict)  # listed container id or name -> name
+    network: dict[str, tuple[Shared, ...]] = field(default_factory=dict)  # id -> from the list
+
+
 class Namespaces:
+    """Keeps no lock. The sweep alone replaces what the list told (_Listed, one value swapped
+    whole: a reader takes it once and never sees two lists mixed) and narrows the rest in
+    place (drop_absent); the judges (the sweep's, the workers') and the events thread set or
+    pop single keys (each atomic in CPython); a first warning is taken by dict.setdefault, so
+    two judges at once warn once."""
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._lock = threading.Lock()
+        self._listed = _Listed()
         self._full: dict[str, tuple[Shared, ...]] = {}  # container id -> every namespace, inspected
-        self._network: dict[str, tuple[Shared, ...]] = {}  # container id -> from the list
-        self._names: dict[str, str] = {}  # listed container id -> name
-        self._by_ref: dict[str, str] = {}  # listed container id or name -> name
         self._unlisted: dict[str, datetime] = {}  # leader ids found outside the list -> when
-        self._gone: set[str] = set()  # leader ids found removed (ids are never reused)
-        self._warned: set[str] = set()  # container ids whose refused modes were logged
+        self._gone: dict[str, bool] = {}  # leader ids found removed (ids are never reused)
+        self._warned: dict[str, object] = {}  # container ids whose refused modes were logged
         self._learned = False  # an inspect told more since the edges were last given
 
     # -- what the loop tells --------------------------------------------------------------------
@@ -46,42 +59,44 @@ class Namespaces:
         """The containers of a sweep: remember their modes and return the namespace edges
         (follower name -> (leader name, kind)) among them."""
         learned = {s.id: self._parse(s) for s in snapshots}
-        with self._lock:
-            self._names = {s.id: s.name for s in snapshots}
-            self._by_ref = {**self._names, **{s.name: s.name for s in snapshots}}
-            self._network = {cid: joined for cid, joined in learned.items() if joined}
-            for cid in set(self._full) - set(self._names):
-                del self._full[cid]
-            self._warned &= set(self._names)
-            referenced = {j.leader for cid in self._names for j in self._joined(cid)}
-            self._gone &= referenced
-            for leader in set(self._unlisted) - referenced:
-                del self._unlisted[leader]
-            self._learned = False
-            return self._edges()
+        names = {s.id: s.name for s in snapshots}
+        listed = _Listed(
+            names,
+            {**names, **{s.name: s.name for s in snapshots}},
+            {cid: joined for cid, joined in learned.items() if joined},
+        )
+        # Reset before the edges are read: an inspect that tells more from now on sets it
+        # again, and one that told more before is in _full when they are read.
+        self._learned = False
+        self._listed = listed
+        drop_absent(self._full, names.keys())
+        drop_absent(self._warned, names.keys())
+        referenced = {j.leader for cid in names for j in self._joined(cid, listed)}
+        drop_absent(self._gone, referenced)
+        drop_absent(self._unlisted, referenced)
+        return self._edges(listed)
 
     def told_more(self) -> bool:
         """Whether an inspect told more since the edges were last given (learned() gives them)."""
-        with self._lock:
-            return self._learned
+        return self._learned
 
     def learned(self) -> dict[str, list[tuple[str, str]]] | None:
         """The namespace edges again when an inspect told more since a sweep last took them (a
         pid follower's exit, inspected after the sweep listed it); None when nothing changed.
         Only follow() says they were taken: the next sweep builds its graph with them, whoever
         asked here meanwhile."""
-        with self._lock:
-            return self._edges() if self._learned else None
+        return self._edges(self._listed) if self._learned else None
 
     def judge(self, snap: ContainerSnapshot, result: HealthCheckResult) -> HealthCheckResult:
         """A judge of the loop: learn the inspected modes, and turn a follower whose leader no
         longer exists into `orphaned_namespace`."""
         joined = self._parse(snap)
         if snap.inspected:
-            with self._lock:
-                if snap.id in self._names and self._full.get(snap.id) != joined:
-                    self._learned = True  # an edge the sweep's graph does not have yet
-                self._full[snap.id] = joined
+            before, self._full[snap.id] = self._full.get(snap.id), joined
+            # The list read after the write: a sweep that swapped it in reads the edges after
+            # resetting _learned, so either its edges have this write or the flag stays set.
+            if before != joined and snap.id in self._listed.names:
+                self._learned = True  # an edge the sweep's graph does not have yet
         if result.skipped not in _ORPHAN_OVER or not joined:
             return result
         gone = [j for j in joined if not self._exists(j.leader, result.observed_at)]
@@ -97,80 +112,73 @@ class Namespaces:
         )
 
     def on_event(self, event: EngineEvent) -> None:
-        if event.action == "destroy":
-            with self._lock:
-                if self._unlisted.pop(event.container_id, None) is not None:
-                    self._gone.add(event.container_id)
+        if event.action == "destroy" and self._unlisted.pop(event.container_id, None) is not None:
+            self._gone[event.container_id] = True
 
     # -- what the followers rule asks ---------------------------------------------------------
 
     def orphaned(self, container_id: str) -> bool:
         """A leader of this listed container is known removed."""
-        with self._lock:
-            return any(j.leader in self._gone for j in self._joined(container_id))
+        return any(j.leader in self._gone for j in self._joined(container_id, self._listed))
 
     def relatives(self, name: str) -> tuple[tuple[str, ...], dict[str, str]]:
         """What a recreate of `name` needs to know (core.escalation.recreate.build): the names
         of the listed containers that joined its namespaces, and the listed ones' names by id
         (its own leaders named by name: a recreated leader gets a new id)."""
-        with self._lock:
-            joined = tuple(
-                sorted(
-                    f
-                    for f, leaders in self._edges().items()
-                    if any(leader == name for leader, _ in leaders)
-                )
+        listed = self._listed
+        joined = tuple(
+            sorted(
+                f
+                for f, leaders in self._edges(listed).items()
+                if any(leader == name for leader, _ in leaders)
             )
-            return joined, dict(self._names)
+        )
+        return joined, dict(listed.names)
 
     # -- inside ------------------------------------------------------------------------------
 
     def _parse(self, snap: ContainerSnapshot) -> tuple[Shared, ...]:
         joined, refused = shared(snap.id, snap.namespaces)
         if refused:
-            with self._lock:
-                warn = snap.id not in self._warned
-                self._warned.add(snap.id)
-            if warn:
+            mine = object()
+            if self._warned.setdefault(snap.id, mine) is mine:  # the first to warn
                 log.warning(
                     "namespace mode refused: not followed",
                     extra=kv(container=snap.name, reason=refused),
                 )
         return joined
 
-    def _joined(self, cid: str) -> tuple[Shared, ...]:
-        """Under the lock: every namespace of a container known so far."""
+    def _joined(self, cid: str, listed: _Listed) -> tuple[Shared, ...]:
+        """Every namespace of a container known so far."""
         full = self._full.get(cid)
-        return full if full is not None else self._network.get(cid, ())
+        return full if full is not None else listed.network.get(cid, ())
 
-    def _edges(self) -> dict[str, list[tuple[str, str]]]:
-        """Under the lock: follower name -> (leader name, kind), leaders among the listed."""
+    def _edges(self, listed: _Listed) -> dict[str, list[tuple[str, str]]]:
+        """Follower name -> (leader name, kind), leaders among those `listed`."""
         out: dict[str, list[tuple[str, str]]] = {}
-        for cid, name in self._names.items():
-            for j in self._joined(cid):
-                leader = self._by_ref.get(j.leader)
+        for cid, name in listed.names.items():
+            for j in self._joined(cid, listed):
+                leader = listed.by_ref.get(j.leader)
                 if leader is not None and leader != name:
                     out.setdefault(name, []).append((leader, j.kind))
         return out
 
     def _exists(self, leader: str, now: datetime) -> bool:
         """Whether the leader is there: listed, or found by one inspect (cached)."""
-        with self._lock:
-            if leader in self._gone:
-                return False
-            if leader in self._by_ref:
-                return True
-            seen = self._unlisted.get(leader)
-            if seen is not None and now - seen < RECHECK:
-                return True
+        if leader in self._gone:
+            return False
+        if leader in self._listed.by_ref:
+            return True
+        seen = self._unlisted.get(leader)
+        if seen is not None and now - seen < RECHECK:
+            return True
         try:
             found = self.engine.inspect(leader)
         except EngineUnavailable:
             return True  # unknown: never an orphan on no evidence
-        with self._lock:
-            if found is None:
-                self._gone.add(leader)
-                self._unlisted.pop(leader, None)
-                return False
-            self._unlisted[leader] = now
-            return True
+        if found is None:
+            self._gone[leader] = True
+            self._unlisted.pop(leader, None)
+            return False
+        self._unlisted[leader] = now
+        return True

@@ -66,7 +66,8 @@ class LoopStore:
     def __init__(self, inner: Store, metrics: Metrics, facts: Facts, stamps: Stamps) -> None:
         """`stamps`: this run's restart requests and counter resets, read back as the monotonic
         clock places them; a restart request is stamped whether or not the store takes it, so
-        one held in memory counts against the budget as this run's."""
+        one held in memory counts against the budget as this run's. Stamps are written under
+        this store's lock, one at a time (adapters/run_stamps.py keeps none of its own)."""
         self.inner = inner
         self.metrics = metrics
         self.facts = facts
@@ -222,12 +223,12 @@ class LoopStore:
     ) -> int:
         """Refused: held in memory under a negative id, written later without its notifications
         (they go out now, directly)."""
-        if action.kind == ActionKind.RESTART:
-            self.stamps.wrote_restart(
-                action.host, action.container, action.container_id, action.requested_at
-            )
         about = (action.container, action.incident_id, _counts(action))
         with self._lock:
+            if action.kind == ActionKind.RESTART:  # stamps are written one at a time
+                self.stamps.wrote_restart(
+                    action.host, action.container, action.container_id, action.requested_at
+                )
             action_id = self._write(
                 "record_intent",
                 lambda: self.inner.record_intent(action, notifications),
@@ -294,13 +295,15 @@ class LoopStore:
             return self._write("release_held", self._release_kept, refused=lambda: 0)
 
     def record_reset(self, host: str, container: str, at: datetime) -> None:
-        self.stamps.wrote_reset(host, container, at)
-
         def write() -> None:
             self.inner.record_reset(host, container, at)
             self._reset_here.add((host, container))
 
-        self._write("record_reset", write, refused=_nothing, fact=lambda _: ResetWritten(container))
+        with self._lock:  # stamps are written one at a time
+            self.stamps.wrote_reset(host, container, at)
+            self._write(
+                "record_reset", write, refused=_nothing, fact=lambda _: ResetWritten(container)
+            )
 
     def remember(self, host: str, mark: str, at: datetime) -> None:
         """Written only once the actions held in memory are: a mark says how far the store's

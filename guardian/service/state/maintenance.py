@@ -38,11 +38,17 @@ class MaintenanceHolds:
     clock) and the window.
 
     Invariant: once a container was seen in a window, it stays held until that window's end
-    as its real length places it, whatever the wall clock says of the calendar meanwhile."""
+    as its real length places it, whatever the wall clock says of the calendar meanwhile.
 
-    def __init__(self, clock: Clock) -> None:
+    Under the host lock (LoopState.lock), not one of its own: a hold is what decide() reads of
+    the host for a container (docs/design.md rule 21), written by the workers' decisions and
+    the status reads (HTTP handlers, `guardian status`) that keep the later end, and forgotten
+    by the sweep; each keeps-the-later-end is one read and one write that must not interleave
+    with another's or with the sweep's forgetting."""
+
+    def __init__(self, clock: Clock, lock: threading.RLock) -> None:
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = lock
         self._held: dict[str, tuple[float, MaintenanceWindow]] = {}
 
     def silence(

@@ -221,7 +221,7 @@ class LoopState:
         self.person_stops = PersonStops()
         self.engine = EngineLiveness()
         self.remembered = EngineMemory(clock)  # the engine's record (docs/design.md rule 16)
-        self.maintenance = MaintenanceHolds(clock)  # windows in force, held to their end
+        self.maintenance = MaintenanceHolds(clock, self.lock)  # windows in force, to their end
         self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
         self.quiet = QuietRows()  # the containers a sweep need not judge again
         # Whose each stop is, Guardian's restart's or a person's, and when a call is sent.
