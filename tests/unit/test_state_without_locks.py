@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -1092,3 +1092,46 @@ def test_connections_given_back_and_taken_by_many_threads_at_once_stay_within_ke
     assert all(c.closes == (id(c) not in kept) for c in conns)  # the others closed, once
     light.close()
     assert all(c.closes == 1 for c in conns) and not light._idle  # noqa: SLF001
+
+
+# -- the engine's liveness: under the host lock ------------------------------------------------
+
+
+def test_an_answer_of_the_engine_waits_while_a_decision_holds_the_host_lock() -> None:
+    state = LoopState(FakeClock())
+    got: list[bool | None] = []
+    with state.lock:  # a decision reading the host
+        sweep = threading.Thread(target=lambda: got.append(state.engine.answered(False)))
+        sweep.start()
+        sweep.join(0.2)
+        assert sweep.is_alive() and not got
+        assert state.engine.up is None  # read without the lock: the value as it stands
+    sweep.join(5)
+    assert got == [None] and state.engine.up is False
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_every_answer_takes_the_one_before_it_so_each_change_is_told_once() -> None:
+    state = LoopState(FakeClock())
+    told: list[tuple[bool | None, bool]] = []  # (before, up), list.append is atomic
+    start = threading.Barrier(8, timeout=5)
+
+    def answer(n: int) -> None:
+        start.wait()
+        for i in range(400):
+            up = (n + i) % 3 != 0
+            told.append((state.engine.answered(up), up))
+
+    threads = [threading.Thread(target=answer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(told) == 8 * 400
+    # One chain: each value written is the `before` of exactly one later answer (the first
+    # answer's is None, the last one's is still held), so no change is told twice or missed.
+    befores = Counter(before for before, _ in told)
+    written = Counter([None, *(up for _, up in told)])
+    written[state.engine.up] -= 1
+    assert befores == +written
+    assert befores[None] == 1
