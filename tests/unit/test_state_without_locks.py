@@ -4,6 +4,7 @@ between two of its steps, written as the interleaving a thread switch can make."
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import re
@@ -32,6 +33,7 @@ from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import MEMORY, Limit
 from guardian.core.detection.usage import Usage
 from guardian.core.detection.windows import MaintenanceWindow, from_label
+from guardian.core.facts import Fact, SilenceLifted, SilenceSet
 from guardian.core.model import (
     ContainerSnapshot,
     HealthCheckResult,
@@ -49,6 +51,7 @@ from guardian.service.facts import FactStream
 from guardian.service.healing.dependencies import Dependencies
 from guardian.service.healing.namespaces import Namespaces
 from guardian.service.healing.written import LoopStore
+from guardian.service.operator import NotFound, Operator
 from guardian.service.state import quiet
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
@@ -1135,3 +1138,84 @@ def test_every_answer_takes_the_one_before_it_so_each_change_is_told_once() -> N
     written[state.engine.up] -= 1
     assert befores == +written
     assert befores[None] == 1
+
+
+# -- a person's silences: their facts under the loop store's lock -------------------------------
+
+
+class Silences:
+    """A store of silences whose writes land at once and return a moment later (a commit's
+    latency), the order they landed in kept in `landed`."""
+
+    def __init__(self) -> None:
+        self.ids = itertools.count(1)
+        self.in_force: dict[str, Silence] = {}
+        self.landed: list[tuple[str, int | None]] = []
+
+    def add_silence(self, silence: Silence) -> Silence:
+        silence = replace(silence, id=next(self.ids))
+        self.in_force[silence.container] = silence
+        self.landed.append(("set", silence.id))
+        time.sleep(0.0001)
+        return silence
+
+    def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
+        ended = self.in_force.pop(container, None)
+        self.landed.append(("lifted", ended.id if ended else None))
+        time.sleep(0.0001)
+        return ended
+
+
+def told(fact: Fact) -> tuple[str, int | None] | None:
+    match fact:
+        case SilenceSet(silence):
+            return ("set", silence.id)
+        case SilenceLifted(_, ended):
+            return ("lifted", ended.id if ended else None)
+    return None
+
+
+def silencing() -> tuple[Operator, LoopStore, Silences, list[tuple[str, int | None]]]:
+    clock, facts, silences = FakeClock(), FactStream(), Silences()
+    store = LoopStore(
+        cast(Store, silences), PrometheusMetrics(CollectorRegistry()), facts, RunStamps(clock)
+    )
+    heard: list[tuple[str, int | None]] = []
+    facts.subscribe(lambda fact: heard.append(t) if (t := told(fact)) else None)
+    operator = Operator(store, clock, "h", facts=facts, in_order=store.in_order)
+    return operator, store, silences, heard
+
+
+def test_a_persons_silence_waits_while_the_loop_writes_and_tells_its_facts() -> None:
+    operator, store, silences, heard = silencing()
+    with store.in_order:  # a loop write and its fact
+        person = threading.Thread(
+            target=lambda: operator.silence("db", timedelta(hours=1), "upgrade", "ann")
+        )
+        person.start()
+        person.join(0.2)
+        assert person.is_alive() and not silences.landed
+    person.join(5)
+    assert heard == silences.landed == [("set", 1)]
+
+
+def test_silences_set_and_lifted_by_many_people_at_once_are_told_in_the_order_they_landed() -> None:
+    operator, _, silences, heard = silencing()
+    start = threading.Barrier(6, timeout=5)
+
+    def person(n: int) -> None:
+        start.wait()
+        for i in range(40):
+            if (n + i) % 2:
+                operator.silence("db", timedelta(minutes=n + 1), "upgrade", f"p{n}")
+            else:
+                with contextlib.suppress(NotFound):
+                    operator.unsilence("db", f"p{n}")
+
+    people = [threading.Thread(target=person, args=(n,)) for n in range(6)]
+    for t in people:
+        t.start()
+    for t in people:
+        t.join(10)
+    assert len(silences.landed) == 6 * 40
+    assert heard == silences.landed  # the last fact a reader keeps is the store's own state
