@@ -24,6 +24,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters import hook_runner
+from guardian.adapters.engine.docker_engine import CONNECTED, DockerEngine
 from guardian.adapters.engine.engine_clock import ANSWERS, EngineClock
 from guardian.adapters.engine.light_http import LightHttp, _UnixConnection
 from guardian.adapters.hook_runner import SubprocessHookRunner
@@ -45,7 +46,7 @@ from guardian.core.outbound.hooks import HookEnd, HookRun
 from guardian.entrypoints.page.feed import Feed
 from guardian.entrypoints.page.slots import StreamSlots
 from guardian.entrypoints.page.stream import Stream
-from guardian.ports import Engine, EngineEvent, Store
+from guardian.ports import Engine, EngineEvent, EngineIdentity, Store
 from guardian.readside.changes import Changes
 from guardian.service.facts import FactStream
 from guardian.service.healing.dependencies import Dependencies
@@ -1219,3 +1220,73 @@ def test_silences_set_and_lifted_by_many_people_at_once_are_told_in_the_order_th
         t.join(10)
     assert len(silences.landed) == 6 * 40
     assert heard == silences.landed  # the last fact a reader keeps is the store's own state
+
+
+# -- the engine's connection: claimed by setdefault ---------------------------------------------
+
+
+class Api:
+    """A connection never connected, that counts its close() calls."""
+
+    def __init__(self) -> None:
+        self.closes = 0
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+class Connects(DockerEngine):
+    """DockerEngine whose connect makes an Api after a moment of I/O (`during` runs then),
+    every one kept in `made`."""
+
+    def __init__(self, during: Callable[[], None] = lambda: None) -> None:
+        super().__init__("tcp://127.0.0.1:1", timedelta(seconds=1), FakeClock())
+        self.made: list[Api] = []
+        self.during = during
+
+    def _connect(self) -> tuple[Any, EngineIdentity]:
+        api = Api()
+        self.made.append(api)
+        time.sleep(0.001)  # the version() call
+        self.during()
+        return api, EngineIdentity("docker", "27.0", "1.47")
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_threads_that_connect_at_once_share_one_connection_and_the_others_are_closed() -> None:
+    engine = Connects()
+    start = threading.Barrier(8, timeout=5)
+    got: list[Any] = []
+
+    def connect() -> None:
+        start.wait()
+        got.append(engine._client())  # noqa: SLF001
+
+    threads = [threading.Thread(target=connect) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    kept = got[0]
+    assert len(got) == 8 and all(api is kept for api in got) and kept.closes == 0
+    assert all(api.closes == 1 for api in engine.made if api is not kept)  # none leaks
+    assert engine.identity() == EngineIdentity("docker", "27.0", "1.47")
+    engine.close()
+    assert kept.closes == 1 and CONNECTED not in engine._held  # noqa: SLF001
+
+
+def test_a_connection_made_across_anothers_connect_and_drop_is_kept_and_the_dropped_closed() -> (
+    None
+):
+    engine = Connects()
+    others: list[Any] = []
+
+    def meanwhile() -> None:  # while this thread asks the engine its version
+        engine.during = lambda: None
+        others.append(engine._client())  # noqa: SLF001  another thread connects
+        engine._drop()  # noqa: SLF001  a third's call fails
+
+    engine.during = meanwhile
+    mine = engine._client()  # noqa: SLF001
+    assert others[0].closes == 1  # the dropped one, closed once
+    assert mine.closes == 0 and engine._client() is mine  # noqa: SLF001  kept, handed out open
