@@ -478,7 +478,7 @@ def build_status(
 
 def loop_operator(
     settings: Settings,
-    store: Store,
+    store: LoopStore,
     clock: Clock,
     host: str,
     facts: FactStream,
@@ -488,7 +488,9 @@ def loop_operator(
     """The operator actions in the loop's process (the API's): a person's rollback asked here
     is looked at at once, on the container's worker."""
     ttl = settings["restart.approval_ttl"]
-    return Operator(store, clock, host, ttl, facts, engine, healer.requested.look_for)
+    return Operator(
+        store, clock, host, ttl, facts, engine, healer.requested.look_for, store.in_order
+    )
 
 
 def changes_followed() -> tuple[Changes, FactStream]:

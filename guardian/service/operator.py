@@ -7,8 +7,8 @@ compare-and-set so a concurrent daemon update is never lost.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -136,8 +136,13 @@ class Operator:
     # In the daemon: the loop looks at a container a person's rollback was asked for.
     on_rollback: Callable[[], object] | None = None
     # A silence's fact carries the silence as the store keeps it: the facts of two writes go
-    # out in the order the writes landed, so the later one is the one a reader keeps.
-    _in_order: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # out in the order the writes landed, so the later one is the one a reader keeps. Held
+    # around each write and its fact: in the daemon, the loop store's lock, under which the
+    # loop's own writes publish theirs (LoopStore.in_order); a CLI command writes once, and its
+    # facts have no reader.
+    in_order: AbstractContextManager[object] = field(
+        default_factory=nullcontext, repr=False, compare=False
+    )
 
     def incident(self, incident_id: int) -> Incident:
         incident = self.store.get_incident(incident_id)
@@ -345,7 +350,7 @@ class Operator:
         if not timedelta(0) < duration <= MAX_SILENCE:
             raise BadRequest("a silence lasts more than 0s and at most 30d")
         now = self.clock.now()
-        with self._in_order:
+        with self.in_order:
             silence = self.store.add_silence(
                 Silence(None, self.host, container, now, now + duration, reason, by)
             )
@@ -359,7 +364,7 @@ class Operator:
     def unsilence(self, container: str, by: str) -> Silence:
         container = _text("the container name", container, MAX_CONTAINER)
         by = _text("the name of who does it (--by)", by, MAX_NAME)
-        with self._in_order:
+        with self.in_order:
             ended = self.store.end_silence(self.host, container, by, self.clock.now())
             self.facts.publish(SilenceLifted(container, ended))
         if ended is None:

@@ -4,6 +4,7 @@ between two of its steps, written as the interleaving a thread switch can make."
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import re
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -23,6 +24,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from guardian.adapters import hook_runner
+from guardian.adapters.engine.docker_engine import CONNECTED, DockerEngine
 from guardian.adapters.engine.engine_clock import ANSWERS, EngineClock
 from guardian.adapters.engine.light_http import LightHttp, _UnixConnection
 from guardian.adapters.hook_runner import SubprocessHookRunner
@@ -32,6 +34,7 @@ from guardian.core.detection.probes import ProbeSpec
 from guardian.core.detection.resources import MEMORY, Limit
 from guardian.core.detection.usage import Usage
 from guardian.core.detection.windows import MaintenanceWindow, from_label
+from guardian.core.facts import Fact, SilenceLifted, SilenceSet
 from guardian.core.model import (
     ContainerSnapshot,
     HealthCheckResult,
@@ -43,12 +46,13 @@ from guardian.core.outbound.hooks import HookEnd, HookRun
 from guardian.entrypoints.page.feed import Feed
 from guardian.entrypoints.page.slots import StreamSlots
 from guardian.entrypoints.page.stream import Stream
-from guardian.ports import Engine, EngineEvent, Store
+from guardian.ports import Engine, EngineEvent, EngineIdentity, Store
 from guardian.readside.changes import Changes
 from guardian.service.facts import FactStream
 from guardian.service.healing.dependencies import Dependencies
 from guardian.service.healing.namespaces import Namespaces
 from guardian.service.healing.written import LoopStore
+from guardian.service.operator import NotFound, Operator
 from guardian.service.state import quiet
 from guardian.service.state.listing import Listed
 from guardian.service.state.person_stops import PersonStops
@@ -1092,3 +1096,197 @@ def test_connections_given_back_and_taken_by_many_threads_at_once_stay_within_ke
     assert all(c.closes == (id(c) not in kept) for c in conns)  # the others closed, once
     light.close()
     assert all(c.closes == 1 for c in conns) and not light._idle  # noqa: SLF001
+
+
+# -- the engine's liveness: under the host lock ------------------------------------------------
+
+
+def test_an_answer_of_the_engine_waits_while_a_decision_holds_the_host_lock() -> None:
+    state = LoopState(FakeClock())
+    got: list[bool | None] = []
+    with state.lock:  # a decision reading the host
+        sweep = threading.Thread(target=lambda: got.append(state.engine.answered(False)))
+        sweep.start()
+        sweep.join(0.2)
+        assert sweep.is_alive() and not got
+        assert state.engine.up is None  # read without the lock: the value as it stands
+    sweep.join(5)
+    assert got == [None] and state.engine.up is False
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_every_answer_takes_the_one_before_it_so_each_change_is_told_once() -> None:
+    state = LoopState(FakeClock())
+    told: list[tuple[bool | None, bool]] = []  # (before, up), list.append is atomic
+    start = threading.Barrier(8, timeout=5)
+
+    def answer(n: int) -> None:
+        start.wait()
+        for i in range(400):
+            up = (n + i) % 3 != 0
+            told.append((state.engine.answered(up), up))
+
+    threads = [threading.Thread(target=answer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(told) == 8 * 400
+    # One chain: each value written is the `before` of exactly one later answer (the first
+    # answer's is None, the last one's is still held), so no change is told twice or missed.
+    befores = Counter(before for before, _ in told)
+    written = Counter([None, *(up for _, up in told)])
+    written[state.engine.up] -= 1
+    assert befores == +written
+    assert befores[None] == 1
+
+
+# -- a person's silences: their facts under the loop store's lock -------------------------------
+
+
+class Silences:
+    """A store of silences whose writes land at once and return a moment later (a commit's
+    latency), the order they landed in kept in `landed`."""
+
+    def __init__(self) -> None:
+        self.ids = itertools.count(1)
+        self.in_force: dict[str, Silence] = {}
+        self.landed: list[tuple[str, int | None]] = []
+
+    def add_silence(self, silence: Silence) -> Silence:
+        silence = replace(silence, id=next(self.ids))
+        self.in_force[silence.container] = silence
+        self.landed.append(("set", silence.id))
+        time.sleep(0.0001)
+        return silence
+
+    def end_silence(self, host: str, container: str, by: str, at: datetime) -> Silence | None:
+        ended = self.in_force.pop(container, None)
+        self.landed.append(("lifted", ended.id if ended else None))
+        time.sleep(0.0001)
+        return ended
+
+
+def told(fact: Fact) -> tuple[str, int | None] | None:
+    match fact:
+        case SilenceSet(silence):
+            return ("set", silence.id)
+        case SilenceLifted(_, ended):
+            return ("lifted", ended.id if ended else None)
+    return None
+
+
+def silencing() -> tuple[Operator, LoopStore, Silences, list[tuple[str, int | None]]]:
+    clock, facts, silences = FakeClock(), FactStream(), Silences()
+    store = LoopStore(
+        cast(Store, silences), PrometheusMetrics(CollectorRegistry()), facts, RunStamps(clock)
+    )
+    heard: list[tuple[str, int | None]] = []
+    facts.subscribe(lambda fact: heard.append(t) if (t := told(fact)) else None)
+    operator = Operator(store, clock, "h", facts=facts, in_order=store.in_order)
+    return operator, store, silences, heard
+
+
+def test_a_persons_silence_waits_while_the_loop_writes_and_tells_its_facts() -> None:
+    operator, store, silences, heard = silencing()
+    with store.in_order:  # a loop write and its fact
+        person = threading.Thread(
+            target=lambda: operator.silence("db", timedelta(hours=1), "upgrade", "ann")
+        )
+        person.start()
+        person.join(0.2)
+        assert person.is_alive() and not silences.landed
+    person.join(5)
+    assert heard == silences.landed == [("set", 1)]
+
+
+def test_silences_set_and_lifted_by_many_people_at_once_are_told_in_the_order_they_landed() -> None:
+    operator, _, silences, heard = silencing()
+    start = threading.Barrier(6, timeout=5)
+
+    def person(n: int) -> None:
+        start.wait()
+        for i in range(40):
+            if (n + i) % 2:
+                operator.silence("db", timedelta(minutes=n + 1), "upgrade", f"p{n}")
+            else:
+                with contextlib.suppress(NotFound):
+                    operator.unsilence("db", f"p{n}")
+
+    people = [threading.Thread(target=person, args=(n,)) for n in range(6)]
+    for t in people:
+        t.start()
+    for t in people:
+        t.join(10)
+    assert len(silences.landed) == 6 * 40
+    assert heard == silences.landed  # the last fact a reader keeps is the store's own state
+
+
+# -- the engine's connection: claimed by setdefault ---------------------------------------------
+
+
+class Api:
+    """A connection never connected, that counts its close() calls."""
+
+    def __init__(self) -> None:
+        self.closes = 0
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+class Connects(DockerEngine):
+    """DockerEngine whose connect makes an Api after a moment of I/O (`during` runs then),
+    every one kept in `made`."""
+
+    def __init__(self, during: Callable[[], None] = lambda: None) -> None:
+        super().__init__("tcp://127.0.0.1:1", timedelta(seconds=1), FakeClock())
+        self.made: list[Api] = []
+        self.during = during
+
+    def _connect(self) -> tuple[Any, EngineIdentity]:
+        api = Api()
+        self.made.append(api)
+        time.sleep(0.001)  # the version() call
+        self.during()
+        return api, EngineIdentity("docker", "27.0", "1.47")
+
+
+@pytest.mark.usefixtures("fast_switches")
+def test_threads_that_connect_at_once_share_one_connection_and_the_others_are_closed() -> None:
+    engine = Connects()
+    start = threading.Barrier(8, timeout=5)
+    got: list[Any] = []
+
+    def connect() -> None:
+        start.wait()
+        got.append(engine._client())  # noqa: SLF001
+
+    threads = [threading.Thread(target=connect) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    kept = got[0]
+    assert len(got) == 8 and all(api is kept for api in got) and kept.closes == 0
+    assert all(api.closes == 1 for api in engine.made if api is not kept)  # none leaks
+    assert engine.identity() == EngineIdentity("docker", "27.0", "1.47")
+    engine.close()
+    assert kept.closes == 1 and CONNECTED not in engine._held  # noqa: SLF001
+
+
+def test_a_connection_made_across_anothers_connect_and_drop_is_kept_and_the_dropped_closed() -> (
+    None
+):
+    engine = Connects()
+    others: list[Any] = []
+
+    def meanwhile() -> None:  # while this thread asks the engine its version
+        engine.during = lambda: None
+        others.append(engine._client())  # noqa: SLF001  another thread connects
+        engine._drop()  # noqa: SLF001  a third's call fails
+
+    engine.during = meanwhile
+    mine = engine._client()  # noqa: SLF001
+    assert others[0].closes == 1  # the dropped one, closed once
+    assert mine.closes == 0 and engine._client() is mine  # noqa: SLF001  kept, handed out open

@@ -12,7 +12,6 @@ import contextlib
 import http.client
 import json
 import os
-import threading
 from collections.abc import Collection, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -131,6 +130,9 @@ def _step(result: str | Failed | None) -> EngineStep:
     )
 
 
+CONNECTED = "connected"  # the key of DockerEngine's connection
+
+
 class DockerEngine:
     """The Engine port for a Docker (or Docker-API compatible) engine at `url`. Its stamps come
     back in Guardian's frame (`clock`'s), whatever the engine's clock says (EngineClock)."""
@@ -140,8 +142,9 @@ class DockerEngine:
         self.engine_clock = EngineClock(clock or SystemClock())
         self.shown_url = scrub_url(url)  # the URL in messages: no userinfo or query values
         self.timeout = timeout
-        self._api: docker.APIClient | None = None
-        self._identity: EngineIdentity | None = None  # of the engine behind this connection
+        # The connection and the identity of the engine behind it, kept as one pair under
+        # CONNECTED: claimed by setdefault, dropped by pop (_client, _drop), no lock.
+        self._held: dict[str, tuple[docker.APIClient, EngineIdentity]] = {}
         self._stream: Any = None
         self._listed = ListedSnapshots()  # an unchanged container listed again: the same snapshot
         # The idle sweep's ping and the inspects, a fraction of the SDK's CPU (light_http.py);
@@ -151,7 +154,6 @@ class DockerEngine:
             if url.startswith("unix://")
             else None
         )
-        self._lock = threading.Lock()
 
     @property
     def subscribed(self) -> bool:
@@ -164,27 +166,38 @@ class DockerEngine:
         return bool(self._client().trust_env)
 
     def _client(self) -> docker.APIClient:
-        with self._lock:
-            if self._api is None:
-                api = None
-                try:
-                    # "auto" asks the engine for its API version: works from 20.10 to today's.
-                    api = docker.APIClient(
-                        base_url=self.url, version="auto", timeout=self.timeout.total_seconds()
-                    )
-                    api.hooks["response"].append(self._saw_response)
-                    if self.url.startswith("unix://"):
-                        # No HTTP proxy applies to a Unix socket, so requests need not look up
-                        # proxy variables on every call (bench/RESULTS.md).
-                        api.trust_env = False
-                    # Docker or Podman: asked once per connection, not once per sweep.
-                    self._identity = identify(api.version())
-                except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
-                    if api is not None:
-                        api.close()
-                    raise EngineUnavailable(self._reason(exc)) from None
-                self._api = api
-            return self._api
+        """The connection, made when there is none. No lock: connecting asks the engine its
+        version (I/O), outside any lock; threads that find no connection at once each make
+        one, the first kept (one setdefault, atomic in CPython) and every other closed by the
+        thread that made it before anyone else saw it, so none leaks and none handed out was
+        closed by a connect (only a drop closes a kept one, as a failed call would have)."""
+        held = self._held.get(CONNECTED)
+        if held is None:
+            mine = self._connect()
+            held = self._held.setdefault(CONNECTED, mine)
+            if held is not mine:
+                mine[0].close()  # another thread's connection was kept first
+        return held[0]
+
+    def _connect(self) -> tuple[docker.APIClient, EngineIdentity]:
+        """A new connection and the engine behind it; EngineUnavailable when it fails."""
+        api = None
+        try:
+            # "auto" asks the engine for its API version: works from 20.10 to today's.
+            api = docker.APIClient(
+                base_url=self.url, version="auto", timeout=self.timeout.total_seconds()
+            )
+            api.hooks["response"].append(self._saw_response)
+            if self.url.startswith("unix://"):
+                # No HTTP proxy applies to a Unix socket, so requests need not look up
+                # proxy variables on every call (bench/RESULTS.md).
+                api.trust_env = False
+            # Docker or Podman: asked once per connection, not once per sweep.
+            return api, identify(api.version())
+        except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+            if api is not None:
+                api.close()
+            raise EngineUnavailable(self._reason(exc)) from None
 
     def _saw_response(self, response: requests.Response, *_args: Any, **_kwargs: Any) -> None:
         """Every response carries the engine's time (EngineClock)."""
@@ -207,11 +220,10 @@ class DockerEngine:
     def _drop(self) -> None:
         if self._light is not None:
             self._light.close()
-        with self._lock:
-            if self._api is not None:
-                self._api.close()
-            self._api = None
-            self._identity = None  # a new connection may reach another engine
+        # The pair goes whole: a new connection may reach another engine, with its identity.
+        held = self._held.pop(CONNECTED, None)
+        if held is not None:
+            held[0].close()
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a read-only call; transport failures become EngineUnavailable."""
@@ -225,7 +237,7 @@ class DockerEngine:
 
     def ping(self) -> None:
         light = self._light
-        if light is None or self._api is None:
+        if light is None or CONNECTED not in self._held:
             self._call(lambda api: api.ping())  # connects (and identifies) when not connected
             return
         try:
@@ -236,10 +248,10 @@ class DockerEngine:
 
     def identity(self) -> EngineIdentity:
         self._call(lambda api: None)  # connects, and so identifies, when not connected yet
-        known = self._identity
-        if known is None:  # dropped by another thread in between
+        held = self._held.get(CONNECTED)
+        if held is None:  # dropped by another thread in between
             raise EngineUnavailable(f"docker engine at {self.shown_url} went away")
-        return known
+        return held[1]
 
     def list_containers(
         self,
@@ -295,8 +307,8 @@ class DockerEngine:
 
     def as_listed(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         listed = snap.as_listed()
-        identity = self._identity
-        if identity is not None and identity.kind == "podman":
+        held = self._held.get(CONNECTED)
+        if held is not None and held[1].kind == "podman":
             # Podman's list carries no HostConfig: it names no joined namespace.
             return replace(listed, namespaces=())
         return listed

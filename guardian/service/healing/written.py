@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -187,6 +188,13 @@ class LoopStore:
         self._unwritten[temp_id] = action
         self.metrics.store_holding(len(self._unwritten))
         return temp_id
+
+    @property
+    def in_order(self) -> AbstractContextManager[object]:
+        """Held around a person's write and the publishing of its fact (service/operator.py):
+        the write's fact then goes out in the order the writes landed, the loop's and people's
+        alike, which is this lock's one reason."""
+        return self._lock
 
     def degraded(self) -> str:
         """Why the store is not keeping Guardian's record now ("" when it is): for /readyz."""

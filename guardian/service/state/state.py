@@ -171,10 +171,19 @@ class HealthyStreaks:
 
 class EngineLiveness:
     """What the last sweep saw of the engine: whether it answered, and how many containers it
-    watched. Invariant: each value is the latest answer; `up` is None until the first."""
+    watched. Invariant: each value is the latest answer; `up` is None until the first; each
+    change of `up` is returned as a change (before != up) to exactly one answered().
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    Under the host lock (LoopState.lock), not one of its own: answered() reads the value before
+    and writes the new one, and the sweep and the workers' reactions to an unreachable engine
+    both answer, so two threads must not both take the same `before` (the change would be
+    logged twice, or a change missed). Whether the engine answers is host state, as is what
+    decide() reads under that lock; the swap is two attribute operations, no I/O and no other
+    lock under it. `up` and `watched` are each one value read in one load; `watched` has one
+    writer (the sweep)."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
         self._up: bool | None = None
         self._watched = 0
 
@@ -186,17 +195,14 @@ class EngineLiveness:
 
     @property
     def up(self) -> bool | None:
-        with self._lock:
-            return self._up
+        return self._up
 
     def swept(self, watched: int) -> None:
-        with self._lock:
-            self._watched = watched
+        self._watched = watched
 
     @property
     def watched(self) -> int:
-        with self._lock:
-            return self._watched
+        return self._watched
 
 
 class LoopState:
@@ -206,8 +212,12 @@ class LoopState:
     what decide() reads of the host), shared by `claims` and `verifications` and by the storm's
     hold (service/healing/host.py HostWatch, handed this lock by bootstrap): decide() reads the
     restarts running and verifying and claims under one hold of it, a claim becomes a
-    verification in one step, and a storm's canary is set with its claim. Every other part has
-    a lock of its own, as none changes together with another."""
+    verification in one step, and a storm's canary is set with its claim. It also guards the
+    parts whose read-then-write is host state: a person's rollbacks asked, the maintenance holds,
+    the engine's liveness. No other part has a lock: each is written by one owner (a
+    container's worker on its turn, or the sweep), or in one atomic dict operation (a
+    setdefault claim, a pop), or swapped whole as one value; the engine's record of starts
+    (remembered) and the container cache keep their own, each docstring saying why."""
 
     def __init__(self, clock: Clock) -> None:
         self.lock = threading.RLock()
@@ -219,7 +229,7 @@ class LoopState:
         self.routing = NotificationRouting()
         self.streaks = HealthyStreaks(clock)
         self.person_stops = PersonStops()
-        self.engine = EngineLiveness()
+        self.engine = EngineLiveness(self.lock)  # whether the engine answers, a host's fact
         self.remembered = EngineMemory(clock)  # the engine's record (docs/design.md rule 16)
         self.maintenance = MaintenanceHolds(clock, self.lock)  # windows in force, to their end
         self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
