@@ -551,6 +551,10 @@ class Healer:
         if ctx.state.rollbacks.pending(a.snapshot.id) and self.requested.act(a):
             return  # a person's rollback replaced it (or was refused): nothing else this turn
         if result.skipped is not None:
+            if a.snapshot.state != "running":
+                # Not judged (a person's stop, an exit code left alone, paused), but not healthy
+                # either: the attempt counter's reset needs reset_after of healthy looks unbroken.
+                ctx.state.streaks.ended(name)
             return
         now = result.observed_at
         if result.problem is None:
