@@ -53,6 +53,8 @@ KEPT: list[tuple[int, float, str]] = [
     (319, 1, "F12: a person's stop heard while a restart is claimed, taken for its own"),
     (408, 1, "F13: a silence set while a decided restart waits for its worker"),
     (7668, 1, "F14: a person's stop taken for a verifying restart's own, its start unheard"),
+    (30499, 1, "F15: a person's kill unheard but listed, its decided restart still sent"),
+    (1307, 1, "F16: a healthy streak kept through a person's stop resets the attempt counter"),
 ]
 
 # Seeds that found a bug in Guardian (tests/sim/known.py): they run into it until it is

@@ -185,3 +185,33 @@ def test_a_stop_guardian_decided_is_withdrawn_too_when_a_silence_came_first(tmp_
     assert w.engine.stops == []
     [stop] = [a for a in w.actions("web") if a.kind == ActionKind.STOP]
     assert stop.outcome == Outcome.WITHDRAWN
+
+
+def test_a_persons_kill_not_heard_yet_but_listed_by_a_later_sweep_withdraws_the_waiting_call(
+    tmp_path: Path,
+) -> None:
+    """The sweep decided web's restart (its call waits for web's worker); a person kills web;
+    its events are not read yet, but the next sweep lists web exited: the call is withdrawn
+    and web looked at again, so the kill is judged as a person's from the engine's record (sim
+    seed 30499)."""
+    w, held = waiting_calls(tmp_path)
+    w.following()  # the stream is open: the sweep's inspect leaves a fresh entry
+    w.engine.add("web", health="unhealthy")
+    w.healer.sweep()  # decided and claimed: the call waits for web's worker
+    call = held.pop()
+    snap = w.engine.containers[w.engine.id_of("web")]
+    w.engine.kept.append(event(w, "kill", snap))  # docker kill web: not heard yet
+    snap = w.engine.set("web", state="exited", exit_code=137, finished_at=w.clock.now())
+    w.engine.kept.append(event(w, "die", snap))
+    w.healer.sweep()  # lists web exited (its restart under way: no inspect)
+    call()  # the worker takes it
+    assert w.engine.restarts == []
+    [restart] = [a for a in w.actions("web") if a.kind == ActionKind.RESTART]
+    assert restart.outcome == Outcome.WITHDRAWN and "listed exited" in restart.detail
+    assert not w.healer.ctx.state.restart_underway("web")
+    for _ in range(3):
+        w.clock.advance(60)
+        w.healer.sweep()
+        while held:
+            held.pop()()
+    assert w.engine.restarts == []

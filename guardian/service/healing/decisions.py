@@ -219,11 +219,17 @@ class DecisionPoint:
         sweep decided waits in the work queue for it): why it must not go after all, as people
         read it, or "" once it is marked sent (the caller sends it at once). Not while a silence
         or maintenance window holds the container now, nor once a person stopped, killed or
-        removed it since the decision (as heard: LoopState.send)."""
+        removed it since the decision (as heard: LoopState.send), nor once a list asked since
+        shows it in another state than `snap` (a stop or a start not heard yet: judged again,
+        so the person-stop judges read the engine's record of it). The cache answers that
+        last one: no engine call."""
         now = self.ctx.clock.now()
         silence = self.silence(snap, rules, now)
         if silence is not None and silence.active(now):  # as decide() reads it
             return f"silenced until {silence.until.isoformat(timespec='seconds')} since decided"
+        moved = self.ctx.state.cache.shown_otherwise(snap)
+        if moved:
+            return moved
         if not self.ctx.state.send(claim, snap.id):
             return "a person stopped, killed or removed it since it was decided"
         return ""

@@ -270,6 +270,7 @@ class Healer:
         """Reconcile every watched container: one list request, one inspect per candidate."""
         ctx = self.ctx
         report = SweepReport()
+        mark = ctx.state.cache.mark()  # inspects asked after it are newer than the list
         try:
             listed, watched = self.listings.read(ctx.settings, ctx.on_docker())
             self.engine_state(True)
@@ -303,7 +304,7 @@ class Healer:
             if apply:
                 self._forget_vanished(names)
             ctx.rules.keep_only(ids)
-            self._resync(listed, watched)
+            self._resync(listed, watched, mark)
         unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
         ctx.state.engine.swept(len(watched))
         ctx.metrics.swept(len(watched), unhealthy)
@@ -387,7 +388,9 @@ class Healer:
                 quiet[cid] = QuietRow(a, until)
         self.quiet.keep(quiet, watched, rows)
 
-    def _resync(self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]) -> None:
+    def _resync(
+        self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot], mark: int
+    ) -> None:
         """The sweep as the cache's resync (Docker only): entries of containers no longer
         listed are forgotten, those the list shows otherwise doubted, and the watched ones
         whose entry is missing or doubtful inspected (at most RESYNC_READS; none whose restart
@@ -395,7 +398,7 @@ class Healer:
         if not self.ctx.on_docker():
             return
         state = self.ctx.state
-        wanted = set(state.cache.resync(watched, listed))
+        wanted = set(state.cache.resync(watched, listed, mark))
         if not wanted:
             return
         reads = [s for s in watched if s.id in wanted and not state.restart_underway(s.name)]
@@ -548,6 +551,10 @@ class Healer:
         if ctx.state.rollbacks.pending(a.snapshot.id) and self.requested.act(a):
             return  # a person's rollback replaced it (or was refused): nothing else this turn
         if result.skipped is not None:
+            if a.snapshot.state != "running":
+                # Not judged (a person's stop, an exit code left alone, paused), but not healthy
+                # either: the attempt counter's reset needs reset_after of healthy looks unbroken.
+                ctx.state.streaks.ended(name)
             return
         now = result.observed_at
         if result.problem is None:
