@@ -163,3 +163,39 @@ def test_a_kill_older_than_its_stop_timeout_is_not_under_way() -> None:
     ]
     read(memory, engine)
     assert not memory.under_way(inspected("web", created, created), STOP)
+
+
+def test_the_hosts_minute_counts_only_watched_containers_restarts_after_the_stores_mark() -> None:
+    """Another Guardian's container, or one no Guardian watches (its restart policy restarts
+    it), never spends this Guardian's budget; nor does a restart the store's mark vouches for
+    (the store holds every attempt through it: that start was not Guardian's lost one)."""
+    clock, engine, memory = world()
+    begun = clock.now() - timedelta(minutes=30)
+    mark = clock.now() - timedelta(seconds=40)
+    before, lost = mark - timedelta(seconds=10), clock.now() - timedelta(seconds=20)
+
+    def ours(cid: str, action: str, at: datetime) -> EngineEvent:
+        return EngineEvent(action, cid, cid, at, {"name": cid, "team": "ours"})
+
+    engine.kept = [
+        *restarted("elsewhere", lost),  # not watched: restarted by its restart policy
+        ours("web", "start", begun),
+        *[ours("web", e.action, e.at) for e in restarted("web", before)],  # before the mark
+        ours("api", "start", begun),
+        *[ours("api", e.action, e.at) for e in restarted("api", lost)],  # lost: after it
+    ]
+
+    @dataclass
+    class Marked(Diary):
+        def remembered(self, host: str, mark_name: str) -> datetime | None:
+            return mark
+
+    memory.read_if_due(
+        engine,
+        Marked(),  # type: ignore[arg-type]
+        HOST,
+        WINDOW,
+        STOP,
+        lambda attributes: attributes.get("team") == "ours",
+    )
+    assert memory.recent(clock.now() - MINUTE) == (lost + timedelta(seconds=1),)

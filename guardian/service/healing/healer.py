@@ -157,7 +157,7 @@ class Healer:
         (a person's stops in it)."""
         ctx, s = self.ctx, self.ctx.settings
         read = ctx.state.remembered.read_if_due(
-            ctx.engine, ctx.store, s.host, s.policy.window, s.stop_timeout
+            ctx.engine, ctx.store, s.host, s.policy.window, s.stop_timeout, s.watches
         )
         if read is not None:
             for told in ctx.pipeline.record_read:

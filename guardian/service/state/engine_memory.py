@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from guardian.core.detection.restart_policy import RestartPolicy
@@ -77,19 +78,27 @@ class EngineMemory:
         host: str,
         window: timedelta,
         allowance: timedelta,
+        watches: Callable[[dict[str, str]], bool] = lambda _: True,
     ) -> EngineHistory | None:
         """When due, read the engine's starts of the last `window` and how far the store's
         record reaches (raises EngineUnavailable: still due); what was read, None when it was
         not due. `allowance`: how long after its intent a restart's start may come (the
-        operator's stop timeout). A caller that comes while another reads waits for that
-        read: nothing is judged on a record half read."""
+        operator's stop timeout). `watches`: whether an event's container (by its attributes,
+        the labels among them) is one this Guardian watches. A caller that comes while another
+        reads waits for that read: nothing is judged on a record half read."""
         with self._lock:
             if not self._due:
                 return None
-            return self._read(engine, store, host, window, allowance)
+            return self._read(engine, store, host, window, allowance, watches)
 
     def _read(
-        self, engine: Engine, store: Store, host: str, window: timedelta, allowance: timedelta
+        self,
+        engine: Engine,
+        store: Store,
+        host: str,
+        window: timedelta,
+        allowance: timedelta,
+        watches: Callable[[dict[str, str]], bool],
     ) -> EngineHistory:
         offset, now = self._offset_now()
         since = now - window
@@ -110,9 +119,19 @@ class EngineMemory:
             through,
             kills,
         )
+        # The host's minute counts the restarts the store may have lost: of containers this
+        # Guardian watches (another's, or one restarted by its restart policy outside any
+        # Guardian's scope, never spends this budget), after the mark through which the store
+        # holds every attempt it made.
+        ours = {e.container_id for e in history.events if watches(dict(e.attributes))}
+        vouched = through if through is not None and through <= now else None
         unexplained: dict[str, tuple[datetime, ...]] = {}
         for cid, seen in events.items():
-            restarts = restarting(seen, history.oldest)
+            if cid not in ours:
+                continue
+            restarts = [
+                at for at in restarting(seen, history.oldest) if vouched is None or at > vouched
+            ]
             if not restarts:
                 continue
             stored = store.restart_times(host, since, names[cid] or None, cid)
