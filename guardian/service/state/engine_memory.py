@@ -119,25 +119,8 @@ class EngineMemory:
             through,
             kills,
         )
-        # The host's minute counts the restarts the store may have lost: of containers this
-        # Guardian watches (another's, or one restarted by its restart policy outside any
-        # Guardian's scope, never spends this budget), after the mark through which the store
-        # holds every attempt it made.
         ours = {e.container_id for e in history.events if watches(dict(e.attributes))}
-        vouched = through if through is not None and through <= now else None
-        unexplained: dict[str, tuple[datetime, ...]] = {}
-        for cid, seen in events.items():
-            if cid not in ours:
-                continue
-            restarts = [
-                at for at in restarting(seen, history.oldest) if vouched is None or at > vouched
-            ]
-            if not restarts:
-                continue
-            stored = store.restart_times(host, since, names[cid] or None, cid)
-            left = explained(restarts, stored, allowance)
-            if left:
-                unexplained[cid] = tuple(left)
+        unexplained = _lost(store, host, found, {k: events[k] for k in ours}, names, allowance)
         self._log, self._offset, self._counted, self._unexplained, self._due = (
             found,
             offset,
@@ -228,3 +211,32 @@ class EngineMemory:
             step = self._stepped()
             kept = {**self._unexplained, **self._counted}
             return tuple(t + step for ts in kept.values() for t in ts if t + step > since)
+
+
+def _lost(
+    store: Store,
+    host: str,
+    found: EngineLog,
+    events: dict[str, list[tuple[str, datetime]]],
+    names: dict[str, str],
+    allowance: timedelta,
+) -> dict[str, tuple[datetime, ...]]:
+    """The restarts the store may have lost, by container id, that the host's minute counts:
+    of the containers whose `events` are given (those this Guardian watches: another's, or one
+    restarted by its restart policy outside any Guardian's scope, never spends this budget),
+    after the mark through which the store holds every attempt it made, that the store's own
+    restarts do not explain."""
+    through = found.recorded_through
+    vouched = through if through is not None and through <= found.read_at else None
+    lost: dict[str, tuple[datetime, ...]] = {}
+    for cid, seen in events.items():
+        restarts = [
+            at for at in restarting(seen, found.covered_from) if vouched is None or at > vouched
+        ]
+        if not restarts:
+            continue
+        stored = store.restart_times(host, found.since, names[cid] or None, cid)
+        left = explained(restarts, stored, allowance)
+        if left:
+            lost[cid] = tuple(left)
+    return lost
