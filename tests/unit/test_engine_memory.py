@@ -51,9 +51,11 @@ def event(action: str, cid: str, at: datetime) -> EngineEvent:
 
 
 def restarted(cid: str, at: datetime) -> list[EngineEvent]:
-    """A restart as the engine records it: the signal, the exit, the start."""
+    """A restart asked through the API as the engine records it: the signal, the exit, the
+    start, and Docker's `restart` once done."""
     stopped = [event(action, cid, at) for action in ("kill", "die", "stop")]
-    return [*stopped, event("start", cid, at + timedelta(seconds=1))]
+    then = at + timedelta(seconds=1)
+    return [*stopped, event("start", cid, then), event("restart", cid, then)]
 
 
 def world() -> tuple[FakeClock, FakeEngine, EngineMemory]:
@@ -166,9 +168,10 @@ def test_a_kill_older_than_its_stop_timeout_is_not_under_way() -> None:
 
 
 def test_the_hosts_minute_counts_only_watched_containers_restarts_after_the_stores_mark() -> None:
-    """Another Guardian's container, or one no Guardian watches (its restart policy restarts
-    it), never spends this Guardian's budget; nor does a restart the store's mark vouches for
-    (the store holds every attempt through it: that start was not Guardian's lost one)."""
+    """Another Guardian's container, a watched one its restart policy restarted (no API
+    restart) or one removed since never spends this Guardian's budget; nor does a restart the
+    store's mark vouches for (the store holds every attempt through it: that start was not
+    Guardian's lost one)."""
     clock, engine, memory = world()
     begun = clock.now() - timedelta(minutes=30)
     mark = clock.now() - timedelta(seconds=40)
@@ -178,7 +181,12 @@ def test_the_hosts_minute_counts_only_watched_containers_restarts_after_the_stor
         return EngineEvent(action, cid, cid, at, {"name": cid, "team": "ours"})
 
     engine.kept = [
-        *restarted("elsewhere", lost),  # not watched: restarted by its restart policy
+        *restarted("elsewhere", lost),  # not watched: another Guardian's
+        ours("policy", "start", begun),
+        ours("policy", "die", lost),  # watched, restarted by its restart policy: no `restart`
+        ours("policy", "start", lost),
+        *[ours("gone", e.action, e.at) for e in restarted("gone", lost)],
+        ours("gone", "destroy", lost),  # removed since: no attempt of what is there now
         ours("web", "start", begun),
         *[ours("web", e.action, e.at) for e in restarted("web", before)],  # before the mark
         ours("api", "start", begun),

@@ -120,7 +120,8 @@ class EngineMemory:
             kills,
         )
         ours = {e.container_id for e in history.events if watches(dict(e.attributes))}
-        unexplained = _lost(store, host, found, {k: events[k] for k in ours}, names, allowance)
+        lost = {k: v for k, v in events.items() if k in ours and _restarted_by_api(v)}
+        unexplained = _lost(store, host, found, lost, names, allowance)
         self._log, self._offset, self._counted, self._unexplained, self._due = (
             found,
             offset,
@@ -213,6 +214,15 @@ class EngineMemory:
             return tuple(t + step for ts in kept.values() for t in ts if t + step > since)
 
 
+def _restarted_by_api(events: list[tuple[str, datetime]]) -> bool:
+    """Whether a container's events show a restart asked through the engine's API (its
+    `restart` event), as Guardian asks one, and that it was not removed since: a restart
+    policy's starts carry none, and a removed container's restarts are no attempt of the
+    container that is there now."""
+    actions = {action for action, _ in events}
+    return "restart" in actions and "destroy" not in actions
+
+
 def _lost(
     store: Store,
     host: str,
@@ -222,8 +232,9 @@ def _lost(
     allowance: timedelta,
 ) -> dict[str, tuple[datetime, ...]]:
     """The restarts the store may have lost, by container id, that the host's minute counts:
-    of the containers whose `events` are given (those this Guardian watches: another's, or one
-    restarted by its restart policy outside any Guardian's scope, never spends this budget),
+    of the containers whose `events` are given (those this Guardian watches, restarted through
+    the engine's API and still there: another Guardian's container, or one its restart policy
+    restarts, never spends this budget),
     after the mark through which the store holds every attempt it made, that the store's own
     restarts do not explain."""
     through = found.recorded_through
