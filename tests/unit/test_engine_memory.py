@@ -5,14 +5,16 @@ still carries out."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from guardian.core.detection.restart_policy import RestartPolicy
+from guardian.core.facts import StoreRecovered
 from guardian.core.model import ContainerSnapshot
-from guardian.ports import EngineEvent
-from guardian.service.state.engine_memory import EngineMemory
+from guardian.ports import EngineEvent, EngineHistory
+from guardian.service.state.engine_memory import EngineMemory, RecordQuery
 from tests.fakes import FakeClock, FakeEngine
 
 HOST = "h"
@@ -61,11 +63,11 @@ def restarted(cid: str, at: datetime) -> list[EngineEvent]:
 def world() -> tuple[FakeClock, FakeEngine, EngineMemory]:
     clock = FakeClock()
     engine = FakeEngine(clock)
-    return clock, engine, EngineMemory(clock)
+    return clock, engine, EngineMemory(clock, threading.RLock())
 
 
 def read(memory: EngineMemory, engine: FakeEngine, diary: Diary | None = None) -> None:
-    memory.read_if_due(engine, diary or Diary(), HOST, WINDOW, STOP)  # type: ignore[arg-type]
+    memory.read_if_due(RecordQuery(engine, diary or Diary(), HOST, WINDOW, STOP))  # type: ignore[arg-type]
 
 
 def inspected(cid: str, started_at: datetime, created: datetime) -> ContainerSnapshot:
@@ -198,7 +200,7 @@ def test_the_hosts_minute_counts_only_watched_containers_restarts_after_the_stor
         def remembered(self, host: str, mark_name: str) -> datetime | None:
             return mark
 
-    memory.read_if_due(
+    ours_only = RecordQuery(
         engine,
         Marked(),  # type: ignore[arg-type]
         HOST,
@@ -206,4 +208,71 @@ def test_the_hosts_minute_counts_only_watched_containers_restarts_after_the_stor
         STOP,
         lambda attributes: attributes.get("team") == "ours",
     )
+    memory.read_if_due(ours_only)
     assert memory.recent(clock.now() - MINUTE) == (lost + timedelta(seconds=1),)
+
+
+# -- under the host lock, never across the read ---------------------------------------------------
+
+
+class HeldEngine(FakeEngine):
+    """An engine whose first history request waits until `go` is set, and tells when it began
+    (`asked`); later requests answer at once."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.asked, self.go = threading.Event(), threading.Event()
+        self.requests = 0
+
+    def history(self, since: datetime, until: datetime) -> EngineHistory:
+        self.requests += 1
+        if self.requests == 1:
+            self.asked.set()
+            assert self.go.wait(5)
+        return super().history(since, until)
+
+
+def test_a_slow_read_of_the_record_holds_no_decision_and_a_caller_meanwhile_reads_it_itself() -> (
+    None
+):
+    clock = FakeClock()
+    engine, host_lock = HeldEngine(clock), threading.RLock()
+    memory = EngineMemory(clock, host_lock)
+    lost = clock.now() - timedelta(seconds=20)
+    engine.kept = [event("start", "web", lost - timedelta(minutes=30)), *restarted("web", lost)]
+    first: list[EngineHistory | None] = []
+    slow = threading.Thread(target=lambda: first.append(memory.read_if_due(query(engine))))
+    slow.start()
+    try:
+        assert engine.asked.wait(5)
+        # The engine has not answered the first reader: the host lock is free meanwhile.
+        assert host_lock.acquire(timeout=1), "the host lock is held across the engine's read"
+        host_lock.release()
+        assert memory.recent(clock.now() - MINUTE) == ()  # nothing half read is judged
+        # A second caller finds it due and reads it whole before it judges.
+        assert memory.read_if_due(query(engine)) is not None
+        assert memory.recent(clock.now() - MINUTE) == (lost + timedelta(seconds=1),)
+    finally:
+        engine.go.set()
+        slow.join(5)
+    assert first == [None]  # the second reader's record is in place: the first is not installed
+    assert not memory.due and engine.requests == 2
+
+
+def test_a_recovery_of_the_store_during_a_read_is_answered_by_a_read_after_it() -> None:
+    clock = FakeClock()
+    engine = HeldEngine(clock)
+    memory = EngineMemory(clock, threading.RLock())
+    slow = threading.Thread(target=lambda: memory.read_if_due(query(engine)))
+    slow.start()
+    assert engine.asked.wait(5)
+    memory.on_fact(StoreRecovered())  # the store wrote what it held after the read began
+    engine.go.set()
+    slow.join(5)
+    assert memory.due  # the read under way began before those writes
+    assert memory.read_if_due(query(engine)) is not None
+    assert not memory.due
+
+
+def query(engine: FakeEngine) -> RecordQuery:
+    return RecordQuery(engine, Diary(), HOST, WINDOW, STOP)  # type: ignore[arg-type]

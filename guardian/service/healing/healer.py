@@ -46,7 +46,7 @@ from guardian.service.healing.remediator import Remediator
 from guardian.service.healing.requested import RequestedRollbacks
 from guardian.service.healing.rollbacks import KeptRecords
 from guardian.service.healing.verifier import Verifier
-from guardian.service.state.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH
+from guardian.service.state.engine_memory import EVENTS_THROUGH, RECORDED_THROUGH, RecordQuery
 from guardian.service.state.listing import Listed, Listings
 from guardian.service.state.quiet import QuietRow, is_quiet, taken
 from guardian.service.watchers.prober import Prober
@@ -156,9 +156,10 @@ class Healer:
         EngineUnavailable, and is read at the next sweep), and tell the pipeline what it read
         (a person's stops in it)."""
         ctx, s = self.ctx, self.ctx.settings
-        read = ctx.state.remembered.read_if_due(
+        query = RecordQuery(
             ctx.engine, ctx.store, s.host, s.policy.window, s.stop_timeout, s.watches
         )
+        read = ctx.state.remembered.read_if_due(query)
         if read is not None:
             for told in ctx.pipeline.record_read:
                 told(read)

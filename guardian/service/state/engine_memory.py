@@ -9,6 +9,7 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.detection.restart_policy import RestartPolicy
@@ -36,6 +37,25 @@ RECORDED_THROUGH = "recorded_through"
 EVENTS_THROUGH = "events_through"
 
 
+def _watches_all(_attributes: dict[str, str]) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class RecordQuery:
+    """What one read of the engine's record asks: of `engine`, the starts over the restart
+    `window`, and of `store`, how far its record reaches on `host`. `allowance`: how long after
+    its intent a restart's start may come (the operator's stop timeout). `watches`: whether an
+    event's container (by its attributes, the labels among them) is one this Guardian watches."""
+
+    engine: Engine
+    store: Store
+    host: str
+    window: timedelta
+    allowance: timedelta
+    watches: Callable[[dict[str, str]], bool] = _watches_all
+
+
 class EngineMemory:
     """The engine's log as last read, and per container the attempts the store could not
     remember, counted once, at its first decision after the read (what the engine shows of it
@@ -47,62 +67,80 @@ class EngineMemory:
     clock since (the monotonic clock places it, docs/design.md rule 12): a step shortens
     neither a cooldown nor a window nor the host's minute counted from the engine's record.
 
-    Invariant: after a read, a container's unrecorded attempts are computed at most once."""
+    Invariant: after a read, a container's unrecorded attempts are computed at most once.
 
-    def __init__(self, clock: Clock) -> None:
+    No lock of its own: what it holds is host state decide() reads (the host's minute, a
+    container's attempts), so it lives under the host lock (`lock`, docs/design.md rule 21).
+    That lock is never held across the read itself (an engine request and store reads): a
+    decision of another container never waits for a slow engine. A caller that finds the
+    record due reads it itself, and one read is installed, whole, per request for one
+    (`_asked`): a caller never judges on a record half read, and a second reader at the same
+    moment (the sweep and the event listener at start-up) leaves the first one's in place."""
+
+    def __init__(self, clock: Clock, lock: threading.RLock) -> None:
         self._clock = clock
-        # Held through a read too: a decision that comes meanwhile waits for the record.
-        self._lock = threading.RLock()
+        self._lock = lock
         self._log: EngineLog | None = None
         self._offset = 0.0  # the wall clock less the monotonic clock at the reading
         # By container id, in the reading's frame: the attempts counted at its first decision,
         # and before it the restarts the log shows that the store has no record of.
         self._counted: dict[str, tuple[datetime, ...]] = {}
         self._unexplained: dict[str, tuple[datetime, ...]] = {}
-        self._due = True  # read at start-up
+        # Reads asked for (start-up, then each recovery of the store) and the last one a read
+        # was installed for: due while the first is ahead. Only ever grow.
+        self._asked = 1
+        self._read_for = 0
 
     @property
     def due(self) -> bool:
         """Whether the engine's log should be read (again) before the next judgement."""
-        return self._due
+        return self._asked > self._read_for
 
     def on_fact(self, fact: Fact) -> None:
-        """A subscriber of the facts: the store wrote what it held in memory; read again."""
+        """A subscriber of the facts: the store wrote what it held in memory; read again (a
+        read under way when it comes does not answer it: it may have begun before the store's
+        writes)."""
         if isinstance(fact, StoreRecovered):
-            self._due = True
+            self._asked += 1  # one writer (the store's recovery); a lost race still asks
 
-    def read_if_due(
-        self,
-        engine: Engine,
-        store: Store,
-        host: str,
-        window: timedelta,
-        allowance: timedelta,
-        watches: Callable[[dict[str, str]], bool] = lambda _: True,
-    ) -> EngineHistory | None:
-        """When due, read the engine's starts of the last `window` and how far the store's
-        record reaches (raises EngineUnavailable: still due); what was read, None when it was
-        not due. `allowance`: how long after its intent a restart's start may come (the
-        operator's stop timeout). `watches`: whether an event's container (by its attributes,
-        the labels among them) is one this Guardian watches. A caller that comes while another
-        reads waits for that read: nothing is judged on a record half read."""
+    def read_if_due(self, query: RecordQuery) -> EngineHistory | None:
+        """When due, read the engine's starts of the last `query.window` and how far the
+        store's record reaches (raises EngineUnavailable: still due); what was read, None when
+        it was not due, or another caller installed its read of the same request meanwhile."""
         with self._lock:
-            if not self._due:
+            if not self.due:
                 return None
-            return self._read(engine, store, host, window, allowance, watches)
+            asked = self._asked
+        offset, now = self._offset_now()
+        history, found, unexplained = self._read(query, now)
+        with self._lock:
+            if self._read_for >= asked:
+                return None  # another caller's read of this request is in place
+            self._log, self._offset, self._counted, self._unexplained = (
+                found,
+                offset,
+                {},
+                unexplained,
+            )
+            self._read_for = asked
+        log.info(
+            "engine's record read",
+            extra=kv(
+                starts=sum(len(v) for v in found.starts.values()),
+                unrecorded=sum(len(v) for v in unexplained.values()),
+                covered_from=history.oldest,
+                recorded_through=found.recorded_through,
+            ),
+        )
+        return history
 
     def _read(
-        self,
-        engine: Engine,
-        store: Store,
-        host: str,
-        window: timedelta,
-        allowance: timedelta,
-        watches: Callable[[dict[str, str]], bool],
-    ) -> EngineHistory:
-        offset, now = self._offset_now()
-        since = now - window
-        history = engine.history(since, now)
+        self, query: RecordQuery, now: datetime
+    ) -> tuple[EngineHistory, EngineLog, dict[str, tuple[datetime, ...]]]:
+        """The engine's record over the window up to `now`, as read and as an EngineLog, and
+        the restarts it shows that the store may have lost (_lost). Outside the host lock."""
+        since = now - query.window
+        history = query.engine.history(since, now)
         events: dict[str, list[tuple[str, datetime]]] = defaultdict(list)
         names: dict[str, str] = {}
         for event in history.events:
@@ -110,7 +148,7 @@ class EngineMemory:
             names[event.container_id] = event.container_name or names.get(event.container_id, "")
         starts = {k: tuple(at for a, at in v if a == "start") for k, v in events.items()}
         kills = {k: at for k, v in events.items() if (at := signalled(v)) is not None}
-        through = store.remembered(host, RECORDED_THROUGH)
+        through = query.store.remembered(query.host, RECORDED_THROUGH)
         found = EngineLog(
             since,
             now,
@@ -119,26 +157,9 @@ class EngineMemory:
             through,
             kills,
         )
-        ours = {e.container_id for e in history.events if watches(dict(e.attributes))}
+        ours = {e.container_id for e in history.events if query.watches(dict(e.attributes))}
         lost = {k: v for k, v in events.items() if k in ours and _restarted_by_api(v)}
-        unexplained = _lost(store, host, found, lost, names, allowance)
-        self._log, self._offset, self._counted, self._unexplained, self._due = (
-            found,
-            offset,
-            {},
-            unexplained,
-            False,
-        )
-        log.info(
-            "engine's record read",
-            extra=kv(
-                starts=sum(len(v) for v in starts.values()),
-                unrecorded=sum(len(v) for v in unexplained.values()),
-                covered_from=history.oldest,
-                recorded_through=through,
-            ),
-        )
-        return history
+        return history, found, _lost(query.store, query.host, found, lost, names, query.allowance)
 
     def _offset_now(self) -> tuple[float, datetime]:
         """The wall clock less the monotonic clock, and the wall clock, read now."""

@@ -214,10 +214,11 @@ class LoopState:
     restarts running and verifying and claims under one hold of it, a claim becomes a
     verification in one step, and a storm's canary is set with its claim. It also guards the
     parts whose read-then-write is host state: a person's rollbacks asked, the maintenance holds,
-    the engine's liveness. No other part has a lock: each is written by one owner (a
-    container's worker on its turn, or the sweep), or in one atomic dict operation (a
-    setdefault claim, a pop), or swapped whole as one value; the engine's record of starts
-    (remembered) and the container cache keep their own, each docstring saying why."""
+    the engine's liveness, and what the engine's record says of the host's budget (remembered;
+    never held across the record's read). No other part has a lock: each is written by one
+    owner (a container's worker on its turn, or the sweep), or in one atomic dict operation (a
+    setdefault claim, a pop), or swapped whole as one value; the container cache keeps its own,
+    its docstring saying why."""
 
     def __init__(self, clock: Clock) -> None:
         self.lock = threading.RLock()
@@ -230,7 +231,8 @@ class LoopState:
         self.streaks = HealthyStreaks(clock)
         self.person_stops = PersonStops()
         self.engine = EngineLiveness(self.lock)  # whether the engine answers, a host's fact
-        self.remembered = EngineMemory(clock)  # the engine's record (docs/design.md rule 16)
+        # The engine's record (docs/design.md rule 16): what the host's budget counts of it.
+        self.remembered = EngineMemory(clock, self.lock)
         self.maintenance = MaintenanceHolds(clock, self.lock)  # windows in force, to their end
         self.cache = ContainerCache()  # containers as the events keep them (docs/design.md rule 18)
         self.quiet = QuietRows()  # the containers a sweep need not judge again
