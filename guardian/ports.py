@@ -308,7 +308,8 @@ class Store(Protocol):
 
     def unanswered_restarts(self, host: str) -> list[RemediationAction]:
         """Each container's latest restart when its outcome is unknown (sent, no answer: its
-        verification settles it), oldest first."""
+        verification settles it), oldest first; not one whose verification reached the verdict
+        `unknown` (seen healthy, the restart unconfirmed: core.verification.UNCONFIRMED)."""
 
     def restart_times(
         self,

@@ -37,6 +37,12 @@ class PendingVerify:
     after: str = ""
 
 
+# The detail of an `unknown` verdict: the container was seen healthy, the restart not confirmed
+# (no start since the request). The verdict is reached: unlike an unknown call's outcome (sent,
+# no answer), it is not verified again (Store.unanswered_restarts).
+UNCONFIRMED = "observed healthy, but the restart was not confirmed"
+
+
 def restarted(p: PendingVerify, snap: ContainerSnapshot) -> bool:
     """Whether the snapshot shows a start after the restart was requested."""
     if snap.started_at is None:
@@ -86,7 +92,7 @@ def verdict_detail(
     if outcome is Outcome.SUCCEEDED:
         return f"observed {snap.health or 'running and stable'} after restart"
     if outcome is Outcome.UNKNOWN:
-        return "observed healthy, but the restart was not confirmed"
+        return UNCONFIRMED
     if outcome is Outcome.INTERRUPTED:
         return (
             "Guardian stopped mid-restart; the container did not restart within its stop"

@@ -373,3 +373,28 @@ def test_only_guardian_run_runs_hooks(tmp_path: Path):
     assert w.app.hooks is None and w.healer.ctx.pipeline.verdicts == ()
     assert isinstance(hooked(tmp_path / "d", FakeHookRunner()).app.hooks, Hooks)
     assert os.path.isabs(PY)
+
+
+def test_an_unconfirmed_restart_seen_healthy_runs_its_hooks_once_across_a_restart_of_guardian(
+    tmp_path: Path,
+) -> None:
+    """The call timed out after sending and the container turned healthy without a start the
+    engine shows: the verdict is `unknown` ("observed healthy, but the restart was not
+    confirmed"), and its hooks run. A Guardian started again while the engine might still have
+    carried the call out took the same outcome for a call still unanswered, verified it again
+    and ran the hooks a second time."""
+    runner = FakeHookRunner()
+    w = hooked(tmp_path, runner)
+    w.engine.add("app", health="unhealthy")
+    w.engine.restart_outcomes = [ActionOutcome(Outcome.UNKNOWN, "timed out after sending")]
+    w.healer.sweep()
+    w.engine.set("app", health="healthy")  # no start since the request
+    w.clock.advance(1)
+    w.verify()
+    [intent] = w.restarts()
+    assert intent.outcome is Outcome.UNKNOWN
+    assert len([a for a in w.actions() if a.kind == ActionKind.HOOK]) == 1
+    again = hooked(tmp_path, runner, again=w)  # within the stop timeout and verify_timeout
+    again.app.verifier.reconcile()
+    again.verify()
+    assert len([a for a in again.actions() if a.kind == ActionKind.HOOK]) == 1, "hooks ran twice"

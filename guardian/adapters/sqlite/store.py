@@ -40,6 +40,7 @@ from guardian.core.model import (
     Transition,
 )
 from guardian.core.outbound.notifications import Notification, with_incident
+from guardian.core.verification import UNCONFIRMED
 
 
 class SqliteStore(OperatorQueries):
@@ -238,10 +239,11 @@ class SqliteStore(OperatorQueries):
         return [action_row(r) for r in rows]
 
     def unanswered_restarts(self, host: str) -> list[RemediationAction]:
+        # An `unknown` verdict (seen healthy, the restart unconfirmed) is reached: not asked.
         rows = self.db.query(
-            "SELECT * FROM actions WHERE outcome=? AND id IN (SELECT MAX(id) FROM actions"
-            " WHERE host=? AND kind=? GROUP BY container_id) ORDER BY id",
-            (str(Outcome.UNKNOWN), host, str(ActionKind.RESTART)),
+            "SELECT * FROM actions WHERE outcome=? AND detail!=? AND id IN (SELECT MAX(id)"
+            " FROM actions WHERE host=? AND kind=? GROUP BY container_id) ORDER BY id",
+            (str(Outcome.UNKNOWN), UNCONFIRMED, host, str(ActionKind.RESTART)),
         )
         return [action_row(r) for r in rows]
 
