@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any
 
 from guardian.core.model import ContainerSnapshot
-from guardian.ports import EngineEvent
 from tests.sim.engine import SIGKILL, SIGTERM, SimEngine
 
 ENABLE = {"guardian.enable": "true"}
@@ -99,13 +98,11 @@ Told = Callable[[str, str], None]  # (what a person did, container id)
 
 class Host:
     """The cast on a SimEngine, and what happens to it besides Guardian. Each change emits the
-    events Docker emits for it; a person's act is told to `on_person` first, and a stop's, kill's
-    or removal's own events to `on_acted` after."""
+    events Docker emits for it; a person's act is told to `on_person` first."""
 
     def __init__(self, engine: SimEngine) -> None:
         self.engine = engine
         self.on_person: list[Told] = []
-        self.on_acted: list[Callable[[str, tuple[EngineEvent, ...]], None]] = []
         for role in CAST:
             engine.add(
                 role.name, labels=dict(role.labels), health="healthy" if role.healthcheck else None
@@ -121,12 +118,6 @@ class Host:
     def _tell(self, what: str, snap: ContainerSnapshot) -> None:
         for told in self.on_person:
             told(what, snap.id)
-
-    def _acted(self, snap: ContainerSnapshot, since: int) -> None:
-        """The events the engine emitted since `since` were the act's on `snap`."""
-        events = tuple(self.engine.emitted[since:])
-        for told in self.on_acted:
-            told(snap.id, events)
 
     # -- what containers do ------------------------------------------------------------------
 
@@ -175,31 +166,28 @@ class Host:
         """`docker stop`: SIGTERM, which its process may answer with an exit code of its own."""
         self._tell("stop", snap)
         self.engine.settle(snap.id)
-        snap, since = self.engine.containers[snap.id], len(self.engine.emitted)
+        snap = self.engine.containers[snap.id]
         self.engine.emit("kill", snap, signal="15")
         self._exited(snap, code)
         self.engine.emit("stop", snap)
-        self._acted(snap, since)
 
     def kill(self, snap: ContainerSnapshot) -> None:
         """`docker kill`."""
         self._tell("kill", snap)
         self.engine.settle(snap.id)
-        snap, since = self.engine.containers[snap.id], len(self.engine.emitted)
+        snap = self.engine.containers[snap.id]
         self.engine.emit("kill", snap, signal="9")
         self._exited(snap, SIGKILL)
-        self._acted(snap, since)
 
     def remove(self, snap: ContainerSnapshot) -> None:
         """`docker rm -f`: a kill if it runs, then the destroy."""
         self._tell("remove", snap)
         self.engine.settle(snap.id)
-        snap, since = self.engine.containers[snap.id], len(self.engine.emitted)
+        snap = self.engine.containers[snap.id]
         if snap.state == "running":
             self.engine.emit("kill", snap, signal="9")
             self._exited(snap, SIGKILL)
         self.engine.emit("destroy", snap)
-        self._acted(snap, since)
         del self.engine.containers[snap.id]
         self.engine.gone[snap.name] = snap
         for told in self.engine.on_change:

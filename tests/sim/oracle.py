@@ -14,7 +14,6 @@ from enum import Enum
 
 from guardian.core.model import ContainerSnapshot
 from guardian.ports import EngineEvent
-from tests.sim.acts import Acts
 from tests.sim.engine import SIGKILL, SIGTERM, Request
 from tests.sim.frame import Frame, Moment, Unwell
 from tests.sim.host import ROLES, Role
@@ -121,14 +120,10 @@ class Oracle:
     learnt: dict[str, tuple[int, bool]] = field(default_factory=dict)
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
     emitted: Callable[[], list[EngineEvent]] = list  # every event the engine emitted, in order
-    acts: Acts = field(init=False)  # what Guardian made of a person's acts
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
     well_at: dict[datetime, set[str]] = field(default_factory=lambda: defaultdict(set))
     well_now: set[str] = field(default_factory=set)  # well at some moment of this step
-
-    def __post_init__(self) -> None:
-        self.acts = Acts(self.frame)
 
     def violated(self, promise: Promise, detail: str, known: str = "") -> None:
         self.violations.append(Violation(promise, self.step, detail, known))
@@ -221,7 +216,7 @@ class Oracle:
             Promise.PERSON_STOP,
             held is None,
             f"{req.verb} of {req.name} after a person stopped, killed or removed it",
-            self._explained(req.container_id, held) or self.acts.unheard(req.container_id, held),
+            self._explained(req.container_id, held),
         )
         if held is not None and req.verb in ("restart", "create"):
             del self.held[req.container_id]  # it runs again now: told once

@@ -24,7 +24,7 @@ from guardian.adapters.sqlite.outbox import SqliteOutbox
 from guardian.adapters.sqlite.store import SqliteStore
 from guardian.core.outbound.delivery import RetryPolicy
 from guardian.entrypoints.event_listener import IN_FLIGHT, REPLAY_LIMIT
-from guardian.ports import EngineEvent, EngineUnavailable, StoreError
+from guardian.ports import EngineUnavailable, StoreError
 from guardian.runtime.work_queue import Work
 from guardian.service.outbound.delivery import DeliveryWorker, WorkerSettings
 from guardian.service.state.engine_memory import EVENTS_THROUGH
@@ -59,7 +59,6 @@ class Subject:
     store_errors: int = 0
     events_lost: int = 0  # events that left the engine's ring before a stream read them
     on_heard: list[Callable[[str, str], None]] = field(default_factory=list)
-    on_heard_event: list[Callable[[EngineEvent], None]] = field(default_factory=list)
     on_raised: list[Callable[[Exception], None]] = field(default_factory=list)
 
     @property
@@ -178,8 +177,6 @@ class Subject:
             # What this run of Guardian heard, for the oracle: a held act's learnt.
             for told in self.on_heard:
                 told(event.action, event.container_id)
-            for heard in self.on_heard_event:
-                heard(event)
             assert self.judge_from is not None
             if wanted and event.at >= self.judge_from:
                 if replayed and event.container_id in self.judged:

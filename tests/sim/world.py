@@ -67,8 +67,6 @@ class World:
         self.subject = Subject(self.tmp, self.engine, self.clock, Disk(), Channel(self.rng))
         self.oracle.disk_full = lambda: self.subject.disk.full
         self.subject.on_heard.append(self.oracle.heard)
-        self.subject.on_heard_event.append(self.oracle.acts.heard_event)
-        self.host.on_acted.append(self.oracle.acts.acted)
         self.subject.on_raised.append(
             lambda exc: self.oracle.violated(Promise.NO_RAISE, raised_at(exc))
         )
