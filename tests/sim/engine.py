@@ -85,6 +85,16 @@ class SimEngine(FakeEngine):
     meanwhile: Callable[[str, bool], None] | None = None
     asked: Callable[[], object] = lambda: None  # when the call under way now was decided
     guardian_dead: bool = False  # kill -9: a request from the dying run's frames unwinds them
+    runs: int = 0  # Guardian's starts so far
+    # A restart under way: the run of Guardian that asked, and len(emitted) then, by id.
+    asked_in: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The stamps of the kills and stops Guardian's restarts made, by container name, with the
+    # run of Guardian that asked (runs then) and len(emitted) when it asked; the stamps of a
+    # person's acts (docker stop, kill, rm -f, start, run) by container name, and len(emitted)
+    # at the last. The oracle: a person's stop the store keeps is one (Oracle.kept).
+    restart_stops: dict[tuple[str, datetime], tuple[int, int]] = field(default_factory=dict)
+    person_acts: set[tuple[str, datetime]] = field(default_factory=set)
+    last_act: dict[str, int] = field(default_factory=dict)
 
     # -- reads: an outage, and what Guardian was shown ---------------------------------------
 
@@ -127,6 +137,7 @@ class SimEngine(FakeEngine):
     def guardian_started(self) -> None:
         """A new run of Guardian (a new EngineClock) sees every stamp as the engine keeps it."""
         self.run_began = self.stepped
+        self.runs += 1
 
     def _presented(self, snap: ContainerSnapshot) -> ContainerSnapshot:
         """`snap` with its stamps moved by the steps of this run since they were written."""
@@ -195,6 +206,7 @@ class SimEngine(FakeEngine):
             # Under way until the engine has stopped and started it: a request about the
             # container meanwhile waits for it (settle), as Docker's container lock makes it.
             self.deferred[container_id] = self.clock.monotonic() + stop_timeout.total_seconds()
+            self.asked_in[container_id] = (self.runs, len(self.emitted))
             self._meanwhile(container_id, False)
             self.settle(container_id)
             self._meanwhile(container_id, True)  # carried out; the answer on its way
@@ -215,8 +227,10 @@ class SimEngine(FakeEngine):
             self._restart_now(snap.id)
         else:
             self.deferred[snap.id] = self.clock.monotonic() + stop_timeout.total_seconds()
+            self.asked_in[snap.id] = (self.runs, len(self.emitted))
             if snap.state == "running":  # Docker signals at once; the process exits later
-                self.emit("kill", snap, signal="15")
+                kill = self.emit("kill", snap, signal="15")
+                self.restart_stops[(snap.name, kill.at)] = self.asked_in[snap.id]
                 self.signalled.add(snap.id)
         self._meanwhile(snap.id, snap.id not in self.deferred)  # until the call times out
         try:
@@ -269,6 +283,7 @@ class SimEngine(FakeEngine):
     def _restart_now(self, container_id: str) -> None:
         self.deferred.pop(container_id, None)
         self.signalled.discard(container_id)  # its kill emitted as the request came (_timed_out)
+        asked = self.asked_in.pop(container_id, (self.runs, len(self.emitted)))
         snap = self.containers.get(container_id)
         if snap is None:
             return
@@ -278,6 +293,7 @@ class SimEngine(FakeEngine):
                 self.emit("kill", snap, signal="15")
             self.emit("die", snap, exitCode=str(SIGTERM))
             self.emit("stop", snap)
+            self.restart_stops[(snap.name, now)] = asked
         health = (
             None if snap.health is None else self.rng.choice(("healthy", "healthy", "starting"))
         )

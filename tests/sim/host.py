@@ -116,6 +116,8 @@ class Host:
         return sorted(self.engine.containers.values(), key=lambda c: c.name)
 
     def _tell(self, what: str, snap: ContainerSnapshot) -> None:
+        self.engine.person_acts.add((snap.name, self.engine.clock.now()))
+        self.engine.last_act[snap.name] = len(self.engine.emitted)
         for told in self.on_person:
             told(what, snap.id)
 

@@ -22,4 +22,12 @@ KNOWN = {
     " stream cut, Guardian down), then dropped from the engine's ring (256 events) before a run"
     " heard it or read it in the engine's record; or learnt only by a run whose store refused"
     " writes until it ended (the stop's mark, service.watchers.stop_records, was never written)",
+    "F18": "a stop of Guardian's own restart is kept as a person's (its mark then holds the"
+    " container's next exit as left alone until it starts again: healing stalls) where the run"
+    " that keeps it cannot tell it from a person's: the run that asked for the restart, when a"
+    " step of the wall clock fell between the look that showed the restart's start and the"
+    " hearing of its stop; a restart whose intent the store refused (a full disk); a person's"
+    " start between a restart that timed out and the engine carrying it out; the restart's die"
+    " or stop heard again while a person's later stop is held; stamps out of order after a step"
+    " back of the wall clock (the OWN_STOP promise, tests/sim/oracle.py)",
 }

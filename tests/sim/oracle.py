@@ -34,6 +34,7 @@ class Promise(Enum):
     HOST_BUDGET = "never more restarts on the host than restart.max_per_minute in any minute"
     AT_ONCE = "never more restart calls under way on the host than restart.max_concurrent"
     PERSON_STOP = "never a restart of a container a person stopped or removed"
+    OWN_STOP = "never a stop of Guardian's own restart kept as a person's (its crashes unhealed)"
     SCOPE = "nothing outside scope touched (opted out, not opted in, an orchestrator's)"
     SILENCE = "never a restart of a container while a person's silence holds it"
     APPROVAL = "never a restart of a guardian.action=ask container without an approval"
@@ -120,6 +121,12 @@ class Oracle:
     learnt: dict[str, tuple[int, bool]] = field(default_factory=dict)
     disk_full: Callable[[], bool] = lambda: False  # whether the store's writes fail now
     emitted: Callable[[], list[EngineEvent]] = list  # every event the engine emitted, in order
+    # The engine's stamps of the stops and kills Guardian's restarts made (with the run of
+    # Guardian that asked), and of a person's acts, by container name; Guardian's runs so far.
+    restart_stops: Callable[[], dict[tuple[str, datetime], tuple[int, int]]] = dict
+    person_acts: Callable[[], set[tuple[str, datetime]]] = set
+    last_act: Callable[[], dict[str, int]] = dict
+    runs: Callable[[], int] = lambda: 0
     silences: list[Silenced] = field(default_factory=list)
     approvals: dict[str, list[datetime]] = field(default_factory=lambda: defaultdict(list))
     well_at: dict[datetime, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -195,6 +202,31 @@ class Oracle:
             run = self.frame.run_index(self.frame.now())
             self.learnt[container_id] = (run, self.disk_full())
             self.acted_from.pop(container_id, None)
+
+    def kept(self, name: str, at: datetime, judged: bool) -> None:
+        """Guardian's store keeps a person's stop of `name` stamped `at` (its mark, which holds
+        the container's next exit as left alone): a person made it, not Guardian's restart.
+        `judged`: the store holds the restart that made it, its verdict written."""
+        made = self.restart_stops().get((name, at))
+        own = made is not None and (name, at) not in self.person_acts()
+        asked_in, place = made if made is not None else (None, 0)
+        acted = self.last_act().get(name, -1) >= place
+        self._check(
+            Promise.OWN_STOP,
+            not own,
+            f"a person's stop of {name} kept at {at.isoformat()}, the stop of Guardian's restart",
+            self._own_known(asked_in, judged, acted),
+        )
+
+    def _own_known(self, asked_in: int | None, judged: bool, acted: bool) -> str:
+        """The known bug a stop of Guardian's own restart kept as a person's comes from: F18
+        unless a later run than the one that asked for the restart kept it while the store held
+        the restart with its verdict in, no person acted on the container since it was asked
+        and the wall clock never stepped back ("": fixed, F17, seed 1307: a restart's stop
+        replayed from the engine's ring to a later run, its verdict long in)."""
+        later = asked_in is not None and asked_in < self.runs()
+        back = any(seconds < 0 for _, seconds in self.frame.steps)
+        return "" if later and judged and not acted and not back else "F18"
 
     def person(self, what: str, container_id: str) -> None:
         self.learnt.pop(container_id, None)

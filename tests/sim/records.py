@@ -1,19 +1,27 @@
 """The promises about Guardian's record, read from its store after each step: nothing reported
 healed that the engine did not show well then, one open incident per (container, problem), one
-"opened" notification per incident and recurrence; once delivery drains, nothing left queued.
+"opened" notification per incident and recurrence; a person's stop kept only when a person made
+it; once delivery drains, nothing left queued.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
+from guardian.adapters.sqlite.schema import to_text
 from guardian.adapters.sqlite.store import SqliteStore
+from guardian.core.engine_record import EARLY, LATE
 from guardian.core.incidents import GUARDIAN
-from guardian.core.model import HOST_PROBLEMS
+from guardian.core.model import HOST_PROBLEMS, Outcome
+from guardian.service.watchers.stop_records import MARK
 from tests.sim.oracle import Oracle, Promise
 
 # A resolution that tells of no health: the container went away or another took its name.
 NOT_HEALED = ("container removed", "container replaced")
+# A restart's verdicts: it was verified, nothing awaits it.
+VERDICTS = (str(Outcome.SUCCEEDED), str(Outcome.UNHEALTHY_AFTER_RESTART))
+STOP_TIMEOUT = timedelta(seconds=10)  # every container's under simulation
 
 
 @dataclass(repr=False)
@@ -23,11 +31,38 @@ class Records:
     oracle: Oracle
     cursor: int = 0  # the store's events read
     outbox_cursor: int = 0  # the outbox's rows read
+    marks: dict[str, str] = field(default_factory=dict)  # a person's stops kept, as last read
 
     def after_step(self, store: SqliteStore, host: str) -> None:
         self._healed(store, host)
         self._one_incident(store)
         self._one_opening(store)
+        self._kept_stops(store, host)
+
+    def _kept_stops(self, store: SqliteStore, host: str) -> None:
+        """Each person's stop the store began to keep since the last look (a mark written or
+        moved): a person made it (Oracle.kept)."""
+        rows = store.db.query(
+            "SELECT name, at FROM marks WHERE host=? AND substr(name, 1, ?)=?",
+            (host, len(MARK), MARK),
+        )
+        for r in rows:
+            if self.marks.get(r["name"]) != r["at"]:
+                self.marks[r["name"]] = r["at"]
+                name, at = r["name"][len(MARK) :], datetime.fromisoformat(r["at"])
+                self.oracle.kept(name, at, self._judged(store, host, name, at))
+
+    @staticmethod
+    def _judged(store: SqliteStore, host: str, name: str, at: datetime) -> bool:
+        """Whether the store holds a restart of `name` whose call may have made a stop at `at`
+        (asked from EARLY after it back to its stop timeout and LATE before it) with its verdict
+        written: nothing in memory (a claim, a verification) tells Guardian it was its own."""
+        rows = store.db.query(
+            "SELECT outcome FROM actions WHERE host=? AND container=? AND kind='restart'"
+            " AND requested_at>=? AND requested_at<=?",
+            (host, name, to_text(at - STOP_TIMEOUT - LATE), to_text(at + EARLY)),
+        )
+        return any(r["outcome"] in VERDICTS for r in rows)
 
     def _healed(self, store: SqliteStore, host: str) -> None:
         """Each resolution Guardian made and each restart it called succeeded: the engine

@@ -54,7 +54,9 @@ KEPT: list[tuple[int, float, str]] = [
     (408, 1, "F13: a silence set while a decided restart waits for its worker"),
     (7668, 1, "F14: a person's stop taken for a verifying restart's own, its start unheard"),
     (30499, 1, "F15: a person's kill unheard but listed, its decided restart still sent"),
-    (1307, 1, "F16: a healthy streak kept through a person's stop resets the attempt counter"),
+    # F16: a healthy streak kept through a person's stop resets the attempt counter; F17: its
+    # own restart's stop, replayed to a later run, kept as a person's (the crash after it unhealed).
+    (1307, 1, "F16, F17"),
 ]
 
 # Seeds that found a bug in Guardian (tests/sim/known.py): they run into it until it is
@@ -64,6 +66,7 @@ FOUND: list[tuple[int, float, str]] = [
     (1384, 1, "F6"),  # a lost restart whose start lies ahead of the clock, outside the record
     (10116, 1, "F7"),  # a lost restart of an exited container the engine still carries out
     (64, 1, "F10"),  # a person's stop the ring dropped before any run heard or read it
+    (14, 1, "F18"),  # its own restart's stop heard after a step, its start seen before it
 ]
 
 

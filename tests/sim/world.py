@@ -63,6 +63,10 @@ class World:
         self.engine.on_handed.append(self.oracle.handed)
         self.engine.on_history.append(self.oracle.read)
         self.oracle.emitted = lambda: self.engine.emitted
+        self.oracle.restart_stops = lambda: self.engine.restart_stops
+        self.oracle.person_acts = lambda: self.engine.person_acts
+        self.oracle.last_act = lambda: self.engine.last_act
+        self.oracle.runs = lambda: self.engine.runs
         self.host.on_person.append(self.oracle.person)
         self.subject = Subject(self.tmp, self.engine, self.clock, Disk(), Channel(self.rng))
         self.oracle.disk_full = lambda: self.subject.disk.full

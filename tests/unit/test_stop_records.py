@@ -154,3 +154,114 @@ def test_a_signal_that_stopped_nothing_is_not_kept_past_guardians_restart(w: Tes
     w.engine.set("app", state="exited", exit_code=1, finished_at=w.clock.now())  # a crash
     w.restart_guardian().healer.sweep()
     assert w.restarted() == ["app"]
+
+
+def restarted_by_guardian(w: TestApp, name: str, verified: bool = True) -> list[EngineEvent]:
+    """Guardian restarts `name` (unhealthy; added unless it is there) and, when `verified`,
+    sees it healthy: the events the engine recorded of the restart (its kill, die and stop,
+    then its start, stamped as the engine's clock resolves them: the start with the stop),
+    which no run of Guardian has read yet."""
+    if all(c.name != name for c in w.engine.containers.values()):
+        w.engine.add(name, health="unhealthy")
+    w.healer.sweep()
+    assert w.restarted() == [name]
+    snap = w.engine.containers[w.engine.id_of(name)]
+    at = snap.started_at
+    assert at is not None
+    if verified:
+        w.healer.verifier.verify()  # healthy: the restart's verdict is in, nothing awaits it
+        assert not w.healer.ctx.state.restart_underway(name)
+    return [
+        EngineEvent(action, snap.id, name, at, {**LABELS, "name": name, **attrs})
+        for action, attrs in (
+            ("kill", {"signal": "15"}),
+            ("die", {"exitCode": "143"}),
+            ("stop", {}),
+            ("start", {}),
+        )
+    ]
+
+
+def test_guardians_own_restart_heard_again_by_a_later_run_is_not_a_persons_stop(
+    w: TestApp,
+) -> None:
+    """Sim seed 1307: a later run of Guardian hears the restart's stop replayed from the
+    engine's ring; the store holds the restart that made it, so it is not a person's, and a
+    later crash of the container is healed."""
+    events = restarted_by_guardian(w, "app")
+    w.clock.advance(30)
+    again = w.restart_guardian()  # kill -9, then a start: it replays the events missed
+    for e in events[:3]:
+        again.healer.on_event(e)
+        assert not again.healer.ctx.state.person_stops.holds(e.container_id)
+    again.healer.on_event(events[3])
+    assert again.store.remembered("h", "person_stop:app") is None
+    w.clock.advance(600)
+    w.engine.set("app", state="exited", exit_code=2, finished_at=w.clock.now())  # a crash
+    again.restart_guardian().healer.sweep()  # after another kill -9 of Guardian
+    assert w.restarted() == ["app", "app"]
+
+
+def test_guardians_own_restart_heard_again_in_the_same_run_is_not_a_persons_stop(
+    w: TestApp,
+) -> None:
+    """The stream cut and replayed from the last event handled (the restart's start): its
+    stop, stamped with it, comes again."""
+    events = restarted_by_guardian(w, "app")
+    for e in events:
+        w.healer.on_event(e)
+    for e in events[:3]:  # replayed
+        w.healer.on_event(e)
+    assert not w.healer.ctx.state.person_stops.holds(events[0].container_id)
+    assert w.store.remembered("h", "person_stop:app") is None
+
+
+def test_a_persons_stop_after_guardians_restart_started_is_held_all_the_same(
+    w: TestApp,
+) -> None:
+    """Within the restart's stop timeout of its call, but after its start: a person's."""
+    events = restarted_by_guardian(w, "app")
+    again = w.restart_guardian()
+    for e in events:
+        again.healer.on_event(e)
+    w.clock.advance(2)
+    snap = w.engine.set("app", state="exited", exit_code=143, finished_at=w.clock.now())
+    again.healer.on_event(event(w, "kill", snap, signal="15"))
+    again.healer.on_event(event(w, "die", snap, exitCode="143"))
+    again.healer.on_event(event(w, "stop", snap))
+    assert again.healer.ctx.state.person_stops.holds(snap.id)
+    assert again.store.remembered("h", "person_stop:app") == w.clock.now()
+    again.restart_guardian().healer.sweep()
+    assert w.restarted() == ["app"]
+
+
+def test_a_verifying_restarts_stop_stamped_with_its_start_a_look_showed_is_its_own(
+    w: TestApp,
+) -> None:
+    """Its start event not heard yet, a look showed the start: the restart's stop, stamped with
+    it (the engine's clock resolves them alike), is the restart's own, not a person's."""
+    w.engine.after_restart_health = "starting"  # its verdict waits
+    events = restarted_by_guardian(w, "app", verified=False)
+    w.healer.verifier.verify()  # a look shows its start
+    for e in events[:3]:
+        w.healer.on_event(e)
+    assert not w.healer.ctx.state.person_stops.holds(events[0].container_id)
+    assert w.store.remembered("h", "person_stop:app") is None
+
+
+def test_an_older_start_replayed_is_not_a_resumed_restarts_start(w: TestApp) -> None:
+    """Guardian crashed before the restart's verdict; the next run resumes its verification
+    and hears again, from before it, the container's earlier start: not the restart's, so
+    the restart's stop after it is still its own."""
+    snap = w.engine.add("app", health="unhealthy")
+    first = EngineEvent("start", snap.id, "app", w.clock.now(), {**LABELS, "name": "app"})
+    w.clock.advance(60)
+    w.engine.after_restart_health = "starting"
+    events = restarted_by_guardian(w, "app", verified=False)
+    again = w.restart_guardian()
+    again.healer.verifier.reconcile()  # its verification resumed
+    assert again.healer.ctx.state.restart_underway("app")
+    for e in [first, *events[:3]]:
+        again.healer.on_event(e)
+    assert not again.healer.ctx.state.person_stops.holds(snap.id)
+    assert again.store.remembered("h", "person_stop:app") is None

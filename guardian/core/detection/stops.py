@@ -62,3 +62,20 @@ def stop_requested(
         )
 
     return next((e.at for e in asked if not guardians(e.at)), None)
+
+
+def restart_made(
+    at: datetime, asked: Sequence[tuple[datetime, timedelta]], started: datetime | None
+) -> bool:
+    """Whether a stop or kill of a container, stamped `at` by the engine, may be the own of one
+    of Guardian's restart calls the store holds (`asked`: when each was asked, with its stop
+    timeout): asked from EARLY after the stamp back to its stop timeout and LATE before it, as
+    core.engine_record.explained places a restart's start, and no start of the container known
+    (`started`: the last one heard) between the ask and the stop, since a restart's own stop
+    comes before its start and a stop after that start is a person's. A start stamped with the
+    stop is taken for after it (the engine's clock resolves them alike)."""
+    return any(
+        o - EARLY <= at <= o + allowance + LATE
+        and (started is None or not o - EARLY <= started < at)
+        for o, allowance in asked
+    )

@@ -3,7 +3,8 @@ words: one shape for the restart path, its refusals and the followers' waves."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from guardian.core.model import ActionKind, Decision, Outcome, RemediationAction
 from guardian.ports import Clock
@@ -14,6 +15,16 @@ STOP_TIMEOUT_KEY = "stop_timeout"  # an intent's extra: the seconds the engine m
 # later run of Guardian on the same boot reads the same clock), so a later run tells how long
 # ago a restart was asked whatever the wall clock did since.
 MONOTONIC_KEY = "monotonic"
+# A restart's outcomes that say its call never made the engine stop the container: refused
+# (by the engine, a socket proxy, a connection refused), the container gone, never sent.
+NOT_CARRIED_OUT = frozenset(
+    {
+        Outcome.POLICY_DENIED,
+        Outcome.PERMANENT_FAILURE,
+        Outcome.TRANSIENT_FAILURE,
+        Outcome.WITHDRAWN,
+    }
+)
 
 
 def stamped(clock: Clock) -> dict[str, str]:
@@ -65,3 +76,21 @@ def action_row(
         attempt=decision.attempt,
         extra=extra or {},
     )
+
+
+def restart_calls(
+    actions: Sequence[RemediationAction], container_id: str, fallback: timedelta
+) -> tuple[tuple[datetime, timedelta], ...]:
+    """The restarts of the container of `container_id` among `actions` whose call may have
+    stopped it (sent, or its outcome unknown): when each was asked, with its stop timeout
+    (recorded with the intent; `fallback`, the operator's, when absent)."""
+    calls = []
+    for a in actions:
+        if a.kind != ActionKind.RESTART or a.container_id != container_id:
+            continue
+        if a.outcome in NOT_CARRIED_OUT:
+            continue
+        recorded = a.extra.get(STOP_TIMEOUT_KEY, "")
+        stop = timedelta(seconds=int(recorded)) if recorded.isdigit() else fallback
+        calls.append((a.requested_at, stop))
+    return tuple(calls)

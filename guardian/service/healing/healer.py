@@ -17,6 +17,8 @@ from functools import partial
 from guardian.core import incidents
 from guardian.core.assessment import Assessment, SweepReport
 from guardian.core.detection.checks import evaluate, heard, needs_inspect, reported_at, skip
+from guardian.core.detection.stops import KILL_BOUND
+from guardian.core.engine_record import LATE
 from guardian.core.facts import (
     ClockStepped,
     ContainerInspected,
@@ -38,8 +40,9 @@ from guardian.core.model import (
 from guardian.core.outbound import notifications
 from guardian.core.policy import reset_due
 from guardian.logs import kv
-from guardian.ports import EngineEvent, EngineUnavailable
+from guardian.ports import EngineEvent, EngineUnavailable, StoreError
 from guardian.service.context import LoopContext
+from guardian.service.healing.actions import restart_calls
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.recreator import removed_by_recreate
 from guardian.service.healing.remediator import Remediator
@@ -519,10 +522,10 @@ class Healer:
         self.quiet.heard(cid)
         if action in ("stop", "kill"):
             # `docker stop`/`docker kill` by a person is held: never undo it.
-            state.stop_heard(cid, event.container_name, event.at)
+            state.stop_heard(cid, event.container_name, event.at, self._restarts_near(event))
         elif action == "start":
             state.person_stops.forget(cid)
-            state.heard_start(event.container_name)
+            state.heard_start(event.container_name, event.at)
         elif action == "destroy":
             state.person_stops.removed(cid)
         for follow in self.ctx.pipeline.events:
@@ -539,6 +542,23 @@ class Healer:
         # A health event means "look now", whatever status it carries: Podman's is the status
         # before the check that sent it, so only an inspect tells the truth.
         return action in ("health_status", "die", "oom")
+
+    def _restarts_near(self, event: EngineEvent) -> tuple[tuple[datetime, timedelta], ...]:
+        """The store's restarts of a watched container, their verdicts in, that may have made
+        its stop or kill `event` (an earlier run's, or this one's heard again: the stream
+        replays what it missed): when each was asked, with its stop timeout. The restart that
+        runs or awaits its verdict is not among them (OwnStops judges its stops), and none
+        read is the safe side: the stop is held as a person's."""
+        ctx, name = self.ctx, event.container_name
+        if not ctx.settings.watches(event.attributes):
+            return ()
+        try:
+            rows = ctx.store.actions(ctx.settings.host, name, event.at - KILL_BOUND - LATE)
+        except StoreError:
+            return ()
+        verifying = {p.action_id for p in ctx.state.verifications.pending(name)}
+        done = [a for a in rows if a.outcome is not None and a.id not in verifying]
+        return restart_calls(done, event.container_id, ctx.settings.stop_timeout)
 
     # -- incidents --------------------------------------------------------------------------
 

@@ -5,8 +5,11 @@ engine, which is where the one turns into the other."""
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
+from guardian.core.detection.stops import restart_made
+from guardian.core.engine_record import EARLY
 from guardian.core.stamps import Reading
 from guardian.core.verification import PendingVerify
 from guardian.ports import Clock
@@ -16,11 +19,17 @@ from guardian.service.state.person_stops import PersonStops
 from guardian.service.state.present import only_present
 from guardian.service.state.verifications import Verifications
 
+# One engine stamp placed on the monotonic clock at two readings: apart by float rounding only.
+SAME_STAMP = 1e-6
+
 
 class OwnStops:
     """Invariant: a stop or kill is a restart's own only between the moment its call was sent
     and its start: the start heard (the engine's events come in order), or shown by a look at
-    the container when its event was lost; any other is held as a person's (PersonStops).
+    the container when its event was lost; any other is held as a person's (PersonStops). A
+    restart no claim or verification holds any more (its verdict is in, or an earlier run made
+    it) is known from the store: a stop heard again (replayed) that its call may have made, no
+    start heard between them, is its own too (core.detection.stops.restart_made).
     Deciding whose a stop is and sending a call happen under the restart lock (shared with
     Claims and Verifications), so a stop is heard either before the call was sent (a person's,
     and the call is not sent) or after (perhaps its own).
@@ -51,12 +60,21 @@ class OwnStops:
         # start was not known yet, each by container with the restart's action id.
         self._start_seen: dict[str, tuple[int, float]] = {}
         self._doubted: dict[str, tuple[int, float]] = {}
+        # The engine's stamp of the last start heard of each container, whoever made it.
+        self._started: dict[str, datetime] = {}
 
-    def heard_start(self, container: str) -> None:
-        """The engine started `container`: while a restart of it runs or awaits its verdict,
-        this is that restart's start (the engine's events come in order)."""
+    def heard_start(self, container: str, at: datetime | None = None) -> None:
+        """The engine started `container` (stamped `at`): while a restart of it runs or awaits
+        its verdict, this is that restart's start (the engine's events come in order), unless
+        it is stamped before the restart was asked (a start from before, replayed after a
+        start of Guardian that resumed the restart's verification)."""
         with self._lock:
-            if self._claims.running(container) or self._verifications.verifying(container):
+            if at is not None:
+                self._started[container] = at
+            p = next(iter(self._verifications.pending(container)), None)
+            if p is not None and at is not None and at < p.restarted_at - EARLY:
+                return  # an older start heard again (replayed): not its restart's
+            if self._claims.running(container) or p is not None:
                 self._start_heard[container] = self._epochs.of(container)
                 self._doubted.pop(container, None)  # heard before its start: its own
 
@@ -85,17 +103,32 @@ class OwnStops:
             if heard is not None and heard >= self._epochs.of(container) - 1:
                 return False
             # Its start unheard (the stream cut and the engine's ring rolled over, or an earlier
-            # run made the restart): a look at the container may have shown it.
+            # run made the restart): a look at the container may have shown it. A stop stamped
+            # with that start is the restart's own: the engine stamps the restart's stop and
+            # start alike at its clock's resolution (a person's at that stamp comes after the
+            # start's event, which decides above when it is heard).
             seen = self._start_seen.get(container)
-            return at is None or seen is None or seen[0] != p.action_id or self._mono(at) < seen[1]
+            if at is None or seen is None or seen[0] != p.action_id:
+                return True
+            return self._mono(at) <= seen[1] + SAME_STAMP
 
-    def stop_heard(self, container_id: str, container: str, at: datetime | None = None) -> bool:
+    def stop_heard(
+        self,
+        container_id: str,
+        container: str,
+        at: datetime | None = None,
+        asked: Sequence[tuple[datetime, timedelta]] = (),
+    ) -> bool:
         """A stop or kill of the container, stamped `at` by the engine, was heard: held as a
-        person's unless a restart of Guardian's caused it. True: a person's. One taken for a
-        verifying restart's own while that restart's start is not known is judged again when
-        a look shows the start (restart_seen)."""
+        person's unless a restart of Guardian's caused it, one running or verifying, or one
+        the store holds (`asked`: when its restarts near `at` were asked, with their stop
+        timeouts). True: a person's. One taken for a verifying restart's own while that
+        restart's start is not known is judged again when a look shows the start
+        (restart_seen)."""
         with self._lock:
             if not self.caused_by_restart(container_id, container, at):
+                if at is not None and restart_made(at, asked, self._started.get(container)):
+                    return False  # heard again (replayed), its restart's verdict long in
                 self._person_stops.stopped(container_id)
                 return True
             p = self._verifying(container_id)
@@ -108,14 +141,15 @@ class OwnStops:
         """A look at the container of verification `p` shows the restart's start, stamped
         `started_at` by the engine (its start event may never be heard: the stream cut and the
         engine's ring rolled over, or an earlier run made the restart). A stop heard while its
-        start was not known, stamped after it, was a person's: held now (True)."""
+        start was not known, stamped after it (not with it: caused_by_restart), was a person's:
+        held now (True)."""
         with self._lock:
             if self._verifying(p.container_id) is not p:
                 return False
             start = self._mono(started_at)
             self._start_seen[p.container] = (p.action_id, start)
             doubted = self._doubted.pop(p.container, None)
-            if doubted is None or doubted[0] != p.action_id or doubted[1] < start:
+            if doubted is None or doubted[0] != p.action_id or doubted[1] <= start + SAME_STAMP:
                 return False
             self._person_stops.stopped(p.container_id)
             return True
@@ -137,6 +171,7 @@ class OwnStops:
         self._start_heard = only_present(self._start_heard, keep)
         self._start_seen = only_present(self._start_seen, keep)
         self._doubted = only_present(self._doubted, keep)
+        self._started = only_present(self._started, keep)
 
     def _mono(self, stamp: datetime) -> float:
         """An engine stamp in Guardian's frame as read now, as a moment of the monotonic clock."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from guardian.core.stamps import Reading
@@ -259,9 +260,9 @@ class LoopState:
         with self.lock:
             return [*self.claims.names(), *(p.container for p in self.verifications.pending())]
 
-    def heard_start(self, container: str) -> None:
-        """The engine started `container` (OwnStops.heard_start)."""
-        self.own.heard_start(container)
+    def heard_start(self, container: str, at: datetime | None = None) -> None:
+        """The engine started `container`, stamped `at` (OwnStops.heard_start)."""
+        self.own.heard_start(container, at)
 
     def caused_by_restart(
         self, container_id: str, container: str, at: datetime | None = None
@@ -270,10 +271,16 @@ class LoopState:
         (OwnStops.caused_by_restart)."""
         return self.own.caused_by_restart(container_id, container, at)
 
-    def stop_heard(self, container_id: str, container: str, at: datetime | None = None) -> bool:
-        """A stop or kill of the container was heard; True: held as a person's
-        (OwnStops.stop_heard)."""
-        return self.own.stop_heard(container_id, container, at)
+    def stop_heard(
+        self,
+        container_id: str,
+        container: str,
+        at: datetime | None = None,
+        asked: Sequence[tuple[datetime, timedelta]] = (),
+    ) -> bool:
+        """A stop or kill of the container was heard (`asked`: the store's restarts of it that
+        may have made it); True: held as a person's (OwnStops.stop_heard)."""
+        return self.own.stop_heard(container_id, container, at, asked)
 
     def restart_seen(self, p: PendingVerify, started_at: datetime) -> bool:
         """A look shows verification `p`'s restart started at `started_at`; True: a stop heard
