@@ -521,8 +521,11 @@ class Healer:
         state.cache.saw(event)
         self.quiet.heard(cid)
         if action in ("stop", "kill"):
-            # `docker stop`/`docker kill` by a person is held: never undo it.
-            state.stop_heard(cid, event.container_name, event.at, self._restarts_near(event))
+            # `docker stop`/`docker kill` by a person is held: never undo it. The store is read
+            # only for a stop no restart in memory explains (a running restart's own: none).
+            own = state.caused_by_restart(cid, event.container_name, event.at)
+            near = () if own else self._restarts_near(event)
+            state.stop_heard(cid, event.container_name, event.at, near)
         elif action == "start":
             state.person_stops.forget(cid)
             state.heard_start(event.container_name, event.at)
