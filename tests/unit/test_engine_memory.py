@@ -276,3 +276,24 @@ def test_a_recovery_of_the_store_during_a_read_is_answered_by_a_read_after_it() 
 
 def query(engine: FakeEngine) -> RecordQuery:
     return RecordQuery(engine, Diary(), HOST, WINDOW, STOP)  # type: ignore[arg-type]
+
+
+def test_a_lost_restart_the_engine_still_carries_out_counts_in_the_hosts_minute() -> None:
+    """The store lost the restart (a full disk, then a crash) and the engine had sent its stop
+    signal but not started the container yet when the next run read its record: no start and
+    no `restart` event of it yet, its kill stands for it. A kill long past its stop timeout is
+    a finished stop, not counted."""
+    clock, engine, memory = world()
+    begun = clock.now() - timedelta(minutes=30)
+    kill = clock.now() - timedelta(seconds=3)
+    old = clock.now() - timedelta(seconds=50)
+    engine.kept = [
+        event("start", "web", begun),
+        event("kill", "web", kill),
+        event("start", "db", begun),
+        event("kill", "db", old),
+        event("die", "db", old),
+        event("stop", "db", old),
+    ]
+    read(memory, engine)
+    assert memory.recent(clock.now() - MINUTE) == (kill,)

@@ -158,7 +158,7 @@ class EngineMemory:
             kills,
         )
         ours = {e.container_id for e in history.events if query.watches(dict(e.attributes))}
-        lost = {k: v for k, v in events.items() if k in ours and _restarted_by_api(v)}
+        lost = {k: v for k, v in events.items() if k in ours and _may_be_guardians(k, v, found)}
         return history, found, _lost(query.store, query.host, found, lost, names, query.allowance)
 
     def _offset_now(self) -> tuple[float, datetime]:
@@ -235,13 +235,17 @@ class EngineMemory:
             return tuple(t + step for ts in kept.values() for t in ts if t + step > since)
 
 
-def _restarted_by_api(events: list[tuple[str, datetime]]) -> bool:
-    """Whether a container's events show a restart asked through the engine's API (its
-    `restart` event), as Guardian asks one, and that it was not removed since: a restart
-    policy's starts carry none, and a removed container's restarts are no attempt of the
-    container that is there now."""
+def _may_be_guardians(cid: str, events: list[tuple[str, datetime]], found: EngineLog) -> bool:
+    """Whether a container's events may show a restart Guardian asked and not removed since:
+    a restart asked through the engine's API (its `restart` event, which a restart policy's
+    starts lack), or a stop signal with no start after it yet (`EngineLog.signalled`: a
+    restart the engine was still carrying out when its record was read, its `restart` event
+    to come; or a person's stop, counted all the same: the host's minute errs on the side of
+    fewer restarts). A removed container's restarts are no attempt of what is there now."""
     actions = {action for action, _ in events}
-    return "restart" in actions and "destroy" not in actions
+    if "destroy" in actions:
+        return False
+    return "restart" in actions or cid in found.signalled
 
 
 def _lost(
@@ -254,16 +258,22 @@ def _lost(
 ) -> dict[str, tuple[datetime, ...]]:
     """The restarts the store may have lost, by container id, that the host's minute counts:
     of the containers whose `events` are given (those this Guardian watches, restarted through
-    the engine's API and still there: another Guardian's container, or one its restart policy
-    restarts, never spends this budget),
+    the engine's API or signalled with no start yet, and still there: another Guardian's
+    container, or one its restart policy restarts, never spends this budget; a restart under
+    way at the read counts at its kill),
     after the mark through which the store holds every attempt it made, that the store's own
     restarts do not explain."""
     through = found.recorded_through
     vouched = through if through is not None and through <= found.read_at else None
     lost: dict[str, tuple[datetime, ...]] = {}
     for cid, seen in events.items():
+        # A restart under way when the record was read has no start yet: its stop signal
+        # stands for it (within its stop timeout of the reading: EngineLog.under_way).
+        kill = found.under_way(cid, allowance)
         restarts = [
-            at for at in restarting(seen, found.covered_from) if vouched is None or at > vouched
+            at
+            for at in [*restarting(seen, found.covered_from), *([kill] if kill else [])]
+            if vouched is None or at > vouched
         ]
         if not restarts:
             continue
