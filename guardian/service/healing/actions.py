@@ -90,7 +90,12 @@ def restart_calls(
             continue
         if a.outcome in NOT_CARRIED_OUT:
             continue
-        recorded = a.extra.get(STOP_TIMEOUT_KEY, "")
-        stop = timedelta(seconds=int(recorded)) if recorded.isdigit() else fallback
-        calls.append((a.requested_at, stop))
+        calls.append((a.requested_at, stop_timeout_of(a, fallback)))
     return tuple(calls)
+
+
+def stop_timeout_of(action: RemediationAction, fallback: timedelta) -> timedelta:
+    """The stop timeout recorded with a restart's intent (how long the engine may take to
+    stop the container); `fallback`, the operator's, when the row has none."""
+    recorded = action.extra.get(STOP_TIMEOUT_KEY, "")
+    return timedelta(seconds=int(recorded)) if recorded.isdigit() else fallback

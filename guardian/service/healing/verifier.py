@@ -13,7 +13,7 @@ the event ring (a verification a lost event never woke is judged at its next tic
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 
 from guardian.core.model import (
@@ -37,7 +37,7 @@ from guardian.core.verification import (
 from guardian.logs import kv
 from guardian.ports import EngineUnavailable
 from guardian.service.context import LoopContext
-from guardian.service.healing.actions import STOP_TIMEOUT_KEY, monotonic_of
+from guardian.service.healing.actions import monotonic_of, stop_timeout_of
 from guardian.service.healing.followers import FOLLOWER_REASONS, Followers
 from guardian.service.healing.recorder import Recorder
 from guardian.service.healing.recreator import Leftovers
@@ -325,8 +325,7 @@ class Verifier:
         """When a restart requested by `action` must have healed: its stop timeout (recorded
         with the intent; the operator's when absent) and verify_timeout after the request."""
         s = self.ctx.settings
-        recorded = action.extra.get(STOP_TIMEOUT_KEY, "")
-        stop = timedelta(seconds=int(recorded)) if recorded.isdigit() else s.stop_timeout
+        stop = stop_timeout_of(action, s.stop_timeout)
         # Placed by the monotonic clock kept with the intent: a step of the wall clock since
         # (in this run or another) neither ends the wait early nor, as a stamp ahead of the
         # clock, beyond its length from now.
