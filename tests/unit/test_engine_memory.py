@@ -297,3 +297,21 @@ def test_a_lost_restart_the_engine_still_carries_out_counts_in_the_hosts_minute(
     ]
     read(memory, engine)
     assert memory.recent(clock.now() - MINUTE) == (kill,)
+
+
+def test_a_stop_signal_counts_only_itself_not_the_restart_policys_starts_before_it() -> None:
+    """A watched container its restart policy restarted (no `restart` event), then stopped by
+    a person seconds before the read: the kill counts (it may be a restart under way), the
+    policy's start before it does not."""
+    clock, engine, memory = world()
+    begun = clock.now() - timedelta(minutes=30)
+    policy = clock.now() - timedelta(seconds=30)
+    kill = clock.now() - timedelta(seconds=3)
+    engine.kept = [
+        event("start", "web", begun),
+        event("die", "web", policy),
+        event("start", "web", policy),
+        event("kill", "web", kill),
+    ]
+    read(memory, engine)
+    assert memory.recent(clock.now() - MINUTE) == (kill,)

@@ -158,8 +158,13 @@ class EngineMemory:
             kills,
         )
         ours = {e.container_id for e in history.events if query.watches(dict(e.attributes))}
-        lost = {k: v for k, v in events.items() if k in ours and _may_be_guardians(k, v, found)}
-        return history, found, _lost(query.store, query.host, found, lost, names, query.allowance)
+        kept = {k: v for k, v in events.items() if k in ours and "destroy" not in _actions(v)}
+        lost = {k: v for k, v in kept.items() if "restart" in _actions(v)}
+        under_way = {
+            k: kill for k in kept if (kill := found.under_way(k, query.allowance)) is not None
+        }
+        unexplained = _lost(query.store, query.host, found, lost, under_way, names, query.allowance)
+        return history, found, unexplained
 
     def _offset_now(self) -> tuple[float, datetime]:
         """The wall clock less the monotonic clock, and the wall clock, read now."""
@@ -235,17 +240,8 @@ class EngineMemory:
             return tuple(t + step for ts in kept.values() for t in ts if t + step > since)
 
 
-def _may_be_guardians(cid: str, events: list[tuple[str, datetime]], found: EngineLog) -> bool:
-    """Whether a container's events may show a restart Guardian asked and not removed since:
-    a restart asked through the engine's API (its `restart` event, which a restart policy's
-    starts lack), or a stop signal with no start after it yet (`EngineLog.signalled`: a
-    restart the engine was still carrying out when its record was read, its `restart` event
-    to come; or a person's stop, counted all the same: the host's minute errs on the side of
-    fewer restarts). A removed container's restarts are no attempt of what is there now."""
-    actions = {action for action, _ in events}
-    if "destroy" in actions:
-        return False
-    return "restart" in actions or cid in found.signalled
+def _actions(events: list[tuple[str, datetime]]) -> set[str]:
+    return {action for action, _ in events}
 
 
 def _lost(
@@ -253,27 +249,26 @@ def _lost(
     host: str,
     found: EngineLog,
     events: dict[str, list[tuple[str, datetime]]],
+    under_way: dict[str, datetime],
     names: dict[str, str],
     allowance: timedelta,
 ) -> dict[str, tuple[datetime, ...]]:
     """The restarts the store may have lost, by container id, that the host's minute counts:
     of the containers whose `events` are given (those this Guardian watches, restarted through
-    the engine's API or signalled with no start yet, and still there: another Guardian's
-    container, or one its restart policy restarts, never spends this budget; a restart under
-    way at the read counts at its kill),
+    the engine's API, and still there: another Guardian's container, or one its restart policy
+    restarts, never spends this budget), and of those whose stop signal `under_way` shows with
+    no start yet (a restart the engine was still carrying out at the read, its `restart` event
+    to come, counted at its kill; or a person's stop, counted all the same: the safe side),
     after the mark through which the store holds every attempt it made, that the store's own
     restarts do not explain."""
     through = found.recorded_through
     vouched = through if through is not None and through <= found.read_at else None
     lost: dict[str, tuple[datetime, ...]] = {}
-    for cid, seen in events.items():
-        # A restart under way when the record was read has no start yet: its stop signal
-        # stands for it (within its stop timeout of the reading: EngineLog.under_way).
-        kill = found.under_way(cid, allowance)
+    for cid in events.keys() | under_way.keys():
+        seen = restarting(events.get(cid, []), found.covered_from)
+        kill = under_way.get(cid)
         restarts = [
-            at
-            for at in [*restarting(seen, found.covered_from), *([kill] if kill else [])]
-            if vouched is None or at > vouched
+            at for at in [*seen, *([kill] if kill else [])] if vouched is None or at > vouched
         ]
         if not restarts:
             continue
