@@ -4,6 +4,7 @@ when it came, so a test can say what arrived after a moment and whether the body
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -59,6 +60,10 @@ class LiveStream:
         wait_until(lambda: self.events() >= n, timeout, 0.01, f"{n} events on the stream")
 
     def close(self) -> None:
+        # A close() alone leaves the reading thread's recv() blocked until the server ends the
+        # body; shutdown() wakes it at once.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self._thread.join(5)
 
