@@ -24,6 +24,13 @@ SAME_START = timedelta(seconds=1)
 LATE = timedelta(seconds=10)
 
 
+def in_reach(asked: datetime, allowance: timedelta, at: datetime) -> bool:
+    """Whether what the engine stamped `at` may be the work of a call Guardian asked at `asked`
+    whose stop timeout is `allowance`: from EARLY before the ask to the stop timeout and LATE
+    after it."""
+    return asked - EARLY <= at <= asked + allowance + LATE
+
+
 @dataclass(frozen=True)
 class EngineLog:
     """The engine's event log as read back at one reconciliation, in Guardian's frame.
@@ -133,7 +140,7 @@ def explained(
     left = sorted(attempts)
     unexplained: list[datetime] = []
     for start in sorted(starts):
-        match = next((a for a in left if a - EARLY <= start <= a + allowance + LATE), None)
+        match = next((a for a in left if in_reach(a, allowance, start)), None)
         if match is None:
             unexplained.append(start)
         else:
@@ -175,7 +182,7 @@ def unrecorded_attempts(
         last = None  # State.StartedAt is also the last start event: one start, not two
     kill = log.under_way(container.container_id, allowance)
     if kill is not None:
-        if last is not None and kill - EARLY <= last <= kill + allowance + LATE:
+        if last is not None and in_reach(kill, allowance, last):
             last = None  # the start of the restart the kill began: counted from its kill
         events = (*events, kill)
     witnessed = sorted(

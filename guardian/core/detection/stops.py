@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from guardian.core.engine_record import EARLY, LATE
+from guardian.core.engine_record import EARLY, in_reach
 
 # How long before its exit a `kill` may have been sent and still be what ended the run: a
 # process that outlives `docker stop`'s timeout (10 s by default) is killed (exit 137, a signal
@@ -57,9 +57,7 @@ def stop_requested(
     asked += [e for e in after if e.action == "stop"]
 
     def guardians(at: datetime) -> bool:
-        return any(
-            (began is None or began < o) and o - EARLY <= at <= o + KILL_BOUND + LATE for o in own
-        )
+        return any((began is None or began < o) and in_reach(o, KILL_BOUND, at) for o in own)
 
     return next((e.at for e in asked if not guardians(e.at)), None)
 
@@ -69,13 +67,12 @@ def restart_made(
 ) -> bool:
     """Whether a stop or kill of a container, stamped `at` by the engine, may be the own of one
     of Guardian's restart calls the store holds (`asked`: when each was asked, with its stop
-    timeout): asked from EARLY after the stamp back to its stop timeout and LATE before it, as
-    core.engine_record.explained places a restart's start, and no start of the container known
+    timeout): within its reach (core.engine_record.in_reach, as explained places a restart's
+    start), and no start of the container known
     (`started`: the last one heard) between the ask and the stop, since a restart's own stop
     comes before its start and a stop after that start is a person's. A start stamped with the
     stop is taken for after it (the engine's clock resolves them alike)."""
     return any(
-        o - EARLY <= at <= o + allowance + LATE
-        and (started is None or not o - EARLY <= started < at)
+        in_reach(o, allowance, at) and (started is None or not o - EARLY <= started < at)
         for o, allowance in asked
     )
