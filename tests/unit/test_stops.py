@@ -79,3 +79,19 @@ def test_the_engines_record_tells_a_requested_exit_from_one_of_its_own(
 ) -> None:
     found = stop_requested(events, code, tuple(at(o) for o in own))
     assert found == (at(asked) if asked is not None else None)
+
+
+def test_a_persons_kill_after_guardians_restart_whose_start_left_the_record_is_a_persons() -> None:
+    """Guardian restarted the container at 100; it ran 6.7 s (State.StartedAt to FinishedAt, the
+    engine's own stamps, in whatever frame they are read); the engine's ring lost the restart's
+    events, and a person's `docker kill` at 107 is all the record keeps of the run. The restart
+    began the run: it did not end it."""
+    events = record(("kill", 107), ("die", 107.1, 137))
+    ran = timedelta(seconds=6.7)
+    assert stop_requested(events, 137, (at(100),)) is None  # the record alone cannot tell
+    assert stop_requested(events, 137, (at(100),), ran) == at(107)
+    # Guardian's own restart asked after the run began still accounts for its kill.
+    assert stop_requested(events, 137, (at(101),), ran) is None
+    # Of the start the record kept and the one the length places, the later is the run's.
+    kept = record(("start", 101), ("kill", 107), ("die", 107.1, 137))
+    assert stop_requested(kept, 137, (at(100.7),), ran) == at(107)

@@ -30,7 +30,10 @@ class Seen:
 
 
 def stop_requested(
-    events: Sequence[Seen], exit_code: int | None, own: Sequence[datetime]
+    events: Sequence[Seen],
+    exit_code: int | None,
+    own: Sequence[datetime],
+    ran: timedelta | None = None,
 ) -> datetime | None:
     """When someone asked the engine to stop or kill the container's last run, as the engine's
     record shows it; None when the record shows a run that ended on its own, or does not hold
@@ -40,7 +43,10 @@ def stop_requested(
     after it; its run began at the start before it. A `stop` after that `die`, or a `kill` in
     that run at most KILL_BOUND before it, was asked for, unless Guardian asked it (`own`: when
     Guardian asked the engine to restart or stop this container): an action asked after the
-    run began, from EARLY before the event to KILL_BOUND and LATE after it, accounts for it."""
+    run began, from EARLY before the event to KILL_BOUND and LATE after it, accounts for it.
+    `ran` (how long the run lasted by the engine's own stamps, State.FinishedAt − StartedAt:
+    a length, whatever frame each stamp is read in) places the run's start back from its exit
+    when the record lost its start event: a restart that began the run did not end it."""
     dies = [i for i, e in enumerate(events) if e.action == "die"]
     if not dies:
         return None  # the engine no longer keeps this exit
@@ -52,6 +58,10 @@ def stop_requested(
     if any(e.action in STARTS for e in after):
         return None  # started since: the record's last exit is not the one shown
     began = next((e.at for e in reversed(events[:end]) if e.action in STARTS), None)
+    if ran is not None and ran >= timedelta(0):
+        shown = died.at - ran
+        if began is None or began < shown:
+            began = shown  # the run's start, its event gone from the record
     run = [e for e in events[:end] if began is None or e.at > began]
     asked = [e for e in run if e.action == "kill" and died.at - e.at <= KILL_BOUND]
     asked += [e for e in after if e.action == "stop"]

@@ -112,20 +112,27 @@ class StopRecords:
                 continue  # gone, or held already
             if not self.watches(last.attributes):
                 continue
-            at = self._asked(cid, last.container_name, [seen(e) for e in events], None)
+            at = self._asked(cid, last.container_name, [seen(e) for e in events], None, None)
             if at is not None:
                 self._held(cid, last.container_name, at)
 
     def _asked(
-        self, container_id: str, name: str, events: list[Seen], exit_code: int | None
+        self,
+        container_id: str,
+        name: str,
+        events: list[Seen],
+        exit_code: int | None,
+        ran: timedelta | None,
     ) -> datetime | None:
-        """When a person asked for the container's last exit, as `events` show it."""
+        """When a person asked for the container's last exit, as `events` show it (`ran`: how
+        long its last run lasted, as the container shows it; None when not looked at)."""
         if self.state.caused_by_restart(container_id, name):
             return None  # its own stop and kill: the restart's verdict judges them
-        at = stop_requested(events, exit_code, ())
+        at = stop_requested(events, exit_code, (), ran)
         if at is None:
             return None
-        return stop_requested(events, exit_code, self._own(container_id, name, at - LOOKBACK))
+        own = self._own(container_id, name, at - LOOKBACK)
+        return stop_requested(events, exit_code, own, ran)
 
     def _own(self, container_id: str, name: str, since: datetime) -> tuple[datetime, ...]:
         """When Guardian asked the engine to restart or stop this container since `since`."""
@@ -220,7 +227,8 @@ class StopRecords:
         except EngineUnavailable:
             return None
         events = [seen(e) for e in record.events if e.container_id == snap.id]
-        at = self._asked(snap.id, snap.name, events, snap.exit_code)
+        ran = None if finished is None or snap.started_at is None else finished - snap.started_at
+        at = self._asked(snap.id, snap.name, events, snap.exit_code, ran)
         if at is not None:
             self._held(snap.id, snap.name, at)
         elif finished is not None and now - finished >= SETTLE:
