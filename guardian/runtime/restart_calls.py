@@ -3,15 +3,16 @@ stopped and started its container, which can take that container's whole stop ti
 
 Until the daemon starts (`guardian check`, tests), a call runs on the deciding thread and a recheck
 waits for a sweep. Then calls run on their container's worker of the keyed work queue
-(runtime/work_queue.py): at once when the deciding thread is that worker (an event's reaction),
-else queued for it (the sweep's decisions); a recheck is a delayed look at the container.
+(runtime/work_queue.py): at once when the deciding thread is that worker (an event's reaction,
+the sweep's decisions, handed to the worker), else queued for it (a job's turn: a leader's
+followers); a recheck is a delayed look at the container.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from guardian.logs import kv
@@ -60,6 +61,23 @@ class RestartRunner:
             fn()
         else:
             self._queue.turn(key, fn, later)
+
+    def hand(self, work: Sequence[tuple[str, Call]]) -> None:
+        queue = self._queue
+        if queue is None:
+            for _, fn in work:
+                fn()
+            return
+        handed = [queue.hand(key, fn) for key, fn in work]
+        for each in handed:
+            if each is not None:
+                queue.wait(each)
+
+    def later(self, key: str, fn: Call) -> None:
+        if self._queue is None:
+            fn()
+        else:
+            self._queue.hand(key, fn, later=True)
 
     def look(self, key: str, source: str, now: Call) -> None:
         if self._queue is None:

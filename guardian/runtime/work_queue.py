@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 from guardian.logs import kv
 
@@ -48,6 +49,16 @@ class Work:
             self.source = source
 
 
+@dataclass
+class Handed:
+    """Work handed to a key's worker (KeyedQueue.hand): whether it returned or began its call,
+    and what it raised before that."""
+
+    key: str
+    done: bool = False
+    error: Exception | None = None
+
+
 class KeyedQueue:
     """`handle(key, work)` runs on a worker, never for one key on two workers at once; what it
     raises is logged and the worker goes on. add() after close() raises RuntimeError."""
@@ -69,6 +80,9 @@ class KeyedQueue:
         self._held: dict[int, str] = {}  # thread ident -> the key its worker holds
         self._borrowed: set[int] = set()  # threads holding a key for a turn (not workers)
         self._calling = 0  # workers inside a call (a restart the engine is carrying out)
+        # Work handed to a key's worker whose hander waits (hand): the thread running it -> its
+        # Handed, told once the work returns or its call begins.
+        self._handed: dict[int, Handed] = {}
         # Delayed looks (due, order, key) and timers (due, order, function), one heap; a key
         # keeps only its earliest delayed look (_due).
         self._timers: list[tuple[float, int, str | None, Call | None]] = []
@@ -154,11 +168,61 @@ class KeyedQueue:
                     self._wake()
         return True
 
+    def hand(self, key: str, fn: Call, later: bool = False) -> Handed | None:
+        """Run `fn` on `key`'s worker as its next work (a job's: the sweep's apply), so that
+        the restart call it decides runs there at once; wait() on what it returns. When a worker
+        (or a turn) holds the key now, that worker looks at the key again once done instead, as
+        turn() does, or with `later` runs `fn` then: None (and None once closed)."""
+        handed = Handed(key)
+        with self._cond:
+            if self._closed:
+                return None
+            if key in self._held.values() and not later:
+                self._work_for(key).merge_look(None)
+                return None
+            self._work_for(key).calls.append(partial(self._run_handed, handed, fn))
+            self._wake()
+        return handed
+
+    def wait(self, handed: Handed) -> None:
+        """Until `handed`'s work returned or began its call (what it decided is written by
+        then; the call itself is not waited for), or the queue closed (its work dropped). What
+        the work raised before its call is raised here, to the hander (the worker goes on)."""
+        with self._cond:
+            while not handed.done and not self._closed:
+                self._cond.wait()
+        if handed.error is not None:
+            raise handed.error
+
+    def _run_handed(self, handed: Handed, fn: Call) -> None:
+        me = threading.get_ident()
+        with self._cond:
+            self._handed[me] = handed
+        try:
+            fn()
+        except Exception as exc:
+            with self._cond:
+                if self._handed.get(me) is not handed:
+                    raise  # after its call began: the worker logs it
+                handed.error = exc
+        finally:
+            with self._cond:
+                self._tell(me)
+
+    def _tell(self, me: int) -> None:
+        """Under the lock: the work handed to thread `me` is done with deciding."""
+        handed = self._handed.pop(me, None)
+        if handed is not None:
+            handed.done = True
+            self._cond.notify_all()
+
     @contextmanager
     def calling(self) -> Iterator[None]:
-        """Around a call on a worker: close() gives calls a grace of their own."""
+        """Around a call on a worker: close() gives calls a grace of their own; the work handed
+        to this worker is done with deciding (hand)."""
         with self._cond:
             self._calling += 1
+            self._tell(threading.get_ident())
         try:
             yield
         finally:

@@ -21,7 +21,7 @@ from datetime import datetime
 from functools import partial
 
 from guardian.ports import StoreError
-from guardian.runtime.work_queue import Call, Work
+from guardian.runtime.work_queue import Call, Handed, Work
 
 
 class Killed(BaseException):
@@ -54,6 +54,7 @@ class SimQueue:
     actors: list[Actor] = field(default_factory=lambda: [Actor("main")])
     timers: list[tuple[float, int, str | None, Call | None]] = field(default_factory=list)
     due: dict[str, float] = field(default_factory=dict)  # a key's earliest delayed look
+    handed: dict[Actor, Handed] = field(default_factory=dict)  # by the worker running it
     dead: bool = False
     _queued: object = None
     _order: itertools.count[int] = field(default_factory=itertools.count)
@@ -123,6 +124,43 @@ class SimQueue:
             self._release(key)
         return True
 
+    def hand(self, key: str, fn: Call, later: bool = False) -> Handed | None:
+        """KeyedQueue.hand: `fn` waits under `key` as its next call, for a worker (the seeded
+        scheduler's, or wait()'s), unless an actor holds the key: then a look is left to it
+        (None), or with `later` `fn` itself."""
+        if self.dead:
+            return None
+        if key in self.held and not later:
+            self._work_for(key).merge_look(None)
+            return None
+        handed = Handed(key)
+        self._work_for(key).calls.append(partial(self._run_handed, handed, fn))
+        return handed
+
+    def wait(self, handed: Handed) -> None:
+        """KeyedQueue.wait: what the scheduler has not run yet of `handed`'s key runs now, on
+        its worker; what `fn` raised before its call is raised here."""
+        while not handed.done and not self.dead and handed.key in self.ready:
+            self.run(handed.key)
+        if handed.error is not None:
+            raise handed.error
+
+    def _run_handed(self, handed: Handed, fn: Call) -> None:
+        self.handed[self.actor] = handed
+        try:
+            fn()
+        except Exception as exc:
+            if self.handed.get(self.actor) is not handed:
+                raise  # after its call began: the worker's
+            handed.error = exc
+        finally:
+            self._tell()
+
+    def _tell(self) -> None:
+        handed = self.handed.pop(self.actor, None)
+        if handed is not None:
+            handed.done = True
+
     @contextmanager
     def calling(self) -> Iterator[None]:
         """Around a restart call on a worker (RestartRunner.carry, which logs what the call
@@ -130,6 +168,7 @@ class SimQueue:
         when it was decided: queued then, or (None) now, by the worker itself."""
         self.asked.append(self._queued)
         self._queued = None
+        self._tell()  # the work handed to this worker is done with deciding
         try:
             yield
         except StoreError:

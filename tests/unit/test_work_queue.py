@@ -236,3 +236,47 @@ def test_a_failing_turn_of_work_is_logged_and_the_worker_goes_on() -> None:
     queue.add("good")
     wait_until(lambda: ran == ["good"], 5, message="the next key's turn")
     queue.close(1)
+
+
+def test_work_handed_to_a_key_runs_on_its_worker_and_is_waited_for_until_its_call_begins() -> None:
+    queue = KeyedQueue(lambda key, work: [call() for call in work.calls], limit=4)
+    release, ran = threading.Event(), []
+
+    def decides_then_calls() -> None:
+        ran.append((threading.current_thread().name, queue.holds("web")))
+        with queue.calling():  # the call it decided, at once on this worker
+            release.wait(10)
+
+    handed = queue.hand("web", decides_then_calls)
+    assert handed is not None
+    queue.wait(handed)  # returns while the call runs
+    assert ran == [("reconcile-1", True)] and not release.is_set()
+    release.set()
+    wait_until(lambda: queue.busy() == 0, 5, message="the call's end")
+
+    def fails() -> None:
+        raise RuntimeError("the store refused")
+
+    failing = queue.hand("web", fails)
+    assert failing is not None
+    try:
+        queue.wait(failing)
+    except RuntimeError as exc:
+        assert str(exc) == "the store refused"  # raised to the hander, as a turn raises it
+    else:
+        raise AssertionError("the hander is told what the work raised")
+    assert queue.close(1) == 0
+
+
+def test_work_handed_to_a_key_a_worker_holds_is_left_to_that_worker_as_a_look() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=4)
+    handle.hold["web"] = threading.Event()
+    handle.inside["web"] = threading.Event()
+    queue.add("web")
+    assert handle.inside["web"].wait(5)
+    assert queue.hand("web", lambda: None) is None  # not run: its worker looks again
+    handle.hold["web"].set()
+    wait_until(lambda: len(handle.turns) == 2 and queue.busy() == 0, 5, message="the look")
+    assert handle.turns[1][1].look and handle.turns[1][1].calls == []
+    assert queue.close(1) == 0

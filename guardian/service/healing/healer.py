@@ -293,14 +293,8 @@ class Healer:
             # Judge the whole host before acting on any container: a storm holds every restart.
             for assessed in ctx.pipeline.assessed:
                 assessed(report.rows)
-            # Dependencies first, so a held-back dependent can name the dependency's incident.
             judged = [] if quiet is None else [r for r in report.rows if r.snapshot.id not in quiet]
-            for assessment in sorted(
-                judged, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
-            ):
-                # On the container's turn: never beside its worker (an event's look), which
-                # would judge it at the same time and open its incident twice.
-                ctx.turns.turn(assessment.snapshot.id, partial(self.apply, assessment, open_names))
+            self._act(judged, open_names)
             if report.engine_error is None and quiet is not None:
                 self._keep_quiet(report.rows, quiet, open_names, watched)
         if report.engine_error is None:
@@ -314,6 +308,17 @@ class Healer:
         ctx.metrics.swept(len(watched), unhealthy)
         self.recorder.refresh_gauges()
         return report
+
+    def _act(self, judged: list[Assessment], open_names: set[str]) -> None:
+        """Apply each judged row on its container's worker, never beside it (an event's look
+        would judge it at the same time and open its incident twice): the restart call it
+        decides is sent there at once. Dependencies first, a depth of the graph at a time: a
+        held-back dependent names the incident its dependency's apply wrote."""
+        order = self.ctx.pipeline.act_order
+        ranked = sorted(((order(row.snapshot.name), i, row) for i, row in enumerate(judged)))
+        for _, tier in itertools.groupby(ranked, key=lambda ranked_row: ranked_row[0]):
+            work = [(row.snapshot.id, partial(self.apply, row, open_names)) for *_, row in tier]
+            self.ctx.turns.hand(work)
 
     def _judge(
         self,
