@@ -2,10 +2,9 @@
 stopped and started its container, which can take that container's whole stop timeout.
 
 Until the daemon starts (`guardian check`, tests), a call runs on the deciding thread and a recheck
-waits for a sweep. Then calls run on their container's worker of the keyed work queue
-(runtime/work_queue.py): at once when the deciding thread is that worker (an event's reaction,
-the sweep's decisions, handed to the worker), else queued for it (a job's turn: a leader's
-followers); a recheck is a delayed look at the container.
+waits for a sweep. Then every call is decided on its container's worker of the keyed work queue
+(runtime/work_queue.py: an event's reaction, the sweep's applies handed to it, a follower's
+restart) and runs there at once; a recheck is a delayed look at the container.
 """
 
 from __future__ import annotations
@@ -45,12 +44,15 @@ class RestartRunner:
         if queue is None:
             call()
             return
-        if self.holds(key):
-            self.carry(call)
-        else:
-            queue.add_call(key, lambda: self.carry(call))
+        if not self.holds(key):
+            # Every call is decided on its container's worker (the sweep hands its applies
+            # there), and sent there at once: none waits for it, so none is sent after a
+            # person changed the container unseen by its decision.
+            raise RuntimeError(f"a restart call of {key[:12]} decided off its worker")
         if slot_until is not None:
+            # Before the call, which holds this thread past the slot's end.
             queue.call_after((slot_until - self._clock.now()).total_seconds(), self._freed)
+        self.carry(call)
 
     def holds(self, key: str) -> bool:
         """Whether the calling thread is `key`'s worker (a call for it runs here at once)."""

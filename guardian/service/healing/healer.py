@@ -274,7 +274,6 @@ class Healer:
         """Reconcile every watched container: one list request, one inspect per candidate."""
         ctx = self.ctx
         report = SweepReport()
-        mark = ctx.state.cache.mark()  # inspects asked after it are newer than the list
         try:
             listed, watched = self.listings.read(ctx.settings, ctx.on_docker())
             self.engine_state(True)
@@ -302,7 +301,7 @@ class Healer:
             if apply:
                 self._forget_vanished(names)
             ctx.rules.keep_only(ids)
-            self._resync(listed, watched, mark)
+            self._resync(listed, watched)
         unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
         ctx.state.engine.swept(len(watched))
         ctx.metrics.swept(len(watched), unhealthy)
@@ -397,9 +396,7 @@ class Healer:
                 quiet[cid] = QuietRow(a, until)
         self.quiet.keep(quiet, watched, rows)
 
-    def _resync(
-        self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot], mark: int
-    ) -> None:
+    def _resync(self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]) -> None:
         """The sweep as the cache's resync (Docker only): entries of containers no longer
         listed are forgotten, those the list shows otherwise doubted, and the watched ones
         whose entry is missing or doubtful inspected (at most RESYNC_READS; none whose restart
@@ -407,7 +404,7 @@ class Healer:
         if not self.ctx.on_docker():
             return
         state = self.ctx.state
-        wanted = set(state.cache.resync(watched, listed, mark))
+        wanted = set(state.cache.resync(watched, listed))
         if not wanted:
             return
         reads = [s for s in watched if s.id in wanted and not state.restart_underway(s.name)]
