@@ -22,6 +22,9 @@ log = logging.getLogger("guardian.daemon")
 # Workers beside the jobs: a restart holds its container's worker for the stop timeout, and
 # decide() keeps the calls within restart.max_concurrent (a reload may raise it).
 MAX_RESTART_THREADS = 256
+# The sweep's applies handed to their workers at once, at most: a first sweep judging a thousand
+# containers starts no more workers than this beside the calls in flight (idle workers stay).
+HANDED_AT_ONCE = 8
 
 
 class RestartRunner:
@@ -70,10 +73,11 @@ class RestartRunner:
             for _, fn in work:
                 fn()
             return
-        handed = [queue.hand(key, fn) for key, fn in work]
-        for each in handed:
-            if each is not None:
-                queue.wait(each)
+        for at in range(0, len(work), HANDED_AT_ONCE):
+            handed = [queue.hand(key, fn) for key, fn in work[at : at + HANDED_AT_ONCE]]
+            for each in handed:
+                if each is not None:
+                    queue.wait(each)
 
     def later(self, key: str, fn: Call) -> None:
         if self._queue is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from guardian.core.detection.usage import Usage
 from guardian.core.model import ContainerSnapshot
 from guardian.entrypoints.daemon import Daemon
+from guardian.runtime.restart_calls import HANDED_AT_ONCE
 from tests.app import TestApp, make_app
 from tests.fakes import FakeClock, FakeEngine, FakeResourceReader
 from tests.helpers import wait_until
@@ -154,6 +155,31 @@ def test_a_sweep_decides_on_the_containers_worker_which_sends_the_call_at_once(
         assert engine.containers[db].state == "running"
     finally:
         engine.release.set()
+        d.reactions.close(10)
+        d.wakeup.close()
+        t.store.close()
+
+
+def test_a_sweep_judging_many_containers_hands_a_few_applies_at_a_time(tmp_path: Path) -> None:
+    # A first sweep judges every container: its applies go to their workers a few at a time,
+    # so it starts no more workers than that (the idle ones stay).
+    t = make_app(tmp_path, daemon=True)
+    for n in range(40):
+        t.engine.add(f"web{n}")
+    d = Daemon(t.app)
+    t.app.restarts.start(d.reactions, d.slot_freed)
+    before = {th.ident for th in threading.enumerate()}
+    try:
+        t.healer.sweep()
+        workers = [
+            th
+            for th in threading.enumerate()
+            if th.ident not in before and th.name.startswith("reconcile-")
+        ]
+        assert 1 <= len(workers) <= HANDED_AT_ONCE
+        assert t.store.open_incidents(t.host) == []
+        wait_until(lambda: d.reactions.busy() == 0, 5, message="the workers free")
+    finally:
         d.reactions.close(10)
         d.wakeup.close()
         t.store.close()
