@@ -624,10 +624,9 @@ class Turns(Protocol):
     resource tick) only asks for a look on its worker; commands and tests run every turn and
     look at once."""
 
-    def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
+    def turn(self, key: str, fn: Callable[[], None]) -> None:
         """Run `fn` as the turn of the container whose id is `key`; when its worker is busy
-        with it now, that worker looks at it again instead, and `fn` is not run (`later`: the
-        worker runs `fn` once done, for what a look would not do, a follower's restart)."""
+        with it now, that worker looks at it again instead, and `fn` is not run."""
 
     def hand(self, work: Sequence[tuple[str, Callable[[], None]]]) -> None:
         """Run each function (the sweep's applies) as the turn of the container whose id is

@@ -61,11 +61,11 @@ class RestartRunner:
         """Whether the calling thread is `key`'s worker (a call for it runs here at once)."""
         return self._queue is not None and self._queue.holds(key)
 
-    def turn(self, key: str, fn: Call, later: bool = False) -> None:
+    def turn(self, key: str, fn: Call) -> None:
         if self._queue is None:
             fn()
         else:
-            self._queue.turn(key, fn, later)
+            self._queue.turn(key, fn)
 
     def hand(self, work: Sequence[tuple[str, Call]]) -> None:
         queue = self._queue

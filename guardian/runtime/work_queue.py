@@ -132,11 +132,11 @@ class KeyedQueue:
         with self._cond:
             return self._held.get(me) == key and me not in self._borrowed
 
-    def turn(self, key: str, fn: Call, later: bool = False) -> bool:
-        """Run `fn` on the calling thread (a job's: the sweep, a tick) as `key`'s turn, so
-        that no worker holds the key meanwhile: True (at once when this thread holds it
-        already). When a worker holds it now, the worker looks at the key again once done
-        instead, or with `later` runs `fn` then: False."""
+    def turn(self, key: str, fn: Call) -> bool:
+        """Run `fn` on the calling thread (a job's: the verify tick) as `key`'s turn, so that
+        no worker holds the key meanwhile: True (at once when this thread holds it already).
+        When a worker holds it now, the worker looks at the key again once done instead:
+        False."""
         me = threading.get_ident()
         with self._cond:
             mine = self._held.get(me) == key
@@ -147,11 +147,7 @@ class KeyedQueue:
             return True
         with self._cond:
             if key in self._held.values():
-                work = self._work_for(key)
-                if later:
-                    work.calls.append(fn)
-                else:
-                    work.merge_look(None)
+                self._work_for(key).merge_look(None)
                 return False
             if key in self._ready:
                 self._ready.remove(key)  # its work waits for the turn's end

@@ -22,7 +22,7 @@ from guardian.service.state.state import LoopState
 class AtOnce:
     """Turns where nothing runs beside the caller (`guardian check`, tests): each at once."""
 
-    def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
+    def turn(self, key: str, fn: Callable[[], None]) -> None:
         fn()
 
     def hand(self, work: Sequence[tuple[str, Callable[[], None]]]) -> None:

@@ -2,9 +2,10 @@
 thread, under the real RestartRunner (runtime/restart_calls.py: the RestartCalls, Rechecks and
 Turns ports). What Guardian adds (an event's look, a recheck, an approval, a freed slot, a
 restart call the sweep decided) waits under its container's key until the seeded scheduler
-hands the key to a worker (World.work); a job's turn of a key (the sweep, a verify tick) is
-taken as KeyedQueue.turn takes it: at once while no worker holds the key (what waits for it runs
-after), else a look (or, `later`, the function) left to that worker. Who runs now is a stack of
+hands the key to a worker (World.work); the sweep's applies, handed to their keys' workers, wait
+there too until the scheduler or the sweep's wait runs them (KeyedQueue.hand); a verify tick's
+turn of a key is taken as KeyedQueue.turn takes it: at once while no worker holds the key (what
+waits for it runs after), else a look left to that worker. Who runs now is a stack of
 actors standing for the daemon's threads; a restart call in flight at the engine lets other
 steps run beside its worker (World.in_flight), each as an actor of its own. kill -9 drops
 everything queued (`drop`).
@@ -99,9 +100,9 @@ class SimQueue:
         held = self.held.get(key)
         return held is not None and held[0] is self.actor and not held[1]
 
-    def turn(self, key: str, fn: Call, later: bool = False) -> bool:
+    def turn(self, key: str, fn: Call) -> bool:
         """KeyedQueue.turn: `fn` now as `key`'s turn (True), or left to the worker holding the
-        key as a look, or with `later` as `fn` itself (False)."""
+        key as a look (False)."""
         held = self.held.get(key)
         if held is not None and held[0] is self.actor:
             fn()
@@ -109,11 +110,7 @@ class SimQueue:
         if self.dead:
             return False
         if held is not None:
-            work = self._work_for(key)
-            if later:
-                work.calls.append(fn)
-            else:
-                work.merge_look(None)
+            self._work_for(key).merge_look(None)
             return False
         if key in self.ready:
             self.ready.remove(key)  # its work waits for the turn's end

@@ -194,14 +194,15 @@ def test_a_turn_for_a_key_its_worker_holds_is_not_run_and_the_worker_looks_again
     queue.close(1)
 
 
-def test_a_turn_asked_later_runs_on_the_worker_once_it_is_done() -> None:
+def test_work_handed_later_runs_on_the_worker_once_it_is_done() -> None:
     handle = Recorder()
     queue = KeyedQueue(lambda key, work: [handle(key, work), *(c() for c in work.calls)], 2)
     handle.hold["web"] = threading.Event()
     queue.add("web")
     wait_until(lambda: handle.turns, 5, message="the worker holds web")
     ran: list[str] = []
-    assert not queue.turn("web", lambda: ran.append(threading.current_thread().name), later=True)
+    handed = queue.hand("web", lambda: ran.append(threading.current_thread().name), later=True)
+    assert handed is not None
     assert ran == []
     handle.hold["web"].set()
     wait_until(lambda: ran, 5, message="run by the worker after")
