@@ -4,10 +4,11 @@ acted on by one thread at a time. Work added while its key is with a worker wait
 to finish and then runs again; work added twice before a worker takes it runs once.
 
 A key's work is a look (judge the container again; the earliest problem time heard is kept) and
-the calls already decided for it (a restart the sweep decided), run in order on its worker. A look
-can be asked for later (`add_after`, on the monotonic clock: a step of the wall clock never moves
-it). Workers are daemon threads started only when work finds none idle, up to `limit`; idle, they
-sleep without a timer unless a delayed look is due.
+the calls handed to it (the sweep's apply, a follower's restart: `hand`), run in order on its
+worker, which sends the restart call they decide at once. A look can be asked for later
+(`add_after`, on the monotonic clock: a step of the wall clock never moves it). Workers are daemon
+threads started only when work finds none idle, up to `limit`; idle, they sleep without a timer
+unless a delayed look is due.
 """
 
 from __future__ import annotations
