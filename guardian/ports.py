@@ -434,6 +434,11 @@ class Stamps(Protocol):
 
     def wrote_reset(self, host: str, container: str, at: datetime) -> None: ...
 
+    def began(self) -> datetime:
+        """When this run began, placed by the monotonic clock: what an earlier run wrote came
+        before it, whatever its stamp."""
+        ...
+
     def restart_times(
         self,
         host: str,

@@ -68,6 +68,11 @@ class RunStamps:
         self.clock = clock
         self._record = _Record()
         self._began = wall_offset(clock)
+        self._began_at = clock.now()
+
+    def began(self) -> datetime:
+        """When this run began, placed by the monotonic clock."""
+        return self._began_at + self.stepped()
 
     def stepped(self) -> timedelta:
         """How far the wall clock stepped since this run began (forward: positive)."""

@@ -122,3 +122,25 @@ def test_an_opening_held_when_the_store_refused_its_release_goes_with_the_next_w
     assert json.loads(payload)["detail"] == "db: connection refused"
     assert not store.degraded()
     store.close()
+
+
+def test_a_restart_held_in_memory_counts_after_an_earlier_runs_counter_reset_stamped_ahead(
+    tmp_path: Path,
+) -> None:
+    """An earlier run reset the counter, then the wall clock stepped back ten minutes before
+    this run began, so the reset's stamp lies ahead of this run's clock. This run restarts
+    the container on a full disk (the intent is held in memory): the reset came before that
+    restart, which still counts against the budget once the clock passed the reset's stamp
+    (sim seed 570 on the sweep's workers: a third restart within max_attempts 2)."""
+    inner = FullDisk(tmp_path / "g.db")
+    inner.record_reset("h", "web", T0 + timedelta(minutes=10))  # the earlier run's
+    clock = FakeClock()
+    store = LoopStore(inner, PrometheusMetrics(CollectorRegistry()), FactStream(), RunStamps(clock))
+    inner.full = True
+    clock.advance(60)
+    assert store.record_intent(restart(60)) < 0  # held in memory
+    clock.advance(minutes=15)  # past the reset's stamp
+    reset = store.last_reset("h", "web")
+    counted = [at for at in store.restart_times("h", T0) if reset is None or at > reset]
+    assert counted == [T0 + timedelta(seconds=60)]
+    store.close()

@@ -367,14 +367,19 @@ class LoopStore:
 
     def last_reset(self, host: str, container: str) -> datetime | None:
         """The last counter reset, this run's own placed by the monotonic clock; one from an
-        earlier run never after a restart written after it whatever its stamp: a step back of
-        the wall clock between them (where no monotonic reading of this run places them) left
-        the restarts' stamps earlier than the reset's, and they still count against the
-        budget."""
+        earlier run never after this run began, nor after a restart written after it whatever
+        its stamp: a step back of the wall clock between them (where no monotonic reading of
+        this run places them) left the restarts' stamps earlier than the reset's, and they
+        still count against the budget."""
         stored = self.inner.last_reset(host, container)
         placed = self.stamps.last_reset(host, container, stored)
         if placed is None or stored is None or (host, container) in self._reset_here:
             return placed  # none, or this run's: the restarts after it are this run's too
+        # An earlier run's came before every restart of this run, those held in memory too (a
+        # full disk: the store has no row of them), even when a step back of the wall clock
+        # before this run began (which no reading of this run can tell from time passing)
+        # left its stamp ahead of theirs.
+        placed = min(placed, self.stamps.began())
         first = self.inner.first_restart_after_reset(host, container)
         if first is None or first > stored:
             return placed
