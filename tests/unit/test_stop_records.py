@@ -82,6 +82,23 @@ def test_a_persons_stop_heard_by_an_earlier_run_is_not_undone_after_guardian_res
     assert again.store.open_incidents("h") == []
 
 
+def test_a_persons_stop_after_a_step_back_of_the_clock_is_kept_past_guardians_restart(
+    w: TestApp,
+) -> None:
+    """The wall clock stepped back an hour after the container started: the engine stamps its
+    start an hour after the person's stop. The next run of Guardian still leaves it alone
+    (sim seed 1151 on the sweep's workers)."""
+    snap = w.engine.add("app", health=None, started_at=w.clock.now())
+    w.clock.step(hours=-1)
+    w.healer.on_event(event(w, "kill", snap, signal="15"))
+    snap = w.engine.set("app", state="exited", exit_code=1, finished_at=w.clock.now())
+    w.healer.on_event(event(w, "die", snap, exitCode="1"))
+    w.healer.on_event(event(w, "stop", snap))
+    w.clock.advance(3600)  # the engine's ring holds none of it any more
+    w.restart_guardian().healer.sweep()
+    assert w.engine.restarts == []
+
+
 def test_a_kept_stop_holds_only_until_the_container_starts_again(w: TestApp) -> None:
     snap = w.engine.add("app", health=None)
     w.healer.on_event(event(w, "stop", snap))

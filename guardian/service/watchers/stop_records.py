@@ -185,17 +185,27 @@ class StopRecords:
 
     def _kept(self, snap: ContainerSnapshot) -> datetime | None:
         """The stop the store kept of this container, when it was created and last started
-        before it."""
+        before it (or, its stamps out of order, when its exit is the one the stop ended)."""
         try:
             at = self.store.remembered(self.host, MARK + snap.name)
         except StoreError:
             return None
         if at is None:
             return None
-        latest = at + self.stops.ahead
-        if any(t is not None and t > latest for t in (snap.created, snap.started_at)):
-            return None  # started since, or another container under the name
-        return at
+        latest, made = at + self.stops.ahead, (snap.created, snap.started_at)
+        if not any(t is not None and t > latest for t in made):
+            return at
+        # The engine stamped its creation or start after its exit: a step back of the wall
+        # clock came between them, by how much no run can tell, so those stamps say nothing of
+        # the stop; its exit does, when it is the one the stop ended.
+        finished = snap.finished_at
+        if (
+            finished is not None
+            and any(t is not None and t > finished for t in made)
+            and at - KILL_BOUND <= finished <= latest + KILL_BOUND
+        ):
+            return at
+        return None  # started since, or another container under the name
 
     def _recorded(self, snap: ContainerSnapshot) -> datetime | None:
         """When a person asked for this exit, as the engine's record shows it (None: it shows
