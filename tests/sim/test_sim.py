@@ -57,6 +57,8 @@ KEPT: list[tuple[int, float, str]] = [
     # F16: a healthy streak kept through a person's stop resets the attempt counter; F17: its
     # own restart's stop, replayed to a later run, kept as a person's (the crash after it unhealed).
     (1307, 1, "F16, F17"),
+    (570, 1, "F19: an earlier run's reset stamped ahead, after a restart held on a full disk"),
+    (1151, 1, "F20: a kept stop dropped, the container's start stamped after its exit"),
 ]
 
 # Seeds that found a bug in Guardian (tests/sim/known.py): they run into it until it is
