@@ -637,8 +637,9 @@ class Turns(Protocol):
         """Run each function (the sweep's applies) as the turn of the container whose id is
         paired with it, on that container's worker, and return once each returned or began the
         restart call it decided (which goes on there, at once); one whose worker is busy with
-        its container now looks at it again instead, and its function is not run. Commands
-        and tests run them at once, in order."""
+        its container now, or has work for it waiting (a follower's restart), looks at it again
+        once done instead, and its function is not run: the caller never waits behind a restart
+        call. Commands and tests run them at once, in order."""
 
     def later(self, key: str, fn: Callable[[], None]) -> None:
         """Run `fn` (a follower's restart) as the turn of the container whose id is `key` on

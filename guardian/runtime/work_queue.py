@@ -168,13 +168,17 @@ class KeyedQueue:
     def hand(self, key: str, fn: Call, later: bool = False) -> Handed | None:
         """Run `fn` on `key`'s worker as its next work (a job's: the sweep's apply), so that
         the restart call it decides runs there at once; wait() on what it returns. When a worker
-        (or a turn) holds the key now, that worker looks at the key again once done instead, as
-        turn() does, or with `later` runs `fn` then: None (and None once closed)."""
+        (or a turn) holds the key now, or work for it waits already (a follower's restart, a
+        look), the key's worker looks at it again once done with that instead, as turn() does,
+        and `fn` is not run: None (and None once closed); with `later`, `fn` runs after that
+        work."""
         handed = Handed(key)
         with self._cond:
             if self._closed:
                 return None
-            if key in self._held.values() and not later:
+            if not later and (key in self._held.values() or key in self._waiting):
+                # Never queued behind work that may be a restart call (up to its stop timeout):
+                # the hander would wait for it.
                 self._work_for(key).merge_look(None)
                 return None
             self._work_for(key).calls.append(partial(self._run_handed, handed, fn))

@@ -123,11 +123,11 @@ class SimQueue:
 
     def hand(self, key: str, fn: Call, later: bool = False) -> Handed | None:
         """KeyedQueue.hand: `fn` waits under `key` as its next call, for a worker (the seeded
-        scheduler's, or wait()'s), unless an actor holds the key: then a look is left to it
-        (None), or with `later` `fn` itself."""
+        scheduler's, or wait()'s), unless an actor holds the key or work for it waits already:
+        then a look is left to it (None), or with `later` `fn` itself."""
         if self.dead:
             return None
-        if key in self.held and not later:
+        if not later and (key in self.held or key in self.waiting):
             self._work_for(key).merge_look(None)
             return None
         handed = Handed(key)

@@ -281,3 +281,50 @@ def test_work_handed_to_a_key_a_worker_holds_is_left_to_that_worker_as_a_look() 
     wait_until(lambda: len(handle.turns) == 2 and queue.busy() == 0, 5, message="the look")
     assert handle.turns[1][1].look and handle.turns[1][1].calls == []
     assert queue.close(1) == 0
+
+
+def test_the_sweeps_apply_is_not_queued_behind_a_followers_restart_waiting_for_the_worker() -> None:
+    # Every worker is busy (one here, judging db) when a leader's follower restart is handed to
+    # web's worker; then the sweep hands web's apply. The sweep does not wait behind that restart
+    # (up to its stop timeout): web is left a look, judged once the restart is done.
+    looks: list[str] = []
+    inside, release, restarting, restarted = (threading.Event() for _ in range(4))
+
+    def handle(key: str, work: Work) -> None:
+        for call in work.calls:
+            call()
+        if work.look:
+            looks.append(key)
+            if key == "db":
+                inside.set()
+                release.wait(10)
+
+    queue = KeyedQueue(handle, limit=1)
+
+    def follower_restart() -> None:
+        with queue.calling():
+            restarting.set()
+            restarted.wait(10)  # the engine stops the container: its whole stop timeout
+
+    applied: list[str] = []
+    queue.add("db")
+    assert inside.wait(5)
+    assert queue.hand("web", follower_restart, later=True) is not None
+    swept = threading.Event()
+
+    def sweep() -> None:
+        handed = queue.hand("web", lambda: applied.append("web"))
+        release.set()  # db's look ends: the worker takes web
+        if handed is not None:
+            queue.wait(handed)
+        swept.set()
+
+    threading.Thread(target=sweep, daemon=True).start()
+    try:
+        wait_until(swept.is_set, 5, message="the sweep went on")
+        assert restarting.wait(5) and not restarted.is_set()
+    finally:
+        restarted.set()
+    wait_until(lambda: queue.busy() == 0, 5, message="the restart's end")
+    assert looks == ["db", "web"] and applied == []  # web judged again after its restart
+    assert queue.close(1) == 0
