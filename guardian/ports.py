@@ -623,15 +623,28 @@ class RestartCalls(Protocol):
 
 
 class Turns(Protocol):
-    """One container judged and acted on by one thread at a time: a job (the sweep, the verify
-    tick, a leader's followers) takes the container's turn from the daemon's work queue, a
-    watcher (a probe or resource tick) only asks for a look on its worker; commands and tests
-    run every turn and look at once."""
+    """One container judged and acted on by one thread at a time: the sweep hands each
+    container's apply to its worker of the daemon's work queue, a job (the verify tick, a
+    leader's followers) takes the container's turn from that queue, a watcher (a probe or
+    resource tick) only asks for a look on its worker; commands and tests run every turn and
+    look at once."""
 
-    def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
+    def turn(self, key: str, fn: Callable[[], None]) -> None:
         """Run `fn` as the turn of the container whose id is `key`; when its worker is busy
-        with it now, that worker looks at it again instead, and `fn` is not run (`later`: the
-        worker runs `fn` once done, for what a look would not do, a follower's restart)."""
+        with it now, that worker looks at it again instead, and `fn` is not run."""
+
+    def hand(self, work: Sequence[tuple[str, Callable[[], None]]]) -> None:
+        """Run each function (the sweep's applies) as the turn of the container whose id is
+        paired with it, on that container's worker, and return once each returned or began the
+        restart call it decided (which goes on there, at once); one whose worker is busy with
+        its container now, or has work for it waiting (a follower's restart), looks at it again
+        once done instead, and its function is not run: the caller never waits behind a restart
+        call. Commands and tests run them at once, in order."""
+
+    def later(self, key: str, fn: Callable[[], None]) -> None:
+        """Run `fn` (a follower's restart) as the turn of the container whose id is `key` on
+        its worker, once that worker is free, so that the restart call it decides runs there at
+        once; the caller goes on. Commands and tests run it at once."""
 
     def look(self, key: str, source: str, now: Callable[[], None]) -> None:
         """Have the container whose id is `key` judged again soon on its worker (`source`:

@@ -50,7 +50,6 @@ class CacheEntry:
     answered_at: datetime
     doubt: str = ""
     margin: timedelta = ORDER_MARGIN  # order_margin() when it was answered
-    ask: int = 0  # the number of that inspect among the cache's (ContainerCache.mark)
 
     @property
     def fresh(self) -> bool:

@@ -2,16 +2,16 @@
 stopped and started its container, which can take that container's whole stop timeout.
 
 Until the daemon starts (`guardian check`, tests), a call runs on the deciding thread and a recheck
-waits for a sweep. Then calls run on their container's worker of the keyed work queue
-(runtime/work_queue.py): at once when the deciding thread is that worker (an event's reaction),
-else queued for it (the sweep's decisions); a recheck is a delayed look at the container.
+waits for a sweep. Then every call is decided on its container's worker of the keyed work queue
+(runtime/work_queue.py: an event's reaction, the sweep's applies handed to it, a follower's
+restart) and runs there at once; a recheck is a delayed look at the container.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from guardian.logs import kv
@@ -22,6 +22,9 @@ log = logging.getLogger("guardian.daemon")
 # Workers beside the jobs: a restart holds its container's worker for the stop timeout, and
 # decide() keeps the calls within restart.max_concurrent (a reload may raise it).
 MAX_RESTART_THREADS = 256
+# The sweep's applies handed to their workers at once, at most: a first sweep judging a thousand
+# containers starts no more workers than this beside the calls in flight (idle workers stay).
+HANDED_AT_ONCE = 8
 
 
 class RestartRunner:
@@ -44,22 +47,43 @@ class RestartRunner:
         if queue is None:
             call()
             return
-        if self.holds(key):
-            self.carry(call)
-        else:
-            queue.add_call(key, lambda: self.carry(call))
+        if not self.holds(key):
+            # Every call is decided on its container's worker (the sweep hands its applies
+            # there), and sent there at once: none waits for it, so none is sent after a
+            # person changed the container unseen by its decision.
+            raise RuntimeError(f"a restart call of {key[:12]} decided off its worker")
         if slot_until is not None:
+            # Before the call, which holds this thread past the slot's end.
             queue.call_after((slot_until - self._clock.now()).total_seconds(), self._freed)
+        self.carry(call)
 
     def holds(self, key: str) -> bool:
         """Whether the calling thread is `key`'s worker (a call for it runs here at once)."""
         return self._queue is not None and self._queue.holds(key)
 
-    def turn(self, key: str, fn: Call, later: bool = False) -> None:
+    def turn(self, key: str, fn: Call) -> None:
         if self._queue is None:
             fn()
         else:
-            self._queue.turn(key, fn, later)
+            self._queue.turn(key, fn)
+
+    def hand(self, work: Sequence[tuple[str, Call]]) -> None:
+        queue = self._queue
+        if queue is None:
+            for _, fn in work:
+                fn()
+            return
+        for at in range(0, len(work), HANDED_AT_ONCE):
+            handed = [queue.hand(key, fn) for key, fn in work[at : at + HANDED_AT_ONCE]]
+            for each in handed:
+                if each is not None:
+                    queue.wait(each)
+
+    def later(self, key: str, fn: Call) -> None:
+        if self._queue is None:
+            fn()
+        else:
+            self._queue.hand(key, fn, later=True)
 
     def look(self, key: str, source: str, now: Call) -> None:
         if self._queue is None:

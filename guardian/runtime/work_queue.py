@@ -4,10 +4,11 @@ acted on by one thread at a time. Work added while its key is with a worker wait
 to finish and then runs again; work added twice before a worker takes it runs once.
 
 A key's work is a look (judge the container again; the earliest problem time heard is kept) and
-the calls already decided for it (a restart the sweep decided), run in order on its worker. A look
-can be asked for later (`add_after`, on the monotonic clock: a step of the wall clock never moves
-it). Workers are daemon threads started only when work finds none idle, up to `limit`; idle, they
-sleep without a timer unless a delayed look is due.
+the calls handed to it (the sweep's apply, a follower's restart: `hand`), run in order on its
+worker, which sends the restart call they decide at once. A look can be asked for later
+(`add_after`, on the monotonic clock: a step of the wall clock never moves it). Workers are daemon
+threads started only when work finds none idle, up to `limit`; idle, they sleep without a timer
+unless a delayed look is due.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 from guardian.logs import kv
 
@@ -48,6 +50,16 @@ class Work:
             self.source = source
 
 
+@dataclass
+class Handed:
+    """Work handed to a key's worker (KeyedQueue.hand): whether it returned or began its call,
+    and what it raised before that."""
+
+    key: str
+    done: bool = False
+    error: Exception | None = None
+
+
 class KeyedQueue:
     """`handle(key, work)` runs on a worker, never for one key on two workers at once; what it
     raises is logged and the worker goes on. add() after close() raises RuntimeError."""
@@ -69,6 +81,9 @@ class KeyedQueue:
         self._held: dict[int, str] = {}  # thread ident -> the key its worker holds
         self._borrowed: set[int] = set()  # threads holding a key for a turn (not workers)
         self._calling = 0  # workers inside a call (a restart the engine is carrying out)
+        # Work handed to a key's worker whose hander waits (hand): the thread running it -> its
+        # Handed, told once the work returns or its call begins.
+        self._handed: dict[int, Handed] = {}
         # Delayed looks (due, order, key) and timers (due, order, function), one heap; a key
         # keeps only its earliest delayed look (_due).
         self._timers: list[tuple[float, int, str | None, Call | None]] = []
@@ -118,11 +133,11 @@ class KeyedQueue:
         with self._cond:
             return self._held.get(me) == key and me not in self._borrowed
 
-    def turn(self, key: str, fn: Call, later: bool = False) -> bool:
-        """Run `fn` on the calling thread (a job's: the sweep, a tick) as `key`'s turn, so
-        that no worker holds the key meanwhile: True (at once when this thread holds it
-        already). When a worker holds it now, the worker looks at the key again once done
-        instead, or with `later` runs `fn` then: False."""
+    def turn(self, key: str, fn: Call) -> bool:
+        """Run `fn` on the calling thread (a job's: the verify tick) as `key`'s turn, so that
+        no worker holds the key meanwhile: True (at once when this thread holds it already).
+        When a worker holds it now, the worker looks at the key again once done instead:
+        False."""
         me = threading.get_ident()
         with self._cond:
             mine = self._held.get(me) == key
@@ -133,11 +148,7 @@ class KeyedQueue:
             return True
         with self._cond:
             if key in self._held.values():
-                work = self._work_for(key)
-                if later:
-                    work.calls.append(fn)
-                else:
-                    work.merge_look(None)
+                self._work_for(key).merge_look(None)
                 return False
             if key in self._ready:
                 self._ready.remove(key)  # its work waits for the turn's end
@@ -154,11 +165,65 @@ class KeyedQueue:
                     self._wake()
         return True
 
+    def hand(self, key: str, fn: Call, later: bool = False) -> Handed | None:
+        """Run `fn` on `key`'s worker as its next work (a job's: the sweep's apply), so that
+        the restart call it decides runs there at once; wait() on what it returns. When a worker
+        (or a turn) holds the key now, or work for it waits already (a follower's restart, a
+        look), the key's worker looks at it again once done with that instead, as turn() does,
+        and `fn` is not run: None (and None once closed); with `later`, `fn` runs after that
+        work."""
+        handed = Handed(key)
+        with self._cond:
+            if self._closed:
+                return None
+            if not later and (key in self._held.values() or key in self._waiting):
+                # Never queued behind work that may be a restart call (up to its stop timeout):
+                # the hander would wait for it.
+                self._work_for(key).merge_look(None)
+                return None
+            self._work_for(key).calls.append(partial(self._run_handed, handed, fn))
+            self._wake()
+        return handed
+
+    def wait(self, handed: Handed) -> None:
+        """Until `handed`'s work returned or began its call (what it decided is written by
+        then; the call itself is not waited for), or the queue closed (its work dropped). What
+        the work raised before its call is raised here, to the hander (the worker goes on)."""
+        with self._cond:
+            while not handed.done and not self._closed:
+                self._cond.wait()
+        if handed.error is not None:
+            raise handed.error
+
+    def _run_handed(self, handed: Handed, fn: Call) -> None:
+        me = threading.get_ident()
+        with self._cond:
+            self._handed[me] = handed
+        try:
+            fn()
+        except Exception as exc:
+            with self._cond:
+                if self._handed.get(me) is not handed:
+                    raise  # after its call began: the worker logs it
+                handed.error = exc
+        finally:
+            with self._cond:
+                self._tell(me)
+
+    def _tell(self, me: int) -> None:
+        """Under the lock: the work handed to thread `me` is done with deciding."""
+        handed = self._handed.pop(me, None)
+        if handed is not None:
+            handed.done = True
+            self._cond.notify_all()
+
     @contextmanager
     def calling(self) -> Iterator[None]:
-        """Around a call on a worker: close() gives calls a grace of their own."""
+        """Around a call on a worker: close() gives calls a grace of their own; the work handed
+        to this worker is done with deciding (hand)."""
         with self._cond:
             self._calling += 1
+            self._tell(threading.get_ident())
         try:
             yield
         finally:

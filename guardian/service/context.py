@@ -5,7 +5,7 @@ The settings in force live in the RuleBook, which a reload retunes; `settings` a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from guardian.core.cache_entry import order_margin
@@ -22,7 +22,14 @@ from guardian.service.state.state import LoopState
 class AtOnce:
     """Turns where nothing runs beside the caller (`guardian check`, tests): each at once."""
 
-    def turn(self, key: str, fn: Callable[[], None], later: bool = False) -> None:
+    def turn(self, key: str, fn: Callable[[], None]) -> None:
+        fn()
+
+    def hand(self, work: Sequence[tuple[str, Callable[[], None]]]) -> None:
+        for _, fn in work:
+            fn()
+
+    def later(self, key: str, fn: Callable[[], None]) -> None:
         fn()
 
     def look(self, key: str, source: str, now: Callable[[], None]) -> None:

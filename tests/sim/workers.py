@@ -2,9 +2,10 @@
 thread, under the real RestartRunner (runtime/restart_calls.py: the RestartCalls, Rechecks and
 Turns ports). What Guardian adds (an event's look, a recheck, an approval, a freed slot, a
 restart call the sweep decided) waits under its container's key until the seeded scheduler
-hands the key to a worker (World.work); a job's turn of a key (the sweep, a verify tick) is
-taken as KeyedQueue.turn takes it: at once while no worker holds the key (what waits for it runs
-after), else a look (or, `later`, the function) left to that worker. Who runs now is a stack of
+hands the key to a worker (World.work); the sweep's applies, handed to their keys' workers, wait
+there too until the scheduler or the sweep's wait runs them (KeyedQueue.hand); a verify tick's
+turn of a key is taken as KeyedQueue.turn takes it: at once while no worker holds the key (what
+waits for it runs after), else a look left to that worker. Who runs now is a stack of
 actors standing for the daemon's threads; a restart call in flight at the engine lets other
 steps run beside its worker (World.in_flight), each as an actor of its own. kill -9 drops
 everything queued (`drop`).
@@ -21,7 +22,7 @@ from datetime import datetime
 from functools import partial
 
 from guardian.ports import StoreError
-from guardian.runtime.work_queue import Call, Work
+from guardian.runtime.work_queue import Call, Handed, Work
 
 
 class Killed(BaseException):
@@ -54,6 +55,7 @@ class SimQueue:
     actors: list[Actor] = field(default_factory=lambda: [Actor("main")])
     timers: list[tuple[float, int, str | None, Call | None]] = field(default_factory=list)
     due: dict[str, float] = field(default_factory=dict)  # a key's earliest delayed look
+    handed: dict[Actor, Handed] = field(default_factory=dict)  # by the worker running it
     dead: bool = False
     _queued: object = None
     _order: itertools.count[int] = field(default_factory=itertools.count)
@@ -98,9 +100,9 @@ class SimQueue:
         held = self.held.get(key)
         return held is not None and held[0] is self.actor and not held[1]
 
-    def turn(self, key: str, fn: Call, later: bool = False) -> bool:
+    def turn(self, key: str, fn: Call) -> bool:
         """KeyedQueue.turn: `fn` now as `key`'s turn (True), or left to the worker holding the
-        key as a look, or with `later` as `fn` itself (False)."""
+        key as a look (False)."""
         held = self.held.get(key)
         if held is not None and held[0] is self.actor:
             fn()
@@ -108,11 +110,7 @@ class SimQueue:
         if self.dead:
             return False
         if held is not None:
-            work = self._work_for(key)
-            if later:
-                work.calls.append(fn)
-            else:
-                work.merge_look(None)
+            self._work_for(key).merge_look(None)
             return False
         if key in self.ready:
             self.ready.remove(key)  # its work waits for the turn's end
@@ -123,6 +121,43 @@ class SimQueue:
             self._release(key)
         return True
 
+    def hand(self, key: str, fn: Call, later: bool = False) -> Handed | None:
+        """KeyedQueue.hand: `fn` waits under `key` as its next call, for a worker (the seeded
+        scheduler's, or wait()'s), unless an actor holds the key or work for it waits already:
+        then a look is left to it (None), or with `later` `fn` itself."""
+        if self.dead:
+            return None
+        if not later and (key in self.held or key in self.waiting):
+            self._work_for(key).merge_look(None)
+            return None
+        handed = Handed(key)
+        self._work_for(key).calls.append(partial(self._run_handed, handed, fn))
+        return handed
+
+    def wait(self, handed: Handed) -> None:
+        """KeyedQueue.wait: what the scheduler has not run yet of `handed`'s key runs now, on
+        its worker; what `fn` raised before its call is raised here."""
+        while not handed.done and not self.dead and handed.key in self.ready:
+            self.run(handed.key)
+        if handed.error is not None:
+            raise handed.error
+
+    def _run_handed(self, handed: Handed, fn: Call) -> None:
+        self.handed[self.actor] = handed
+        try:
+            fn()
+        except Exception as exc:
+            if self.handed.get(self.actor) is not handed:
+                raise  # after its call began: the worker's
+            handed.error = exc
+        finally:
+            self._tell()
+
+    def _tell(self) -> None:
+        handed = self.handed.pop(self.actor, None)
+        if handed is not None:
+            handed.done = True
+
     @contextmanager
     def calling(self) -> Iterator[None]:
         """Around a restart call on a worker (RestartRunner.carry, which logs what the call
@@ -130,6 +165,7 @@ class SimQueue:
         when it was decided: queued then, or (None) now, by the worker itself."""
         self.asked.append(self._queued)
         self._queued = None
+        self._tell()  # the work handed to this worker is done with deciding
         try:
             yield
         except StoreError:

@@ -206,7 +206,9 @@ def test_a_restart_held_for_a_free_slot_goes_ahead_when_one_frees(
         held.extend(a.container for a in t.actions() if a.reason == "max_concurrent")
 
     run_in_main_thread(d.run_forever, scenario, lambda: os.kill(os.getpid(), signal.SIGTERM))
-    assert sorted(held) == ["b", "c"]  # the first sweep held them: one slot
+    # The first sweep held two of them: one slot. Which one took it is the workers' race (the
+    # sweep hands its applies to them at once).
+    assert len(held) == len(set(held)) == 2
 
 
 @pytest.mark.parametrize("health", ["starting", "healthy", "unhealthy", None])

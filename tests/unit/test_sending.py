@@ -1,7 +1,7 @@
-"""A call the sweep decided waits for its container's worker; a person's stop, kill or silence
-meanwhile withdraws it, unsent (Remediator.may_send; the simulator's F12 and F13). A stop is
-taken for a restart's own only once its call was sent, and only before its start: heard, or
-shown by a look at the container when its event was lost (F14)."""
+"""A call is sent by the worker that decided it, at once; a person's stop, kill or removal heard
+on the events thread between the decision and the send withdraws it, unsent (Remediator.may_send;
+the simulator's F12). A stop is taken for a restart's own only once its call was sent, and only
+before its start: heard, or shown by a look at the container when its event was lost (F14)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,14 @@ from guardian.core.model import ActionKind, ContainerSnapshot, Outcome, Remediat
 from guardian.core.verification import PendingVerify
 from guardian.ports import EngineEvent
 from guardian.service.healing.decisions import ladder_history
-from guardian.service.operator import Operator
 from guardian.service.state.state import LoopState
 from tests.app import HOST, TestApp, make_app
 from tests.fakes import FakeClock, FakeRestartCalls
 
 
 def waiting_calls(tmp: Path) -> tuple[TestApp, list[Callable[[], None]]]:
-    """Guardian whose restart calls wait, as in the work queue for their container's worker:
-    the test runs them from the list when it chooses."""
+    """Guardian whose restart calls wait between their decision and their send, for as long
+    as the test chooses: it runs them from the list."""
     calls = FakeRestartCalls()
     w = make_app(
         tmp,
@@ -45,13 +44,13 @@ def pending_verify(name: str, at: datetime) -> PendingVerify:
 def decided_and_waiting(tmp: Path) -> tuple[TestApp, Callable[[], None]]:
     w, held = waiting_calls(tmp)
     w.engine.add("web", health="unhealthy")
-    w.healer.sweep()  # decided and claimed: the call waits for web's worker
+    w.healer.sweep()  # decided and claimed: the call not sent yet
     [call] = held
     assert w.healer.ctx.state.claims.running("web")
     return w, call
 
 
-def test_a_persons_stop_heard_while_a_restart_waits_for_its_worker_withdraws_it(
+def test_a_persons_stop_heard_between_a_restarts_decision_and_its_send_withdraws_it(
     tmp_path: Path,
 ) -> None:
     w, call = decided_and_waiting(tmp_path)
@@ -60,7 +59,7 @@ def test_a_persons_stop_heard_while_a_restart_waits_for_its_worker_withdraws_it(
     snap = w.engine.set("web", state="exited", exit_code=143, finished_at=w.clock.now())
     w.healer.on_event(event(w, "die", snap))
     w.healer.on_event(event(w, "stop", snap))
-    call()  # the worker takes it
+    call()  # the worker sends it
     assert w.engine.restarts == []
     [restart] = [a for a in w.actions("web") if a.kind == ActionKind.RESTART]
     assert restart.outcome == Outcome.WITHDRAWN
@@ -71,29 +70,9 @@ def test_a_persons_stop_heard_while_a_restart_waits_for_its_worker_withdraws_it(
     assert w.engine.restarts == []
 
 
-def test_a_silence_set_while_a_restart_waits_for_its_worker_withdraws_it(tmp_path: Path) -> None:
-    w, held = waiting_calls(tmp_path)
-    w.engine.add("web", health="unhealthy")
-    w.healer.sweep()  # decided and claimed: the call waits for web's worker
-    call = held.pop()
-    Operator(w.store, w.clock, HOST).silence("web", timedelta(minutes=30), "upgrade", "alice")
-    call()
-    assert w.engine.restarts == []
-    [restart] = [a for a in w.actions("web") if a.kind == ActionKind.RESTART]
-    assert restart.outcome == Outcome.WITHDRAWN and "silenced until" in restart.detail
-    assert w.store.restart_times(HOST, restart.requested_at - timedelta(1)) == ()  # not an attempt
-    w.healer.sweep()  # decided again: held by the silence, with its own reason
-    assert w.engine.restarts == []
-    assert w.actions("web")[-1].reason == "silenced"
-    w.clock.advance(minutes=31)
-    w.healer.sweep()  # the silence is over: decided again, its call waits for the worker
-    held.pop()()
-    assert w.restarted() == ["web"]
-
-
 def test_a_stop_is_a_restarts_own_only_once_its_call_was_sent() -> None:
     state = LoopState(FakeClock())
-    claim = state.claims.claim("web", waits=True)  # decided: waiting for its worker
+    claim = state.claims.claim("web", waits=True)  # decided: not sent yet
     assert not state.caused_by_restart("web-id", "web")
     state.heard_start("web")  # a start before the call was sent is not its own
     assert state.send(claim, "web-id")
@@ -171,47 +150,3 @@ def test_a_withdrawn_recreate_is_not_a_rung_taken() -> None:
     taken = replace(row, outcome=Outcome.TRANSIENT_FAILURE)
     assert ladder_history([taken], "web-id")[1] == (("recreate", at),)
     assert ladder_history([replace(row, outcome=Outcome.WITHDRAWN)], "web-id")[1] == ()
-
-
-def test_a_stop_guardian_decided_is_withdrawn_too_when_a_silence_came_first(tmp_path: Path) -> None:
-    w, held = waiting_calls(tmp_path)
-    w.engine.add(
-        "web", health="unhealthy", labels={"guardian.enable": "true", "guardian.action": "stop"}
-    )
-    w.healer.sweep()  # guardian.action=stop: decided, the stop call waits for web's worker
-    [call] = held
-    Operator(w.store, w.clock, HOST).silence("web", timedelta(minutes=30), "upgrade", "alice")
-    call()
-    assert w.engine.stops == []
-    [stop] = [a for a in w.actions("web") if a.kind == ActionKind.STOP]
-    assert stop.outcome == Outcome.WITHDRAWN
-
-
-def test_a_persons_kill_not_heard_yet_but_listed_by_a_later_sweep_withdraws_the_waiting_call(
-    tmp_path: Path,
-) -> None:
-    """The sweep decided web's restart (its call waits for web's worker); a person kills web;
-    its events are not read yet, but the next sweep lists web exited: the call is withdrawn
-    and web looked at again, so the kill is judged as a person's from the engine's record (sim
-    seed 30499)."""
-    w, held = waiting_calls(tmp_path)
-    w.following()  # the stream is open: the sweep's inspect leaves a fresh entry
-    w.engine.add("web", health="unhealthy")
-    w.healer.sweep()  # decided and claimed: the call waits for web's worker
-    call = held.pop()
-    snap = w.engine.containers[w.engine.id_of("web")]
-    w.engine.kept.append(event(w, "kill", snap))  # docker kill web: not heard yet
-    snap = w.engine.set("web", state="exited", exit_code=137, finished_at=w.clock.now())
-    w.engine.kept.append(event(w, "die", snap))
-    w.healer.sweep()  # lists web exited (its restart under way: no inspect)
-    call()  # the worker takes it
-    assert w.engine.restarts == []
-    [restart] = [a for a in w.actions("web") if a.kind == ActionKind.RESTART]
-    assert restart.outcome == Outcome.WITHDRAWN and "listed exited" in restart.detail
-    assert not w.healer.ctx.state.restart_underway("web")
-    for _ in range(3):
-        w.clock.advance(60)
-        w.healer.sweep()
-        while held:
-            held.pop()()
-    assert w.engine.restarts == []

@@ -194,14 +194,15 @@ def test_a_turn_for_a_key_its_worker_holds_is_not_run_and_the_worker_looks_again
     queue.close(1)
 
 
-def test_a_turn_asked_later_runs_on_the_worker_once_it_is_done() -> None:
+def test_work_handed_later_runs_on_the_worker_once_it_is_done() -> None:
     handle = Recorder()
     queue = KeyedQueue(lambda key, work: [handle(key, work), *(c() for c in work.calls)], 2)
     handle.hold["web"] = threading.Event()
     queue.add("web")
     wait_until(lambda: handle.turns, 5, message="the worker holds web")
     ran: list[str] = []
-    assert not queue.turn("web", lambda: ran.append(threading.current_thread().name), later=True)
+    handed = queue.hand("web", lambda: ran.append(threading.current_thread().name), later=True)
+    assert handed is not None
     assert ran == []
     handle.hold["web"].set()
     wait_until(lambda: ran, 5, message="run by the worker after")
@@ -236,3 +237,94 @@ def test_a_failing_turn_of_work_is_logged_and_the_worker_goes_on() -> None:
     queue.add("good")
     wait_until(lambda: ran == ["good"], 5, message="the next key's turn")
     queue.close(1)
+
+
+def test_work_handed_to_a_key_runs_on_its_worker_and_is_waited_for_until_its_call_begins() -> None:
+    queue = KeyedQueue(lambda key, work: [call() for call in work.calls], limit=4)
+    release, ran = threading.Event(), []
+
+    def decides_then_calls() -> None:
+        ran.append((threading.current_thread().name, queue.holds("web")))
+        with queue.calling():  # the call it decided, at once on this worker
+            release.wait(10)
+
+    handed = queue.hand("web", decides_then_calls)
+    assert handed is not None
+    queue.wait(handed)  # returns while the call runs
+    assert ran == [("reconcile-1", True)] and not release.is_set()
+    release.set()
+    wait_until(lambda: queue.busy() == 0, 5, message="the call's end")
+
+    def fails() -> None:
+        raise RuntimeError("the store refused")
+
+    failing = queue.hand("web", fails)
+    assert failing is not None
+    try:
+        queue.wait(failing)
+    except RuntimeError as exc:
+        assert str(exc) == "the store refused"  # raised to the hander, as a turn raises it
+    else:
+        raise AssertionError("the hander is told what the work raised")
+    assert queue.close(1) == 0
+
+
+def test_work_handed_to_a_key_a_worker_holds_is_left_to_that_worker_as_a_look() -> None:
+    handle = Recorder()
+    queue = KeyedQueue(handle, limit=4)
+    handle.hold["web"] = threading.Event()
+    handle.inside["web"] = threading.Event()
+    queue.add("web")
+    assert handle.inside["web"].wait(5)
+    assert queue.hand("web", lambda: None) is None  # not run: its worker looks again
+    handle.hold["web"].set()
+    wait_until(lambda: len(handle.turns) == 2 and queue.busy() == 0, 5, message="the look")
+    assert handle.turns[1][1].look and handle.turns[1][1].calls == []
+    assert queue.close(1) == 0
+
+
+def test_the_sweeps_apply_is_not_queued_behind_a_followers_restart_waiting_for_the_worker() -> None:
+    # Every worker is busy (one here, judging db) when a leader's follower restart is handed to
+    # web's worker; then the sweep hands web's apply. The sweep does not wait behind that restart
+    # (up to its stop timeout): web is left a look, judged once the restart is done.
+    looks: list[str] = []
+    inside, release, restarting, restarted = (threading.Event() for _ in range(4))
+
+    def handle(key: str, work: Work) -> None:
+        for call in work.calls:
+            call()
+        if work.look:
+            looks.append(key)
+            if key == "db":
+                inside.set()
+                release.wait(10)
+
+    queue = KeyedQueue(handle, limit=1)
+
+    def follower_restart() -> None:
+        with queue.calling():
+            restarting.set()
+            restarted.wait(10)  # the engine stops the container: its whole stop timeout
+
+    applied: list[str] = []
+    queue.add("db")
+    assert inside.wait(5)
+    assert queue.hand("web", follower_restart, later=True) is not None
+    swept = threading.Event()
+
+    def sweep() -> None:
+        handed = queue.hand("web", lambda: applied.append("web"))
+        release.set()  # db's look ends: the worker takes web
+        if handed is not None:
+            queue.wait(handed)
+        swept.set()
+
+    threading.Thread(target=sweep, daemon=True).start()
+    try:
+        wait_until(swept.is_set, 5, message="the sweep went on")
+        assert restarting.wait(5) and not restarted.is_set()
+    finally:
+        restarted.set()
+    wait_until(lambda: queue.busy() == 0, 5, message="the restart's end")
+    assert looks == ["db", "web"] and applied == []  # web judged again after its restart
+    assert queue.close(1) == 0

@@ -179,7 +179,7 @@ class DecisionPoint:
             recent_restarts=tuple(ctx.store.restart_times(host, minute_ago))
             + memory.recent(minute_ago),
             storm=ctx.pipeline.storm_holds(snap),
-            silence=self.silence(snap, rules, now),
+            silence=self._silence(snap, rules, now),
             dependencies=ctx.pipeline.unhealthy_dependencies(container),
             approval=ctx.store.approval_for(host, container) if _asks(policy) else None,
             problem_since=(
@@ -200,7 +200,7 @@ class DecisionPoint:
             (r for r in found if r.container == snap.name and r.container_id == snap.id), None
         )
 
-    def silence(
+    def _silence(
         self, snap: ContainerSnapshot, rules: ContainerRules, now: datetime
     ) -> Silence | None:
         """What holds the container back: a person's silence or a maintenance window in force
@@ -214,22 +214,12 @@ class DecisionPoint:
             return window or person
         return person
 
-    def unsent(self, snap: ContainerSnapshot, rules: ContainerRules, claim: Claim) -> str:
-        """Just before `claim`'s call goes to the engine, on the container's worker (a call the
-        sweep decided waits in the work queue for it): why it must not go after all, as people
-        read it, or "" once it is marked sent (the caller sends it at once). Not while a silence
-        or maintenance window holds the container now, nor once a person stopped, killed or
-        removed it since the decision (as heard: LoopState.send), nor once a list asked since
-        shows it in another state than `snap` (a stop or a start not heard yet: judged again,
-        so the person-stop judges read the engine's record of it). The cache answers that
-        last one: no engine call."""
-        now = self.ctx.clock.now()
-        silence = self.silence(snap, rules, now)
-        if silence is not None and silence.active(now):  # as decide() reads it
-            return f"silenced until {silence.until.isoformat(timespec='seconds')} since decided"
-        moved = self.ctx.state.cache.shown_otherwise(snap)
-        if moved:
-            return moved
+    def unsent(self, snap: ContainerSnapshot, claim: Claim) -> str:
+        """Just before `claim`'s call goes to the engine, on the container's worker that decided
+        it a moment ago: why it must not go after all, as people read it, or "" once it is
+        marked sent (the caller sends it at once). A person's stop, kill or removal heard on
+        the events thread since the decision (LoopState.send: hearing a stop and sending decide
+        under the restart lock, so the stop is a person's, or perhaps the call's own)."""
         if not self.ctx.state.send(claim, snap.id):
             return "a person stopped, killed or removed it since it was decided"
         return ""

@@ -34,15 +34,19 @@ class Followers:
         unless `leader` is a follower). One follower's failure never stops the others."""
         root = root or leader
         for container_id, via in self.ctx.pipeline.followers(leader, root):
-            try:
-                # On the follower's turn: never beside its own worker (after it, when busy).
-                follow = partial(self._follow, container_id, leader, root, via)
-                self.ctx.turns.turn(container_id, follow, later=True)
-            except Exception:
-                log.exception(
-                    "follower restart failed",
-                    extra=kv(container_id=container_id[:12], after=leader),
-                )
+            # On the follower's worker (after what it does now): its restart call is sent
+            # there at once.
+            follow = partial(self._following, container_id, leader, root, via)
+            self.ctx.turns.later(container_id, follow)
+
+    def _following(self, container_id: str, leader: str, root: str, via: str) -> None:
+        """One follower's restart: its failure is logged, and stops no other."""
+        try:
+            self._follow(container_id, leader, root, via)
+        except Exception:
+            log.exception(
+                "follower restart failed", extra=kv(container_id=container_id[:12], after=leader)
+            )
 
     def _follow(self, container_id: str, leader: str, root: str, via: str) -> None:
         ctx, host = self.ctx, self.ctx.settings.host

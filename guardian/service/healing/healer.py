@@ -274,7 +274,6 @@ class Healer:
         """Reconcile every watched container: one list request, one inspect per candidate."""
         ctx = self.ctx
         report = SweepReport()
-        mark = ctx.state.cache.mark()  # inspects asked after it are newer than the list
         try:
             listed, watched = self.listings.read(ctx.settings, ctx.on_docker())
             self.engine_state(True)
@@ -293,14 +292,8 @@ class Healer:
             # Judge the whole host before acting on any container: a storm holds every restart.
             for assessed in ctx.pipeline.assessed:
                 assessed(report.rows)
-            # Dependencies first, so a held-back dependent can name the dependency's incident.
             judged = [] if quiet is None else [r for r in report.rows if r.snapshot.id not in quiet]
-            for assessment in sorted(
-                judged, key=lambda row: ctx.pipeline.act_order(row.snapshot.name)
-            ):
-                # On the container's turn: never beside its worker (an event's look), which
-                # would judge it at the same time and open its incident twice.
-                ctx.turns.turn(assessment.snapshot.id, partial(self.apply, assessment, open_names))
+            self._act(judged, open_names)
             if report.engine_error is None and quiet is not None:
                 self._keep_quiet(report.rows, quiet, open_names, watched)
         if report.engine_error is None:
@@ -308,12 +301,23 @@ class Healer:
             if apply:
                 self._forget_vanished(names)
             ctx.rules.keep_only(ids)
-            self._resync(listed, watched, mark)
+            self._resync(listed, watched)
         unhealthy = sum(1 for r in report.rows if r.result.problem is not None)
         ctx.state.engine.swept(len(watched))
         ctx.metrics.swept(len(watched), unhealthy)
         self.recorder.refresh_gauges()
         return report
+
+    def _act(self, judged: list[Assessment], open_names: set[str]) -> None:
+        """Apply each judged row on its container's worker, never beside it (an event's look
+        would judge it at the same time and open its incident twice): the restart call it
+        decides is sent there at once. Dependencies first, a depth of the graph at a time: a
+        held-back dependent names the incident its dependency's apply wrote."""
+        order = self.ctx.pipeline.act_order
+        ranked = sorted(((order(row.snapshot.name), i, row) for i, row in enumerate(judged)))
+        for _, tier in itertools.groupby(ranked, key=lambda ranked_row: ranked_row[0]):
+            work = [(row.snapshot.id, partial(self.apply, row, open_names)) for *_, row in tier]
+            self.ctx.turns.hand(work)
 
     def _judge(
         self,
@@ -392,9 +396,7 @@ class Healer:
                 quiet[cid] = QuietRow(a, until)
         self.quiet.keep(quiet, watched, rows)
 
-    def _resync(
-        self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot], mark: int
-    ) -> None:
+    def _resync(self, listed: list[ContainerSnapshot], watched: list[ContainerSnapshot]) -> None:
         """The sweep as the cache's resync (Docker only): entries of containers no longer
         listed are forgotten, those the list shows otherwise doubted, and the watched ones
         whose entry is missing or doubtful inspected (at most RESYNC_READS; none whose restart
@@ -402,7 +404,7 @@ class Healer:
         if not self.ctx.on_docker():
             return
         state = self.ctx.state
-        wanted = set(state.cache.resync(watched, listed, mark))
+        wanted = set(state.cache.resync(watched, listed))
         if not wanted:
             return
         reads = [s for s in watched if s.id in wanted and not state.restart_underway(s.name)]

@@ -21,7 +21,7 @@ from guardian.core import incidents
 from guardian.core.assessment import Assessment
 from guardian.core.escalation.recreate import RecreateSpec, Refusal, build
 from guardian.core.escalation.rollback import Kept, kept_from
-from guardian.core.labels import ALL, ContainerRules
+from guardian.core.labels import ALL
 from guardian.core.model import (
     REPLACING,
     ActionKind,
@@ -42,8 +42,8 @@ from guardian.service.healing.recorder import Recorder
 from guardian.service.state.claims import Claim
 
 log = logging.getLogger("guardian.recreate")
-# Whether a decided call goes to the engine now (snapshot, rules, claim, intent's action id).
-MaySend = Callable[[ContainerSnapshot, ContainerRules, Claim, int], bool]
+# Whether a decided call goes to the engine now (snapshot, claim, intent's action id).
+MaySend = Callable[[ContainerSnapshot, Claim, int], bool]
 
 
 def spec_of(
@@ -209,7 +209,7 @@ class Recreator:
         """On the container's worker: remove, then create from the spec. The claim ends when the
         engine is done, or passes to the new container's verification."""
         ctx, snap = self.ctx, a.snapshot
-        if not self._may_send(snap, a.rules, claim, action_id):
+        if not self._may_send(snap, claim, action_id):
             return
         removed = ctx.engine.remove_container(snap.id, a.rules.stop_timeout)
         if not removed.done:

@@ -114,7 +114,7 @@ class Remediator:
                     slot = slot_until(rules.stop_timeout, self.ctx.settings.stop_timeout, now)
                     claims = self.ctx.state.claims
                     # Held from the moment it exists: nothing after this can leave it behind.
-                    # Not sent yet: its worker sends it (may_send).
+                    # Not sent yet: sent once the person-stop check passed (may_send).
                     claimed.append(
                         holding.enter_context(
                             claims.claim(snap.name, rules.stop_timeout, slot, waits=True)
@@ -127,15 +127,13 @@ class Remediator:
             self.ctx.metrics.decided(decision)
             yield decision, claimed[0] if claimed else None
 
-    def may_send(
-        self, snap: ContainerSnapshot, rules: ContainerRules, claim: Claim, action_id: int
-    ) -> bool:
+    def may_send(self, snap: ContainerSnapshot, claim: Claim, action_id: int) -> bool:
         """Whether `claim`'s call (its intent written as `action_id`) goes to the engine now,
-        on the container's worker; the caller sends it at once. A person may have stopped or
-        silenced the container since the decision (the call waited for its worker): then it is
-        withdrawn (Refusals.withdraw), and the container judged again, so decide() holds it
-        back with its own reason."""
-        why = self.decisions.unsent(snap, rules, claim)
+        on the container's worker that decided it; the caller sends it at once. A person's
+        stop, kill or removal may have been heard meanwhile (the events thread does not wait
+        for the worker): then it is withdrawn (Refusals.withdraw), and the container judged
+        again, so decide() holds it back with its own reason."""
+        why = self.decisions.unsent(snap, claim)
         if not why:
             return True
         self.refusals.withdraw(snap, claim, action_id, why)
@@ -248,7 +246,7 @@ class Remediator:
         )
 
         def call() -> None:
-            if not self.may_send(snap, a.rules, claim, action_id):
+            if not self.may_send(snap, claim, action_id):
                 return
             result = ctx.engine.stop(snap.id, a.rules.stop_timeout)
             claim.release()  # the engine is done with it: its events are no longer ours
@@ -378,7 +376,7 @@ class Remediator:
         judged from the cache (`cached`) reads the probe's output once the call returned (the
         kill never waits on it): the attempt's notification and the incident say it."""
         ctx, action_id = self.ctx, pending.action_id
-        if not self.may_send(snap, rules, claim, action_id):
+        if not self.may_send(snap, claim, action_id):
             if cached and incident is not None and incident.id is not None:
                 ctx.store.release_held(incident.id)  # the opening goes as is
             return ActionOutcome(Outcome.WITHDRAWN)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from guardian.core.cache_entry import (
@@ -45,7 +45,6 @@ class Ask:
     container_id: str
     seen: int
     at: datetime
-    number: int = 0  # inspects asked so far, this one included (mark())
 
 
 class ContainerCache:
@@ -66,10 +65,6 @@ class ContainerCache:
         self._writes = 0
         self._resynced: tuple[Sequence[ContainerSnapshot], Sequence[ContainerSnapshot], int] | None
         self._resynced = None
-        self._asks = 0  # inspects asked so far
-        # What a list asked after an entry's inspect shows otherwise than the entry, until the
-        # next inspect: the listed snapshot, or None when it listed the container no more.
-        self._listed: dict[str, ContainerSnapshot | None] = {}
 
     # -- the event stream -----------------------------------------------------------------------
 
@@ -119,7 +114,6 @@ class ContainerCache:
             after = applied(entry, event.action, event.container_name, event.at, event.attributes)
             if after is None:
                 del self._entries[cid]
-                self._listed.pop(cid, None)
             else:
                 self._entries[cid] = after
 
@@ -142,8 +136,7 @@ class ContainerCache:
         """An inspect of `container_id` is asked now; answered() or unanswered() follows."""
         with self._lock:
             self._asked[container_id] = self._asked.get(container_id, 0) + 1
-            self._asks += 1
-            return Ask(container_id, self._seen, now, self._asks)
+            return Ask(container_id, self._seen, now)
 
     def answered(
         self,
@@ -158,11 +151,10 @@ class ContainerCache:
         with self._lock:
             self._writes += 1
             touched = self._release(ask)
-            self._listed.pop(cid, None)
             if snap is None or snap.id != cid:
                 self._entries.pop(cid, None)
                 return
-            entry = replace(entry_of(snap, ask.at, now, margin), ask=ask.number)
+            entry = entry_of(snap, ask.at, now, margin)
             if self._covered is None or ask.at < self._covered:
                 entry = entry.doubted(UNCOVERED)
             if touched > ask.seen:
@@ -198,23 +190,6 @@ class ContainerCache:
                 return None
             return entry.snapshot
 
-    def mark(self) -> int:
-        """Where the inspects stand now (how many were asked): taken before a list is asked,
-        for resync()'s `since`."""
-        with self._lock:
-            return self._asks
-
-    def shown_otherwise(self, snap: ContainerSnapshot) -> str:
-        """Why the container is no longer as `snap` (an inspect's, that a decision was made
-        on) showed it, as far as the cache knows without asking the engine: a list asked after
-        the inspect behind its entry shows it in another state ("": nothing known of that)."""
-        with self._lock:
-            listed = self._listed.get(snap.id)
-            entry = self._entries.get(snap.id)
-        if listed is None or entry is None or listed.state == snap.state:
-            return ""
-        return f"listed {listed.state[:20]} since it was decided {snap.state[:20]}"
-
     def doubt_of(self, container_id: str) -> str | None:
         """Why the entry of `container_id` is doubtful ("": it is fresh; None: there is none)."""
         with self._lock:
@@ -222,41 +197,30 @@ class ContainerCache:
             return None if entry is None else entry.doubt
 
     def resync(
-        self,
-        watched: Sequence[ContainerSnapshot],
-        listed: Sequence[ContainerSnapshot],
-        since: int | None = None,
+        self, watched: Sequence[ContainerSnapshot], listed: Sequence[ContainerSnapshot]
     ) -> list[str]:
         """A sweep's list (`listed`, of which `watched`): forget the containers not listed,
         doubt the entries the list shows otherwise, and return the ids of the `watched` whose
         entry is missing or doubtful, to inspect (none while no stream covers what an inspect
         would fill; none an inspect could not make fresh: labels beyond the bounds, no room for
         another entry). The very lists of the last resync that wanted none, with no write to
-        the cache since, want none again, without a walk over them (an idle sweep's).
-
-        `since`: the mark() taken before the list was asked. A fresh entry whose inspect was
-        asked before it and that the list shows otherwise keeps what the list showed, for
-        shown_otherwise(), until its next inspect."""
+        the cache since, want none again, without a walk over them (an idle sweep's)."""
         with self._lock:
             last = self._resynced
             unchanged = last is not None and last[0] is watched and last[1] is listed
             if unchanged and last is not None and last[2] == self._writes:
                 return []
-            wanted = self._resync(watched, listed, since)
+            wanted = self._resync(watched, listed)
             self._resynced = (watched, listed, self._writes) if not wanted else None
             return wanted
 
     def _resync(
-        self,
-        watched: Sequence[ContainerSnapshot],
-        listed: Sequence[ContainerSnapshot],
-        since: int | None,
+        self, watched: Sequence[ContainerSnapshot], listed: Sequence[ContainerSnapshot]
     ) -> list[str]:
         present = {s.id for s in listed}
         kept = only_present(self._entries, present)
         if kept is not self._entries:
             self._entries = kept
-            self._listed = only_present(self._listed, present)
             self._writes += 1
         room = len(self._entries) < MAX_ENTRIES
         wanted = []
@@ -264,8 +228,6 @@ class ContainerCache:
             entry = self._entries.get(snap.id)
             if entry is not None and entry.fresh and not same_listing(entry.snapshot, snap):
                 entry = self._entries[snap.id] = entry.doubted(LISTED_OTHERWISE)
-                if since is not None and entry.ask <= since:
-                    self._listed[snap.id] = snap  # listed after the inspect: news of it
                 self._writes += 1
             if entry is None:
                 if room:
