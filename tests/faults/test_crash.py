@@ -102,18 +102,22 @@ def test_kill_9_during_a_restart_storm_loses_nothing_and_never_exceeds_the_cap(
 
 
 def heal(containers: Containers, name: str) -> None:
-    """Remove the container's /sick, once it runs: the engine may still be carrying out a
-    restart the last killed Guardian asked for (409 "is not running" meanwhile)."""
+    """Remove the container's /sick, once it runs, until a look finds it gone: the engine may
+    still be carrying out a restart the last killed Guardian asked for (409 "is not running"
+    meanwhile, or the restart's kill ending the `rm` before it ran)."""
+
+    def ran(command: list[str]) -> bool:
+        exec_id = containers.api.exec_create(name, command)
+        containers.api.exec_start(exec_id)
+        return containers.api.exec_inspect(exec_id)["ExitCode"] == 0
 
     def healed() -> bool:
         try:
-            exec_id = containers.api.exec_create(name, ["rm", "-f", "/sick"])
-            containers.api.exec_start(exec_id)
+            return ran(["rm", "-f", "/sick"]) and ran(["test", "!", "-f", "/sick"])
         except docker.errors.APIError as exc:
             if exc.status_code == 409:
                 return False
             raise
-        return True
 
     wait_until(healed, 60, 0.2, f"{name} healed by the test")
 
