@@ -59,6 +59,7 @@ KEPT: list[tuple[int, float, str]] = [
     (1307, 1, "F16, F17"),
     (570, 1, "F19: an earlier run's reset stamped ahead, after a restart held on a full disk"),
     (1151, 1, "F20: a kept stop dropped, the container's start stamped after its exit"),
+    (2679, 1, "F21: a person's kill after a restart whose start left the ring, taken as its own"),
 ]
 
 # Seeds that found a bug in Guardian (tests/sim/known.py): they run into it until it is
