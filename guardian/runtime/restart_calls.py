@@ -83,7 +83,7 @@ class RestartRunner:
         if self._queue is None:
             fn()
         else:
-            self._queue.hand(key, fn, later=True)
+            self._queue.add_call(key, fn)
 
     def look(self, key: str, source: str, now: Call) -> None:
         if self._queue is None:

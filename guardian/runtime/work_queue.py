@@ -165,18 +165,18 @@ class KeyedQueue:
                     self._wake()
         return True
 
-    def hand(self, key: str, fn: Call, later: bool = False) -> Handed | None:
+    def hand(self, key: str, fn: Call) -> Handed | None:
         """Run `fn` on `key`'s worker as its next work (a job's: the sweep's apply), so that
         the restart call it decides runs there at once; wait() on what it returns. When a worker
         (or a turn) holds the key now, or work for it waits already (a follower's restart, a
         look), the key's worker looks at it again once done with that instead, as turn() does,
-        and `fn` is not run: None (and None once closed); with `later`, `fn` runs after that
-        work."""
+        and `fn` is not run: None (and None once closed). (A follower's restart, which must
+        run after that work, is add_call()'s.)"""
         handed = Handed(key)
         with self._cond:
             if self._closed:
                 return None
-            if not later and (key in self._held.values() or key in self._waiting):
+            if key in self._held.values() or key in self._waiting:
                 # Never queued behind work that may be a restart call (up to its stop timeout):
                 # the hander would wait for it.
                 self._work_for(key).merge_look(None)

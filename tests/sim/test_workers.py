@@ -86,7 +86,7 @@ def test_a_turn_for_a_key_its_worker_holds_is_left_to_the_worker() -> None:
     def beside() -> None:  # a sweep and a follower's restart while the worker is in a call
         with queue.acting("sweep"):
             assert not queue.turn("web", lambda: ran.append("sweep"))
-            assert queue.hand("web", lambda: ran.append("later"), later=True) is not None
+            queue.add_call("web", lambda: ran.append("later"))
 
     handle.inside["web"] = [beside]
     queue.add("web")

@@ -121,13 +121,13 @@ class SimQueue:
             self._release(key)
         return True
 
-    def hand(self, key: str, fn: Call, later: bool = False) -> Handed | None:
+    def hand(self, key: str, fn: Call) -> Handed | None:
         """KeyedQueue.hand: `fn` waits under `key` as its next call, for a worker (the seeded
         scheduler's, or wait()'s), unless an actor holds the key or work for it waits already:
-        then a look is left to it (None), or with `later` `fn` itself."""
+        then a look is left to it (None)."""
         if self.dead:
             return None
-        if not later and (key in self.held or key in self.waiting):
+        if key in self.held or key in self.waiting:
             self._work_for(key).merge_look(None)
             return None
         handed = Handed(key)

@@ -194,15 +194,14 @@ def test_a_turn_for_a_key_its_worker_holds_is_not_run_and_the_worker_looks_again
     queue.close(1)
 
 
-def test_work_handed_later_runs_on_the_worker_once_it_is_done() -> None:
+def test_a_call_added_while_its_worker_holds_the_key_runs_there_once_it_is_done() -> None:
     handle = Recorder()
     queue = KeyedQueue(lambda key, work: [handle(key, work), *(c() for c in work.calls)], 2)
     handle.hold["web"] = threading.Event()
     queue.add("web")
     wait_until(lambda: handle.turns, 5, message="the worker holds web")
     ran: list[str] = []
-    handed = queue.hand("web", lambda: ran.append(threading.current_thread().name), later=True)
-    assert handed is not None
+    queue.add_call("web", lambda: ran.append(threading.current_thread().name))
     assert ran == []
     handle.hold["web"].set()
     wait_until(lambda: ran, 5, message="run by the worker after")
@@ -309,7 +308,7 @@ def test_the_sweeps_apply_is_not_queued_behind_a_followers_restart_waiting_for_t
     applied: list[str] = []
     queue.add("db")
     assert inside.wait(5)
-    assert queue.hand("web", follower_restart, later=True) is not None
+    queue.add_call("web", follower_restart)
     swept = threading.Event()
 
     def sweep() -> None:
